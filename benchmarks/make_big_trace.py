@@ -1,0 +1,94 @@
+"""Build a large Kineto trace by replicating a real one (for the ingest benchmark).
+
+Each copy is shifted in time by the span of the source trace and its ``correlation``,
+``External id`` and flow ``id`` values are offset, so that kernels still join to their own
+launches and no two copies overlap. The output keeps Kineto's layout (an object with
+``traceEvents``, one event per block of lines) and is written uncompressed, like the
+1.12 GB file of DESIGN section 9.
+
+Usage: python benchmarks/make_big_trace.py SOURCE OUT.json --copies 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ID_KEYS = ("correlation", "External id", "external id")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt") as fh:
+        data = json.load(fh)
+    return data if isinstance(data, dict) else {"traceEvents": data}
+
+
+def _span_and_max_id(events: list[dict[str, Any]]) -> tuple[float, int]:
+    ts = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
+    ends = [e["ts"] + e.get("dur", 0) for e in events if isinstance(e.get("ts"), (int, float))]
+    max_id = 0
+    for e in events:
+        args = e.get("args") or {}
+        for key in ID_KEYS:
+            if isinstance(args.get(key), int):
+                max_id = max(max_id, args[key])
+        if isinstance(e.get("id"), int):
+            max_id = max(max_id, e["id"])
+    return max(ends) - min(ts) + 1.0, max_id + 1
+
+
+def _shift(event: dict[str, Any], dt: float, did: int) -> dict[str, Any]:
+    out = dict(event)
+    if isinstance(out.get("ts"), (int, float)):
+        out["ts"] = round(out["ts"] + dt, 3)
+    if isinstance(out.get("id"), int):
+        out["id"] += did
+    args = out.get("args")
+    if isinstance(args, dict):
+        args = dict(args)
+        for key in ID_KEYS:
+            if isinstance(args.get(key), int):
+                args[key] += did
+        out["args"] = args
+    return out
+
+
+def build(source: Path, out: Path, copies: int) -> int:
+    """Write ``copies`` shifted copies of ``source`` to ``out``; return the number of events."""
+    data = _load(source)
+    events = data.pop("traceEvents")
+    span, id_step = _span_and_max_id(events)
+    head = json.dumps(data, indent=2)[:-2]
+    n = 0
+    with open(out, "w") as fh:
+        fh.write(head + ',\n  "traceEvents": [\n')
+        first = True
+        for k in range(copies):
+            for e in events:
+                if k and e.get("ph") == "M":
+                    continue
+                fh.write(("" if first else ",\n") + "  " + json.dumps(_shift(e, k * span, k * id_step)))
+                first = False
+                n += 1
+        fh.write('\n  ]\n}\n')
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--copies", type=int, default=40)
+    args = parser.parse_args(argv)
+    n = build(args.source, args.out, args.copies)
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB, {n:,} events)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

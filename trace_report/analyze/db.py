@@ -1,0 +1,133 @@
+"""DuckDB files: create the schema, recognise our databases, write atomically, lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from trace_report.errors import DatabaseError
+
+SCHEMA_VERSION = "1"
+APP = "trace-report"
+
+
+def sql_text(name: str) -> str:
+    """The text of the named SQL artifact in ``trace_report/analyze/sql/``."""
+    return resources.files("trace_report.analyze").joinpath("sql", name).read_text()
+
+
+def create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the tables (idempotent), mark the database as ours, and (re)create the views."""
+    con.execute(sql_text("schema.sql"))
+    con.execute(
+        "INSERT INTO trace_report_info VALUES ('app', ?), ('schema_version', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [APP, SCHEMA_VERSION],
+    )
+    create_views(con)
+
+
+def create_views(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create the views of ``views.sql`` and of the analysis modules that add their own."""
+    con.execute(sql_text("views.sql"))
+
+
+def _friendly(exc: Exception, path: Path) -> DatabaseError:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "lock" in text.lower():
+        return DatabaseError(f"{path}: the database is in use by another process ({text})")
+    return DatabaseError(f"{path}: not a DuckDB database or unreadable ({text})")
+
+
+def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Raise :class:`DatabaseError` unless ``con`` holds a trace-report database."""
+    try:
+        row = con.execute("SELECT value FROM trace_report_info WHERE key = 'app'").fetchone()
+    except duckdb.Error:
+        row = None
+    if not row or row[0] != APP:
+        raise DatabaseError(f"{path}: a DuckDB database, but not one written by trace-report")
+
+
+def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open an existing trace-report database; views are refreshed when writable."""
+    if not path.is_file():
+        raise DatabaseError(f"{path}: no such database file")
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise _friendly(exc, path) from exc
+    try:
+        check_ours(con, path)
+    except DatabaseError:
+        con.close()
+        raise
+    if not read_only:
+        create_views(con)
+    return con
+
+
+@contextmanager
+def _directory_lock(path: Path) -> Iterator[None]:
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise DatabaseError(
+                f"{path}: another trace-report process is writing a database in this folder"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield a connection to a temporary copy of ``path``; on success rename it over ``path``.
+
+    The database at ``path`` is never modified in place: on any error the copy is removed and
+    ``path`` stays byte for byte as it was. Raises :class:`DatabaseError` when ``path`` exists
+    but is not a trace-report database, is locked by another process, or cannot be written.
+    """
+    path = path.absolute()
+    if path.is_dir():
+        raise DatabaseError(f"{path}: is a directory, not a database file")
+    if not path.parent.is_dir():
+        raise DatabaseError(f"{path.parent}: no such directory for the database")
+    with _directory_lock(path):
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        _remove(tmp)
+        if path.exists():
+            connect_existing(path, read_only=True).close()
+            shutil.copyfile(path, tmp)
+        try:
+            con = duckdb.connect(str(tmp))
+        except duckdb.Error as exc:
+            _remove(tmp)
+            raise _friendly(exc, tmp) from exc
+        try:
+            create_schema(con)
+            yield con
+            con.execute("CHECKPOINT")
+            con.close()
+            os.replace(tmp, path)
+        except BaseException:
+            con.close()
+            _remove(tmp)
+            raise
+
+
+def _remove(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".wal")):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,129 @@
+"""Trace-level facts from a trace's top-level keys, with secrets redacted."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trace_report.analyze.sources import rank_from_name
+
+SECRET_KEY = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def redact(value: Any, path: str = "") -> tuple[Any, list[str]]:
+    """Copy of ``value`` with every value under a secret-looking key replaced by ``<redacted>``.
+
+    Keys match ``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*`` (and PASSWD, CREDENTIAL,
+    AUTH), case-insensitively, at any depth (DESIGN section 11). Returns the copy and the dotted
+    paths of what was redacted. The input is not modified.
+    """
+    found: list[str] = []
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if SECRET_KEY.search(str(key)) and item not in (None, "", REDACTED):
+                out[key] = REDACTED
+                found.append(here)
+            else:
+                out[key], sub = redact(item, here)
+                found.extend(sub)
+        return out, found
+    if isinstance(value, list):
+        items = []
+        for i, item in enumerate(value):
+            copy, sub = redact(item, f"{path}[{i}]")
+            items.append(copy)
+            found.extend(sub)
+        return items, found
+    return value, found
+
+
+@dataclass
+class TraceFacts:
+    """Facts for one row of the ``traces`` table (see ``docs/schema.md``)."""
+
+    rank: int
+    rank_source: str
+    world_size: int | None
+    host: str | None
+    schema_version: str | None
+    torch_version: str | None
+    run_id: str | None
+    metadata_json: str
+    redacted_keys: list[str]
+
+
+def _device_properties(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    props = meta.get("deviceProperties") or meta.get("computeProperties") or []
+    return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+
+
+def device_for(meta: dict[str, Any], device_id: int | None) -> tuple[str | None, str | None]:
+    """(device name, compute capability 'major.minor') of ``device_id`` from deviceProperties.
+
+    2021 traces use ``computeProperties`` with ``major``/``minor``; later ones
+    ``deviceProperties`` with ``computeMajor``/``computeMinor``. Without ``device_id`` the
+    first device is used.
+    """
+    props = _device_properties(meta)
+    if not props:
+        return None, None
+    chosen = next((p for p in props if p.get("id") == device_id), props[0])
+    major = chosen.get("computeMajor", chosen.get("major"))
+    minor = chosen.get("computeMinor", chosen.get("minor"))
+    cc = f"{major}.{minor}" if major is not None and minor is not None else None
+    name = chosen.get("name")
+    return (str(name) if name is not None else None), cc
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _run_json(run_dir: Path | None) -> dict[str, Any]:
+    if run_dir is None:
+        return {}
+    try:
+        data = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def trace_facts(meta: dict[str, Any], label: str, run_dir: Path | None) -> tuple[TraceFacts, str | None]:
+    """Facts of one trace and a warning (or None) when its rank had to be assumed."""
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    warning = None
+    rank = _int(dist.get("rank"))
+    source = "distributedInfo"
+    if rank is None:
+        rank = rank_from_name(Path(label.split("!")[-1]).name)
+        source = "file name"
+    if rank is None:
+        rank, source = 0, "default"
+        warning = f"{label}: no rank in distributedInfo or the file name; assuming rank 0"
+    run = _run_json(run_dir)
+    versions = run.get("versions") if isinstance(run.get("versions"), dict) else {}
+    torch_version = run.get("torch_version") or versions.get("torch")
+    clean, redacted = redact(meta)
+    host = meta.get("host_name") or meta.get("hostname")
+    facts = TraceFacts(
+        rank=rank,
+        rank_source=source,
+        world_size=_int(dist.get("world_size")),
+        host=str(host) if host else None,
+        schema_version=None if meta.get("schemaVersion") is None else str(meta["schemaVersion"]),
+        torch_version=str(torch_version) if torch_version else None,
+        run_id=(run.get("run_id") or run_dir.name) if run_dir else None,
+        metadata_json=json.dumps(clean, default=str),
+        redacted_keys=redacted,
+    )
+    return facts, warning

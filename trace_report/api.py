@@ -1,0 +1,89 @@
+"""Python API for notebooks: ``trace_report.open(paths)`` (DESIGN section 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from os import PathLike
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from trace_report.analyze.db import connect_existing, create_schema
+from trace_report.analyze.ingest import IngestOptions, IngestReport, ingest_into
+from trace_report.analyze.sources import is_database_path
+from trace_report.analyze.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
+from trace_report.errors import InputError
+
+PathArg = str | PathLike[str]
+
+
+class TraceDB:
+    """Traces in DuckDB: the schema of ``docs/schema.md`` behind one connection.
+
+    ``con`` is the duckdb connection itself; :meth:`sql` returns a DuckDB relation
+    (``.df()``, ``.arrow()``, ``.fetchall()``).
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, report: IngestReport | None = None):
+        self.con = con
+        self.report = report or IngestReport()
+
+    def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
+        """Run ``query`` against the schema and return the relation."""
+        return self.con.sql(query, params=params)
+
+    def top_kernels(self, limit: int | None = 20, *, rank: int | None = None,
+                    by_rank: bool = False) -> pd.DataFrame:
+        """Top GPU kernels by total time, as ``trace-report top-kernels`` prints them.
+
+        See :func:`trace_report.analyze.top_kernels.top_kernels` for columns and units.
+        """
+        return self.top_kernels_result(limit, rank=rank, by_rank=by_rank).frame
+
+    def top_kernels_result(self, limit: int | None = 20, *, rank: int | None = None,
+                           by_rank: bool = False) -> TopKernelsResult:
+        """Like :meth:`top_kernels` but also returns the note (CPU fallback)."""
+        return top_kernels(self.con, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank))
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> TraceDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(  # noqa: A001 - the name DESIGN section 7 gives
+    paths: PathArg | Sequence[PathArg],
+    *,
+    read_only: bool = True,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TraceDB:
+    """Open a trace-report database, or ingest trace files/directories into memory.
+
+    ``paths``: one ``.duckdb`` file written by ``trace-report ingest`` (opened ``read_only``
+    unless asked otherwise), or any number of ``.json``/``.json.gz`` traces, directories of
+    per-rank traces and tar archives (``progress(done_bytes, total_bytes)`` is called while they
+    are read). Raises :class:`~trace_report.errors.InputError` or
+    :class:`~trace_report.errors.DatabaseError` for unusable input.
+    """
+    items = [paths] if isinstance(paths, (str, PathLike)) else list(paths)
+    if not items:
+        raise InputError("no trace paths given")
+    resolved = [Path(p) for p in items]
+    if len(resolved) == 1 and is_database_path(resolved[0]):
+        return TraceDB(connect_existing(resolved[0], read_only=read_only))
+    if any(is_database_path(p) for p in resolved):
+        raise InputError("give either one database or trace files, not both")
+    con = duckdb.connect(":memory:")
+    create_schema(con)
+    try:
+        report = ingest_into(con, resolved, IngestOptions(workers=workers, progress=progress))
+    except BaseException:
+        con.close()
+        raise
+    return TraceDB(con, report)

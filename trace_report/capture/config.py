@@ -1,0 +1,189 @@
+"""Capture options: every default lives here, in :class:`CaptureConfig`.
+
+The CLI (``command.py``), the experiments and the tests build a ``CaptureConfig``, call
+:func:`validate` once, and derive variants with :func:`dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trace_report.errors import InputError
+
+EXPERIMENTS: tuple[str, ...] = (
+    "baseline",
+    "params",
+    "optimized",
+    "workers",
+    "devices",
+    "optimizers",
+    "no-bn",
+    "amp",
+    "compile",
+    "torchscript",
+    "ddp",
+)
+MODELS: tuple[str, ...] = ("resnet18", "resnet18-nobn", "resnet50", "alexnet")
+OPTIMIZERS: tuple[str, ...] = ("sgd", "sgd-nesterov", "adagrad", "adadelta", "adam")
+DATASETS: tuple[str, ...] = ("synthetic", "cifar10", "imagefolder")
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """One capture run (or one experiment) with every option and its default.
+
+    Times are in seconds, sizes in pixels or samples. ``steps=0`` means "no cap": a full epoch.
+    """
+
+    experiment: str = "baseline"
+    # model and data
+    model: str = "resnet18"
+    num_classes: int = 10
+    dataset: str = "synthetic"
+    data_dir: Path | None = None
+    download: bool = False
+    image_size: int | None = None  # None: the dataset's own size (32 CIFAR/synthetic, 224 folders)
+    synthetic_train: int = 2048  # samples in the synthetic training set
+    synthetic_test: int = 512  # samples in the synthetic test set
+    # training loop
+    epochs: int = 1
+    steps: int = 8  # cap on training (and test) batches per epoch; 0 = the whole epoch
+    batch_size: int = 32
+    workers: int = 0
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    optimizer: str = "sgd"
+    device: str = "auto"
+    threads: int | None = None  # torch intra-op threads; None keeps torch's default
+    seed: int = 0
+    amp: bool = False
+    channels_last: bool = False
+    compile: bool = False
+    # input-pipeline and runtime knobs that the `optimized` experiment switches on
+    pin_memory: bool = False
+    non_blocking: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None  # batches prefetched per worker; None: DataLoader default
+    cudnn_benchmark: bool = False
+    set_to_none: bool = False  # optimizer.zero_grad(set_to_none=...)
+    # torch.profiler
+    profile: bool = True
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    # Nsight
+    nsys: bool = False
+    ncu: bool = False
+    print_command: bool = False
+    cuda_profiler_range: bool = False  # internal: call cudaProfilerStart/Stop (set under nsys/ncu)
+    # experiment-specific
+    workers_list: tuple[int, ...] = (0, 4, 8, 12, 16, 20, 24)
+    batch_sizes: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
+    timed_runs: int = 3  # `compile`: timed epochs after the compiling one
+    latency_runs: int = 200  # `torchscript`: timed single-image inferences
+    latency_warmup: int = 50  # `torchscript`: untimed inferences first
+    nproc: int | None = None  # `ddp`: processes; None: GPU count on CUDA, 2 on CPU
+    # output
+    out_dir: Path = Path("traces")
+    run_id: str | None = None
+    progress: bool = True
+
+    @property
+    def schedule_steps(self) -> int:
+        """Training steps the profiler schedule needs to finish all its cycles."""
+        return (self.wait + self.warmup + self.active) * max(self.repeat, 1)
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as JSON-ready values (paths as strings, tuples as lists)."""
+        out: dict[str, Any] = {}
+        for key, value in dataclasses.asdict(self).items():
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[key] = value
+        return out
+
+
+DEFAULTS = CaptureConfig()
+
+
+def _choice(value: str, options: tuple[str, ...], flag: str) -> None:
+    if value not in options:
+        raise InputError(f"{flag} {value!r} is not one of: {', '.join(options)}")
+
+
+def _at_least(value: int | float | None, low: int | float, flag: str) -> None:
+    if value is not None and value < low:
+        raise InputError(f"{flag} must be at least {low}, got {value}")
+
+
+def parse_int_list(text: str, flag: str, *, low: int = 0) -> tuple[int, ...]:
+    """Parse ``"0,4,8"`` into ``(0, 4, 8)``; InputError names ``flag`` on bad input."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InputError(f"{flag} expects comma-separated integers, got {text!r}") from None
+    if not values:
+        raise InputError(f"{flag} expects at least one integer, got {text!r}")
+    for value in values:
+        _at_least(value, low, flag)
+    return values
+
+
+def validate(cfg: CaptureConfig) -> CaptureConfig:
+    """Check every option; raise :class:`InputError` with a one-line message naming the flag."""
+    _choice(cfg.experiment, EXPERIMENTS, "experiment")
+    _choice(cfg.model, MODELS, "--model")
+    _choice(cfg.dataset, DATASETS, "--dataset")
+    _choice(cfg.optimizer, OPTIMIZERS, "--optimizer")
+    _choice(cfg.device, DEVICES, "--device")
+    for flag, value, low in (
+        ("--epochs", cfg.epochs, 1),
+        ("--steps", cfg.steps, 0),
+        ("--batch-size", cfg.batch_size, 1),
+        ("--workers", cfg.workers, 0),
+        ("--threads", cfg.threads, 1),
+        ("--image-size", cfg.image_size, 8),
+        ("--lr", cfg.lr, 0.0),
+        ("--momentum", cfg.momentum, 0.0),
+        ("--weight-decay", cfg.weight_decay, 0.0),
+        ("--wait", cfg.wait, 0),
+        ("--warmup", cfg.warmup, 0),
+        ("--active", cfg.active, 1),
+        ("--repeat", cfg.repeat, 0),
+        ("--timed-runs", cfg.timed_runs, 1),
+        ("--latency-runs", cfg.latency_runs, 1),
+        ("--latency-warmup", cfg.latency_warmup, 0),
+        ("--nproc", cfg.nproc, 1),
+        ("--synthetic-train", cfg.synthetic_train, 1),
+        ("--synthetic-test", cfg.synthetic_test, 1),
+    ):
+        _at_least(value, low, flag)
+    if cfg.lr == 0:
+        raise InputError("--lr must be greater than 0")
+    if cfg.nsys and cfg.ncu:
+        raise InputError("--nsys and --ncu cannot be combined: run them one at a time")
+    if cfg.dataset != "synthetic" and cfg.data_dir is None:
+        raise InputError(f"--dataset {cfg.dataset} needs --data-dir")
+    if cfg.run_id is not None:
+        validate_run_id(cfg.run_id)
+    return cfg
+
+
+def validate_run_id(run_id: str) -> None:
+    """A run id is one path component: letters, digits, ``-``, ``_`` and ``.``."""
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+    if not run_id or run_id in {".", ".."} or not set(run_id) <= allowed:
+        raise InputError(
+            f"--run-id {run_id!r} must be one name made of letters, digits, '-', '_' and '.'"
+        )

@@ -1,0 +1,141 @@
+"""Experiment results: one summary row per run, ``results.csv`` + ``results.json``, and charts
+(Altair builders returning ``alt.Chart``; saved as ``chart.html`` and, offline, ``chart.svg``)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trace_report.capture.loop import EpochRecord, RunResult, StepRecord
+from trace_report.capture.runtime import write_json
+
+
+@dataclass
+class ExperimentResult:
+    """What an experiment measured: one row per variant, a chart, notes for the reader."""
+
+    name: str
+    run_dir: Path
+    table: pd.DataFrame
+    chart: Any = None  # alt.Chart | None
+    notes: list[str] = field(default_factory=list)
+    runs: list[RunResult] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def timed_epochs(epochs: list[EpochRecord]) -> list[EpochRecord]:
+    """Epochs that count for timing: all but the first (warm-up) when there are several."""
+    return epochs[1:] if len(epochs) > 1 else epochs
+
+
+def median_step_s(steps: list[StepRecord]) -> float:
+    """Median wall time of a training step (s), skipping the first step of each epoch (loader
+    start-up, lazy initialisation) and the steps the profiler recorded; falls back to all."""
+    firsts = {s.epoch: s.step for s in reversed(steps)}
+    clean = [s.total_s for s in steps if not s.profiled and firsts[s.epoch] != s.step]
+    return statistics.median(clean or [s.total_s for s in steps]) if steps else math.nan
+
+
+def summarize(run: RunResult, **labels: Any) -> dict[str, Any]:
+    """One results row for ``run``: ``labels`` first, then per-epoch means (s) over the timed
+    epochs, throughput, final loss/accuracy and peak memory (MB)."""
+    cfg = run.config
+    timed = timed_epochs(run.epochs)
+    n = len(timed)
+    median_s = median_step_s(run.steps)
+    peak = run.peak_memory_bytes
+    return {
+        **labels,
+        "model": cfg.model,
+        "device": run.device,
+        "threads": run.manifest.get("environment", {}).get("torch_threads"),
+        "workers": cfg.workers,
+        "batch_size": cfg.batch_size,
+        "optimizer": cfg.optimizer,
+        "amp": cfg.amp,
+        "epochs": len(run.epochs),
+        "timed_epochs": n,
+        "steps_per_epoch": run.epochs[0].steps,
+        "mean_data_s": sum(e.data_s for e in timed) / n,
+        "mean_compute_s": sum(e.compute_s for e in timed) / n,
+        "mean_total_s": sum(e.total_s for e in timed) / n,
+        "samples_per_s": sum(e.samples for e in timed) / sum(e.total_s for e in timed),
+        "median_step_s": median_s,
+        "median_samples_per_s": cfg.batch_size / median_s if median_s > 0 else math.nan,
+        "final_loss": run.epochs[-1].loss,
+        "final_accuracy": run.epochs[-1].accuracy,
+        "test_accuracy": run.epochs[-1].test_accuracy,
+        "peak_memory_mb": peak / 2**20 if peak is not None else math.nan,
+        "run_dir": str(run.run_dir),
+    }
+
+
+def write_results(result: ExperimentResult) -> list[Path]:
+    """Write ``results.csv``, ``results.json`` (array of row objects) and the chart."""
+    out = result.run_dir
+    csv_path = out / "results.csv"
+    result.table.to_csv(csv_path, index=False)
+    json_path = write_json(out / "results.json", result.table.to_dict(orient="records"))
+    files = [csv_path, json_path]
+    if result.chart is not None:
+        files += save_chart(result.chart, out / "chart")
+    result.files = files
+    return files
+
+
+def save_chart(chart: Any, stem: Path) -> list[Path]:
+    """Save ``chart`` as ``<stem>.html`` and, when vl-convert works, ``<stem>.svg``."""
+    html = stem.with_suffix(".html")
+    chart.save(str(html))
+    files = [html]
+    try:
+        chart.save(str(stem.with_suffix(".svg")))
+        files.append(stem.with_suffix(".svg"))
+    except Exception:  # noqa: BLE001 - the SVG is a convenience; the HTML is the chart
+        pass
+    return files
+
+
+def time_chart(table: pd.DataFrame, category: str, title: str):
+    """Stacked bars of mean data-loading and compute time per epoch (s) for each ``category``."""
+    import altair as alt
+
+    long = table.melt(
+        id_vars=[category], value_vars=["mean_data_s", "mean_compute_s"],
+        var_name="part", value_name="seconds",
+    )
+    long["part"] = long["part"].map({"mean_data_s": "data loading", "mean_compute_s": "compute"})
+    long[category] = long[category].astype(str)
+    return (
+        alt.Chart(long, title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{category}:N", sort=None, title=category),
+            y=alt.Y("seconds:Q", title="mean time per epoch (s)"),
+            color=alt.Color("part:N", title=None),
+            tooltip=[category, "part", alt.Tooltip("seconds:Q", format=".3f")],
+        )
+    )
+
+
+def metric_chart(table: pd.DataFrame, x: str, y: str, title: str, *, color: str | None = None):
+    """Bars of ``y`` per ``x`` (lines when ``x`` is numeric and ``color`` splits the series)."""
+    import altair as alt
+
+    data = table.copy()
+    if color is not None:
+        data[color] = data[color].astype(str)
+        chart = alt.Chart(data, title=title).mark_line(point=True).encode(
+            x=alt.X(f"{x}:Q", scale=alt.Scale(type="log", base=2)), y=f"{y}:Q", color=f"{color}:N"
+        )
+    else:
+        data[x] = data[x].astype(str)
+        chart = alt.Chart(data, title=title).mark_bar().encode(
+            x=alt.X(f"{x}:N", sort=None), y=f"{y}:Q"
+        )
+    return chart.encode(tooltip=list(dict.fromkeys([x, y] + ([color] if color else []))))

@@ -1,0 +1,193 @@
+"""The ``trace-report`` command line: parse options, call one library function, format output.
+
+Errors: one line ``Error: ...`` on stderr; exit 1 for bad input or a failed analysis, 2 for a
+usage error (DESIGN section 6).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+from trace_report.analyze.db import atomic_database
+from trace_report.analyze.ingest import IngestOptions, IngestReport, ingest_into
+from trace_report.api import TraceDB
+from trace_report.api import open as open_traces
+from trace_report.errors import InputError, TraceReportError
+from trace_report.output import Format, OutputOptions, emit
+
+app = typer.Typer(
+    name="trace-report",
+    help="Capture and analyze PyTorch Profiler traces: top kernels, SQL, regions, rooflines.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+PROGRESS_MIN_BYTES = 64 << 20
+
+# Shared output options (one definition, used by every command that prints rows).
+FormatOpt = Annotated[
+    Format | None,
+    typer.Option("--format", "-f", help="Output format (default: table; or from -o's suffix)."),
+]
+LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", help="Print at most N rows.")]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+]
+TargetsArg = Annotated[
+    list[Path],
+    typer.Argument(help="Trace files (.json, .json.gz), directories of ranks, tar archives, "
+                        "or one .duckdb database written by 'trace-report ingest'."),
+]
+
+
+def warn(message: str) -> None:
+    err.print(f"warning: {message}", markup=False)
+
+
+def _progress_callback(progress: Progress) -> Callable[[int, int], None]:
+    task = progress.add_task("ingest", total=None)
+
+    def update(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    return update
+
+
+def _make_progress(enabled: bool | None) -> Progress | None:
+    if enabled is False or (enabled is None and not sys.stderr.isatty()):
+        return None
+    return Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+        TimeRemainingColumn(), console=err, transient=True,
+    )
+
+
+def _report(report: IngestReport, *, verbose: bool) -> None:
+    for message in report.warnings:
+        warn(message)
+    if verbose:
+        for trace_id, label in report.ingested:
+            err.print(f"ingested trace {trace_id}: {label}", markup=False)
+        for label in report.skipped:
+            err.print(f"skipped: {label}", markup=False)
+
+
+def load(targets: list[Path], progress: bool | None = None) -> TraceDB:
+    """Open the targets of an analysis command (database or traces), reporting warnings."""
+    total = sum(p.stat().st_size for p in targets if p.is_file())
+    bar = _make_progress(progress if progress is not None else (None if total >= PROGRESS_MIN_BYTES else False))
+    if bar is None:
+        db = open_traces(targets)
+    else:
+        with bar:
+            db = open_traces(targets, progress=_progress_callback(bar))
+    _report(db.report, verbose=False)
+    return db
+
+
+@app.command()
+def ingest(
+    targets: Annotated[list[Path], typer.Argument(help="Trace files, directories of ranks, tar archives.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="DuckDB file to create or add to.")],
+    workers: Annotated[int | None, typer.Option(help="Decoding processes (default: CPU count).")] = None,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: on a terminal).")] = None,
+) -> None:
+    """Load traces into a DuckDB database; unchanged files already in it are skipped."""
+    bar = _make_progress(progress)
+    opts = IngestOptions(workers=workers, progress=_progress_callback(bar) if bar else None)
+    with atomic_database(output) as con:
+        if bar is None:
+            report = ingest_into(con, targets, opts)
+        else:
+            with bar:
+                report = ingest_into(con, targets, opts)
+    _report(report, verbose=True)
+    err.print(f"{output}: {len(report.ingested)} trace(s) ingested, "
+              f"{len(report.skipped)} skipped", markup=False)
+
+
+@app.command("top-kernels")
+def top_kernels_cmd(
+    targets: TargetsArg,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Rows (per rank with --by-rank).")] = 20,
+    rank: Annotated[int | None, typer.Option(help="Only this rank.")] = None,
+    by_rank: Annotated[bool, typer.Option("--by-rank", help="One ranking per rank.")] = False,
+    fmt: FormatOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Rank GPU kernels by total time (CPU operators by self time on CPU-only traces)."""
+    with load(targets) as db:
+        result = db.top_kernels_result(limit, rank=rank, by_rank=by_rank)
+    if result.note:
+        err.print(f"note: {result.note}", markup=False)
+    emit(result.frame, OutputOptions(fmt, None, output), title="Top kernels")
+
+
+@app.command()
+def sql(
+    target: Annotated[Path, typer.Argument(help="A trace file, directory, archive or .duckdb database.")],
+    query: Annotated[str, typer.Argument(help="SQL over the schema (docs/schema.md).")],
+    write: Annotated[bool, typer.Option("--write", help="Open a database read-write.")] = False,
+    fmt: FormatOpt = None,
+    limit: LimitOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Run SQL against traces or a database (databases open read-only unless --write)."""
+    with (open_traces([target], read_only=not write) if write else load([target])) as db:
+        try:
+            frame = db.sql(query).df()
+        except duckdb.Error as exc:
+            raise InputError(f"SQL failed: {str(exc).splitlines()[0]}") from exc
+        except AttributeError as exc:  # a statement without a result (DDL, INSERT)
+            raise InputError("the statement returned no rows") from exc
+    emit(frame, OutputOptions(fmt, limit, output))
+
+
+def _register_optional_commands() -> None:
+    try:
+        from trace_report.capture.command import capture
+    except ModuleNotFoundError as exc:  # capture is optional while it is being built
+        if exc.name != "trace_report.capture.command":
+            raise
+        return
+    app.command("capture")(capture)
+
+
+_register_optional_commands()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app and map errors to ``Error:`` and exit codes."""
+    try:
+        app(args=argv, standalone_mode=False, prog_name="trace-report")
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("Aborted.")
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors (typer's ClickException)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        err.print(f"Error: {message}", markup=False)
+        sys.exit(getattr(exc, "exit_code", 2))
+    except TraceReportError as exc:
+        err.print(f"Error: {exc}", markup=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("Interrupted.")
+        sys.exit(130)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

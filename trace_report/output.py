@@ -1,0 +1,131 @@
+"""Row output shared by every command: table, csv, json, markdown (DESIGN section 6)."""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from trace_report.errors import InputError
+
+
+class Format(str, enum.Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """Shared output options: format (None = from ``output``'s suffix, else table), row limit
+    and output file (None = stdout)."""
+
+    fmt: Format | None = None
+    limit: int | None = None
+    output: Path | None = None
+
+    def resolve(self) -> Format:
+        """The format to use: the one asked for, else by the output file's suffix, else table."""
+        if self.fmt is not None:
+            return self.fmt
+        return Format.table if self.output is None else _format_for(self.output)
+
+
+def _format_for(path: Path) -> Format:
+    suffix = path.suffix.lower()
+    return {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown}.get(
+        suffix, Format.table
+    )
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return value.item()
+        except (ValueError, AttributeError):
+            return value
+    return value
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain Python dicts (NaN -> None, numpy scalars -> Python)."""
+    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def _fmt_cell(value: Any) -> str:
+    value = _clean(value)
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1e15 else f"{value:.6g}"
+    return str(value)
+
+
+def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
+    """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name."""
+    if fmt is Format.json:
+        return json.dumps(records(frame), indent=2, default=str) + "\n"
+    if fmt is Format.csv:
+        return frame.to_csv(index=False)
+    if fmt is Format.markdown:
+        head = "| " + " | ".join(map(str, frame.columns)) + " |"
+        sep = "|" + "|".join("---" for _ in frame.columns) + "|"
+        body = [
+            "| " + " | ".join(_fmt_cell(v).replace("|", "\\|") for v in row) + " |"
+            for row in frame.itertuples(index=False)
+        ]
+        return "\n".join([head, sep, *body]) + "\n"
+    if "name" in frame.columns:  # long kernel names read best last, as in `nsys stats`
+        frame = frame[[c for c in frame.columns if c != "name"] + ["name"]]
+    table = Table(title=title, show_lines=False)
+    for col in frame.columns:
+        numeric = pd.api.types.is_numeric_dtype(frame[col])
+        table.add_column(str(col), justify="right" if numeric else "left", overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(_fmt_cell(v) for v in row), end_section=False)
+    buf = io.StringIO()
+    width = None if sys.stdout.isatty() else 200
+    Console(file=buf, width=width, force_terminal=False, highlight=False).print(table)
+    return buf.getvalue()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    path = path.absolute()
+    if not path.parent.is_dir():
+        raise InputError(f"{path.parent}: no such directory")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def emit(frame: pd.DataFrame, opts: OutputOptions, title: str | None = None) -> None:
+    """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
+    if opts.limit is not None:
+        frame = frame.head(opts.limit)
+    text = render(frame, opts.resolve(), title)
+    if opts.output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(opts.output, text)

@@ -6,7 +6,7 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
 
@@ -34,9 +34,17 @@ def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     create_views(con)
 
 
+def view_files() -> list[str]:
+    """``views.sql`` then every ``views_*.sql`` (analysis modules add theirs), sorted."""
+    folder = resources.files("trace_report.analyze").joinpath("sql")
+    extra = sorted(p.name for p in folder.iterdir() if p.name.startswith("views_"))
+    return ["views.sql", *extra]
+
+
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
-    """(Re)create the views of ``views.sql`` and of the analysis modules that add their own."""
-    con.execute(sql_text("views.sql"))
+    """(Re)create the TEMP views over ``events`` on this connection (works read-only too)."""
+    for name in view_files():
+        con.execute(sql_text(name))
 
 
 def _friendly(exc: Exception, path: Path) -> DatabaseError:
@@ -127,7 +135,5 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 
 def _remove(path: Path) -> None:
     for p in (path, path.with_name(path.name + ".wal")):
-        try:
+        with suppress(FileNotFoundError):
             p.unlink()
-        except FileNotFoundError:
-            pass

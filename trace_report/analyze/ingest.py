@@ -214,8 +214,7 @@ class _FileReader:
         hasher = threading.Thread(target=_hash_file, args=(self.src.path, digest), daemon=True)
         hasher.start()
         tasks = (("range", self.src.path, a, b) for a, b in plan.ranges)
-        for piece in _ordered(self.pool, tasks, self.src.label, 4):
-            yield piece
+        yield from _ordered(self.pool, tasks, self.src.label, 4)
         yield from decode_stream(iter([plan.last_piece]), self.src.label)
         hasher.join()
         self.envelope = plan.envelope

@@ -26,7 +26,7 @@ EXPERIMENTS: tuple[str, ...] = (
     "torchscript",
     "ddp",
 )
-MODELS: tuple[str, ...] = ("resnet18", "resnet18-nobn", "resnet50", "alexnet")
+MODELS: tuple[str, ...] = ("resnet18", "resnet18-nobn", "resnet50", "resnet50-nobn", "alexnet")
 OPTIMIZERS: tuple[str, ...] = ("sgd", "sgd-nesterov", "adagrad", "adadelta", "adam")
 DATASETS: tuple[str, ...] = ("synthetic", "cifar10", "imagefolder")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")

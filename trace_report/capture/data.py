@@ -143,15 +143,19 @@ def _download_cifar(root: Path) -> None:
     CIFAR10(str(root), train=False, download=True)
 
 
-def build_datasets(cfg: CaptureConfig) -> tuple[Dataset, Dataset]:
-    """(train, test) datasets for ``cfg.dataset``; downloads only when ``cfg.download``."""
+def build_datasets(cfg: CaptureConfig, *, world_size: int = 1) -> tuple[Dataset, Dataset]:
+    """(train, test) datasets for ``cfg.dataset``; downloads only when ``cfg.download``.
+
+    The synthetic training set grows to at least ``--steps`` full batches per process.
+    """
     size = image_size_for(cfg)
     if cfg.download and cfg.dataset != "cifar10":
         raise InputError("--download applies only to --dataset cifar10")
     if cfg.dataset == "synthetic":
+        n_min = cfg.batch_size * cfg.steps * world_size
         common = {"num_classes": cfg.num_classes, "image_size": size, "seed": cfg.seed}
         return (
-            SyntheticCIFAR(cfg.synthetic_train, split="train", **common),
+            SyntheticCIFAR(max(cfg.synthetic_train, n_min), split="train", **common),
             SyntheticCIFAR(cfg.synthetic_test, split="test", **common),
         )
     root = Path(cfg.data_dir)  # validate() guarantees data_dir for real datasets
@@ -205,7 +209,7 @@ def build_loaders(
     cfg: CaptureConfig, device: torch.device, *, rank: int = 0, world_size: int = 1
 ) -> Loaders:
     """Loaders for ``cfg``; under DDP each rank reads its own shard of both splits."""
-    train_set, test_set = build_datasets(cfg)
+    train_set, test_set = build_datasets(cfg, world_size=world_size)
     per_rank = len(train_set) // world_size
     if per_rank < cfg.batch_size:
         raise InputError(

@@ -13,6 +13,7 @@ import contextlib
 import csv
 import dataclasses
 import math
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -126,13 +127,12 @@ class Trainer:
             cfg.optimizer, model.parameters(),
             lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
         )
-        self.eval_model = model  # evaluation bypasses DDP: no collectives, ranks may differ
+        # Evaluation uses the plain module: no DDP collectives, no recompiles for eval mode.
+        self.eval_model = model
         if dist.world_size > 1:
             ids = [dist.local_rank] if device.type == "cuda" else None
             model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
         self.model = torch.compile(model) if cfg.compile else model
-        if dist.world_size == 1:
-            self.eval_model = self.model
         self.criterion = nn.CrossEntropyLoss()
         self.amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
         self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp and device.type == "cuda")
@@ -300,6 +300,12 @@ def _peak_memory(device: torch.device, traces: list[Path]) -> tuple[int | None, 
     return None, None
 
 
+def trace_worker_name(dist: DistInfo) -> str:
+    """``<host>_<pid>`` as ``tensorboard_trace_handler`` names it; ``<host>_rank<N>`` under DDP."""
+    host = socket.gethostname()
+    return f"{host}_rank{dist.rank}" if dist.world_size > 1 else f"{host}_{os.getpid()}"
+
+
 def _loop_device(cfg: CaptureConfig, dist: DistInfo) -> torch.device:
     device = resolve_device(cfg.device)
     if device.type == "cuda" and dist.world_size > 1:
@@ -325,7 +331,7 @@ def train(
         check_schedule(cfg, n_steps * cfg.epochs)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        worker = f"{socket.gethostname()}_rank{dist.rank}" if dist.world_size > 1 else None
+        worker = trace_worker_name(dist)
         prof = make_profiler(cfg, run_dir, device, worker_name=worker)
         window = CudaProfilerWindow(cfg, enabled=cfg.cuda_profiler_range)
         steps: list[StepRecord] = []
@@ -342,7 +348,7 @@ def train(
                 epochs.append(_epoch_record(epoch, done, test, time.perf_counter() - t_test))
         window.stop()
         env = environment(device)
-    traces = trace_files(run_dir)
+    traces = [p for p in trace_files(run_dir) if p.name.startswith(f"{worker}.")]
     peak, source = _peak_memory(device, traces)
     result = RunResult(run_dir, cfg, device.type, epochs, steps, traces, peak, source)
     result.manifest = _manifest(result, env, dist, variant, started)

@@ -77,13 +77,14 @@ def without_batchnorm(model: nn.Module) -> nn.Module:
 
 
 def build_model(name: str, num_classes: int = 10) -> nn.Module:
-    """Build a model by CLI name: ``resnet18``, ``resnet18-nobn``, ``resnet50``, ``alexnet``."""
+    """Build a model by CLI name: ``resnet18``, ``resnet50``, ``alexnet``; a ``-nobn`` suffix
+    replaces every BatchNorm by Identity."""
     import torchvision
 
+    if name.endswith("-nobn"):
+        return without_batchnorm(build_model(name.removesuffix("-nobn"), num_classes))
     if name == "resnet18":
         return resnet18(num_classes)
-    if name == "resnet18-nobn":
-        return without_batchnorm(resnet18(num_classes))
     if name == "resnet50":
         return torchvision.models.resnet50(num_classes=num_classes)
     if name == "alexnet":

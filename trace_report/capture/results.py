@@ -24,6 +24,7 @@ class ExperimentResult:
     table: pd.DataFrame
     chart: Any = None  # alt.Chart | None
     notes: list[str] = field(default_factory=list)
+    details: str = ""  # longer text to print before the table (the TorchScript graph)
     runs: list[RunResult] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
 

@@ -1,30 +1,31 @@
--- Views over events. Recreated on every open, so they follow the code's version.
-CREATE OR REPLACE VIEW runtime_calls AS
+-- TEMP views over events, created on every connection, so they follow the code's version
+-- and work on read-only databases.
+CREATE OR REPLACE TEMP VIEW runtime_calls AS
     SELECT * FROM events WHERE cat IN ('cuda_runtime', 'cuda_driver');
 
-CREATE OR REPLACE VIEW kernel_launches AS
+CREATE OR REPLACE TEMP VIEW kernel_launches AS
     SELECT trace_id, correlation, min(event_id) AS launch_event_id,
            arg_min(name, event_id) AS launch_name
     FROM runtime_calls
     WHERE correlation IS NOT NULL
     GROUP BY trace_id, correlation;
 
-CREATE OR REPLACE VIEW kernels AS
+CREATE OR REPLACE TEMP VIEW kernels AS
     SELECT e.*, l.launch_event_id, l.launch_name
     FROM events e
     LEFT JOIN kernel_launches l ON l.trace_id = e.trace_id AND l.correlation = e.correlation
     WHERE e.cat = 'kernel';
 
-CREATE OR REPLACE VIEW gpu_ops AS
+CREATE OR REPLACE TEMP VIEW gpu_ops AS
     SELECT * FROM events WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset');
 
-CREATE OR REPLACE VIEW cpu_ops AS
+CREATE OR REPLACE TEMP VIEW cpu_ops AS
     SELECT * FROM events WHERE cat = 'cpu_op';
 
-CREATE OR REPLACE VIEW annotations AS
+CREATE OR REPLACE TEMP VIEW annotations AS
     SELECT * FROM events WHERE cat IN ('user_annotation', 'gpu_user_annotation');
 
-CREATE OR REPLACE VIEW steps AS
+CREATE OR REPLACE TEMP VIEW steps AS
     SELECT trace_id,
            CAST(regexp_extract(name, 'ProfilerStep#(\d+)', 1) AS BIGINT) AS step,
            event_id, ts_us, dur_us, ts_us + dur_us AS end_us

@@ -1,0 +1,38 @@
+"""``python -m trace_report.capture [EXPERIMENT] [OPTIONS]``: the capture command on its own.
+
+The Nsight hooks re-run captures through this entry point, so it works without the main CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from trace_report.capture.command import capture
+from trace_report.errors import TraceReportError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the capture command; ``Error: ...`` on stderr and 1 for a TraceReportError."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(capture)
+    try:
+        app(args=argv, standalone_mode=False)
+    except TraceReportError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        return 1
+    except typer.Exit as done:
+        return done.exit_code
+    except Exception as err:  # click usage errors
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            return err.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

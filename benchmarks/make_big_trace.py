@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,14 @@ def _span_and_max_id(events: list[dict[str, Any]]) -> tuple[float, int]:
                 max_id = max(max_id, args[key])
         if isinstance(e.get("id"), int):
             max_id = max(max_id, e["id"])
-    return max(ends) - min(ts) + 1.0, max_id + 1
+    return float(math.ceil(max(ends) - min(ts) + 1.0)), max_id + 1
 
 
 def _shift(event: dict[str, Any], dt: float, did: int) -> dict[str, Any]:
     out = dict(event)
-    if isinstance(out.get("ts"), (int, float)):
+    if isinstance(out.get("ts"), int):  # keep integer microseconds integers, as Kineto wrote them
+        out["ts"] += int(dt)
+    elif isinstance(out.get("ts"), float):
         out["ts"] = round(out["ts"] + dt, 3)
     if isinstance(out.get("id"), int):
         out["id"] += did

@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from trace_report.analyze.db import connect_existing, create_schema
-from trace_report.analyze.ingest import IngestOptions, IngestReport, ingest_into
+from trace_report.analyze.db import connect_existing
+from trace_report.analyze.ingest import IngestOptions, IngestReport, open_in_memory
 from trace_report.analyze.sources import is_database_path
 from trace_report.analyze.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
 from trace_report.errors import InputError
@@ -79,11 +79,5 @@ def open(  # noqa: A001 - the name DESIGN section 7 gives
         return TraceDB(connect_existing(resolved[0], read_only=read_only))
     if any(is_database_path(p) for p in resolved):
         raise InputError("give either one database or trace files, not both")
-    con = duckdb.connect(":memory:")
-    create_schema(con)
-    try:
-        report = ingest_into(con, resolved, IngestOptions(workers=workers, progress=progress))
-    except BaseException:
-        con.close()
-        raise
+    con, report = open_in_memory(resolved, IngestOptions(workers=workers, progress=progress))
     return TraceDB(con, report)

@@ -14,8 +14,7 @@ from typing import Annotated
 import duckdb
 import typer
 
-from trace_report.analyze.db import atomic_database
-from trace_report.analyze.ingest import IngestOptions, ingest_into
+from trace_report.analyze.ingest import IngestOptions, ingest_to_database
 from trace_report.api import open as open_traces
 from trace_report.cli_common import (
     FormatOpt,
@@ -49,12 +48,11 @@ def ingest(
     """Load traces into a DuckDB database; unchanged files already in it are skipped."""
     bar = _make_progress(progress)
     opts = IngestOptions(workers=workers, progress=_progress_callback(bar) if bar else None)
-    with atomic_database(output) as con:
-        if bar is None:
-            report = ingest_into(con, targets, opts)
-        else:
-            with bar:
-                report = ingest_into(con, targets, opts)
+    if bar is None:
+        report = ingest_to_database(targets, output, opts)
+    else:
+        with bar:
+            report = ingest_to_database(targets, output, opts)
     _report(report, verbose=True)
     err.print(f"{output}: {len(report.ingested)} trace(s) ingested, "
               f"{len(report.skipped)} skipped", markup=False)

@@ -53,13 +53,11 @@ class _Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
-class _EventArgs(msgspec.Struct, gc=False):
-    ph: str | None = None
-    args: _Args | None = None
+_EMPTY_ARGS = _Args()
 
 
 _DEC_EVENTS = msgspec.json.Decoder(list[_Event])
-_DEC_ARGS = msgspec.json.Decoder(list[_EventArgs])
+_DEC_ARGS = msgspec.json.Decoder(list[_Args | None])
 _DEC_ANY = msgspec.json.Decoder()
 
 
@@ -71,7 +69,6 @@ _DEC_CHECK = msgspec.json.Decoder(list[_HasPh])
 
 EVENT_SCHEMA = pa.schema(
     [
-        ("ph_index", pa.int64()),
         ("cat", pa.string()),
         ("name", pa.string()),
         ("pid", pa.string()),
@@ -112,10 +109,16 @@ def _as_text(value: int | str | None) -> str | None:
 
 
 def _to_text_column(values: list[int | str | None]) -> pa.Array:
-    try:
-        return pa.array(values, pa.int64()).cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        return pa.array([_as_text(v) for v in values], pa.string())
+    """pid/tid values (ints, or strings such as ``"stream 7"``) as one string column."""
+    first = next((v for v in values if v is not None), None)
+    order = (pa.string(), pa.int64()) if isinstance(first, str) else (pa.int64(), pa.string())
+    for kind in order:
+        try:
+            arr = pa.array(values, kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            continue
+        return arr if kind == pa.string() else arr.cast(pa.string())
+    return pa.array([_as_text(v) for v in values], pa.string())
 
 
 def decode_piece(data: bytes) -> Piece:
@@ -129,15 +132,14 @@ def decode_piece(data: bytes) -> Piece:
     """
     try:
         events = _DEC_EVENTS.decode(data)
-        arg_events = _DEC_ARGS.decode(data)
+        xs = [e for e in events if e.ph == "X"]
+        raw_args = [bytes(e.args) for e in xs]
+        xa = _DEC_ARGS.decode(b"[" + b",".join(a or b"null" for a in raw_args) + b"]")
     except msgspec.ValidationError:
         return _decode_piece_untyped(data)
-    idx = [i for i, e in enumerate(events) if e.ph == "X"]
-    xs = [events[i] for i in idx]
-    xa = [arg_events[i].args or _Args() for i in idx]
+    xa = [a or _EMPTY_ARGS for a in xa]
     missing = sum(1 for e in xs if e.ts is None or e.dur is None)
     columns = [
-        pa.array(idx, pa.int64()),
         pa.array([e.cat for e in xs], pa.string()),
         pa.array([e.name for e in xs], pa.string()),
         _to_text_column([e.pid for e in xs]),
@@ -151,9 +153,7 @@ def decode_piece(data: bytes) -> Piece:
             [a.external_id if a.external_id is not None else a.external_id_legacy for a in xa],
             pa.int64(),
         ),
-        pa.array([bytes(e.args) or None for e in xs], pa.binary()).cast(
-            pa.string()
-        ),
+        pa.array([a or None for a in raw_args], pa.binary()).cast(pa.string()),
     ]
     return Piece(pa.Table.from_arrays(columns, schema=EVENT_SCHEMA), len(events), missing)
 
@@ -186,14 +186,13 @@ def _decode_piece_untyped(data: bytes) -> Piece:
         raise TraceFormatError("traceEvents is not a JSON array")
     rows: dict[str, list[Any]] = {f.name: [] for f in EVENT_SCHEMA}
     missing = 0
-    for i, e in enumerate(events):
+    for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         ext = args.get("External id", args.get("external id"))
         ts, dur = _float_or_none(e.get("ts")), _float_or_none(e.get("dur"))
         missing += ts is None or dur is None
-        rows["ph_index"].append(i)
         rows["cat"].append(_as_text(e.get("cat")))
         rows["name"].append(_as_text(e.get("name")))
         rows["pid"].append(_as_text(e.get("pid")))
@@ -315,9 +314,15 @@ class PieceStream:
         self.path = path
         self.block = block
         self.envelope = TraceEnvelope()
+        self._reader: _HashingReader | None = None
+
+    def bytes_read(self) -> int:
+        """Bytes of the file (as stored) read so far."""
+        return self._reader.raw_bytes if self._reader is not None else 0
 
     def __iter__(self) -> Iterator[bytes]:
         reader = _HashingReader(self.path, self.block)
+        self._reader = reader
         try:
             yield from self._pieces(reader)
         finally:

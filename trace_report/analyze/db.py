@@ -23,15 +23,24 @@ def sql_text(name: str) -> str:
     return resources.files("trace_report.analyze").joinpath("sql", name).read_text()
 
 
-def create_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the tables (idempotent), mark the database as ours, and (re)create the views."""
+def create_schema(con: duckdb.DuckDBPyConnection, with_views: bool = False) -> None:
+    """Create the tables (idempotent) and mark the database as ours.
+
+    Views need the ``events`` view first (see :mod:`trace_report.analyze.store`), so they are
+    created separately with :func:`create_views`, unless ``with_views`` (then ``events`` is
+    an empty relation until traces arrive).
+    """
     con.execute(sql_text("schema.sql"))
     con.execute(
         "INSERT INTO trace_report_info VALUES ('app', ?), ('schema_version', ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [APP, SCHEMA_VERSION],
     )
-    create_views(con)
+    if with_views:
+        from trace_report.analyze.store import MemoryStore
+
+        MemoryStore().publish(con)
+        create_views(con)
 
 
 def view_files() -> list[str]:
@@ -65,7 +74,8 @@ def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open an existing trace-report database; views are refreshed when writable."""
+    """Open an existing trace-report database and create its TEMP views (``events`` over the
+    Parquet files beside it, then the analysis views)."""
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
     try:
@@ -77,9 +87,26 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
     except DatabaseError:
         con.close()
         raise
-    if not read_only:
+    from trace_report.analyze.store import create_events_view_from_files, events_dir_for
+
+    try:
+        create_events_view_from_files(con, events_dir_for(path.absolute()))
         create_views(con)
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def _check_existing(path: Path) -> None:
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise _friendly(exc, path) from exc
+    try:
+        check_ours(con, path)
+    finally:
+        con.close()
 
 
 @contextmanager
@@ -114,7 +141,7 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         _remove(tmp)
         if path.exists():
-            connect_existing(path, read_only=True).close()
+            _check_existing(path)
             shutil.copyfile(path, tmp)
         try:
             con = duckdb.connect(str(tmp))

@@ -1,19 +1,18 @@
-"""Ingest Chrome/Kineto trace files into the DuckDB schema (``docs/schema.md``).
+"""Ingest Chrome/Kineto trace files (``docs/schema.md``).
 
-Pipeline: find trace files -> cut each file's ``traceEvents`` into pieces -> decode pieces
-with msgspec into Arrow (in worker processes when the input is large) -> append to DuckDB.
+Pipeline: find trace files -> cut each file's ``traceEvents`` into pieces -> decode and
+normalise each piece into Arrow (in worker processes when the input is large) -> write it as a
+Parquet file beside the database (or keep it in memory) -> one ``traces`` row per file.
 A plain ``.json`` file is cut by byte ranges that workers read themselves, so it is never
-held whole; a ``.json.gz`` file is decompressed in one stream and its pieces are decoded in
-parallel; many small files are decoded one file per worker.
+held whole; a ``.json.gz`` file is decompressed in one stream whose pieces are decoded in
+parallel; small files are decoded one file per worker.
 """
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 import tempfile
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -24,32 +23,23 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from trace_report.analyze import names
-from trace_report.analyze.chrome import BLOCK_BYTES, Piece, PieceStream, TraceEnvelope, decode_piece
+from trace_report.analyze.chrome import BLOCK_BYTES, PieceStream, TraceEnvelope, decode_piece
+from trace_report.analyze.db import atomic_database, create_views
+from trace_report.analyze.events_table import PieceStats, finalize
+from trace_report.analyze.filejobs import FileReader
 from trace_report.analyze.metadata import device_for, trace_facts
 from trace_report.analyze.sources import TraceSource, find_sources
-from trace_report.analyze.split import plan_ranges, read_range
+from trace_report.analyze.store import MemoryStore, ParquetStore, write_parquet
 from trace_report.errors import TraceFormatError
 
 PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this (in total) are decoded in the calling process."""
 
-_NORMALISE = """
-INSERT INTO events
-SELECT $trace_id, event_id,
-       CASE cat WHEN 'Kernel' THEN 'kernel' WHEN 'Operator' THEN 'cpu_op'
-                WHEN 'Runtime' THEN 'cuda_runtime' WHEN 'Driver' THEN 'cuda_driver'
-                WHEN 'Memcpy' THEN 'gpu_memcpy' WHEN 'Memset' THEN 'gpu_memset' ELSE cat END,
-       name, pid, tid, ts_us, dur_us,
-       coalesce(stream, CASE WHEN tid LIKE 'stream %' THEN TRY_CAST(substr(tid, 8) AS BIGINT) END),
-       device, correlation, external_id, args
-FROM piece
-"""
-
 
 @dataclass(frozen=True)
 class IngestOptions:
-    """Options of an ingest. ``workers`` = decoding processes (default: CPU count)."""
+    """Options of an ingest: ``workers`` = decoding processes (default: CPU count);
+    ``progress(done_bytes, total_bytes)`` is called as files are read."""
 
     workers: int | None = None
     piece_bytes: int = BLOCK_BYTES
@@ -65,17 +55,67 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Job:
+    """One unit of decoding work. ``kind``: ``bytes`` (a piece), ``range`` (bytes of a plain
+    file) or ``file`` (a whole small file). ``out``: Parquet path, or None to return the table."""
+
+    kind: str
+    trace_id: int
+    piece: int
+    label: str
+    data: bytes = b""
+    path: Path | None = None
+    start: int = 0
+    end: int = 0
+    out: Path | None = None
+
+    def raw(self) -> bytes:
+        if self.kind == "bytes":
+            return self.data
+        assert self.path is not None
+        size = self.end - self.start
+        buf = bytearray(size + 2)
+        buf[0], buf[-1] = 0x5B, 0x5D  # '[' ... ']'
+        with open(self.path, "rb") as fh:
+            fh.seek(self.start)
+            fh.readinto(memoryview(buf)[1:-1])
+        return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
+
+
+@dataclass
+class JobResult:
+    """Outcome of a :class:`Job`: ``ok`` False when its bytes were not valid JSON on their own."""
+
+    ok: bool
+    stats: PieceStats = field(default_factory=PieceStats)
+    table: pa.Table | None = None
+    envelope: TraceEnvelope | None = None
+    error: Exception | None = None
+
+
 # ---------------------------------------------------------------- decoding (any process)
 
 
-def _decode_or_none(data: bytes) -> Piece | None:
+def _finish(raw_table: pa.Table, n_events: int, n_missing: int, job: Job) -> JobResult:
+    table, stats = finalize(raw_table, job.trace_id, job.piece, n_events, n_missing)
+    if job.out is not None:
+        write_parquet(table, job.out)
+        return JobResult(True, stats)
+    return JobResult(True, stats, table)
+
+
+def decode_bytes(data: bytes, job: Job) -> JobResult:
+    """Decode one piece; ``ok=False`` (not an exception) when it is not valid JSON alone."""
     try:
-        return decode_piece(data)
+        piece = decode_piece(data)
     except msgspec.DecodeError:
-        return None
+        return JobResult(False)
+    return _finish(piece.table, piece.n_events, piece.n_missing_time, job)
 
 
-def _join(a: bytes, b: bytes) -> bytes:
+def join_pieces(a: bytes, b: bytes) -> bytes:
+    """Two JSON arrays of events as one (a piece cut inside an event, merged with the next)."""
     if b == b"[]":
         return a
     if a == b"[]":
@@ -83,23 +123,7 @@ def _join(a: bytes, b: bytes) -> bytes:
     return a[:-1] + b"," + b[1:]
 
 
-def decode_stream(pieces: Iterator[bytes], label: str) -> Iterator[Piece]:
-    """Decode raw pieces in order; a piece that is not valid JSON is merged with the next."""
-    pending = b""
-    for data in pieces:
-        if pending:
-            data = _join(pending, data)
-        piece = _decode_or_none(data)
-        if piece is None:
-            pending = data
-            continue
-        pending = b""
-        yield piece
-    if pending:
-        _raise_invalid(pending, label)
-
-
-def _raise_invalid(data: bytes, label: str) -> None:
+def raise_invalid(data: bytes, label: str) -> None:
     try:
         msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
@@ -107,137 +131,109 @@ def _raise_invalid(data: bytes, label: str) -> None:
     raise TraceFormatError(f"{label}: invalid trace events")
 
 
-def _concat(pieces: list[Piece]) -> Piece:
-    tables = [p.table for p in pieces]
-    table = pa.concat_tables(tables) if tables else decode_piece(b"[]").table
-    return Piece(table, sum(p.n_events for p in pieces), sum(p.n_missing_time for p in pieces))
-
-
-def read_whole(path: Path, label: str) -> tuple[TraceEnvelope, Piece]:
-    """Read and decode one trace file in this process (small files, and worker tasks)."""
-    stream = PieceStream(path)
-    piece = _concat(list(decode_stream(iter(stream), label)))
-    return stream.envelope, piece
-
-
-def _work(task: tuple) -> object:
-    kind = task[0]
-    try:
-        if kind == "file":
-            return read_whole(task[1], task[2])
-        data = task[1] if kind == "bytes" else read_range(task[1], task[2], task[3])
-        return _decode_or_none(data)
-    except TraceFormatError as exc:
-        return exc
-
-
-# ---------------------------------------------------------------- parallel ordering
-
-
-def _task_bytes(task: tuple) -> bytes:
-    return task[1] if task[0] == "bytes" else read_range(task[1], task[2], task[3])
-
-
-def _ordered(
-    pool: ProcessPoolExecutor | None, tasks: Iterator[tuple], label: str, inflight: int
-) -> Iterator[Piece]:
-    """Decode ``tasks`` (in workers when ``pool``) and yield pieces in task order."""
-    if pool is None:
-        yield from decode_stream((_task_bytes(t) for t in tasks), label)
-        return
-    queue: deque[tuple[tuple, Future]] = deque()
-    pending = b""
-    for task in tasks:
-        queue.append((task, pool.submit(_work, task)))
-        while len(queue) >= inflight:
-            pending = yield from _drain_one(queue, pending)
-    while queue:
-        pending = yield from _drain_one(queue, pending)
-    if pending:
-        _raise_invalid(pending, label)
-
-
-def _drain_one(queue: deque[tuple[tuple, Future]], pending: bytes) -> Iterator[Piece]:
-    task, future = queue.popleft()
-    result = future.result()
-    if isinstance(result, Exception):
-        raise result
-    if pending:  # an earlier piece was cut inside an event: merge and decode here
-        pending = _join(pending, _task_bytes(task))
-        piece = _decode_or_none(pending)
-        if piece is None:
-            return pending
-        yield piece
-        return b""
-    if result is None:
-        return _task_bytes(task)
-    yield result
-    return b""
-
-
-# ---------------------------------------------------------------- per-file plans
-
-
-def _hash_file(path: Path, out: list[str]) -> None:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(8 << 20):
-            digest.update(block)
-    out.append(digest.hexdigest())
-
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
-
-
-class _FileReader:
-    """Decode one large file with the pool; afterwards ``envelope`` is complete."""
-
-    def __init__(self, src: TraceSource, opts: IngestOptions, pool: ProcessPoolExecutor | None):
-        self.src = src
-        self.opts = opts
-        self.pool = pool
-        self.envelope = TraceEnvelope()
-        self.done_bytes = 0
-
-    def pieces(self) -> Iterator[Piece]:
-        if _is_gzip(self.src.path):
-            yield from self._gzip_pieces()
-            return
+def read_whole(job: Job) -> JobResult:
+    """Decode a whole (small) file in this process into one table or one Parquet file."""
+    assert job.path is not None
+    stream = PieceStream(job.path)
+    tables, stats, pending = [], PieceStats(), b""
+    for data in stream:
+        data = join_pieces(pending, data) if pending else data
         try:
-            plan = plan_ranges(self.src.path, self.opts.piece_bytes)
-        except TraceFormatError:
-            yield from self._gzip_pieces()  # the sequential reader gives the precise error
-            return
-        digest: list[str] = []
-        hasher = threading.Thread(target=_hash_file, args=(self.src.path, digest), daemon=True)
-        hasher.start()
-        tasks = (("range", self.src.path, a, b) for a, b in plan.ranges)
-        yield from _ordered(self.pool, tasks, self.src.label, 4)
-        yield from decode_stream(iter([plan.last_piece]), self.src.label)
-        hasher.join()
-        self.envelope = plan.envelope
-        self.envelope.sha256 = digest[0]
+            piece = decode_piece(data)
+        except msgspec.DecodeError:
+            pending = data
+            continue
+        pending = b""
+        t, s = finalize(piece.table, job.trace_id, len(tables), piece.n_events, piece.n_missing_time)
+        tables.append(t)
+        stats.add(s)
+    if pending:
+        raise_invalid(pending, job.label)
+    table = pa.concat_tables(tables)
+    if job.out is not None:
+        write_parquet(table, job.out)
+        table = None
+    return JobResult(True, stats, table, stream.envelope)
 
-    def _gzip_pieces(self) -> Iterator[Piece]:
-        stream = PieceStream(self.src.path, self.opts.piece_bytes)
-        tasks = (("bytes", data) for data in stream)
-        yield from _ordered(self.pool, tasks, self.src.label, 4)
-        self.envelope = stream.envelope
+
+def run_job(job: Job) -> JobResult:
+    """Worker entry point: never raises for bad input, returns the error instead."""
+    try:
+        if job.kind == "file":
+            return read_whole(job)
+        return decode_bytes(job.raw(), job)
+    except TraceFormatError as exc:
+        return JobResult(False, error=exc)
+
+
+# ---------------------------------------------------------------- ordering and merging
+
+
+class PieceRunner:
+    """Runs the piece jobs of one file (in a pool or here) and merges bad cuts, in order."""
+
+    def __init__(self, pool: ProcessPoolExecutor | None, store: ParquetStore | None, label: str):
+        self.pool = pool
+        self.store = store
+        self.label = label
+        self.results: list[tuple[Job, JobResult]] = []
+        self._pending: Job | None = None
+        self._pending_bytes = b""
+
+    def run(self, jobs: Iterator[Job], inflight: int = 4) -> None:
+        if self.pool is None:
+            for job in jobs:
+                self._accept(job, None)
+        else:
+            queue: deque[tuple[Job, Future[JobResult]]] = deque()
+            for job in jobs:
+                queue.append((job, self.pool.submit(run_job, job)))
+                while len(queue) >= inflight:
+                    self._accept(*queue.popleft())
+            while queue:
+                self._accept(*queue.popleft())
+        if self._pending is not None:
+            raise_invalid(self._pending_bytes, self.label)
+
+    def _accept(self, job: Job, future: Future[JobResult] | None) -> None:
+        result = run_job(job) if future is None else future.result()
+        if result.error is not None:
+            raise result.error
+        if self._pending is not None:  # merge with the earlier piece that was cut inside an event
+            if result.ok and job.out is not None:
+                assert self.store is not None
+                self.store.forget(job.out)
+            self._pending_bytes = join_pieces(self._pending_bytes, job.raw())
+            merged = decode_bytes(self._pending_bytes, self._pending)
+            if merged.ok:
+                self.results.append((self._pending, merged))
+                self._pending, self._pending_bytes = None, b""
+            return
+        if result.ok:
+            self.results.append((job, result))
+        else:
+            self._pending, self._pending_bytes = job, job.raw()
 
 
 # ---------------------------------------------------------------- database side
 
 
-class _Writer:
-    """Appends decoded traces to an open connection and fills the ``traces`` table."""
+class Ingest:
+    """One ingest: sources -> jobs -> ``traces`` rows and event files/tables."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, opts: IngestOptions,
+                 store: ParquetStore | MemoryStore) -> None:
         self.con = con
-        self.report = report
+        self.opts = opts
+        self.store = store
+        self.report = IngestReport()
         row = con.execute("SELECT coalesce(max(trace_id), 0) FROM traces").fetchone()
         self.next_id = int(row[0]) + 1 if row else 1
+        self.total = 0
+        self.done = 0
+
+    def out_path(self, trace_id: int, piece: int) -> Path | None:
+        return self.store.path_for(trace_id, piece) if isinstance(self.store, ParquetStore) else None
 
     def seen(self, src: TraceSource) -> bool:
         st = src.path.stat()
@@ -247,39 +243,93 @@ class _Writer:
         ).fetchone()
         return row is not None
 
-    def append(self, trace_id: int, base: int, piece: Piece) -> int:
-        n = piece.table.num_rows
-        if n:
-            ids = pa.array(range(base, base + n), pa.int64())
-            piece_tbl = piece.table.append_column("event_id", ids)
-            self.con.register("piece", piece_tbl)
-            try:
-                self.con.execute(_NORMALISE, {"trace_id": trace_id})
-            finally:
-                self.con.unregister("piece")
-        return base + n
+    def run(self, sources: list[TraceSource], pool: ProcessPoolExecutor | None) -> None:
+        todo = []
+        for src in sources:
+            if self.seen(src):
+                self.report.skipped.append(f"{src.label} (already ingested)")
+            else:
+                todo.append(src)
+        self.total = sum(s.path.stat().st_size for s in todo)
+        ids = {}
+        for src in todo:
+            ids[src] = self.next_id
+            self.next_id += 1
+        small = {s for s in todo if pool is not None and s.path.stat().st_size < self.opts.piece_bytes}
+        futures = {}
+        for s in small:
+            job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0))
+            futures[s] = (job.out, pool.submit(run_job, job))  # type: ignore[union-attr]
+        for src in todo:
+            if src in futures:
+                out, future = futures[src]
+                result = future.result()
+                if result.error is not None:
+                    raise result.error
+                self._finish(ids[src], src, result.envelope or TraceEnvelope(), [(out, result)])
+            else:
+                self._one_file(ids[src], src, pool)
+            self.done += src.path.stat().st_size
+            if self.opts.progress:
+                self.opts.progress(self.done, self.total)
 
-    def finish(self, trace_id: int, src: TraceSource, env: TraceEnvelope, n_events: int,
-               n_complete: int, n_missing: int) -> None:
-        if n_events == 0:
+    def _one_file(self, trace_id: int, src: TraceSource, pool: ProcessPoolExecutor | None) -> None:
+        runner = PieceRunner(pool, self.store if isinstance(self.store, ParquetStore) else None, src.label)
+        reader = FileReader(src.path, self.opts.piece_bytes)
+        counter = iter(range(1 << 30))
+
+        def jobs() -> Iterator[Job]:
+            for kind, payload in reader.pieces():
+                k = next(counter)
+                job = Job(kind, trace_id, k, src.label, out=self.out_path(trace_id, k))
+                if kind == "bytes":
+                    job.data = payload
+                else:
+                    job.path, job.start, job.end = payload
+                yield job
+                if self.opts.progress:
+                    self.opts.progress(self.done + reader.position(), self.total)
+
+        runner.run(jobs())
+        self._finish(trace_id, src, reader.envelope, [(job.out, r) for job, r in runner.results])
+
+    def _finish(self, trace_id: int, src: TraceSource, env: TraceEnvelope,
+                parts: list[tuple[Path | None, JobResult]]) -> None:
+        stats = PieceStats()
+        for _, r in parts:
+            stats.add(r.stats)
+        if stats.n_events == 0:
             raise TraceFormatError(f"{src.label}: the trace has no events")
-        if n_missing:
-            raise TraceFormatError(
-                f"{src.label}: {n_missing} complete events have no 'ts' or no 'dur'"
-            )
-        dup = self.con.execute(
-            "SELECT trace_id FROM traces WHERE sha256 = ?", [env.sha256]
-        ).fetchone()
+        if stats.n_missing_time:
+            raise TraceFormatError(f"{src.label}: {stats.n_missing_time} complete events have no 'ts' or no 'dur'")
+        dup = self.con.execute("SELECT trace_id FROM traces WHERE sha256 = ?", [env.sha256]).fetchone()
         if dup:
-            self.con.execute("DELETE FROM events WHERE trace_id = ?", [trace_id])
+            self._discard(parts)
             self.report.skipped.append(f"{src.label} (same content as trace {dup[0]})")
             return
-        names.demangle_trace(self.con, trace_id)
-        self._insert_trace_row(trace_id, src, env, n_events, n_complete)
+        if isinstance(self.store, ParquetStore):
+            self.store.record(self.con, trace_id, [(p, r.stats.rows) for p, r in parts if p is not None])
+        else:
+            self.store.add([r.table for _, r in parts if r.table is not None])
+        self._kernel_names(stats)
+        self._trace_row(trace_id, src, env, stats)
         self.report.ingested.append((trace_id, src.label))
 
-    def _insert_trace_row(self, trace_id: int, src: TraceSource, env: TraceEnvelope,
-                          n_events: int, n_complete: int) -> None:
+    def _discard(self, parts: list[tuple[Path | None, JobResult]]) -> None:
+        if isinstance(self.store, ParquetStore):
+            for path, _ in parts:
+                if path is not None:
+                    self.store.forget(path)
+
+    def _kernel_names(self, stats: PieceStats) -> None:
+        if stats.mangled:
+            self.con.executemany(
+                "INSERT INTO kernel_names SELECT ?, ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM kernel_names WHERE raw_name = ?)",
+                [(nice, raw, raw) for raw, nice in stats.mangled.items()],
+            )
+
+    def _trace_row(self, trace_id: int, src: TraceSource, env: TraceEnvelope, stats: PieceStats) -> None:
         facts, warning = trace_facts(env.metadata, src.label, src.run_dir)
         if warning:
             self.report.warnings.append(warning)
@@ -288,18 +338,14 @@ class _Writer:
                 f"{src.label}: redacted {len(facts.redacted_keys)} secret-looking metadata "
                 f"value(s): {', '.join(facts.redacted_keys[:5])}"
             )
-        n_kernels, device = self.con.execute(
-            "SELECT count(*), mode(device) FROM events WHERE trace_id = ? AND cat = 'kernel'",
-            [trace_id],
-        ).fetchone()
+        device = stats.kernel_devices.most_common(1)[0][0] if stats.kernel_devices else None
         device_name, cc = device_for(env.metadata, device)
         st = src.path.stat()
         self.con.execute(
-            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-            " now()::TIMESTAMP)",
+            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
             [trace_id, src.label, facts.run_id, facts.rank, facts.rank_source, facts.world_size,
-             facts.host, device_name, cc, facts.torch_version, facts.schema_version, n_events,
-             n_complete, n_kernels, env.sha256, st.st_size, st.st_mtime_ns,
+             facts.host, device_name, cc, facts.torch_version, facts.schema_version, stats.n_events,
+             stats.rows, stats.n_kernels, env.sha256, st.st_size, st.st_mtime_ns,
              facts.metadata_json, facts.redacted_keys],
         )
 
@@ -310,70 +356,62 @@ def _make_pool(workers: int) -> ProcessPoolExecutor | None:
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
-def ingest_into(con: duckdb.DuckDBPyConnection, paths: list[Path],
+def ingest_into(con: duckdb.DuckDBPyConnection, paths: list[Path], store: ParquetStore | MemoryStore,
                 options: IngestOptions | None = None) -> IngestReport:
-    """Ingest the traces found in ``paths`` into ``con`` (schema already created).
+    """Ingest the traces found in ``paths`` into ``con`` (schema created) and ``store``.
 
     Unchanged files already in the database (same path, size and mtime, or same SHA-256)
-    are skipped. Raises :class:`~trace_report.errors.InputError` (and its subclass
+    are skipped. Raises :class:`~trace_report.errors.InputError` (or its subclass
     ``TraceFormatError``) for missing paths and unreadable traces; the caller decides what
-    happens to what was written (``ingest`` discards it all).
+    happens to what was written (``ingest_to_database`` discards it all).
     """
     opts = options or IngestOptions()
-    report = IngestReport()
     scratch: list[tempfile.TemporaryDirectory[str]] = []
     try:
         sources = find_sources([Path(p) for p in paths], scratch)
         total = sum(s.path.stat().st_size for s in sources)
         workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
         pool = _make_pool(workers) if total >= PARALLEL_MIN_BYTES else None
+        job = Ingest(con, opts, store)
         try:
-            _ingest_sources(con, sources, opts, pool, report, total)
+            job.run(sources, pool)
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
     finally:
         for tmp in scratch:
             tmp.cleanup()
+    return job.report
+
+
+def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None) -> IngestReport:
+    """Ingest into the database file ``db_path`` (created if absent), all or nothing.
+
+    The database is written through a temporary copy that replaces it only on success; event
+    files written by a failed ingest are removed, so an existing database is left as it was.
+    """
+    store = ParquetStore(db_path)
+    try:
+        with atomic_database(db_path) as con:
+            report = ingest_into(con, paths, store, options)
+    except BaseException:
+        store.rollback()
+        raise
     return report
 
 
-def _ingest_sources(con: duckdb.DuckDBPyConnection, sources: list[TraceSource],
-                    opts: IngestOptions, pool: ProcessPoolExecutor | None,
-                    report: IngestReport, total: int) -> None:
-    writer = _Writer(con, report)
-    todo = []
-    for src in sources:
-        if writer.seen(src):
-            report.skipped.append(f"{src.label} (already ingested)")
-        else:
-            todo.append(src)
-    small = [s for s in todo if pool is not None and s.path.stat().st_size < opts.piece_bytes]
-    futures = {s: pool.submit(_work, ("file", s.path, s.label)) for s in small} if pool else {}
-    done = 0
-    for src in todo:
-        trace_id = writer.next_id
-        writer.next_id += 1
-        if src in futures:
-            result = futures[src].result()
-            if isinstance(result, Exception):
-                raise result
-            env, piece = result
-            pieces: Iterator[Piece] = iter([piece])
-            reader = None
-        else:
-            reader = _FileReader(src, opts, pool)
-            pieces = reader.pieces()
-        base = n_events = n_missing = 0
-        for piece in pieces:
-            base = writer.append(trace_id, base, piece)
-            n_events += piece.n_events
-            n_missing += piece.n_missing_time
-            if opts.progress:
-                opts.progress(done + min(src.path.stat().st_size, base), total)
-        if reader is not None:
-            env = reader.envelope
-        writer.finish(trace_id, src, env, n_events, base, n_missing)
-        done += src.path.stat().st_size
-        if opts.progress:
-            opts.progress(done, total)
+def open_in_memory(paths: list[Path], options: IngestOptions | None = None) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
+    """An in-memory database with the traces in ``paths`` (the ``events`` view over Arrow)."""
+    from trace_report.analyze.db import create_schema
+
+    con = duckdb.connect(":memory:")
+    try:
+        create_schema(con, with_views=False)
+        store = MemoryStore()
+        report = ingest_into(con, paths, store, options)
+        store.publish(con)
+        create_views(con)
+    except BaseException:
+        con.close()
+        raise
+    return con, report

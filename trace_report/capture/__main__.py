@@ -15,7 +15,7 @@ from trace_report.errors import TraceReportError
 
 def main(argv: list[str] | None = None) -> int:
     """Run the capture command; ``Error: ...`` on stderr and 1 for a TraceReportError."""
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     app.command()(capture)
     try:
         app(args=argv, standalone_mode=False)

@@ -11,6 +11,7 @@ import typer
 
 from trace_report.capture.config import DEFAULTS, EXPERIMENTS, CaptureConfig, parse_int_list
 from trace_report.capture.profiling import trace_files
+from trace_report.output import Format, OutputOptions, emit
 
 _LOOP = "Training loop"
 _PROF = "Profiling"
@@ -72,8 +73,9 @@ def capture(
     = DEFAULTS.batch_size,
     workers: Annotated[int, typer.Option(
         help="DataLoader worker processes.", rich_help_panel=_LOOP)] = DEFAULTS.workers,
-    lr: Annotated[float, typer.Option(help="Learning rate.", rich_help_panel=_LOOP)]
-    = DEFAULTS.lr,
+    lr: Annotated[float | None, typer.Option(
+        help="Learning rate [default: 0.1 x batch-size / 128; 0.1 for the optimizers experiment].",
+        rich_help_panel=_LOOP)] = None,
     momentum: Annotated[float, typer.Option(
         help="Momentum (sgd, sgd-nesterov).", rich_help_panel=_LOOP)] = DEFAULTS.momentum,
     weight_decay: Annotated[float, typer.Option(help="Weight decay.", rich_help_panel=_LOOP)]
@@ -166,13 +168,16 @@ def capture(
     progress: Annotated[bool, typer.Option(
         help="Progress bar on stderr (terminals only).", rich_help_panel=_OUT,
     )] = DEFAULTS.progress,
+    fmt: Annotated[Format | None, typer.Option(
+        "--format", "-f", help="Results format on stdout (default: table).", rich_help_panel=_OUT,
+    )] = None,
 ) -> None:
     """Train ResNet (or another model) under torch.profiler and write traces/<run-id>/.
 
     With no EXPERIMENT: a short CPU-friendly baseline (ResNet-18, synthetic CIFAR, 8 steps).
     """
     options = dict(locals())  # first statement: exactly the parameters, named as the config fields
-    del options["workers_list"], options["batch_sizes"]
+    del options["workers_list"], options["batch_sizes"], options["fmt"]
     from trace_report.capture.runner import run_capture
 
     cfg = CaptureConfig(
@@ -180,58 +185,41 @@ def capture(
         workers_list=parse_int_list(workers_list, "--workers-list"),
         batch_sizes=parse_int_list(batch_sizes, "--batch-sizes", low=1),
     )
-    show(run_capture(cfg))
+    show(run_capture(cfg), fmt)
 
 
-def show(outcome) -> None:
-    """Print an experiment's results (or the Nsight commands) to stdout."""
+def show(outcome, fmt: Format | None = None) -> None:
+    """Print an experiment's rows to stdout (shared table/csv/json/markdown output) and its
+    notes, files and the analysis command to stderr; or the Nsight commands."""
     from trace_report.capture.runner import NsightOutcome
 
     if isinstance(outcome, NsightOutcome):
         for line in outcome.commands:
             typer.echo(line)
         for report in outcome.reports:
-            typer.echo(f"wrote {report}")
+            _note(f"wrote {report}")
         return
-    _show_experiment(outcome)
-
-
-def _show_experiment(result) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
-        console = Console(width=250)
-    if result.details:
-        console.print(result.details, markup=False, highlight=False)
-    shown = _SHOWN.get(result.name, _DEFAULT_SHOWN)
-    columns = [c for c in shown if c in result.table.columns]
-    table = Table(title=f"capture {result.name}")
-    for column in columns:
-        table.add_column(column, justify="left" if column in {"variant", "model"} else "right")
-    for _, row in result.table.iterrows():
-        table.add_row(*(_cell(row[c]) for c in columns))
-    console.print(table)
+    result = outcome
+    table_mode = fmt in (None, Format.table)
+    if result.details and table_mode:
+        typer.echo(result.details)
+    shown = [c for c in _SHOWN.get(result.name, _DEFAULT_SHOWN) if c in result.table.columns]
+    frame = result.table[shown] if table_mode else result.table
+    emit(frame, OutputOptions(fmt), title=f"capture {result.name}")
     for note in result.notes:
-        console.print(f"- {note}", markup=False, highlight=False)
-    console.print(f"Results: {result.run_dir}/results.csv, results.json, chart.html",
-                  markup=False, highlight=False)
+        _note(f"note: {note}")
+    _note(f"results: {', '.join(str(p) for p in result.files)}")
     target = _trace_folder(result)
     if target is not None:
-        console.print(f"Analyse it with: trace-report top-kernels {target}",
-                      markup=False, highlight=False)
+        _note(f"analyse it with: trace-report top-kernels {target}")
 
 
-def _cell(value) -> str:
-    if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
-    return str(value)
+def _note(message: str) -> None:
+    typer.echo(message, err=True)
 
 
 def _trace_folder(result) -> Path | None:
-    """The run folder when traces sit in it directly, else its first sub-folder with traces."""
-    for folder in [result.run_dir, *sorted(p for p in result.run_dir.iterdir() if p.is_dir())]:
-        if trace_files(folder):
-            return folder
-    return None
+    """The run folder when traces sit in it directly, else the first variant with traces."""
+    folders = [result.run_dir, *(r.run_dir for r in result.runs)]
+    folders += sorted(p for p in result.run_dir.iterdir() if p.is_dir())
+    return next((folder for folder in folders if trace_files(folder)), None)

@@ -28,6 +28,9 @@ EXPERIMENTS: tuple[str, ...] = (
 )
 MODELS: tuple[str, ...] = ("resnet18", "resnet18-nobn", "resnet50", "resnet50-nobn", "alexnet")
 OPTIMIZERS: tuple[str, ...] = ("sgd", "sgd-nesterov", "adagrad", "adadelta", "adam")
+BASE_LR = 0.1  # the CIFAR ResNet recipe: SGD at lr 0.1 for batches of 128
+BASE_BATCH = 128
+OPTIMIZERS_LR = 0.1  # the `optimizers` experiment compares every optimizer at this lr
 DATASETS: tuple[str, ...] = ("synthetic", "cifar10", "imagefolder")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 
@@ -54,7 +57,7 @@ class CaptureConfig:
     steps: int = 8  # cap on training (and test) batches per epoch; 0 = the whole epoch
     batch_size: int = 32
     workers: int = 0
-    lr: float = 0.1
+    lr: float | None = None  # None: BASE_LR * batch_size / BASE_BATCH (linear scaling rule)
     momentum: float = 0.9
     weight_decay: float = 5e-4
     optimizer: str = "sgd"
@@ -96,6 +99,11 @@ class CaptureConfig:
     out_dir: Path = Path("traces")
     run_id: str | None = None
     progress: bool = True
+
+    @property
+    def learning_rate(self) -> float:
+        """``lr``, or the recipe's 0.1 scaled linearly to ``batch_size`` (0.025 for 32)."""
+        return self.lr if self.lr is not None else BASE_LR * self.batch_size / BASE_BATCH
 
     @property
     def schedule_steps(self) -> int:
@@ -154,7 +162,6 @@ def validate(cfg: CaptureConfig) -> CaptureConfig:
         ("--workers", cfg.workers, 0),
         ("--threads", cfg.threads, 1),
         ("--image-size", cfg.image_size, 8),
-        ("--lr", cfg.lr, 0.0),
         ("--momentum", cfg.momentum, 0.0),
         ("--weight-decay", cfg.weight_decay, 0.0),
         ("--wait", cfg.wait, 0),
@@ -169,8 +176,8 @@ def validate(cfg: CaptureConfig) -> CaptureConfig:
         ("--synthetic-test", cfg.synthetic_test, 1),
     ):
         _at_least(value, low, flag)
-    if cfg.lr == 0:
-        raise InputError("--lr must be greater than 0")
+    if cfg.lr is not None and cfg.lr <= 0:
+        raise InputError(f"--lr must be greater than 0, got {cfg.lr}")
     if cfg.nsys and cfg.ncu:
         raise InputError("--nsys and --ncu cannot be combined: run them one at a time")
     if cfg.dataset != "synthetic" and cfg.data_dir is None:

@@ -85,7 +85,7 @@ def ddp(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     table = pd.DataFrame(rows)
     chart = time_chart(table, "rank", f"DDP ({backend}, {nproc} processes): time per epoch")
     notes = [f"backend {backend}, {nproc} processes, one trace per rank"]
-    return ExperimentResult("ddp", run_dir, table, chart, notes)
+    return ExperimentResult("ddp", run_dir, table, chart, notes=notes)
 
 
 def worker(config_path: Path, backend: str) -> None:

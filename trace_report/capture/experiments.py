@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from trace_report.capture.config import OPTIMIZERS, CaptureConfig
+from trace_report.capture.config import OPTIMIZERS, OPTIMIZERS_LR, CaptureConfig
 from trace_report.capture.loop import RunResult, train
 from trace_report.capture.results import (
     ExperimentResult,
@@ -27,7 +27,7 @@ from trace_report.errors import InputError
 Variant = tuple[str, CaptureConfig, dict[str, Any]]  # (folder name, config, extra row labels)
 
 
-def sweep(name: str, run_dir: Path, variants: list[Variant]) -> tuple[pd.DataFrame, list]:
+def sweep(run_dir: Path, variants: list[Variant]) -> tuple[pd.DataFrame, list]:
     """Train every variant in ``run_dir/<folder>``; one summary row per variant."""
     rows, runs = [], []
     for folder, cfg, labels in variants:
@@ -74,22 +74,22 @@ def optimized_config(cfg: CaptureConfig) -> tuple[CaptureConfig, list[str]]:
 def optimized(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     """The baseline configuration against the optimised one."""
     fast, notes = optimized_config(cfg)
-    table, runs = sweep("optimized", run_dir, [("baseline", cfg, {}), ("optimized", fast, {})])
+    table, runs = sweep(run_dir, [("baseline", cfg, {}), ("optimized", fast, {})])
     table["speedup"] = table["mean_total_s"].iloc[0] / table["mean_total_s"]
     chart = time_chart(table, "variant", "optimized against baseline: time per epoch")
     speedup = table.set_index("variant").loc["optimized", "speedup"]
     notes.insert(0, f"optimized epoch time: {speedup:.2f}x baseline speed")
-    return ExperimentResult("optimized", run_dir, table, chart, notes, runs)
+    return ExperimentResult("optimized", run_dir, table, chart, notes=notes, runs=runs)
 
 
 def workers(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     """DataLoader worker counts (``--workers-list``): mean data/compute/total time per epoch."""
     variants = [(f"workers-{n}", replace(cfg, workers=n), {}) for n in cfg.workers_list]
-    table, runs = sweep("workers", run_dir, variants)
+    table, runs = sweep(run_dir, variants)
     best = table.loc[table["mean_total_s"].idxmin()]
     notes = [f"best: {int(best['workers'])} workers ({best['mean_total_s']:.3f} s per epoch)"]
     chart = time_chart(table, "workers", "DataLoader workers: time per epoch")
-    return ExperimentResult("workers", run_dir, table, chart, notes, runs)
+    return ExperimentResult("workers", run_dir, table, chart, notes=notes, runs=runs)
 
 
 def available_cpus() -> int:
@@ -112,20 +112,21 @@ def devices(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         variants.append(("cuda", replace(cfg, device="cuda"), {}))
     else:
         notes.append("no CUDA device: GPU row skipped")
-    table, runs = sweep("devices", run_dir, variants)
+    table, runs = sweep(run_dir, variants)
     chart = time_chart(table, "variant", "devices: time per epoch")
-    return ExperimentResult("devices", run_dir, table, chart, notes, runs)
+    return ExperimentResult("devices", run_dir, table, chart, notes=notes, runs=runs)
 
 
 def optimizers(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     """SGD, SGD with Nesterov momentum, Adagrad, Adadelta and Adam at the same settings."""
-    variants = [(name, replace(cfg, optimizer=name), {}) for name in OPTIMIZERS]
-    table, runs = sweep("optimizers", run_dir, variants)
+    lr = cfg.lr if cfg.lr is not None else OPTIMIZERS_LR
+    variants = [(name, replace(cfg, optimizer=name, lr=lr), {}) for name in OPTIMIZERS]
+    table, runs = sweep(run_dir, variants)
     chart = time_chart(table, "optimizer", "optimizers: time per epoch") | metric_chart(
         table, "optimizer", "final_loss", "optimizers: final training loss"
     )
-    notes = [f"lr {cfg.lr}, momentum {cfg.momentum}, weight decay {cfg.weight_decay}"]
-    return ExperimentResult("optimizers", run_dir, table, chart, notes, runs)
+    notes = [f"lr {lr}, momentum {cfg.momentum}, weight decay {cfg.weight_decay}"]
+    return ExperimentResult("optimizers", run_dir, table, chart, notes=notes, runs=runs)
 
 
 def no_bn(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
@@ -137,7 +138,7 @@ def no_bn(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         ("with-bn", replace(cfg, model=base), {"batchnorm": True}),
         ("without-bn", replace(cfg, model=f"{base}-nobn"), {"batchnorm": False}),
     ]
-    table, runs = sweep("no-bn", run_dir, variants)
+    table, runs = sweep(run_dir, variants)
     chart = time_chart(table, "variant", "BatchNorm: time per epoch") | metric_chart(
         table, "variant", "final_loss", "BatchNorm: final training loss"
     )
@@ -156,7 +157,7 @@ def amp(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         for bs in cfg.batch_sizes
         for name, on in (("fp32", False), (amp_name, True))
     ]
-    table, runs = sweep("amp", run_dir, variants)
+    table, runs = sweep(run_dir, variants)
     chart = metric_chart(
         table, "batch_size", "median_samples_per_s", "AMP: throughput (samples/s)",
         color="precision",
@@ -165,7 +166,7 @@ def amp(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     notes = [] if cuda or cfg.profile else ["peak memory on CPU needs profiling: drop --no-profile"]
     if not cuda:
         notes.append("CPU peak memory: bytes allocated during the profiled steps")
-    return ExperimentResult("amp", run_dir, table, chart, notes, runs)
+    return ExperimentResult("amp", run_dir, table, chart, notes=notes, runs=runs)
 
 
 def _compile_row(run: RunResult, mode: str) -> dict[str, Any]:
@@ -199,4 +200,4 @@ def compile_(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         "the first (compiling) epoch is excluded",
         f"compiled speedup: {table['speedup'].iloc[1]:.2f}x",
     ]
-    return ExperimentResult("compile", run_dir, table, chart, notes, runs)
+    return ExperimentResult("compile", run_dir, table, chart, notes=notes, runs=runs)

@@ -125,7 +125,7 @@ class Trainer:
         model = build_model(cfg.model, cfg.num_classes).to(device, memory_format=self.memory_format)
         self.optimizer = build_optimizer(
             cfg.optimizer, model.parameters(),
-            lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+            lr=cfg.learning_rate, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
         )
         # Evaluation uses the plain module: no DDP collectives, no recompiles for eval mode.
         self.eval_model = model
@@ -225,7 +225,7 @@ def check_schedule(cfg: CaptureConfig, total_steps: int) -> None:
         )
 
 
-def _run_epoch(
+def run_epoch(
     trainer: Trainer, loaders: Loaders, epoch: int, n_steps: int, first: int, prof, window,
     advance,
 ) -> list[StepRecord]:
@@ -339,7 +339,7 @@ def train(
         label = f"{variant or cfg.experiment} ({cfg.model}, {device.type})"
         with progress_bar(cfg.progress, n_steps * cfg.epochs, label) as advance, prof:
             for epoch in range(1, cfg.epochs + 1):
-                done = _run_epoch(trainer, loaders, epoch, n_steps, len(steps), prof, window,
+                done = run_epoch(trainer, loaders, epoch, n_steps, len(steps), prof, window,
                                   advance)
                 steps += done
                 t_test = time.perf_counter()
@@ -369,6 +369,7 @@ def _manifest(
         "started_utc": started,
         "finished_utc": utc_now(),
         "seed": cfg.seed,
+        "learning_rate": cfg.learning_rate,
         "config": cfg.to_json(),
         "environment": env,
         "distributed": dataclasses.asdict(dist),

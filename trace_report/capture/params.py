@@ -47,7 +47,7 @@ def model_facts(name: str, cfg: CaptureConfig) -> dict[str, Any]:
     for opt_name in OPTIMIZERS:
         optimizer = build_optimizer(
             opt_name, model.parameters(),
-            lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+            lr=cfg.learning_rate, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
         )
         optimizer.step()
         row[f"optimizer_state_tensors_{opt_name}"] = optimizer_state_tensors(optimizer)
@@ -60,4 +60,4 @@ def params(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         table = pd.DataFrame([model_facts(name, cfg) for name in PARAMS_MODELS])
     chart = metric_chart(table, "model", "trainable_params", "trainable parameters per model")
     notes = ["optimizer state counted after one step with every gradient present"]
-    return ExperimentResult("params", run_dir, table, chart, notes)
+    return ExperimentResult("params", run_dir, table, chart, notes=notes)

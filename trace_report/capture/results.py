@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ class ExperimentResult:
     run_dir: Path
     table: pd.DataFrame
     chart: Any = None  # alt.Chart | None
+    _: KW_ONLY
     notes: list[str] = field(default_factory=list)
     details: str = ""  # longer text to print before the table (the TorchScript graph)
     runs: list[RunResult] = field(default_factory=list)
@@ -58,6 +59,7 @@ def summarize(run: RunResult, **labels: Any) -> dict[str, Any]:
         "workers": cfg.workers,
         "batch_size": cfg.batch_size,
         "optimizer": cfg.optimizer,
+        "lr": cfg.learning_rate,
         "amp": cfg.amp,
         "epochs": len(run.epochs),
         "timed_epochs": n,

@@ -113,4 +113,4 @@ def torchscript(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         f"(max abs diff {check['max_abs_diff']:.3g})",
         "graph written to graph.txt",
     ]
-    return ExperimentResult("torchscript", run_dir, table, chart, notes, details=graph)
+    return ExperimentResult("torchscript", run_dir, table, chart, notes=notes, details=graph)

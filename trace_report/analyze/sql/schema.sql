@@ -28,20 +28,13 @@ CREATE TABLE IF NOT EXISTS traces (
     ingested_at        TIMESTAMP
 );
 
-CREATE TABLE IF NOT EXISTS events (
-    trace_id     INTEGER,
-    event_id     BIGINT,   -- 0-based position among the trace's complete events, file order
-    cat          VARCHAR,  -- normalised: kernel, cpu_op, cuda_runtime, gpu_memcpy, gpu_memset, ...
-    name         VARCHAR,  -- demangled when the trace had an Itanium-mangled (_Z...) name
-    pid          VARCHAR,
-    tid          VARCHAR,
-    ts_us        DOUBLE,
-    dur_us       DOUBLE,
-    stream       BIGINT,   -- args.stream, or the number in a 2020/2021 tid 'stream 7'
-    device       BIGINT,   -- args.device
-    correlation  BIGINT,   -- args.correlation (links a GPU activity to its runtime launch)
-    external_id  BIGINT,   -- args['External id'] (2020/2021: args['external id'])
-    args         VARCHAR   -- JSON text of args, exactly as in the trace
+-- events (trace_id, event_id, cat, name, pid, tid, ts_us, dur_us, stream, device, correlation,
+-- external_id, args) is a TEMP VIEW over Parquet files in the folder beside the database
+-- (<db>.events/), listed here, so that traces are decoded and written in parallel.
+CREATE TABLE IF NOT EXISTS event_files (
+    trace_id  INTEGER,
+    file      VARCHAR,   -- relative to the events folder
+    rows      BIGINT
 );
 
 CREATE TABLE IF NOT EXISTS kernel_names (

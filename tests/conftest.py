@@ -1,0 +1,59 @@
+"""Shared fixtures: the real traces in ../shared (tests skip cleanly without them)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", REPO.parent / "shared"))
+TRACES = SHARED / "data" / "traces"
+
+
+def shared_or_skip() -> Path:
+    if not (SHARED / "data" / "MANIFEST.tsv").is_file():
+        pytest.skip(f"{SHARED} is absent: real traces unavailable")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    return shared_or_skip()
+
+
+def manifest_rows() -> list[dict[str, str]]:
+    path = SHARED / "data" / "MANIFEST.tsv"
+    if not path.is_file():
+        return []
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def trace_file(name: str) -> Path:
+    """The (first) trace file of a folder in ../shared/data/traces."""
+    folder = shared_or_skip() / "data" / "traces" / name
+    files = sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
+    return files[0]
+
+
+def load_json(path: Path) -> Any:
+    """Plain-Python decode of a trace file: the independent reference for tests."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt") as fh:
+        return json.load(fh)
+
+
+def events_of(doc: Any) -> list[dict[str, Any]]:
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def kernel_stats(events: list[dict[str, Any]]) -> tuple[int, float]:
+    """(count, total µs) of GPU kernel events, by a plain pass over the JSON."""
+    ks = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")]
+    return len(ks), sum(float(e["dur"]) for e in ks)

@@ -43,7 +43,10 @@ def ingest(
     targets: Annotated[list[Path], typer.Argument(help="Trace files, directories of ranks, tar archives.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="DuckDB file to create or add to.")],
     workers: Annotated[int | None, typer.Option(help="Decoding processes (default: CPU count).")] = None,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: on a terminal).")] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: on a terminal)."),
+    ] = None,
 ) -> None:
     """Load traces into a DuckDB database; unchanged files already in it are skipped."""
     bar = _make_progress(progress)
@@ -98,6 +101,11 @@ def sql(
 # Commands defined in their own modules: (module, function, command name).
 COMMAND_MODULES = [
     ("trace_report.capture.command", "capture", "capture"),
+    ("trace_report.commands_analysis", "breakdown_cmd", "breakdown"),
+    ("trace_report.commands_analysis", "flags_cmd", "flags"),
+    ("trace_report.commands_analysis", "advise_cmd", "advise"),
+    ("trace_report.commands_analysis", "hta_cmd", "hta"),
+    ("trace_report.commands_nsight", "roofline_cmd", "roofline"),
 ]
 
 

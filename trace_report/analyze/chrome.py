@@ -85,6 +85,10 @@ EVENT_SCHEMA = pa.schema(
 """Arrow schema of one decoded piece: the complete (``ph: X``) events, in file order."""
 
 
+class TailBytes(bytes):
+    """The raw end of a file (last events, ``]``, metadata): see :meth:`PieceStream.split_tail`."""
+
+
 @dataclass
 class Piece:
     """One decoded piece of ``traceEvents``: its complete events and its event count."""
@@ -304,7 +308,8 @@ def _parse_object(text: bytes, what: str, path: Path) -> dict[str, Any]:
 
 
 class PieceStream:
-    """Iterate over the raw pieces of ``traceEvents`` of one file (bytes of a JSON array).
+    """Iterate over the raw pieces of ``traceEvents`` of one file (bytes of a JSON array); the
+    last item is a :class:`TailBytes` for :meth:`split_tail` (after merging pending pieces).
 
     After iteration, :attr:`envelope` holds the metadata around the array (keys before and
     after ``traceEvents``) and the SHA-256 of the file as stored.
@@ -357,19 +362,36 @@ class PieceStream:
             meta.pop("traceEvents", None)
             self.envelope.metadata.update(meta)
         eof = False
+        want = self.block
+        held: list[bytes] = []  # the last pieces, kept back: a cut may have landed in metadata after the array
         while not eof:
-            while len(buf) < self.block and not eof:
+            while len(buf) < want and not eof:
                 data = reader.read()
                 eof = not data
                 buf += data
             if eof:
                 break
             cut = _find_cut(buf, len(buf))
-            if cut < 0:
+            if cut < 0:  # one event larger than a block: read on
+                want = len(buf) + self.block
                 continue
-            yield b"[" + buf[:cut] + b"]"
+            want = self.block
+            held.append(buf[:cut])
             buf = buf[_skip_comma(buf, cut) :]
-        yield from self._tail(buf)
+            while len(held) > 1 and sum(map(len, held)) - len(held[0]) > self.block:
+                yield b"[" + held.pop(0) + b"]"
+        if held:
+            buf = b",".join(held) + b"," + buf
+        yield TailBytes(buf)
+
+    def split_tail(self, buf: bytes) -> bytes:
+        """The events piece (``[...]``) at the start of the file's raw end ``buf``.
+
+        ``buf`` must start at an event boundary: the caller prepends any earlier piece that was
+        cut inside an event. The metadata after the array goes into :attr:`envelope`.
+        Raises :class:`TraceFormatError` when the array's end cannot be found.
+        """
+        return next(self._tail(buf))
 
     def _tail(self, buf: bytes) -> Iterator[bytes]:
         """Split the last bytes into the end of the array and the metadata after it."""

@@ -86,13 +86,24 @@ def _demangle_names(name: pa.Array) -> tuple[pa.Array, dict[str, str]]:
     return pc.take(values, enc.indices), mangled
 
 
+def _stream_number(tid: str) -> int | None:
+    try:
+        return int(tid[len("stream "):])
+    except ValueError:
+        return None
+
+
 def _stream(stream: pa.Array, tid: pa.Array) -> pa.Array:
+    """``stream``, filled from a 2020/2021 ``tid`` such as ``"stream 7"`` where args lack it."""
     from_tid = pc.starts_with(tid, "stream ")
     mask = pc.and_kleene(pc.is_null(stream), pc.fill_null(from_tid, False))
     if not pc.any(mask).as_py():
         return stream
-    parsed = pc.cast(pc.utf8_slice_codeunits(tid, 7), pa.int64(), safe=False)
-    return pc.if_else(mask, parsed, stream)
+    values = stream.to_pylist()
+    for i, (use, t) in enumerate(zip(mask.to_pylist(), tid.to_pylist(), strict=True)):
+        if use:
+            values[i] = _stream_number(t)
+    return pa.array(values, pa.int64())
 
 
 def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from trace_report.analyze.chrome import PieceStream, TraceEnvelope
+from trace_report.analyze.chrome import PieceStream, TailBytes, TraceEnvelope
 from trace_report.analyze.split import plan_ranges
 from trace_report.errors import TraceFormatError
 
@@ -26,7 +26,8 @@ def is_gzip(path: Path) -> bool:
 
 
 class FileReader:
-    """Yields ``("range", (path, start, end))`` or ``("bytes", piece)`` for one file.
+    """Yields ``("range", (path, start, end))``, ``("bytes", piece)`` and, last for a streamed
+    file, ``("tail", (raw end, splitter))`` for one file.
 
     Plain files are planned by byte ranges (workers read them) while a thread computes the
     file's SHA-256; gzip files (and plain files the planner cannot cut) are streamed. After
@@ -57,7 +58,10 @@ class FileReader:
                 return
         self._stream = PieceStream(self.path, self.piece_bytes)
         for data in self._stream:
-            yield "bytes", data
+            if isinstance(data, TailBytes):
+                yield "tail", (bytes(data), self._stream.split_tail)
+            else:
+                yield "bytes", data
         self.envelope = self._stream.envelope
 
     def _ranges(self, plan) -> Iterator[tuple[str, object]]:  # noqa: ANN001 - RangePlan

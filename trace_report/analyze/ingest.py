@@ -23,7 +23,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from trace_report.analyze.chrome import BLOCK_BYTES, PieceStream, TraceEnvelope, decode_piece
+from trace_report.analyze.chrome import BLOCK_BYTES, PieceStream, TailBytes, TraceEnvelope, decode_piece
 from trace_report.analyze.db import atomic_database, create_views
 from trace_report.analyze.events_table import PieceStats, finalize
 from trace_report.analyze.filejobs import FileReader
@@ -69,6 +69,7 @@ class Job:
     start: int = 0
     end: int = 0
     out: Path | None = None
+    split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
 
     def raw(self) -> bytes:
         if self.kind == "bytes":
@@ -137,6 +138,9 @@ def read_whole(job: Job) -> JobResult:
     stream = PieceStream(job.path)
     tables, stats, pending = [], PieceStats(), b""
     for data in stream:
+        if isinstance(data, TailBytes):
+            data = stream.split_tail(pending[1:-1] + b"," + data if pending else data)
+            pending = b""
         data = join_pieces(pending, data) if pending else data
         try:
             piece = decode_piece(data)
@@ -181,19 +185,34 @@ class PieceRunner:
         self._pending_bytes = b""
 
     def run(self, jobs: Iterator[Job], inflight: int = 4) -> None:
-        if self.pool is None:
-            for job in jobs:
-                self._accept(job, None)
-        else:
-            queue: deque[tuple[Job, Future[JobResult]]] = deque()
-            for job in jobs:
-                queue.append((job, self.pool.submit(run_job, job)))
-                while len(queue) >= inflight:
+        queue: deque[tuple[Job, Future[JobResult] | None]] = deque()
+        for job in jobs:
+            if job.kind == "tail":
+                while queue:
                     self._accept(*queue.popleft())
-            while queue:
+                self._tail(job)
+                continue
+            queue.append((job, None if self.pool is None else self.pool.submit(run_job, job)))
+            while len(queue) >= (inflight if self.pool is not None else 1):
                 self._accept(*queue.popleft())
+        while queue:
+            self._accept(*queue.popleft())
         if self._pending is not None:
             raise_invalid(self._pending_bytes, self.label)
+
+    def _tail(self, job: Job) -> None:
+        """The end of a streamed file: merge any pending piece, find the array's end, decode."""
+        assert job.split_tail is not None
+        if self._pending is not None:
+            data = job.split_tail(self._pending_bytes[1:-1] + b"," + job.data)
+            job = self._pending
+            self._pending, self._pending_bytes = None, b""
+        else:
+            data = job.split_tail(job.data)
+        result = decode_bytes(data, job)
+        if not result.ok:
+            raise_invalid(data, self.label)
+        self.results.append((job, result))
 
     def _accept(self, job: Job, future: Future[JobResult] | None) -> None:
         result = run_job(job) if future is None else future.result()
@@ -282,7 +301,9 @@ class Ingest:
             for kind, payload in reader.pieces():
                 k = next(counter)
                 job = Job(kind, trace_id, k, src.label, out=self.out_path(trace_id, k))
-                if kind == "bytes":
+                if kind == "tail":
+                    job.data, job.split_tail = payload  # type: ignore[misc]
+                elif kind == "bytes":
                     job.data = payload
                 else:
                     job.path, job.start, job.end = payload

@@ -130,8 +130,8 @@ def has_tables(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether this database holds the ncu tables (any schema visible to the connection)."""
     rows = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('ncu_kernels', 'ncu_metrics')"
-    ).fetchone()
-    return bool(rows and rows[0] == 2)
+    ).fetchall()
+    return bool(rows and rows[0][0] == 2)
 
 
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -190,10 +190,10 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
     ensure_tables(con)
     sha = _sha256(path)
     old = con.execute("SELECT count(*) FROM ncu_kernels WHERE path = ? AND sha256 = ?",
-                      [str(path), sha]).fetchone()
-    if old and old[0]:
-        return int(old[0])
-    report_id = con.execute("SELECT coalesce(max(report_id) + 1, 0) FROM ncu_kernels").fetchone()[0]
+                      [str(path), sha]).fetchall()[0][0]
+    if old:
+        return int(old)
+    report_id = con.execute("SELECT coalesce(max(report_id) + 1, 0) FROM ncu_kernels").fetchall()[0][0]
     kernels = pa.Table.from_pylist(
         [{"report_id": report_id, "path": str(path), "sha256": sha, "format": data.fmt, **row}
          for row in data.kernels],

@@ -136,7 +136,7 @@ def plan_ranges(path: Path, target: int) -> RangePlan:
         os.close(fd)
     stream = PieceStream(path)
     stream.envelope = plan.envelope
-    plan.last_piece = next(iter(stream._tail(last)))
+    plan.last_piece = stream.split_tail(last)
     return plan
 
 

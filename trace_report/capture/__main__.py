@@ -24,13 +24,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except typer.Exit as done:
         return done.exit_code
-    except Exception as err:  # click usage errors
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            return err.exit_code
-        raise
+    except typer.TyperException as err:  # usage errors: bad option values, unknown options
+        print(f"Error: {err.format_message()}", file=sys.stderr)
+        return getattr(err, "exit_code", 2)
     return 0
 
 

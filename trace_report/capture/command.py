@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from trace_report.capture.config import DEFAULTS, EXPERIMENTS, CaptureConfig, parse_int_list
-from trace_report.capture.profiling import trace_files
 from trace_report.output import Format, OutputOptions, emit
 
 _LOOP = "Training loop"
@@ -220,6 +219,8 @@ def _note(message: str) -> None:
 
 def _trace_folder(result) -> Path | None:
     """The run folder when traces sit in it directly, else the first variant with traces."""
+    from trace_report.capture.profiling import trace_files
+
     folders = [result.run_dir, *(r.run_dir for r in result.runs)]
     folders += sorted(p for p in result.run_dir.iterdir() if p.is_dir())
     return next((folder for folder in folders if trace_files(folder)), None)

@@ -16,7 +16,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,9 +226,11 @@ def check_schedule(cfg: CaptureConfig, total_steps: int) -> None:
 
 
 def run_epoch(
-    trainer: Trainer, loaders: Loaders, epoch: int, n_steps: int, first: int, prof, window,
-    advance,
+    trainer: Trainer, loaders: Loaders, epoch: int, n_steps: int, first: int,
+    prof: Any, window: CudaProfilerWindow, advance: Callable[[], None],
 ) -> list[StepRecord]:
+    """Train ``n_steps`` batches of one epoch; ``first`` is the global number of its first step
+    (the profiler schedule and the CUDA profiler window count steps across epochs)."""
     if loaders.train_sampler is not None:
         loaders.train_sampler.set_epoch(epoch)
     timer = DeviceTimer(trainer.device)
@@ -333,7 +335,7 @@ def train(
             torch.cuda.reset_peak_memory_stats(device)
         worker = trace_worker_name(dist)
         prof = make_profiler(cfg, run_dir, device, worker_name=worker)
-        window = CudaProfilerWindow(cfg, enabled=cfg.cuda_profiler_range)
+        window = CudaProfilerWindow(cfg, enabled=cfg.cuda_profiler_range and device.type == "cuda")
         steps: list[StepRecord] = []
         epochs: list[EpochRecord] = []
         label = f"{variant or cfg.experiment} ({cfg.model}, {device.type})"

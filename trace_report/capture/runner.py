@@ -96,7 +96,12 @@ def run_capture(cfg: CaptureConfig) -> ExperimentResult | NsightOutcome:
     quiet_kineto_on_cpu()
     resolve_device(cfg.device)  # a missing CUDA device fails before any folder is made
     run_dir = prepare_run_dir(cfg.out_dir, cfg.run_id)
-    result = _registry()[cfg.experiment](cfg, run_dir)
+    try:
+        result = _registry()[cfg.experiment](cfg, run_dir)
+    except BaseException:
+        if not any(run_dir.iterdir()):  # leave no empty run folder behind a failed start
+            run_dir.rmdir()
+        raise
     write_results(result)
     if cfg.experiment != "baseline":  # baseline's own run.json is already in run_dir
         write_json(run_dir / "run.json", _manifest(cfg, result, run_dir))

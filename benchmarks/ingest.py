@@ -1,0 +1,104 @@
+"""Ingest benchmark: trace-report against HTA on one ~1 GB trace, in the same run.
+
+Builds (once) a ~1.1 GB trace by replicating a real V100 ResNet-50 trace from ../shared 40x
+(timestamps and correlation ids shifted per copy, see make_big_trace.py), then measures wall
+time and peak RSS (summed over the process and its workers, sampled every 20 ms) of:
+  * ``trace-report ingest BIG.json -o DB``,
+  * HTA's ``TraceAnalysis`` loading the same file (traceinsight, default json backend),
+and prints both ratios, plus the time of ``top-kernels`` on the database (the query alone,
+and the whole command). Results go in docs/benchmarks.md by hand, with the machine and date.
+
+Usage: python benchmarks/ingest.py [--copies 40] [--work DIR] [--skip-hta]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parent.parent / "shared/data/traces/kineto_rn50_nw4_2021jun/worker0.1623212756351.pt.trace.json.gz"
+
+HTA_SNIPPET = """
+import logging, sys
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir=sys.argv[1])
+"""
+
+TOP_SNIPPET = """
+import sys, time
+import trace_report as tr
+db = tr.open(sys.argv[1])
+t = time.perf_counter()
+frame = db.top_kernels(limit=20)
+print(f"{time.perf_counter() - t:.3f}")
+"""
+
+
+def measure(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in GB summed over the process tree) of running ``cmd``."""
+    start = time.perf_counter()
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            procs = [proc, *proc.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed: {proc.stderr.read().decode()[-2000:]}")
+    return wall, peak / 1e9
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=40)
+    parser.add_argument("--work", type=Path, default=HERE / "out")
+    parser.add_argument("--skip-hta", action="store_true")
+    args = parser.parse_args(argv)
+    if not SOURCE.is_file():
+        print(f"source trace {SOURCE} is absent (../shared)", file=sys.stderr)
+        return 1
+    args.work.mkdir(parents=True, exist_ok=True)
+    big = args.work / f"rn50x{args.copies}.json"
+    if not big.is_file():
+        subprocess.run([sys.executable, str(HERE / "make_big_trace.py"), str(SOURCE), str(big),
+                        "--copies", str(args.copies)], check=True)
+    db = args.work / "bench.duckdb"
+    shutil.rmtree(args.work / "bench.duckdb.events", ignore_errors=True)
+    db.unlink(missing_ok=True)
+    cli = shutil.which("trace-report") or str(Path(sys.executable).with_name("trace-report"))
+    print(f"machine: {platform.node()} {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
+          f"trace {big.stat().st_size / 1e9:.2f} GB")
+    ours = measure([cli, "ingest", str(big), "-o", str(db), "--no-progress"])
+    print(f"trace-report ingest: {ours[0]:.2f} s, peak RSS {ours[1]:.2f} GB")
+    query = subprocess.run([sys.executable, "-c", TOP_SNIPPET, str(db)], capture_output=True, text=True, check=True)
+    top_wall, _ = measure([cli, "top-kernels", str(db), "-n", "20", "-f", "csv"])
+    print(f"top-kernels on the database: query {float(query.stdout):.3f} s, whole command {top_wall:.2f} s")
+    if args.skip_hta:
+        return 0
+    hta_dir = args.work / "hta"
+    hta_dir.mkdir(exist_ok=True)
+    link = hta_dir / "rank-0.json"
+    if not link.exists():
+        link.symlink_to(big.resolve())
+    hta = measure([sys.executable, "-c", HTA_SNIPPET, str(hta_dir)])
+    print(f"HTA TraceAnalysis:   {hta[0]:.2f} s, peak RSS {hta[1]:.2f} GB")
+    print(f"ratio: {hta[0] / ours[0]:.1f}x faster, {ours[1] / hta[1]:.2f} of HTA's peak RSS")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

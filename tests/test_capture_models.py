@@ -1,0 +1,87 @@
+"""Models, optimizers and the parameter facts behind `trace-report capture params`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from trace_report.capture.config import OPTIMIZERS, CaptureConfig
+from trace_report.capture.models import (
+    build_model,
+    build_optimizer,
+    count_convs,
+    count_trainable,
+    last_linear_in_features,
+    optimizer_state_tensors,
+    resnet18,
+)
+from trace_report.capture.params import model_facts
+from trace_report.capture.runtime import thread_count
+from trace_report.errors import InputError
+
+# BatchNorm channels of the CIFAR ResNet-18: stem 64; per stage 4 BNs in the two blocks, plus
+# one in the 1x1 shortcut of stages 2-4. Each BN holds a weight and a bias per channel.
+BN_CHANNELS = 64 + 4 * 64 + (4 * 128 + 128) + (4 * 256 + 256) + (4 * 512 + 512)
+
+
+def test_resnet18_matches_the_published_cifar_figures():
+    model = resnet18(10)
+    assert count_trainable(model) == 11_173_962
+    assert count_convs(model) == 20
+    assert last_linear_in_features(model) == 512
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_resnet18_has_a_cifar_stem_and_no_max_pool():
+    model = resnet18(10)
+    assert model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
+    assert not any(isinstance(m, nn.MaxPool2d) for m in model.modules())
+
+
+def test_no_bn_variant_replaces_every_batchnorm_by_identity():
+    model = build_model("resnet18-nobn")
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+    assert count_trainable(model) == 11_173_962 - 2 * BN_CHANNELS
+    assert count_convs(model) == 20
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "image"), [("resnet50", 23_528_522, 32), ("alexnet", 57_044_810, 64)]
+)
+def test_torchvision_models_for_ten_classes(name, params, image):
+    model = build_model(name, 10)
+    assert count_trainable(model) == params
+    with torch.no_grad():
+        assert model.eval()(torch.randn(1, 3, image, image)).shape == (1, 10)
+
+
+def test_unknown_model_and_optimizer_are_input_errors():
+    with pytest.raises(InputError):
+        build_model("vgg16")
+    with pytest.raises(InputError):
+        build_optimizer("lion", resnet18().parameters(), lr=0.1, momentum=0.9, weight_decay=0)
+
+
+def test_params_facts_for_resnet18():
+    with thread_count(1):  # one thread: robust on a busy machine
+        facts = model_facts("resnet18", CaptureConfig())
+    assert facts["trainable_params"] == 11_173_962
+    assert facts["params_with_grad"] == 11_173_962  # every parameter takes part in the loss
+    assert facts["conv_layers"] == 20
+    assert facts["last_linear_in_features"] == 512
+    tensors = facts["param_tensors"]
+    assert tensors == 62  # 20 conv weights + 20 BN x (weight, bias) + linear weight and bias
+    # per parameter: SGD a momentum buffer; Adagrad sum + step; Adadelta square_avg,
+    # acc_delta + step; Adam exp_avg, exp_avg_sq + step
+    expected = {"sgd": 1, "sgd-nesterov": 1, "adagrad": 2, "adadelta": 3, "adam": 3}
+    for name in OPTIMIZERS:
+        assert facts[f"optimizer_state_tensors_{name}"] == expected[name] * tensors, name
+
+
+def test_optimizer_state_counts_only_tensors():
+    model = nn.Linear(4, 2)
+    optimizer = build_optimizer("adam", model.parameters(), lr=0.1, momentum=0.9, weight_decay=0)
+    model(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+    assert optimizer_state_tensors(optimizer) == 3 * 2

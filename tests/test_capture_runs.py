@@ -1,0 +1,295 @@
+"""Every capture experiment end to end on the CPU with tiny settings: traces with ProfilerStep
+and the four regions, run.json without environment variables, metrics, results and charts."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import pickle
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trace_report.capture.__main__ import main
+from trace_report.capture.config import CaptureConfig, validate
+from trace_report.capture.data import SyntheticCIFAR
+from trace_report.capture.loop import train
+
+TINY = ["--steps", "2", "--batch-size", "8", "--image-size", "16", "--wait", "0",
+        "--warmup", "1", "--active", "1", "--synthetic-test", "16", "--threads", "1", "--no-progress"]
+REGIONS = {"forward", "loss", "backward", "optimizer_step"}
+TRACE_NAME = re.compile(r"^.+_(\d+|rank\d+)\.\d+\.pt\.trace\.json\.gz$")
+SUMMARY_COLUMNS = {"variant", "mean_data_s", "mean_compute_s", "mean_total_s", "samples_per_s",
+                   "final_loss", "test_accuracy", "run_dir"}
+
+
+def capture(capsys, tmp_path: Path, *argv: str, run_id: str = "run") -> tuple[Path, str]:
+    code = main([*argv, "--out-dir", str(tmp_path), "--run-id", run_id])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return tmp_path / run_id, out + err
+
+
+def all_keys(value) -> list[str]:
+    if isinstance(value, dict):
+        return [k for key, item in value.items() for k in [key, *all_keys(item)]]
+    if isinstance(value, list):
+        return [k for item in value for k in all_keys(item)]
+    return []
+
+
+def read_trace(path: Path) -> dict:
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
+
+
+def annotation_names(trace: dict) -> list[str]:
+    return [e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+
+
+def results(run_dir: Path) -> list[dict]:
+    with open(run_dir / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert json.loads((run_dir / "results.json").read_text())[0].keys() == rows[0].keys()
+    assert (run_dir / "chart.html").stat().st_size > 0
+    return rows
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    with open(run_dir / "metrics.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def traces_in(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.pt.trace.json.gz"))
+
+
+def test_default_capture_writes_a_profiled_run(capsys, tmp_path, monkeypatch):
+    secret = "hf_" + "x" * 34
+    monkeypatch.setenv("TRACE_REPORT_TEST_TOKEN", secret)
+    run_dir, output = capture(capsys, tmp_path, "--steps", "6", "--batch-size", "8",
+                              "--image-size", "16", "--synthetic-test", "16", "--threads", "1",
+                              "--no-progress")
+    (trace,) = traces_in(run_dir)
+    assert TRACE_NAME.match(trace.name)
+    names = annotation_names(read_trace(trace))
+    steps = sorted(n for n in names if n.startswith("ProfilerStep#"))
+    assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]  # wait 1, warmup 1
+    assert set(names) >= REGIONS
+    assert sum(n == "forward" for n in names) == 3
+
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["traces"] == [trace.name]
+    assert manifest["seed"] == 0 and manifest["config"]["steps"] == 6
+    env = manifest["environment"]
+    assert env["torch_version"] == torch.__version__ and env["device"] == "cpu"
+    assert {"cuda_version", "cudnn_version", "device_name", "compute_capability", "tf32", "host",
+            "git"} <= env.keys()
+    text = (run_dir / "run.json").read_text()
+    assert secret not in text and os.environ["PATH"] not in text
+    assert not ({"env", "environ", "environment_variables"} & set(all_keys(manifest)))
+    with gzip.open(trace) as fh:
+        assert secret.encode() not in fh.read()
+
+    (epoch,) = metrics(run_dir)
+    assert int(epoch["steps"]) == 6 and int(epoch["samples"]) == 48
+    for column in ("data_s", "compute_s", "total_s", "loss", "accuracy", "samples_per_s",
+                   "test_accuracy"):
+        assert float(epoch[column]) >= 0
+    assert float(epoch["total_s"]) >= float(epoch["compute_s"]) > 0
+    with open(run_dir / "steps.csv", newline="") as fh:
+        profiled = [row["profiled"] == "True" for row in csv.DictReader(fh)]
+    assert profiled == [False, False, True, True, True, False]
+    assert (SUMMARY_COLUMNS - {"run_dir"}) <= results(run_dir)[0].keys()
+    assert f"trace-report top-kernels {run_dir}" in output
+
+
+def test_results_as_json_on_stdout(capsys, tmp_path):
+    code = main(["no-bn", *TINY, "--format", "json", "--out-dir", str(tmp_path), "--run-id", "j"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = json.loads(out)  # stdout holds only the rows; notes and paths go to stderr
+    assert [row["variant"] for row in rows] == ["with-bn", "without-bn"]
+    assert rows == json.loads((tmp_path / "j" / "results.json").read_text())
+    assert "trace-report top-kernels" in err
+
+
+def test_loss_falls_on_the_synthetic_set(tmp_path):
+    cfg = validate(CaptureConfig(steps=12, batch_size=16, image_size=16, profile=False,
+                                 synthetic_test=64, threads=1, progress=False))
+    run = train(cfg, tmp_path)
+    losses = [s.loss for s in run.steps]
+    assert losses[0] == pytest.approx(np.log(10), abs=0.4)  # chance level at the start
+    assert max(losses[-3:]) < 0.8 * min(losses[:3])
+    assert run.epochs[0].accuracy > 0.3
+
+
+def test_synthetic_data_is_deterministic_and_class_dependent():
+    a = SyntheticCIFAR(64, seed=5)
+    b = SyntheticCIFAR(64, seed=5)
+    c = SyntheticCIFAR(64, seed=6)
+    assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels)
+    assert not torch.equal(a.images, c.images)
+    image, label = a[0]
+    assert image.shape == (3, 32, 32) and image.dtype == torch.float32
+    means = torch.stack([a.images[a.labels == k].float().mean(0) for k in a.labels.unique()[:2]])
+    assert (means[0] - means[1]).abs().mean() > 10  # classes differ beyond the noise
+
+
+def write_fake_cifar(root: Path, per_batch: int = 16) -> None:
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+                 b"labels": [int(x) for x in rng.integers(0, 10, per_batch)]}
+        with open(folder / name, "wb") as fh:
+            pickle.dump(batch, fh)
+
+
+def test_cifar10_pickle_layout(capsys, tmp_path):
+    write_fake_cifar(tmp_path / "data")
+    run_dir, _ = capture(capsys, tmp_path / "out", "--dataset", "cifar10", "--data-dir",
+                         str(tmp_path / "data"), *TINY)
+    (epoch,) = metrics(run_dir)
+    assert int(epoch["samples"]) == 16 and int(epoch["test_samples"]) == 16
+    assert set(annotation_names(read_trace(traces_in(run_dir)[0]))) >= REGIONS
+
+
+def test_image_folder_layout(capsys, tmp_path):
+    from PIL import Image
+
+    for split in ("train", "val"):
+        for label in ("cat", "dog"):
+            folder = tmp_path / "data" / split / label
+            folder.mkdir(parents=True)
+            for i in range(4):
+                Image.new("RGB", (20, 24), (i * 40, 80, 160)).save(folder / f"{i}.png")
+    run_dir, _ = capture(capsys, tmp_path / "out", "--dataset", "imagefolder", "--data-dir",
+                         str(tmp_path / "data"), *TINY, "--batch-size", "4")
+    (epoch,) = metrics(run_dir)
+    assert int(epoch["samples"]) == 8 and int(epoch["test_samples"]) == 8
+
+
+@pytest.mark.slow
+def test_params(capsys, tmp_path):
+    run_dir, output = capture(capsys, tmp_path, "params", "--threads", "1")
+    rows = {row["model"]: row for row in results(run_dir)}
+    assert set(rows) == {"resnet18", "resnet18-nobn", "resnet50", "alexnet"}
+    assert int(rows["resnet18"]["trainable_params"]) == 11_173_962
+    assert int(rows["resnet18"]["params_with_grad"]) == 11_173_962
+    assert int(rows["resnet18"]["conv_layers"]) == 20
+    assert int(rows["resnet18"]["last_linear_in_features"]) == 512
+    assert int(rows["resnet50"]["trainable_params"]) == 23_528_522
+    assert int(rows["resnet18"]["optimizer_state_tensors_adam"]) == 3 * 62
+    assert "11173962" in output.replace(",", "")
+
+
+def variant_rows(run_dir: Path) -> dict[str, dict]:
+    rows = {row["variant"]: row for row in results(run_dir)}
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert [v["variant"] for v in manifest["variants"]] == list(rows)
+    for variant in rows:
+        (trace,) = traces_in(run_dir / variant)
+        assert set(annotation_names(read_trace(trace))) >= REGIONS
+        assert (run_dir / variant / "metrics.csv").exists()
+    return rows
+
+
+def test_optimized_against_baseline(capsys, tmp_path):
+    run_dir, _ = capture(capsys, tmp_path, "optimized", *TINY)
+    rows = variant_rows(run_dir)
+    assert list(rows) == ["baseline", "optimized"]
+    assert float(rows["baseline"]["speedup"]) == 1.0
+    assert int(rows["optimized"]["workers"]) > 0
+    fast = json.loads((run_dir / "optimized" / "run.json").read_text())["config"]
+    assert fast["channels_last"] and fast["set_to_none"] and fast["persistent_workers"]
+
+
+def test_workers(capsys, tmp_path):
+    run_dir, output = capture(capsys, tmp_path, "workers", "--workers-list", "0,1", *TINY)
+    rows = variant_rows(run_dir)
+    assert [int(r["workers"]) for r in rows.values()] == [0, 1]
+    assert rows["workers-0"].keys() >= SUMMARY_COLUMNS
+    assert "best:" in output
+
+
+def test_devices(capsys, tmp_path):
+    run_dir, _ = capture(capsys, tmp_path, "devices", *TINY)
+    rows = variant_rows(run_dir)
+    cpus = len(os.sched_getaffinity(0))
+    assert rows["cpu-1-thread"]["threads"] == "1"
+    assert rows[f"cpu-{cpus}-threads"]["threads"] == str(cpus)
+    assert ("cuda" in rows) == torch.cuda.is_available()
+
+
+def test_optimizers(capsys, tmp_path):
+    run_dir, _ = capture(capsys, tmp_path, "optimizers", *TINY)
+    rows = variant_rows(run_dir)
+    assert list(rows) == ["sgd", "sgd-nesterov", "adagrad", "adadelta", "adam"]
+    assert {float(r["lr"]) for r in rows.values()} == {0.1}
+
+
+def test_no_bn(capsys, tmp_path):
+    run_dir, _ = capture(capsys, tmp_path, "no-bn", *TINY)
+    rows = variant_rows(run_dir)
+    assert [r["model"] for r in rows.values()] == ["resnet18", "resnet18-nobn"]
+
+
+@pytest.mark.slow
+def test_amp_batch_sweep(capsys, tmp_path):
+    run_dir, _ = capture(capsys, tmp_path, "amp", "--batch-sizes", "4,8", *TINY)
+    rows = variant_rows(run_dir)
+    assert list(rows) == ["fp32-bs4", "amp-bf16-bs4", "fp32-bs8", "amp-bf16-bs8"]
+    for row in rows.values():
+        assert float(row["median_samples_per_s"]) > 0
+        assert float(row["peak_memory_mb"]) > 0
+
+
+def test_torchscript(capsys, tmp_path):
+    run_dir, output = capture(capsys, tmp_path, "torchscript", *TINY, "--latency-runs", "5",
+                              "--latency-warmup", "2")
+    rows = {row["variant"]: row for row in results(run_dir)}
+    assert list(rows) == ["cpu-eager", "cpu-torchscript"] + (
+        ["cuda-eager", "cuda-torchscript"] if torch.cuda.is_available() else [])
+    assert all(row["outputs_equal"] == "True" for row in rows.values())
+    assert all(float(row["median_ms"]) > 0 and row["runs"] == "5" for row in rows.values())
+    loaded = torch.jit.load(str(run_dir / "resnet18.torchscript.pt"))
+    assert loaded(torch.randn(1, 3, 16, 16)).shape == (1, 10)
+    assert "graph(" in output and (run_dir / "graph.txt").read_text().startswith("graph(")
+    assert "forward" in annotation_names(read_trace(traces_in(run_dir / "cpu-torchscript")[0]))
+
+
+@pytest.mark.slow
+def test_compile(capsys, tmp_path):
+    run_dir, _ = capture(capsys, tmp_path, "compile", *TINY, "--steps", "1",
+                         "--timed-runs", "2")
+    rows = variant_rows(run_dir)
+    assert list(rows) == ["eager", "compiled"]
+    for row in rows.values():
+        assert int(row["timed_runs"]) == 2 and int(row["epochs"]) == 3
+        assert float(row["median_run_s"]) > 0
+    compiled = json.loads((run_dir / "compiled" / "run.json").read_text())["config"]
+    assert compiled["compile"] is True
+
+
+@pytest.mark.slow
+def test_ddp_gloo_two_ranks(capsys, tmp_path):
+    run_dir, _ = capture(capsys, tmp_path, "ddp", *TINY, "--nproc", "2")
+    rows = results(run_dir)
+    assert [int(r["rank"]) for r in rows] == [0, 1]
+    assert {r["backend"] for r in rows} == {"gloo"}
+    traces = traces_in(run_dir)
+    assert [re.search(r"_rank(\d)\.", t.name).group(1) for t in traces] == ["0", "1"]
+    for rank, trace in enumerate(traces):
+        data = read_trace(trace)
+        assert set(annotation_names(data)) >= REGIONS
+        assert data["distributedInfo"]["rank"] == rank
+        assert data["distributedInfo"]["world_size"] == 2
+        manifest = json.loads((run_dir / f"run-rank{rank}.json").read_text())
+        assert manifest["distributed"]["world_size"] == 2

@@ -1,0 +1,87 @@
+"""The streaming reader gives the same rows wherever pieces are cut, serial or parallel."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import events_of, kernel_stats, load_json, trace_file
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trace_report.analyze import ingest as ingest_mod
+from trace_report.analyze.ingest import IngestOptions, open_in_memory
+
+Q = "SELECT count(*), sum(dur_us), sum(ts_us), count(DISTINCT name), sum(correlation) FROM events"
+
+
+def rows_of(path: Path, **opts: object) -> tuple:
+    con, _ = open_in_memory([path], IngestOptions(**opts))  # type: ignore[arg-type]
+    try:
+        return con.execute(Q).fetchone()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("name", ["kineto_gpu_metrics_input", "zoology_a100_no_kernels", "hta_a100_ddp_nccl"])
+def test_tiny_pieces_and_workers_give_the_same_rows(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    path = trace_file(name)
+    plain = tmp_path / "plain.json"  # exercise the byte-range planner on an uncompressed copy
+    plain.write_bytes(gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes())
+    reference = rows_of(path)
+    assert rows_of(path, piece_bytes=4096) == pytest.approx(reference)
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    assert rows_of(plain, workers=2, piece_bytes=8192) == pytest.approx(reference)
+    assert rows_of(path, workers=2, piece_bytes=8192) == pytest.approx(reference)
+
+
+def test_top_level_array_form(tmp_path: Path) -> None:
+    path = trace_file("hta_amd_mi250")
+    events = events_of(load_json(path))
+    array_file = tmp_path / "array.json"
+    array_file.write_text(json.dumps(events))
+    open_ended = tmp_path / "open.json"  # Chrome allows the closing ']' to be missing
+    open_ended.write_text(json.dumps(events)[:-1])
+    n, total = kernel_stats(events)
+    for p in (array_file, open_ended):
+        con, _ = open_in_memory([p])
+        assert con.execute("SELECT count(*), sum(dur_us) FROM kernels").fetchone() == (n, pytest.approx(total))
+        con.close()
+
+
+names = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+nested = st.recursive(st.integers(-5, 5) | names | st.none(),
+                      lambda kids: st.lists(kids, max_size=3) | st.dictionaries(names, kids, max_size=3),
+                      max_leaves=6)
+event = st.fixed_dictionaries({
+    "ph": st.sampled_from(["X", "X", "X", "i", "s", "f"]),
+    "cat": st.sampled_from(["kernel", "Kernel", "cpu_op", "cuda_runtime", "user_annotation"]),
+    "name": names,
+    "pid": st.integers(0, 3) | st.just("Spans"),
+    "tid": st.integers(0, 9) | st.just("stream 7"),
+    "ts": st.floats(0, 1e12, allow_nan=False) | st.integers(0, 10**15),
+    "dur": st.floats(0, 1e6, allow_nan=False) | st.integers(0, 10**6),
+    "args": st.dictionaries(names, nested, max_size=3) | st.just({"correlation": 3, "items": [{"a": 1}, {"b": 2}]}),
+})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(event, min_size=1, max_size=40), indent=st.sampled_from([None, 1, 2]),
+       piece=st.sampled_from([64, 256, 4096]))
+def test_property_ingest_preserves_kernel_time(events: list[dict], indent: int | None, piece: int,
+                                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    path = tmp_path_factory.mktemp("prop") / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "tail": [{"x": 1}, {"y": [2]}]},
+                               indent=indent))
+    con, _ = open_in_memory([path], IngestOptions(piece_bytes=piece))
+    try:
+        count, total = con.execute("SELECT count(*), coalesce(sum(dur_us), 0) FROM kernels").fetchone()
+        n_events = con.execute("SELECT n_events FROM traces").fetchone()[0]
+    finally:
+        con.close()
+    n, expected = kernel_stats(events)
+    assert count == n and total == pytest.approx(expected)
+    assert n_events == len(events)

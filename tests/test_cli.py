@@ -1,0 +1,161 @@
+"""top-kernels, sql, ingest and the Python API on real traces."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, events_of, load_json, trace_file
+
+import trace_report as tr
+from trace_report.cli import app, main
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def plain_top(path: Path) -> dict[str, tuple[int, float]]:
+    per = defaultdict(lambda: [0, 0.0])
+    for e in events_of(load_json(path)):
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel"):
+            per[e["name"]][0] += 1
+            per[e["name"]][1] += e["dur"]
+    return {k: (n, t) for k, (n, t) in per.items()}
+
+
+def test_top_kernels_json_matches_plain_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace_file("hta_ns_resolution")
+    code, out, _ = run_cli(["top-kernels", str(path), "--limit", "5", "--format", "json"], capsys)
+    assert code == 0
+    rows = json.loads(out)
+    expected = plain_top(path)
+    total = sum(t for _, t in expected.values())
+    ranked = sorted(expected.items(), key=lambda kv: -kv[1][1])[:5]
+    assert [r["name"] for r in rows] == [k for k, _ in ranked]
+    for row in rows:
+        n, t = expected[row["name"]]
+        assert {"name", "count", "total_us", "mean_us", "min_us", "max_us", "pct", "kind"} <= set(row)
+        assert row["count"] == n and row["total_us"] == pytest.approx(t)
+        assert row["mean_us"] == pytest.approx(t / n)
+        assert row["pct"] == pytest.approx(100 * t / total)
+        assert row["kind"] == "kernel"
+
+
+def test_formats(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = trace_file("hta_amd_mi250")
+    _, csv_out, _ = run_cli(["top-kernels", str(path), "-f", "csv"], capsys)
+    assert csv_out.splitlines()[0] == "name,count,total_us,mean_us,min_us,max_us,pct,kind"
+    _, md, _ = run_cli(["top-kernels", str(path), "-f", "markdown", "-n", "3"], capsys)
+    assert md.splitlines()[0].startswith("| name | count |") and len(md.splitlines()) == 5
+    _, table, _ = run_cli(["top-kernels", str(path), "-n", "3"], capsys)
+    assert "total_us" in table
+    out = tmp_path / "top.json"
+    code, stdout, _ = run_cli(["top-kernels", str(path), "-o", str(out)], capsys)
+    assert code == 0 and stdout == "" and len(json.loads(out.read_text())) == len(plain_top(path))
+
+
+def test_cpu_only_trace_ranks_cpu_operators(capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace_file("hta_cpu_only")
+    code, out, err = run_cli(["top-kernels", str(path), "-f", "json"], capsys)
+    assert code == 0 and "no GPU kernels" in err
+    rows = json.loads(out)
+    assert rows and all(r["kind"] == "cpu_op" for r in rows)
+    ops = [e for e in events_of(load_json(path)) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    assert sum(r["count"] for r in rows) == len(ops)
+    # none of the cpu_ops nests another event here, so self time equals duration
+    assert sum(r["total_us"] for r in rows) == pytest.approx(sum(e["dur"] for e in ops))
+
+
+def test_cpu_self_time_subtracts_children(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "parent", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "child", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
+        {"ph": "X", "cat": "cpu_op", "name": "grandchild", "pid": 1, "tid": 1, "ts": 15, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "child", "pid": 1, "tid": 1, "ts": 50, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "other_thread", "pid": 1, "tid": 2, "ts": 10, "dur": 30},
+    ]
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with tr.open(path) as db:
+        frame = db.top_kernels()
+    got = dict(zip(frame["name"], frame["total_us"], strict=True))
+    assert got == {"parent": 50.0, "child": 45.0, "grandchild": 5.0, "other_thread": 30.0}
+
+
+def test_ranks_from_tar(capsys: pytest.CaptureFixture[str]) -> None:
+    archive = TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz"
+    if not archive.is_file():
+        pytest.skip("shared traces absent")
+    _, out, _ = run_cli(["top-kernels", str(archive), "--by-rank", "-n", "2", "-f", "json"], capsys)
+    rows = json.loads(out)
+    assert sorted({r["rank"] for r in rows}) == list(range(8))
+    assert all(sum(1 for r in rows if r["rank"] == k) == 2 for k in range(8))
+    _, out3, _ = run_cli(["top-kernels", str(archive), "--rank", "3", "-n", "0", "-f", "json"], capsys)
+    assert json.loads(out3) == []
+    _, out3, _ = run_cli(["top-kernels", str(archive), "--rank", "3", "-n", "1000", "-f", "json"], capsys)
+    by_rank3 = [r for r in json.loads(out3)]
+    assert sum(r["pct"] for r in by_rank3) == pytest.approx(100.0)
+    _, agg, _ = run_cli(["top-kernels", str(archive), "-n", "1000", "-f", "json"], capsys)
+    names = [r["name"] for r in json.loads(agg)]
+    assert len(names) == len(set(names))  # one aggregate row per kernel name across ranks
+
+
+def test_ingest_then_query_and_skip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace_file("hta_a100_ddp_nccl")
+    db = tmp_path / "runs.duckdb"
+    code, _, err = run_cli(["ingest", str(path), "-o", str(db)], capsys)
+    assert code == 0 and "1 trace(s) ingested" in err
+    mtime = os.stat(db).st_mtime_ns
+    code, _, err = run_cli(["ingest", str(path), "-o", str(db)], capsys)
+    assert code == 0 and "0 trace(s) ingested, 1 skipped" in err and "already ingested" in err
+    copy = tmp_path / "copy.json.gz"
+    copy.write_bytes(path.read_bytes())
+    code, _, err = run_cli(["ingest", str(copy), "-o", str(db)], capsys)
+    assert "same content as trace 1" in err
+    assert os.stat(db).st_mtime_ns >= mtime
+    code, out, _ = run_cli(["sql", str(db), "select count(*) as n from kernels", "-f", "json"], capsys)
+    assert json.loads(out) == [{"n": 2700}]
+    _, from_db, _ = run_cli(["top-kernels", str(db), "-f", "json", "-n", "50"], capsys)
+    _, from_trace, _ = run_cli(["top-kernels", str(path), "-f", "json", "-n", "50"], capsys)
+    assert json.loads(from_db) == json.loads(from_trace)
+
+
+def test_python_api_matches_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace_file("tracelens_h100_timesformer")
+    _, out, _ = run_cli(["top-kernels", str(path), "-f", "json", "-n", "10"], capsys)
+    with tr.open(path) as db:
+        frame = db.top_kernels(limit=10)
+        rel = db.sql("select name, sum(dur_us) as total from kernels group by 1 order by 2 desc limit 1")
+        first = rel.fetchall()
+    assert frame.to_dict(orient="records") == json.loads(out)
+    assert first[0][0] == frame["name"][0] and first[0][1] == pytest.approx(frame["total_us"][0])
+
+
+def test_secrets_are_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = {"metadata": {"env": {"HF_TOKEN": "hf_abcdefSECRET", "PATH": "/usr/bin"}}, "api_key": "k-123",
+           "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 1, "ts": 0, "dur": 1}]}
+    path = tmp_path / "secret.json"
+    path.write_text(json.dumps(doc))
+    db = tmp_path / "s.duckdb"
+    code, _, err = run_cli(["ingest", str(path), "-o", str(db)], capsys)
+    assert code == 0 and "redacted 2 secret-looking" in err and "hf_abcdef" not in err
+    assert b"hf_abcdefSECRET" not in db.read_bytes() and b"k-123" not in db.read_bytes()
+    _, out, _ = run_cli(["sql", str(db), "select metadata from traces", "-f", "json"], capsys)
+    meta = json.loads(json.loads(out)[0]["metadata"])
+    assert meta["metadata"]["env"] == {"HF_TOKEN": "<redacted>", "PATH": "/usr/bin"}
+
+
+@pytest.mark.parametrize("command", ["ingest", "top-kernels", "sql", "capture"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    if command not in names:
+        pytest.skip(f"{command} is not registered")
+    code, out, _ = run_cli([command, "--help"], capsys)
+    assert code == 0 and "Usage" in out and len(out) > 200

@@ -1,0 +1,328 @@
+"""Kernel classes and `trace-report flags` on real kernel names and traces from ../shared/data.
+
+Every rule of the table is exercised on a real kernel name; counts and times are checked against
+MANIFEST.tsv and plain-Python passes over the trace JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import sqlite3
+import tarfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import cpp_demangle
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import trace_report as tr
+from trace_report.analyze.kernel_classes import FlagsOptions, classify, flags, rules
+from trace_report.commands_analysis import flags_cmd
+from trace_report.errors import InputError
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+TRACES = SHARED / "data" / "traces"
+pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
+
+KERNEL = {"kernel", "Kernel"}
+GPU_OPS = KERNEL | {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+
+
+def read_json(path: Path) -> list[dict]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        data = json.load(fh)
+    events = data if isinstance(data, list) else data["traceEvents"]
+    return [e for e in events if e.get("ph") == "X"]
+
+
+def folder_events(folder: str) -> list[dict]:
+    return [e for p in sorted((TRACES / folder).iterdir()) if p.name.endswith((".json", ".json.gz"))
+            for e in read_json(p)]
+
+
+def tar_ranks(path: Path) -> dict[int, list[dict]]:
+    out = {}
+    with tarfile.open(path) as tar:
+        for m in tar.getmembers():
+            if m.isfile() and m.name.endswith(".json"):
+                data = json.load(tar.extractfile(m))
+                out[data["distributedInfo"]["rank"]] = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    return out
+
+
+def nsys_kernel_names(folder: str) -> list[str]:
+    (path,) = (SHARED / "data" / "nsys" / folder).glob("*.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [n for (n,) in con.execute(
+            "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName")]
+    finally:
+        con.close()
+
+
+_names_cache: dict[str, list[str]] = {}
+
+
+def real_names(source: str) -> list[str]:
+    """GPU op names of a trace folder, the DLRM archive, or an Nsight Systems export (nsys:...)."""
+    if source not in _names_cache:
+        if source.startswith("nsys:"):
+            names = nsys_kernel_names(source[5:])
+        elif source == "param_dlrm_kineto_v100x8":
+            ranks = tar_ranks(TRACES / source / "dlrm_kineto.tar.gz")
+            names = sorted({e["name"] for ev in ranks.values() for e in ev if e.get("cat") in GPU_OPS})
+        else:
+            names = sorted({e["name"] for e in folder_events(source) if e.get("cat") in GPU_OPS})
+        _names_cache[source] = names
+    return _names_cache[source]
+
+
+def real_name(source: str, fragment: str) -> str:
+    hits = [n for n in real_names(source) if fragment in n]
+    assert hits, f"no GPU op name containing {fragment!r} in {source}"
+    return hits[0]
+
+
+def manifest() -> dict[str, dict[str, str]]:
+    with open(SHARED / "data" / "MANIFEST.tsv", newline="") as fh:
+        return {row["dir"]: row for row in csv.DictReader(fh, delimiter="\t")}
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Any connection has the rule table and the classification macro."""
+    with tr.open(TRACES / "hta_triton_example") as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def a100():
+    with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def a100_events():
+    return folder_events("hta_a100_ddp_nccl")
+
+
+# ------------------------------------------------------------------ every rule on a real name
+
+# (rule_id, source of the real name, fragment that finds it, compute capability, class it gives)
+RULE_CASES = [
+    ("tc_pyprof", "tracelens_h100_timesformer", "cutlass_75_tensorop_bf16_s1688gemm", 9.0, "tensor_core"),
+    ("tc_pyprof", "tracelens_h100_timesformer", "sm90_xmma_gemm_bf16bf16", 9.0, "tensor_core"),
+    ("tc_xmma_conv", "hta_a100_ddp_nccl", "sm80_xmma_fprop_implicit_gemm", 8.0, "tensor_core"),
+    ("tc_cutlass_tensorop", "hta_a100_ddp_nccl", "cutlass_tensorop_s1688fprop_optimized_tf32", 8.0, "tensor_core"),
+    ("tc_cutlass_tensorop", "tracelens_h100_bert_small", "cutlass_80_wmma_tensorop_bf16_s161616gemm", 9.0,
+     "tensor_core"),
+    ("tc_tf32", "hta_a100_ddp_nccl", "sm80_xmma_dgrad_implicit_gemm_tf32f32", 8.0, "tensor_core"),
+    ("tc_flash", "tracelens_h100_bert_small", "pytorch_flash::flash_fwd_kernel", 9.0, "tensor_core"),
+    ("tc_amd_matrix", "tracelens_mi300_torch_compile_triton", "Cijk_Alik_Bljk_BBS", 9.4, "tensor_core"),
+    ("tc_amd_matrix", "tracelens_mi300_resnet18_ddp_train", "igemm_fwd_gtcx3_nhwc_bf16", 9.4, "tensor_core"),
+    ("tc_amd_matrix", "tracelens_mi300_resnet18_ddp_train", "kernel_grouped_conv_fwd_xdl", 9.4, "tensor_core"),
+    ("tc_nvjet_half", "nsys:nvfuser_nsys_h100_matmul", "nvjet_hsh_", 9.0, "tensor_core"),
+    ("tf32_named", "hta_a100_ddp_nccl", "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32", 8.0, "tf32"),
+    ("tf32_named", "hta_a100_ddp_nccl", "cutlass_tensorop_s1688dgrad_optimized_tf32", 8.0, "tf32"),
+    ("tf32_sm80_s1688gemm", "hta_a100_ddp_nccl", "cutlass_80_tensorop_s1688gemm", 8.0, "tf32_inferred"),
+    ("tf32_sm80_s1688gemm", "hta_trace_diff", "cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4", 8.0,
+     "tf32_inferred"),
+    ("bf16_tc", "tracelens_h100_timesformer", "cutlass_75_tensorop_bf16_s1688gemm", 9.0, "bf16_tensor_core"),
+    ("bf16_tc", "tracelens_h100_falconsai_vit", "cutlass_tensorop_bf16_s16816fprop", 9.0, "bf16_tensor_core"),
+    ("fp16_tc", "nsys:nvfuser_nsys_h100_matmul", "nvjet_hsh_", 9.0, "fp16_tensor_core"),
+    ("cudnn_layout", "hta_a100_ddp_nccl", "cudnn::ops::nchwToNhwcKernel", 8.0, "layout_conversion"),
+    ("cudnn_layout", "hta_a100_ddp_nccl", "cudnn::ops::nhwcToNchwKernel", 8.0, "layout_conversion"),
+    ("cudnn_layout", "kineto_rn50_nw4_2021jun", "void nchwToNhwcKernel", 7.0, "layout_conversion"),
+    ("cudnn_layout", "tracelens_h100_timesformer", "engines_precompiled::nhwcToNchwKernel", 9.0,
+     "layout_conversion"),
+    ("memcpy", "hta_a100_ddp_nccl", "Memcpy DtoD", 8.0, "memcpy"),
+    ("memset", "hta_a100_ddp_nccl", "Memset (Device)", 8.0, "memset"),
+    ("collective", "hta_a100_ddp_nccl", "ncclKernel_AllReduce_RING_LL", 8.0, "collective"),
+    ("collective", "tracelens_b200_vllm_eager", "ncclDevKernel_AllGather", 10.0, "collective"),
+    ("collective", "tracelens_b200_vllm_eager", "multimem_all_reduce_kernel", 10.0, "collective"),
+    ("elementwise", "hta_a100_ddp_nccl", "vectorized_elementwise_kernel", 8.0, "elementwise"),
+    ("elementwise", "param_linear_kineto_2080ti", "multi_tensor_apply_kernel", 7.5, "elementwise"),
+    ("elementwise", "hta_triton_example", "triton_poi_fused_add_cos_sin_0", 8.0, "elementwise"),
+    ("reduction", "hta_amd_mi250", "at::native::reduce_kernel", 9.0, "reduction"),
+    ("reduction", "tracelens_mi300_torch_compile_triton", "triton_red_fused", 9.4, "reduction"),
+    ("triton", "hta_triton_example", "triton_poi_fused_add_cos_sin_0", 8.0, "triton"),
+    ("triton", "tracelens_mi300_torch_compile_triton", "triton_red_fused", 9.4, "triton"),
+    ("convolution", "kineto_rn50_nw4_2021jun", "implicit_convolve_sgemm", 7.0, "convolution"),
+    ("convolution", "kineto_rn50_nw4_2021jun", "volta_scudnn_winograd", 7.0, "convolution"),
+    ("convolution", "hta_a100_ddp_nccl", "ImplicitGemmConvolution", 8.0, "convolution"),
+    ("convolution", "tracelens_mi300_resnet18_ddp_train", "igemm_bwd_gtcx3", 9.4, "convolution"),
+    ("gemm", "param_linear_kineto_2080ti", "volta_sgemm_64x64_tn", 7.5, "gemm"),
+    ("gemm", "tracelens_b200_vllm_eager", "nvjet_tst_", 10.0, "gemm"),
+    ("gemm", "tracelens_mi300_torch_compile_triton", "Cijk_Alik_Bljk_BBS", 9.4, "gemm"),
+    ("gemm", "hta_a100_ddp_nccl", "cutlass_80_tensorop_s1688gemm", 8.0, "gemm"),
+]
+
+# (source, fragment, compute capability, classes the name must NOT get, why)
+NOT_CASES = [
+    ("hta_a100_ddp_nccl", "_nhwckrsc_nchw_", 8.0, {"layout_conversion", "gemm"}, "layout words in a conv name"),
+    ("hta_a100_ddp_nccl", "bn_fw_tr_1C11_kernel_NCHW", 8.0, {"layout_conversion"}, "layout word in a BN kernel"),
+    ("hta_a100_ddp_nccl", "max_pool_forward_nchw", 8.0, {"layout_conversion"}, "layout word in a pooling kernel"),
+    ("kineto_rn50_nw4_2021jun", "relu_exp_small_nhwc_tn_v1", 7.0, {"layout_conversion"}, "nhwc in a conv name"),
+    ("tracelens_mi300_resnet18_ddp_train", "batched_transpose_32x32_half", 9.4,
+     {"layout_conversion", "fp16_tensor_core", "tensor_core"}, "MIOpen transpose, not cuDNN, not an MMA"),
+    ("tracelens_h100_timesformer", "cutlass_75_tensorop_bf16_s1688gemm", 9.0, {"tf32", "tf32_inferred",
+     "fp16_tensor_core"}, "BF16 s1688gemm is not TF32"),
+    ("hta_a100_ddp_nccl", "cutlass_80_tensorop_s1688gemm", 7.5, {"tf32_inferred"}, "no TF32 below sm80"),
+    ("hta_a100_ddp_nccl", "cutlass_80_tensorop_s1688gemm", None, {"tf32_inferred"}, "unknown GPU"),
+    ("param_linear_kineto_2080ti", "volta_sgemm_64x64_tn", 7.5, {"tensor_core"}, "FP32 SIMT GEMM"),
+    ("kineto_rn50_nw4_2021jun", "volta_scudnn_128x64_relu", 7.0, {"tensor_core", "gemm"}, "FP32 SIMT conv"),
+    ("param_dlrm_kineto_v100x8", "fbgemm_gpu::permute_2D_data_kernel", 7.0, {"gemm"}, "fbgemm is not a GEMM"),
+    ("tracelens_b200_vllm_eager", "multimem_all_reduce_kernel", 10.0, {"reduction"}, "all_reduce_kernel"),
+    ("hta_trace_diff", "splitKreduce_kernel", 8.0, {"reduction"}, "cuBLAS split-K epilogue is GEMM"),
+    ("hta_a100_ddp_nccl", "sm80_xmma_fprop_implicit_gemm", 8.0, {"gemm"}, "implicit-GEMM conv is a conv"),
+]
+
+
+@pytest.mark.parametrize(("rule_id", "source", "fragment", "cc", "cls"), RULE_CASES,
+                         ids=[f"{c[0]}:{c[2]}" for c in RULE_CASES])
+def test_rule_on_real_kernel_name(small, rule_id, source, fragment, cc, cls):
+    name = real_name(source, fragment)
+    (row,) = classify(small, [name], cc).to_dict(orient="records")
+    assert rule_id in row["rules"]
+    assert cls in row["classes"]
+
+
+@pytest.mark.parametrize(("source", "fragment", "cc", "not_classes", "why"), NOT_CASES,
+                         ids=[c[4] for c in NOT_CASES])
+def test_rule_does_not_fire(small, source, fragment, cc, not_classes, why):
+    name = real_name(source, fragment)
+    (row,) = classify(small, [name], cc).to_dict(orient="records")
+    assert not (not_classes & set(row["classes"])), why
+
+
+def test_every_rule_is_tested_and_documented(small):
+    table = rules(small)
+    assert set(table["rule_id"]) == {c[0] for c in RULE_CASES}
+    assert table["version"].nunique() == 1
+    for col in ("pattern", "class", "rationale", "source"):
+        assert table[col].notna().all() and (table[col].str.len() > 0).all()
+    assert {"tensor_core", "tf32", "bf16_tensor_core", "fp16_tensor_core", "layout_conversion", "memcpy", "memset",
+            "collective", "elementwise", "reduction", "triton", "gemm", "convolution"} <= set(table["class"])
+
+
+# ------------------------------------------------------------------ flags vs MANIFEST and the JSON
+
+MANIFEST_TRACES = ["hta_a100_ddp_nccl", "hta_ns_resolution", "kineto_rn50_autograd_api_nw0", "kineto_rn50_nw4_2021jun",
+                   "tracelens_h100_falconsai_vit", "tracelens_h100_timesformer", "tracelens_b200_vllm_eager"]
+
+
+def _is_layout(name: str) -> bool:
+    return "nchwToNhwc" in name or "nhwcToNchw" in name
+
+
+@pytest.mark.parametrize("folder", MANIFEST_TRACES)
+def test_flag_counts_match_manifest(folder):
+    facts = manifest()[f"traces/{folder}"]
+    kernels = [e for e in folder_events(folder) if e.get("cat") in KERNEL]
+    tf32 = [k for k in kernels if "tf32" in k["name"]]
+    layout = [k for k in kernels if _is_layout(k["name"])]
+    assert len(tf32) == int(facts["tf32_kernels"]) and len(layout) == int(facts["layout_conversion_kernels"])
+    with tr.open(TRACES / folder) as db:
+        summary = flags(db).summary.set_index("class")
+    assert summary.loc["tf32", "count"] == len(tf32)
+    assert summary.loc["tf32", "total_us"] == pytest.approx(sum(k["dur"] for k in tf32))
+    assert summary.loc["layout_conversion", "count"] == len(layout)
+    assert summary.loc["layout_conversion", "total_us"] == pytest.approx(sum(k["dur"] for k in layout))
+
+
+def test_a100_flags_rows_and_shares(a100, a100_events):
+    result = flags(a100)
+    gpu = [e for e in a100_events if e.get("cat") in GPU_OPS]
+    gpu_us = sum(e["dur"] for e in gpu)
+    per_name: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for e in gpu:  # mangled names are stored demangled (as nsys stats shows them)
+        name = cpp_demangle.demangle(e["name"]) if e["name"].startswith("_Z") else e["name"]
+        per_name[name][0] += 1
+        per_name[name][1] += e["dur"]
+    frame = result.frame
+    assert frame["name"].is_unique
+    for row in frame.itertuples(index=False):
+        count, total = per_name[row.name]
+        assert row.count == count and row.total_us == pytest.approx(total)
+        assert row.pct == pytest.approx(100.0 * total / gpu_us)
+        assert isinstance(row.classes, list) and row.classes
+    summary = result.summary.set_index("class")
+    inferred = [e for e in gpu if "tensorop_s1688gemm" in e["name"]]
+    assert summary.loc["tf32_inferred", "count"] == len(inferred)
+    assert summary.loc["tf32", "pct"] == pytest.approx(
+        100.0 * sum(e["dur"] for e in gpu if "tf32" in e["name"]) / gpu_us)
+    assert summary.loc["layout_conversion", "pct"] == pytest.approx(
+        100.0 * sum(e["dur"] for e in gpu if _is_layout(e["name"])) / gpu_us)
+    assert summary.loc["tensor_core", "total_us"] >= summary.loc["tf32", "total_us"] + summary.loc[
+        "tf32_inferred", "total_us"] - 1e-6
+    assert list(result.summary["class"][:4]) == ["tf32", "tf32_inferred", "tensor_core", "layout_conversion"]
+
+
+def test_class_filter_and_explain(a100, a100_events):
+    result = flags(a100, FlagsOptions(classes=("tf32",)))
+    tf32 = Counter(e["name"] for e in a100_events if e.get("cat") in KERNEL and "tf32" in e["name"])
+    assert set(result.frame["name"]) == set(tf32)
+    assert result.frame["count"].sum() == sum(tf32.values())
+    assert set(result.explain["class"]) == {"tf32"}
+    (rule,) = result.explain.to_dict(orient="records")
+    assert rule["rule_id"] == "tf32_named" and rule["source"] and rule["count"] == sum(tf32.values())
+    with pytest.raises(InputError, match="unknown class"):
+        flags(a100, FlagsOptions(classes=("warp_speed",)))
+
+
+def test_cpu_only_trace_has_nothing_to_flag():
+    with tr.open(TRACES / "hta_cpu_only") as db:
+        result = flags(db)
+    assert result.frame.empty and list(result.frame.columns) == ["name", "classes", "count", "total_us", "pct"]
+    assert any("no GPU activity" in n for n in result.notes)
+
+
+def test_flags_per_rank_on_the_ddp_archive():
+    path = TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz"
+    ranks = tar_ranks(path)
+    with tr.open(path) as db:
+        per_rank = flags(db, FlagsOptions(by_rank=True)).summary
+        total = flags(db).summary.set_index("class")
+    for rank, events in ranks.items():
+        nccl = sum(e["dur"] for e in events if e.get("cat") in KERNEL and e["name"].startswith("ncclKernel"))
+        got = per_rank[(per_rank["rank"] == rank) & (per_rank["class"] == "collective")]["total_us"].sum()
+        assert got == pytest.approx(nccl)
+    assert total.loc["collective", "total_us"] == pytest.approx(
+        per_rank.loc[per_rank["class"] == "collective", "total_us"].sum())
+
+
+# ------------------------------------------------------------------ CLI
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("flags")(flags_cmd)
+    app.command("noop")(lambda: None)
+    return app
+
+
+def test_cli_flags_json_table_explain(a100_events):
+    runner = CliRunner()
+    target = str(TRACES / "hta_a100_ddp_nccl")
+    as_json = runner.invoke(_app(), ["flags", target, "-c", "layout_conversion", "-f", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    rows = json.loads(as_json.stdout)
+    assert {"name", "classes", "count", "total_us", "pct"} == set(rows[0])
+    assert rows[0]["classes"] == ["layout_conversion"]
+    layout = [e for e in a100_events if e.get("cat") in KERNEL and _is_layout(e["name"])]
+    assert sum(r["count"] for r in rows) == len(layout)
+    table = runner.invoke(_app(), ["flags", target, "-n", "3", "-f", "markdown"])
+    assert table.exit_code == 0 and "Share of GPU time" not in table.stdout  # markdown: no titles
+    assert "| class | count |" in table.stdout and "| tf32 | 216 |" in table.stdout
+    explain = runner.invoke(_app(), ["flags", target, "--explain", "-c", "tf32", "-f", "json"])
+    (rule,) = json.loads(explain.stdout)
+    assert rule["class"] == "tf32" and rule["pattern"] == "tf32" and "naming" in rule["source"]
+    summary = runner.invoke(_app(), ["flags", target, "--summary", "-f", "json"])
+    by_class = {r["class"]: r for r in json.loads(summary.stdout)}
+    assert by_class["layout_conversion"]["count"] == len(layout)
+    bad = runner.invoke(_app(), ["flags", target, "-c", "nope"])
+    assert bad.exit_code == 1 and isinstance(bad.exception, InputError)

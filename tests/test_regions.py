@@ -1,0 +1,356 @@
+"""Step breakdown by region (trace_report.analyze.regions, `trace-report breakdown`) on real traces.
+
+Expected values come from plain-Python passes over the trace JSON (and MANIFEST.tsv), never from
+our own output.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import trace_report as tr
+from trace_report.analyze.regions import REGIONS, BreakdownOptions, breakdown, kernel_regions
+from trace_report.commands_analysis import breakdown_cmd
+from trace_report.errors import InputError
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+TRACES = SHARED / "data" / "traces"
+pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
+
+KERNEL = {"kernel", "Kernel"}
+RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
+GPU_OPS = KERNEL | {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+
+
+# ------------------------------------------------------------------ plain-Python trace reading
+
+def read_json(path: Path) -> list[dict]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        data = json.load(fh)
+    events = data if isinstance(data, list) else data["traceEvents"]
+    return [e for e in events if e.get("ph") == "X"]
+
+
+def trace_events(folder: str) -> list[dict]:
+    (path,) = [p for p in (TRACES / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return read_json(path)
+
+
+def tar_ranks(path: Path) -> dict[int, list[dict]]:
+    """Complete events of each rank's trace in a tar archive (rank from distributedInfo)."""
+    out = {}
+    with tarfile.open(path) as tar:
+        for m in tar.getmembers():
+            if m.isfile() and m.name.endswith(".json"):
+                data = json.load(tar.extractfile(m))
+                out[data["distributedInfo"]["rank"]] = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    return out
+
+
+def corr(e: dict) -> int | None:
+    return (e.get("args") or {}).get("correlation")
+
+
+def steps_of(events: list[dict]) -> list[dict]:
+    return sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+                   and e.get("cat") in ("user_annotation", "cpu_op", "Operator")), key=lambda e: e["ts"])
+
+
+def step_number(e: dict) -> int:
+    return int(e["name"].split("#")[1])
+
+
+def kernels_by_step(events: list[dict]) -> dict[int | None, tuple[int, float]]:
+    """(count, summed dur) of kernels per step: by launch time (runtime call, same correlation,
+    same pid as the step), else by kernel start; None = outside every step."""
+    launches = {}
+    for e in events:
+        if e.get("cat") in RUNTIME and corr(e) is not None:
+            launches.setdefault(corr(e), e)
+    steps = steps_of(events)
+    out: dict[int | None, list[float]] = defaultdict(lambda: [0, 0.0])
+    for k in (e for e in events if e.get("cat") in KERNEL):
+        launch = launches.get(corr(k))
+        t = launch["ts"] if launch else k["ts"]
+        owner = None
+        for s in steps:
+            if s["ts"] <= t < s["ts"] + s["dur"] and (launch is None or str(launch["pid"]) == str(s["pid"])):
+                owner = step_number(s)
+        out[owner][0] += 1
+        out[owner][1] += k["dur"]
+    return {k: (int(v[0]), v[1]) for k, v in out.items()}
+
+
+def union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of the union of intervals clipped to [lo, hi)."""
+    clipped = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b in clipped:
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def manifest() -> dict[str, dict[str, str]]:
+    with open(SHARED / "data" / "MANIFEST.tsv", newline="") as fh:
+        return {row["dir"]: row for row in csv.DictReader(fh, delimiter="\t")}
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="module")
+def a100():
+    with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def a100_events():
+    return trace_events("hta_a100_ddp_nccl")
+
+
+@pytest.fixture(scope="module")
+def a100_by_step(a100):
+    return breakdown(a100, BreakdownOptions(by_step=True))
+
+
+@pytest.fixture(scope="module")
+def dlrm_path():
+    return TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def dlrm(dlrm_path):
+    with tr.open(dlrm_path) as db:
+        yield db
+
+
+# ------------------------------------------------------------------ A100 DDP trace
+
+def test_step_kernel_time_adds_up(a100_by_step, a100_events):
+    """Within a step the regions' gpu_us add up to the step's kernel time, and kernels too."""
+    expected = kernels_by_step(a100_events)
+    frame = a100_by_step.frame
+    assert set(frame["step"]) == {step_number(s) for s in steps_of(a100_events)}
+    for step, g in frame.groupby("step"):
+        assert list(g["region"]) == list(REGIONS)
+        count, dur = expected[step]
+        assert g["kernels"].sum() == count
+        assert g["gpu_us"].sum() == pytest.approx(dur, rel=1e-9)
+        assert g["gpu_pct"].sum() == pytest.approx(100.0)
+    # every kernel of this trace is launched inside a step: the total is MANIFEST's
+    assert frame["gpu_us"].sum() == pytest.approx(float(manifest()["traces/hta_a100_ddp_nccl"]["kernel_total_us"]))
+
+
+def test_regions_partition_the_step(a100_by_step, a100_events):
+    durations = {step_number(s): s["dur"] for s in steps_of(a100_events)}
+    for step, g in a100_by_step.frame.groupby("step"):
+        assert g["wall_us"].sum() == pytest.approx(durations[step], abs=0.01)
+        assert g["wall_pct"].sum() == pytest.approx(100.0)
+
+
+def test_idle_per_step_is_step_minus_gpu_busy(a100_by_step, a100_events):
+    busy = [(e["ts"], e["ts"] + e["dur"]) for e in a100_events if e.get("cat") in GPU_OPS]
+    for s in steps_of(a100_events):
+        g = a100_by_step.frame[a100_by_step.frame["step"] == step_number(s)]
+        expected = s["dur"] - union_length(busy, s["ts"], s["ts"] + s["dur"])
+        assert g["idle_us"].sum() == pytest.approx(expected, abs=0.05)
+
+
+def _plain_regions(events: list[dict]) -> dict[tuple[int, str], float]:
+    """Kernel time per (step, region) by the DESIGN rule, written out for this trace: the region
+    annotation enclosing the launch on its thread, innermost first, else on any thread by time."""
+    def region_of(e: dict) -> str | None:
+        name, cat = e["name"], e.get("cat")
+        if name.startswith("autograd::engine::evaluate_function: "):
+            return "backward"
+        if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")) or name == "## optimizer ##":
+            return "optimizer_step"
+        if name == "## backward ##" or (cat == "cpu_op" and "::" not in name and "Backward" in name):
+            return "backward"
+        if name == "aten::cross_entropy_loss":
+            return "loss"
+        if name in ("## forward ##", "DistributedDataParallel.forward"):
+            return "forward"
+        return None
+
+    marks = [(e["ts"], e["ts"] + e["dur"], str(e["tid"]), region_of(e)) for e in events
+             if e.get("cat") in ("user_annotation", "cpu_op") and region_of(e)]
+    launches = {corr(e): e for e in events if e.get("cat") in RUNTIME and corr(e) is not None}
+    steps = steps_of(events)
+    out: dict[tuple[int, str], float] = defaultdict(float)
+    for k in (e for e in events if e.get("cat") in KERNEL):
+        launch = launches[corr(k)]
+        t, tid = launch["ts"], str(launch["tid"])
+        step = next(step_number(s) for s in steps if s["ts"] <= t < s["ts"] + s["dur"])
+        enclosing = [m for m in marks if m[0] <= t < m[1]]
+        same = [m for m in enclosing if m[2] == tid]
+        pick = max(same or enclosing, key=lambda m: m[0], default=None)
+        out[(step, pick[3] if pick else "other")] += k["dur"]
+    return out
+
+
+def test_kernels_attributed_to_the_region_of_their_launch(a100_by_step, a100_events):
+    expected = _plain_regions(a100_events)
+    for row in a100_by_step.frame.itertuples(index=False):
+        assert row.gpu_us == pytest.approx(expected.get((row.step, row.region), 0.0), abs=1e-6), (row.step, row.region)
+    # backward kernels come from the autograd thread, outside the main thread's backward range
+    assert a100_by_step.frame.query("region == 'backward'")["gpu_us"].sum() > 0
+
+
+def test_kernel_regions_basis(a100):
+    k = kernel_regions(a100)
+    assert len(k) == int(manifest()["traces/hta_a100_ddp_nccl"]["kernels"])
+    assert set(k["basis"]) == {"launch_thread"}
+
+
+# ------------------------------------------------------------------ old and odd traces
+
+def test_capitalised_2021_trace_uses_tb_profiler_conventions():
+    events = trace_events("kineto_rn50_nw4_2021jun")
+    with tr.open(TRACES / "kineto_rn50_nw4_2021jun") as db:
+        frame = breakdown(db, BreakdownOptions(by_step=True)).frame
+    expected = kernels_by_step(events)
+    launches = {corr(e): e for e in events if e.get("cat") in RUNTIME and corr(e) is not None}
+    optim = [e for e in events if e["name"].startswith(("Optimizer.step#", "Optimizer.zero_grad#"))]
+    for step, g in frame.groupby("step"):
+        assert g["gpu_us"].sum() == pytest.approx(expected[step][1])
+        # kernels launched inside Optimizer.step#/zero_grad# on the same thread are optimizer_step
+        s = next(x for x in steps_of(events) if step_number(x) == step)
+        opt_us = sum(k["dur"] for k in events if k.get("cat") in KERNEL and corr(k) in launches
+                     and s["ts"] <= launches[corr(k)]["ts"] < s["ts"] + s["dur"]
+                     and any(o["ts"] <= launches[corr(k)]["ts"] < o["ts"] + o["dur"]
+                             and o["tid"] == launches[corr(k)]["tid"] for o in optim))
+        assert g.loc[g["region"] == "optimizer_step", "gpu_us"].sum() == pytest.approx(opt_us)
+    by_region = frame.groupby("region")["gpu_us"].sum()
+    assert by_region["backward"] > by_region["forward"] > 0
+    assert frame.loc[frame["region"] == "data_loading", "wall_us"].sum() > 0
+
+
+def test_kernels_without_launch_are_still_counted():
+    events = trace_events("kineto_rn50_nw4_2021feb")
+    runtime = {corr(e) for e in events if e.get("cat") in RUNTIME}
+    kernels = [e for e in events if e.get("cat") in KERNEL]
+    unmatched = [k for k in kernels if corr(k) not in runtime]
+    assert unmatched  # the point of this trace
+    with tr.open(TRACES / "kineto_rn50_nw4_2021feb") as db:
+        result = breakdown(db, BreakdownOptions(by_step=True))
+        k = kernel_regions(db)
+    expected = kernels_by_step(events)
+    inside = sum(dur for step, (_, dur) in expected.items() if step is not None)
+    assert result.frame["gpu_us"].sum() == pytest.approx(inside)
+    no_launch = k[k["basis"].isin(["gpu_annotation", "kernel_time", "no_launch"])]
+    assert len(no_launch) == len(unmatched)
+    assert any(f"{len(unmatched)} kernel(s)" in n for n in result.notes)
+
+
+def test_trace_without_profiler_step_is_one_window():
+    events = trace_events("kineto_rn50_autograd_api_nw0")
+    with tr.open(TRACES / "kineto_rn50_autograd_api_nw0") as db:
+        result = breakdown(db, BreakdownOptions(by_step=True))
+    frame = result.frame
+    assert frame["step"].isna().all() and len(frame) == len(REGIONS)
+    total = sum(e["dur"] for e in events if e.get("cat") in KERNEL)
+    assert total == pytest.approx(float(manifest()["traces/kineto_rn50_autograd_api_nw0"]["kernel_total_us"]))
+    assert frame["gpu_us"].sum() == pytest.approx(total)
+    assert any("no ProfilerStep" in n for n in result.notes)
+
+
+def test_cpu_only_trace_gets_cpu_time_per_region():
+    events = trace_events("hta_cpu_only")
+    (step,) = steps_of(events)
+    with tr.open(TRACES / "hta_cpu_only") as db:
+        result = breakdown(db)
+    frame = result.frame
+    assert frame["gpu_us"].isna().all() and frame["idle_us"].isna().all()
+    assert frame["wall_us"].sum() == pytest.approx(step["dur"], abs=0.01)
+    assert any("CPU-only" in n for n in result.notes)
+
+
+# ------------------------------------------------------------------ multi-rank
+
+def test_multi_rank_archive_per_rank_and_aggregated(dlrm, dlrm_path):
+    ranks = tar_ranks(dlrm_path)
+    assert sorted(ranks) == list(range(8))
+    per_rank = breakdown(dlrm, BreakdownOptions(by_rank=True)).frame
+    for rank, events in ranks.items():
+        expected = kernels_by_step(events)
+        inside = sum(dur for step, (_, dur) in expected.items() if step is not None)
+        g = per_rank[per_rank["rank"] == rank]
+        assert g["gpu_us"].sum() == pytest.approx(inside)
+        assert g["gpu_pct"].sum() == pytest.approx(100.0)
+    total = breakdown(dlrm).frame
+    assert "rank" not in total.columns
+    assert total["gpu_us"].sum() == pytest.approx(per_rank["gpu_us"].sum())
+    assert total["steps"].iloc[0] == 8  # one ProfilerStep on each of the 8 ranks
+    one = breakdown(dlrm, BreakdownOptions(rank=3, by_step=True)).frame
+    assert one["gpu_us"].sum() == pytest.approx(per_rank.loc[per_rank["rank"] == 3, "gpu_us"].sum())
+    # the DLRM '## forward ##' / '## backward ##' / '## optimizer ##' labels are regions
+    assert {"forward", "backward", "optimizer_step", "data_loading"} <= set(total.query("wall_us > 0")["region"])
+
+
+def test_unknown_rank_is_an_input_error(dlrm):
+    with pytest.raises(InputError, match="rank 42"):
+        breakdown(dlrm, BreakdownOptions(rank=42))
+
+
+# ------------------------------------------------------------------ CLI
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("breakdown")(breakdown_cmd)
+    app.command("noop")(lambda: None)  # keep a multi-command app, as in cli.py
+    return app
+
+
+def test_cli_breakdown_json(a100_events):
+    result = CliRunner().invoke(_app(), ["breakdown", str(TRACES / "hta_a100_ddp_nccl"), "--by-step", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {"step", "region", "wall_us", "gpu_us", "gpu_pct", "idle_us"} <= set(rows[0])
+    expected = kernels_by_step(a100_events)
+    for step in {r["step"] for r in rows}:
+        got = sum(r["gpu_us"] for r in rows if r["step"] == step)
+        assert math.isclose(got, expected[step][1], rel_tol=1e-9)
+
+
+def test_cli_breakdown_by_rank_and_bad_rank(dlrm_path):
+    runner = CliRunner()
+    ok = runner.invoke(_app(), ["breakdown", str(dlrm_path), "--by-rank", "-f", "json"])
+    assert ok.exit_code == 0
+    assert {r["rank"] for r in json.loads(ok.stdout)} == set(range(8))
+    bad = runner.invoke(_app(), ["breakdown", str(dlrm_path), "--rank", "42"])
+    assert bad.exit_code == 1 and isinstance(bad.exception, InputError)
+
+
+def test_breakdown_on_an_ingested_database(dlrm, dlrm_path, tmp_path):
+    """Views are TEMP views: the same rows from a read-only .duckdb written by `trace-report ingest`."""
+    from trace_report.cli import main
+
+    db_path = tmp_path / "dlrm.duckdb"
+    with pytest.raises(SystemExit) as done:
+        main(["ingest", str(dlrm_path), "-o", str(db_path), "--no-progress"])
+    assert done.value.code == 0
+    with tr.open(db_path) as db:
+        from_db = breakdown(db, BreakdownOptions(by_rank=True, by_step=True)).frame
+    in_memory = breakdown(dlrm, BreakdownOptions(by_rank=True, by_step=True)).frame
+    assert from_db[["rank", "step", "region", "kernels"]].equals(in_memory[["rank", "step", "region", "kernels"]])
+    assert from_db["gpu_us"].tolist() == pytest.approx(in_memory["gpu_us"].tolist())
+    assert from_db["wall_us"].tolist() == pytest.approx(in_memory["wall_us"].tolist())

@@ -1,0 +1,270 @@
+"""Roofline: peak table, measured rooflines from the real ncu reports (expected values computed
+here from the stored metrics), chart output, and the CLI command."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from trace_report.analyze.gpu_peaks import PEAKS, match_gpu, peaks_table, resolve_peaks
+from trace_report.analyze.ncu import load_ncu
+from trace_report.analyze.roofline import (
+    RooflineOptions,
+    apply_roofs,
+    batch_size_near,
+    chart_points,
+    roofline,
+    roofline_chart,
+    save_chart,
+)
+from trace_report.commands_nsight import parse_si, roofline_cmd
+from trace_report.errors import InputError
+
+SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", Path(__file__).parents[2] / "shared"))
+A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
+A40 = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"
+REQUIRED = {"a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie",
+            "h200", "v100-sxm2", "v100-pcie", "a40", "a10", "t4", "l4", "rtx3060", "rtx4090"}
+
+
+def rep(path: Path) -> Path:
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    pytest.importorskip("ncu_report")
+    return path
+
+
+def ncu_con(path: Path) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    load_ncu(con, rep(path))
+    return con
+
+
+def value(con: duckdb.DuckDBPyConnection, lid: int, name: str, instance: str | None = None) -> float:
+    return con.execute("SELECT sum(value) FROM ncu_metrics WHERE launch_id = ? AND metric = ? "
+                       "AND instance IS NOT DISTINCT FROM ?", [lid, name, instance]).fetchall()[0][0]
+
+
+# ------------------------------------------------------------------ peaks
+
+
+def test_peak_table_covers_the_gpus_with_sources() -> None:
+    keys = {p.key for p in PEAKS}
+    assert keys >= REQUIRED
+    for p in PEAKS:
+        assert p.sources and all(s.startswith("https://") for s in p.sources), p.key
+        assert p.fp32_flop_per_s and p.fp64_flop_per_s and p.dram_bytes_per_s, p.key
+        assert p.fp16_tensor_flop_per_s, p.key
+        assert p.fp64_flop_per_s <= p.fp32_flop_per_s
+        assert (p.tf32_tensor_flop_per_s is None) == (p.key.startswith(("v100", "t4"))), p.key
+    assert len(peaks_table()) == len(PEAKS)
+
+
+@pytest.mark.parametrize(("device", "key"), [
+    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+    ("NVIDIA A100-SXM4-40GB", "a100-sxm4-40gb"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
+    ("NVIDIA A40", "a40"), ("NVIDIA A10", "a10"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"), ("Tesla V100-SXM2-32GB", "v100-sxm2"),
+    ("Tesla V100-DGXS-32GB", "v100-sxm2"), ("Tesla V100-PCIE-32GB", "v100-pcie"), ("Tesla T4", "t4"),
+    ("NVIDIA L4", "l4"), ("NVIDIA GeForce RTX 3060", "rtx3060"), ("NVIDIA GeForce RTX 4090", "rtx4090"),
+    ("a100-sxm4-80gb", "a100-sxm4-80gb"),
+])
+def test_device_names_match_peak_rows(device: str, key: str) -> None:
+    match = match_gpu(device)
+    assert match is not None and match.key == key
+
+
+@pytest.mark.parametrize("device", ["NVIDIA GeForce RTX 3060 Ti", "NVIDIA GeForce RTX 2080 Ti", "NVIDIA B200",
+                                    "AMD Instinct MI300X", "", None])
+def test_unknown_devices_do_not_match(device: str | None) -> None:
+    assert match_gpu(device) is None
+
+
+def test_resolve_peaks_overrides() -> None:
+    assert resolve_peaks("NVIDIA A40", gpu="h100-sxm").key == "h100-sxm"
+    assert resolve_peaks("NVIDIA A40", peak_bw=1e12).dram_bytes_per_s == 1e12
+    assert resolve_peaks("unknown", peak_flops=1e13).key == "custom"
+    assert resolve_peaks("unknown") is None
+    with pytest.raises(InputError, match="unknown GPU"):
+        resolve_peaks("NVIDIA A40", gpu="gtx480")
+
+
+# ------------------------------------------------------------------ measured rooflines
+
+
+def test_a40_frb_kernel_roofline_from_the_report_metrics() -> None:
+    con = ncu_con(A40)
+    row = roofline(con).frame.set_index("launch_id").loc[4]
+    t = value(con, 4, "gpu__time_duration.sum")
+    cycles = value(con, 4, "sm__cycles_elapsed.avg.per_second") * t
+    rate = {op: value(con, 4, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
+            for op in ("fadd", "fmul")}
+    ffma_x2 = value(con, 4, "derived__smsp__sass_thread_inst_executed_op_ffma_pred_on_x2")  # ncu's 2*FFMA
+    fp32 = (ffma_x2 + rate["fadd"] + rate["fmul"]) * cycles  # ncu SOLFPRoofline achieved work x time
+    ops = "sass__thread_inst_executed_true_per_opcode"
+    fp16 = 2 * value(con, 4, ops, "HFMA2") + value(con, 4, ops, "HADD2") + value(con, 4, ops, "HMUL2")
+    mma = "sass__inst_executed_per_opcode_with_modifier_all"
+    tensor = (2 * 16 * 8 * 16 * value(con, 4, mma, "HMMA.16816.F16")
+              + 2 * 16 * 8 * 8 * value(con, 4, mma, "HMMA.1688.F16"))
+    dram = value(con, 4, "dram__bytes_read.sum") + value(con, 4, "dram__bytes_write.sum")
+    flop = fp32 + fp16 + tensor
+    assert row["flop_fp32"] == pytest.approx(fp32, rel=1e-9) == 6181056
+    assert row["flop_fp16"] == pytest.approx(fp16) and row["tensor_flop"] == pytest.approx(tensor)
+    assert row["flop_fp64"] == 0
+    assert (row["flop"], row["bytes"], row["time_s"]) == pytest.approx((flop, dram, t))
+    assert row["ai_flop_per_byte"] == pytest.approx(flop / dram)
+    assert row["achieved_flop_per_s"] == pytest.approx(flop / t)
+    assert row["precision"] == "fp16_tensor"
+    ridge = 149.7e12 / 696e9  # A40 datasheet: FP16 tensor 149.7 TFLOP/s dense, 696 GB/s
+    assert row["ridge_ai"] == pytest.approx(ridge)
+    assert row["bound"] == "memory"  # 82.6 FLOP/byte < 215 FLOP/byte
+    assert row["pct_of_roof"] == pytest.approx(100 * (flop / t) / (696e9 * flop / dram))
+
+
+def test_a100_int8_gemms_are_reported_as_tensor_ops() -> None:
+    con = ncu_con(A100)
+    frame = roofline(con).frame.set_index("launch_id")
+    imma = "sass__inst_executed_per_opcode_with_modifier_all"
+    for lid in (0, 1, 2):
+        expected = 2 * 16 * 8 * 32 * value(con, lid, imma, "IMMA.16832.S8.S8.SAT")
+        assert frame.loc[lid, "int_ops"] == pytest.approx(expected)
+        assert frame.loc[lid, "precision"] == "int8_tensor"
+        assert frame.loc[lid, "roof_flop_per_s"] == 624e12
+    assert frame.loc[2, "flop_fp32"] == 2 * 1179648
+    assert frame.loc[0, "int_ops"] == 2 * 3072 * 384 * 384  # an M=3072, N=K=384 int8 GEMM
+    assert set(frame["bound"]) == {"compute"}
+
+
+def test_sql_view_and_python_roofs_agree() -> None:
+    for path in (A100, A40):
+        result = roofline(ncu_con(path))
+        frame = result.frame
+        redo = apply_roofs(frame.drop(columns=["roof_flop_per_s", "ridge_ai", "bound", "pct_of_roof"]), result.peaks)
+        def labels(col: pd.Series) -> list[str | None]:
+            return [b if isinstance(b, str) else None for b in col]
+
+        assert labels(redo["bound"]) == labels(frame["bound"])
+        assert redo["pct_of_roof"].fillna(-1).tolist() == pytest.approx(frame["pct_of_roof"].fillna(-1).tolist())
+
+
+def test_overrides_and_aggregation() -> None:
+    con = ncu_con(A40)
+    base = roofline(con).frame.set_index("launch_id").loc[4]
+    other = roofline(con, RooflineOptions(gpu="h100-sxm")).frame.set_index("launch_id").loc[4]
+    assert other["roof_flop_per_s"] == 989.5e12 and other["ridge_ai"] == pytest.approx(989.5e12 / 3350e9)
+    custom = roofline(con, RooflineOptions(peak_flops=50e12, peak_bw=500e9)).frame.set_index("launch_id").loc[4]
+    assert custom["roof_flop_per_s"] == 50e12 and custom["ridge_ai"] == pytest.approx(100.0)
+    memory_roof = 500e9 * base["ai_flop_per_byte"]
+    assert custom["pct_of_roof"] == pytest.approx(100 * base["achieved_flop_per_s"] / memory_roof)
+    by_name = roofline(con, RooflineOptions(by_name=True, batch_size=4))
+    assert by_name.frame["launches"].sum() == 5 and len(by_name.frame) == 3
+    assert by_name.total_flop == pytest.approx(base["flop"])
+    assert by_name.flop_per_sample == pytest.approx(base["flop"] / 4)
+
+
+def test_read_only_database_with_ncu_tables(tmp_path: Path) -> None:
+    db = tmp_path / "ncu.duckdb"
+    with duckdb.connect(str(db)) as con:
+        load_ncu(con, rep(A40))
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert len(roofline(con).frame) == 5
+
+
+def test_nothing_to_build_a_roofline_from() -> None:
+    with pytest.raises(InputError, match="no Nsight Compute results"):
+        roofline(duckdb.connect())
+
+
+# ------------------------------------------------------------------ chart
+
+
+def test_chart_layers_and_points() -> None:
+    result = roofline(ncu_con(A100))
+    pts = chart_points(result.frame)
+    assert set(pts["precision"]) == {"FP32", "INT8 tensor (OP/s)"} and len(pts) == 4
+    spec = roofline_chart(result).to_dict()
+    assert len(spec["layer"]) == 5  # ceilings, ridge points, ridge labels, kernels, kernel labels
+    assert spec["layer"][3]["encoding"]["x"]["scale"]["type"] == "log"
+    assert spec["layer"][3]["encoding"]["y"]["scale"]["type"] == "log"
+    assert sorted(pts["label"]) == ["Kernel #0", "Kernel #1", "Kernel #2", "Kernel #2"]
+    assert "A100 PCIe 80GB" in spec["title"]
+    roofs = {d["roof"] for d in spec["datasets"][spec["layer"][0]["data"]["name"]]}
+    assert roofs == {"FP32", "INT8 tensor", "DRAM bandwidth"}
+
+
+def test_chart_files_offline_and_escaped(tmp_path: Path) -> None:
+    result = roofline(ncu_con(A40))
+    result.frame.loc[result.frame["launch_id"] == 4, "kernel"] = "<script>alert(1)</script>"
+    html = tmp_path / "r.html"
+    save_chart(roofline_chart(result), html)
+    text = html.read_text()
+    assert "<script>alert(1)" not in text and "alert(1)" in text
+    assert "cdn.jsdelivr.net" not in text and "vegaEmbed" in text
+    svg = tmp_path / "r.svg"
+    save_chart(roofline_chart(result), svg)
+    assert svg.read_text().lstrip().startswith("<svg")
+    with pytest.raises(InputError, match="must end in"):
+        save_chart(roofline_chart(result), tmp_path / "r.pdf")
+
+
+# ------------------------------------------------------------------ CLI
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("roofline")(roofline_cmd)
+    app.command("noop")(lambda: None)
+    return app
+
+
+def test_cli_json_and_png(app: typer.Typer, tmp_path: Path) -> None:
+    png = tmp_path / "roof.png"
+    res = CliRunner().invoke(app, ["roofline", str(rep(A100)), "-f", "json", "--chart", str(png),
+                                   "--batch-size", "2"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["launch_id"] for r in rows] == [0, 1, 2]
+    assert {"kernel", "flop", "bytes", "time_s", "ai_flop_per_byte", "achieved_flop_per_s", "bound",
+            "pct_of_roof", "flop_fp32", "tensor_flop"} <= set(rows[0])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "per sample: 1.17965e+06 FLOP (batch size 2)" in res.stderr
+    assert "NVIDIA A100 PCIe 80GB" in res.stderr
+
+
+def test_cli_gpu_list_and_errors(app: typer.Typer, tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["roofline", "--gpu", "list", "-f", "csv"])
+    assert res.exit_code == 0 and "a100-pcie-80gb" in res.stdout
+    for args, message in [(["roofline", str(tmp_path / "missing.ncu-rep")], "no such file"),
+                          (["roofline"], "give an Nsight Compute report"),
+                          (["roofline", str(rep(A40)), "--peak-bw", "fast"], "--peak-bw"),
+                          (["roofline", str(A40), "--gpu", "gtx480"], "unknown GPU")]:
+        res = CliRunner().invoke(app, args)
+        assert isinstance(res.exception, InputError) and message in str(res.exception), args
+
+
+def test_parse_si() -> None:
+    assert parse_si("19.5T", "x") == pytest.approx(19.5e12)
+    assert parse_si("1.555e12", "x") == 1.555e12
+    assert parse_si("696G", "x") == pytest.approx(696e9)
+    assert parse_si(None, "x") is None
+    with pytest.raises(InputError):
+        parse_si("-1", "x")
+
+
+def test_batch_size_from_run_json(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"config": {"batch_size": 64}}))
+    report = tmp_path / "report.ncu-rep"
+    assert batch_size_near(report) == 64
+    assert batch_size_near(tmp_path) == 64
+    (tmp_path / "run.json").write_text("not json")
+    assert batch_size_near(report) is None
+    assert math.isclose(64, 64)

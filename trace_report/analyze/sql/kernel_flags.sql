@@ -1,0 +1,23 @@
+-- GPU operations (kernels, memcpy, memset) with their classes (view kernel_classes), one row per
+-- (rank, trace, name, class, matching rule). Parameters: $rank (NULL = all ranks), $by_rank (BOOLEAN: keep the rank,
+-- else NULL). gpu_us = all GPU time of the selection (of that rank with $by_rank), the
+-- denominator of every percentage. Durations in microseconds.
+WITH sel AS (
+    SELECT CASE WHEN $by_rank THEN t.rank END AS rank, e.trace_id, e.name, e.dur_us
+    FROM gpu_ops e JOIN traces t ON t.trace_id = e.trace_id
+    WHERE $rank IS NULL OR t.rank = $rank
+),
+tot AS (SELECT rank, sum(dur_us) AS gpu_us FROM sel GROUP BY rank),
+per_name AS (
+    SELECT s.rank, s.trace_id, s.name, count(*) AS count, sum(s.dur_us) AS total_us
+    FROM sel s GROUP BY s.rank, s.trace_id, s.name
+)
+SELECT p.rank, p.trace_id, p.name, c.class, r.rule_id, p.count, p.total_us, tot.gpu_us
+FROM per_name p
+JOIN tot ON tot.rank IS NOT DISTINCT FROM p.rank
+JOIN (SELECT trace_id, name, unnest(classes) AS class, rules FROM kernel_classes) c
+  ON c.trace_id = p.trace_id AND c.name = p.name
+JOIN kernel_class_rules r ON r.class = c.class AND list_contains(c.rules, r.rule_id)
+UNION ALL
+-- selections without any classified operation still report their GPU time
+SELECT tot.rank, NULL, NULL, NULL, NULL, 0, 0.0, tot.gpu_us FROM tot;

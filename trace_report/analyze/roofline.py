@@ -12,8 +12,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import altair as alt
 import duckdb
 import pandas as pd
 
@@ -21,6 +21,9 @@ from trace_report.analyze import ncu
 from trace_report.analyze.flop_estimate import estimate_ops
 from trace_report.analyze.gpu_peaks import GpuPeaks, resolve_peaks
 from trace_report.errors import InputError
+
+if TYPE_CHECKING:
+    import altair as alt
 
 PRECISION_PEAK = {
     "fp64": "fp64_flop_per_s", "fp64_tensor": "fp64_tensor_flop_per_s", "fp32": "fp32_flop_per_s",
@@ -288,6 +291,8 @@ def _ceilings(peaks: GpuPeaks, classes: list[str], override: float | None,
 def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.LayerChart:
     """Log-log roofline: DRAM-bandwidth slope, one flat ceiling per precision present, ridge
     points, one point per kernel (or kernel name with ``by_name``) and precision class."""
+    import altair as alt  # imported here: altair takes about a second to import
+
     pts = chart_points(result.frame)
     peaks = result.peaks
     xs = list(pts["ai"]) + ([p / peaks.dram_bytes_per_s for p in _peak_values(peaks, result.peak_flops)]

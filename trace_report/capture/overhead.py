@@ -8,9 +8,10 @@
    Target: at most 3% slower.
 2. The loop's fixed cost per step in microseconds: the same comparison with a tiny linear
    model on 8x8 images, where the step itself is short.
-3. Profiling on: ``1 + active`` steps under ``schedule(wait=0, warmup=1, active=K)``; the extra
-   time over the same number of unprofiled steps, per recorded step (trace export included),
-   and the trace size per recorded step (gzip and uncompressed).
+3. Profiling on: one epoch of unprofiled steps, then 1 warm-up and K recorded steps
+   (``schedule(wait=N, warmup=1, active=K)``); the time of the warm-up and recorded steps
+   (trace export included) over the median unprofiled step, per recorded step, and the trace
+   size per recorded step (gzip and uncompressed).
 
 ``python -m trace_report.capture.overhead [--steps 10] [--repeats 10] [--json out.json]``
 """
@@ -134,30 +135,33 @@ def loop_fixed_cost(cfg: CaptureConfig, repeats: int) -> dict[str, Any]:
     }
 
 
-def profiling_cost(cfg: CaptureConfig, active: int, unprofiled_step_s: float) -> dict[str, Any]:
-    """Extra seconds per recorded step and trace bytes per recorded step."""
+def profiling_cost(cfg: CaptureConfig, active: int) -> dict[str, Any]:
+    """Extra seconds per recorded step and trace bytes per recorded step, from one epoch of
+    ``steps`` unprofiled steps (the first skipped) then 1 warm-up and ``active`` recorded ones."""
     device = resolve_device(cfg.device)
-    prof_cfg = replace(cfg, profile=True, wait=0, warmup=1, active=active, repeat=1)
+    wait = max(cfg.steps, 3)
+    prof_cfg = replace(cfg, profile=True, wait=wait, warmup=1, active=active, repeat=1)
     seed_everything(cfg.seed)
     trainer = Trainer(prof_cfg, device, DistInfo())
-    loaders = build_loaders(prof_cfg, device)
-    shared_epoch(trainer, loaders, cfg.steps)  # warm-up, unprofiled
+    loaders = build_loaders(replace(prof_cfg, steps=wait + 1 + active), device)
     with tempfile.TemporaryDirectory() as tmp:
         window = CudaProfilerWindow(prof_cfg, enabled=False)
-        start = time.perf_counter()
         with make_profiler(prof_cfg, Path(tmp), device) as prof:
-            records = run_epoch(trainer, loaders, 1, 1 + active, 0, prof, window, lambda: None)
-        wall = time.perf_counter() - start
+            records = run_epoch(trainer, loaders, 1, wait + 1 + active, 0, prof, window,
+                                lambda: None)
         trace = next(Path(tmp).glob("*.pt.trace.json.gz"))
         gz_bytes = trace.stat().st_size
         with gzip.open(trace, "rb") as fh:
             raw = fh.read()
         events = len(json.loads(raw)["traceEvents"])
-    extra = wall - (1 + active) * unprofiled_step_s
+    baseline = statistics.median(r.total_s for r in records[1:wait])
+    window_s = sum(r.total_s + r.profiler_s for r in records[wait:])
+    extra = (window_s - (1 + active) * baseline) / active
     return {
         "profiled_steps": active,
-        "profiling_cost_ms_per_step": extra / active * 1e3,
-        "profiling_cost_pct": extra / active / unprofiled_step_s * 100,
+        "unprofiled_step_ms": baseline * 1e3,
+        "profiling_cost_ms_per_step": extra * 1e3,
+        "profiling_cost_pct": extra / baseline * 100,
         "trace_export_ms": max(r.profiler_s for r in records) * 1e3,
         "trace_gz_bytes_per_step": gz_bytes / active,
         "trace_json_bytes_per_step": len(raw) / active,
@@ -172,7 +176,7 @@ def measure(cfg: CaptureConfig, *, repeats: int, active: int) -> dict[str, Any]:
     with thread_count(cfg.threads):
         loop = loop_overhead(cfg, repeats)
         fixed = loop_fixed_cost(cfg, repeats)
-        cost = profiling_cost(cfg, active, loop["shared_step_ms"] / 1e3)
+        cost = profiling_cost(cfg, active)
         threads = torch.get_num_threads()
     fixed["loop_fixed_cost_pct_of_step"] = (
         fixed["loop_fixed_cost_us_per_step"] / (loop["plain_step_ms"] * 1e3) * 100

@@ -62,7 +62,8 @@ def test_capitalised_categories_are_normalised(shared: Path) -> None:
     with tr.open(path) as db:
         cats = dict(db.con.execute("SELECT cat, count(*) FROM events GROUP BY 1").fetchall())
         streams = db.con.execute("SELECT DISTINCT stream FROM kernels").fetchall()
-        linked = db.con.execute("SELECT count(*) FILTER (WHERE launch_event_id IS NOT NULL), count(*) FROM kernels").fetchone()
+        linked = db.con.execute(
+            "SELECT count(*) FILTER (WHERE launch_event_id IS NOT NULL), count(*) FROM kernels").fetchone()
         ext = db.con.execute("SELECT count(*) FROM events WHERE cat = 'kernel' AND external_id IS NULL").fetchone()[0]
     assert cats == dict(expected)
     assert streams == [(7,)]  # the 2021 'tid': 'stream 7' form

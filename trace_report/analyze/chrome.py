@@ -229,7 +229,7 @@ class _HashingReader:
         self.block = block
         self.digest = hashlib.sha256()
         self.raw_bytes = 0
-        self._raw = open(path, "rb")
+        self._raw = open(path, "rb")  # noqa: SIM115 - closed by close(), read block by block
         head = self._raw.read(2)
         self._raw.seek(0)
         self._gz = zlib.decompressobj(wbits=31) if head == b"\x1f\x8b" else None

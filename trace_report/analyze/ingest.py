@@ -421,7 +421,9 @@ def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions 
     return report
 
 
-def open_in_memory(paths: list[Path], options: IngestOptions | None = None) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
+def open_in_memory(
+    paths: list[Path], options: IngestOptions | None = None
+) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
     """An in-memory database with the traces in ``paths`` (the ``events`` view over Arrow)."""
     from trace_report.analyze.db import create_schema
 

@@ -6,6 +6,7 @@ Either way DuckDB sees one relation, the TEMP VIEW ``events`` (columns in
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from pathlib import Path
 
@@ -82,10 +83,8 @@ class ParquetStore:
         for path in self.written:
             path.unlink(missing_ok=True)
         self.written.clear()
-        try:
+        with contextlib.suppress(OSError):
             self.folder.rmdir()  # only when empty
-        except OSError:
-            pass
 
 
 class MemoryStore:

@@ -107,10 +107,12 @@ def trace_facts(meta: dict[str, Any], label: str, run_dir: Path | None) -> tuple
     if rank is None:
         rank = rank_from_name(Path(label.split("!")[-1]).name)
         source = "file name"
+    run = _run_json(run_dir)
+    if rank is None and run:  # our own single-process capture: rank 0 by construction
+        rank, source = int(run.get("rank", 0) or 0), "run.json"
     if rank is None:
         rank, source = 0, "default"
         warning = f"{label}: no rank in distributedInfo or the file name; assuming rank 0"
-    run = _run_json(run_dir)
     versions = run.get("versions") if isinstance(run.get("versions"), dict) else {}
     torch_version = run.get("torch_version") or versions.get("torch")
     clean, redacted = redact(meta)

@@ -155,10 +155,13 @@ def write_fake_cifar(root: Path, per_batch: int = 16) -> None:
 def test_cifar10_pickle_layout(capsys, tmp_path):
     write_fake_cifar(tmp_path / "data")
     run_dir, _ = capture(capsys, tmp_path / "out", "--dataset", "cifar10", "--data-dir",
-                         str(tmp_path / "data"), *TINY)
+                         str(tmp_path / "data"), *TINY, "--record-shapes")
     (epoch,) = metrics(run_dir)
     assert int(epoch["samples"]) == 16 and int(epoch["test_samples"]) == 16
-    assert set(annotation_names(read_trace(traces_in(run_dir)[0]))) >= REGIONS
+    trace = read_trace(traces_in(run_dir)[0])
+    assert set(annotation_names(trace)) >= REGIONS
+    convs = [e for e in trace["traceEvents"] if e.get("name") == "aten::convolution"]
+    assert convs and all("Input Dims" in e["args"] for e in convs)  # --record-shapes
 
 
 def test_image_folder_layout(capsys, tmp_path):

@@ -53,7 +53,7 @@ def baseline(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
 def optimized_config(cfg: CaptureConfig) -> tuple[CaptureConfig, list[str]]:
     """``cfg`` with the input-pipeline and runtime optimisations on; notes on what applies."""
     cuda = resolve_device(cfg.device).type == "cuda"
-    workers = cfg.workers or min(4, os.cpu_count() or 1)
+    workers = cfg.workers or min(4, available_cpus())
     notes = [
         f"DataLoader: {workers} workers, persistent, prefetch_factor 4",
         "channels_last memory format",

@@ -36,7 +36,12 @@ from trace_report.capture.config import CaptureConfig, validate
 from trace_report.capture.data import Loaders, build_loaders
 from trace_report.capture.loop import DistInfo, Trainer, run_epoch
 from trace_report.capture.models import build_optimizer
-from trace_report.capture.profiling import CudaProfilerWindow, NoProfiler, make_profiler
+from trace_report.capture.profiling import (
+    CudaProfilerWindow,
+    NoProfiler,
+    make_profiler,
+    trace_files,
+)
 from trace_report.capture.runtime import (
     quiet_kineto_on_cpu,
     resolve_device,
@@ -149,7 +154,7 @@ def profiling_cost(cfg: CaptureConfig, active: int) -> dict[str, Any]:
         with make_profiler(prof_cfg, Path(tmp), device) as prof:
             records = run_epoch(trainer, loaders, 1, wait + 1 + active, 0, prof, window,
                                 lambda: None)
-        trace = next(Path(tmp).glob("*.pt.trace.json.gz"))
+        (trace,) = trace_files(Path(tmp))
         gz_bytes = trace.stat().st_size
         with gzip.open(trace, "rb") as fh:
             raw = fh.read()

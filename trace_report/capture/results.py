@@ -13,6 +13,7 @@ import pandas as pd
 
 from trace_report.capture.loop import EpochRecord, RunResult, StepRecord
 from trace_report.capture.runtime import write_json
+from trace_report.output import records
 
 
 @dataclass
@@ -83,7 +84,7 @@ def write_results(result: ExperimentResult) -> list[Path]:
     out = result.run_dir
     csv_path = out / "results.csv"
     result.table.to_csv(csv_path, index=False)
-    json_path = write_json(out / "results.json", result.table.to_dict(orient="records"))
+    json_path = write_json(out / "results.json", records(result.table))  # as --format json
     files = [csv_path, json_path]
     if result.chart is not None:
         files += save_chart(result.chart, out / "chart")

@@ -68,6 +68,8 @@ def _report(report: IngestReport, *, verbose: bool) -> None:
     if verbose:
         for trace_id, label in report.ingested:
             err.print(f"ingested trace {trace_id}: {label}", markup=False)
+        for label, n in report.ncu_reports:
+            err.print(f"ingested Nsight Compute report ({n} kernel launches): {label}", markup=False)
         for label in report.skipped:
             err.print(f"skipped: {label}", markup=False)
 

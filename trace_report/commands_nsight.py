@@ -43,18 +43,6 @@ def parse_si(text: str | None, what: str) -> float | None:
     return float(m.group(1)) * _SI[m.group(2)]
 
 
-def is_ncu_input(path: Path) -> bool:
-    """An ``.ncu-rep`` file or a CSV whose header is ncu's (``"ID",...,"Kernel Name"``)."""
-    if path.suffix.lower() == ".ncu-rep":
-        return True
-    if not path.is_file() or path.suffix.lower() not in (".csv", ".txt"):
-        return False
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        head = fh.read(65536)
-    return any(line.lstrip('\ufeff').startswith(('"ID",', "ID,")) and "Kernel Name" in line
-               for line in head.splitlines())
-
-
 def _display(frame: pd.DataFrame, fmt: Format) -> pd.DataFrame:
     """Table output: the main columns, time in µs, kernel names shortened and last; other
     formats get every column."""
@@ -124,7 +112,7 @@ def roofline_cmd(
     for path in targets:
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
-    reports = [is_ncu_input(p) for p in targets]
+    reports = [ncu.is_ncu_input(p) for p in targets]
     if any(reports) and not all(reports):
         raise InputError("give either Nsight Compute reports or traces/a database, not both")
     with ExitStack() as stack:

@@ -54,6 +54,10 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     """(Re)create the TEMP views over ``events`` on this connection (works read-only too)."""
     for name in view_files():
         con.execute(sql_text(name))
+    from trace_report.analyze import ncu  # ncu tables exist only once a report was ingested
+
+    if ncu.has_tables(con):
+        ncu.create_views(con)
 
 
 def _friendly(exc: Exception, path: Path) -> DatabaseError:

@@ -20,6 +20,13 @@ def _hash_file(path: Path, out: list[str]) -> None:
     out.append(digest.hexdigest())
 
 
+def sha256_of(path: Path) -> str:
+    """SHA-256 of a file as stored (hex)."""
+    out: list[str] = []
+    _hash_file(path, out)
+    return out[0]
+
+
 def is_gzip(path: Path) -> bool:
     with open(path, "rb") as fh:
         return fh.read(2) == b"\x1f\x8b"

@@ -53,6 +53,7 @@ class IngestReport:
     ingested: list[tuple[int, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    ncu_reports: list[tuple[str, int]] = field(default_factory=list)  # (label, kernel launches)
 
 
 @dataclass
@@ -263,6 +264,11 @@ class Ingest:
         return row is not None
 
     def run(self, sources: list[TraceSource], pool: ProcessPoolExecutor | None) -> None:
+        for src in (s for s in sources if s.kind == "ncu"):
+            from trace_report.analyze import ncu
+
+            self.report.ncu_reports.append((src.label, ncu.load_ncu(self.con, src.path)))
+        sources = [s for s in sources if s.kind != "ncu"]
         todo = []
         for src in sources:
             if self.seen(src):
@@ -274,13 +280,16 @@ class Ingest:
         for src in todo:
             ids[src] = self.next_id
             self.next_id += 1
-        small = {s for s in todo if pool is not None and s.path.stat().st_size < self.opts.piece_bytes}
+        small = {s for s in todo
+                 if pool is not None and s.kind == "chrome" and s.path.stat().st_size < self.opts.piece_bytes}
         futures = {}
         for s in small:
             job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0))
             futures[s] = (job.out, pool.submit(run_job, job))  # type: ignore[union-attr]
         for src in todo:
-            if src in futures:
+            if src.kind == "nsys":
+                self._nsys_file(ids[src], src)
+            elif src in futures:
                 out, future = futures[src]
                 result = future.result()
                 if result.error is not None:
@@ -313,6 +322,41 @@ class Ingest:
 
         runner.run(jobs())
         self._finish(trace_id, src, reader.envelope, [(job.out, r) for job, r in runner.results])
+
+    def _nsys_file(self, trace_id: int, src: TraceSource) -> None:
+        """An nsys SQLite export: its kernels, runtime calls, memory ops and NVTX ranges."""
+        from trace_report.analyze.events_table import EVENTS_SCHEMA
+        from trace_report.analyze.filejobs import sha256_of
+        from trace_report.analyze.nsys import read_nsys_sqlite
+
+        facts, table = read_nsys_sqlite(src.path)
+        n = table.num_rows
+        full = pa.Table.from_arrays(
+            [pa.array([trace_id] * n, pa.int32()), pa.array(range(n), pa.int64()),
+             *[table.column(f.name) for f in EVENTS_SCHEMA if f.name not in ("trace_id", "event_id")]],
+            schema=EVENTS_SCHEMA,
+        )
+        sha = sha256_of(src.path)
+        dup = self.con.execute("SELECT trace_id FROM traces WHERE sha256 = ?", [sha]).fetchone()
+        if dup:
+            self.report.skipped.append(f"{src.label} (same content as trace {dup[0]})")
+            return
+        if isinstance(self.store, ParquetStore):
+            out = self.store.path_for(trace_id, 0)
+            write_parquet(full, out)
+            self.store.record(self.con, trace_id, [(out, n)])
+        else:
+            self.store.add([full])
+        st = src.path.stat()
+        self.con.execute(
+            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+            [trace_id, src.label, src.run_dir.name if src.run_dir else None, facts["rank"] or 0,
+             facts["rank_source"] or "default", facts["world_size"], facts["host"], facts["device_name"],
+             facts["compute_capability"], facts["torch_version"], facts["schema_version"], facts["n_events"],
+             facts["n_complete_events"], facts["n_kernels"], sha, st.st_size, st.st_mtime_ns,
+             facts["metadata"], facts["redacted_keys"]],
+        )
+        self.report.ingested.append((trace_id, src.label))
 
     def _finish(self, trace_id: int, src: TraceSource, env: TraceEnvelope,
                 parts: list[tuple[Path | None, JobResult]]) -> None:

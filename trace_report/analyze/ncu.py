@@ -247,3 +247,15 @@ def fill_device_names(data: NcuData) -> None:
 
 _DEVICE_METRICS = {"device__attribute_display_name", "device__attribute_compute_capability_major",
                    "device__attribute_compute_capability_minor"}
+
+
+def is_ncu_input(path: Path) -> bool:
+    """An ``.ncu-rep`` file or a CSV whose header is ncu's (``"ID",...,"Kernel Name"``)."""
+    if path.suffix.lower() == ".ncu-rep":
+        return True
+    if not path.is_file() or path.suffix.lower() not in (".csv", ".txt"):
+        return False
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        head = fh.read(65536)
+    return any(line.lstrip('\ufeff').startswith(('"ID",', "ID,")) and "Kernel Name" in line
+               for line in head.splitlines())

@@ -19,11 +19,24 @@ _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECA
 
 @dataclass(frozen=True)
 class TraceSource:
-    """One trace file to ingest. ``label`` is what the user sees and ``traces.path`` stores."""
+    """One input file. ``label`` is what the user sees and ``traces.path`` stores; ``kind`` is
+    ``chrome`` (Kineto trace), ``ncu`` (Nsight Compute report or CSV) or ``nsys`` (SQLite)."""
 
     path: Path
     label: str
     run_dir: Path | None = None
+    kind: str = "chrome"
+
+
+def nsight_kind(path: Path) -> str | None:
+    """``ncu`` for an ``.ncu-rep`` or ncu CSV export, ``nsys`` for an nsys SQLite export."""
+    from trace_report.analyze import ncu, nsys
+
+    if ncu.is_ncu_input(path):
+        return "ncu"
+    if path.suffix.lower() in (".sqlite", ".sqlite3") and nsys.is_nsys_sqlite(path):
+        return "nsys"
+    return None
 
 
 def rank_from_name(name: str) -> int | None:
@@ -59,10 +72,13 @@ def _dir_sources(folder: Path, scratch: list[tempfile.TemporaryDirectory[str]]) 
     preferred = [p for p in traces if ".pt.trace." in p.name]
     chosen = preferred or traces
     out = [TraceSource(p, str(p), _run_dir_of(p)) for p in chosen]
+    for p in files:  # Nsight outputs beside the traces (capture --ncu / --nsys) come along
+        if p.suffix.lower() in (".ncu-rep", ".csv", ".sqlite", ".sqlite3") and (kind := nsight_kind(p)):
+            out.append(TraceSource(p, str(p), _run_dir_of(p), kind))
     for archive in (p for p in files if is_archive_name(p.name)):
         out.extend(_archive_sources(archive, scratch))
     if not out:
-        raise InputError(f"{folder}: no trace files (*.json, *.json.gz, *.tar.gz) in this directory")
+        raise InputError(f"{folder}: no trace files (*.json, *.json.gz, *.tar.gz, ncu/nsys exports) here")
     return out
 
 
@@ -117,5 +133,5 @@ def find_sources(
         elif is_archive_name(path.name):
             out.extend(_archive_sources(path, scratch))
         else:
-            out.append(TraceSource(path, str(path), _run_dir_of(path)))
+            out.append(TraceSource(path, str(path), _run_dir_of(path), nsight_kind(path) or "chrome"))
     return out

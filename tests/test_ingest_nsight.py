@@ -8,9 +8,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import shared_or_skip, trace_file
 
 import trace_report as tr
-from conftest import shared_or_skip, trace_file
 from trace_report.cli import main
 
 

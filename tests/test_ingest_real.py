@@ -54,11 +54,13 @@ def test_capitalised_categories_are_normalised(shared: Path) -> None:
     path = trace_file("kineto_rn50_nw4_2021jun")
     doc = load_json(path)
     xs = [e for e in events_of(doc) if e.get("ph") == "X"]
+    memory = [e for e in events_of(doc) if e.get("ph") == "i" and e.get("name") == "[memory]"]
     legacy = {"Kernel": "kernel", "Operator": "cpu_op", "Runtime": "cuda_runtime",
               "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
     expected = defaultdict(int)
     for e in xs:
         expected[legacy.get(e["cat"], e["cat"])] += 1
+    expected["cpu_instant_event"] += len(memory)  # allocator events are kept, with dur 0
     with tr.open(path) as db:
         cats = dict(db.con.execute("SELECT cat, count(*) FROM events GROUP BY 1").fetchall())
         streams = db.con.execute("SELECT DISTINCT stream FROM kernels").fetchall()
@@ -135,3 +137,21 @@ def test_device_and_rank_facts(shared: Path) -> None:
     with tr.open(trace_file("kineto_gpu_metrics_input")) as db:  # 2021 'computeProperties'
         row = db.con.execute("SELECT device_name, compute_capability, rank_source FROM traces").fetchone()
     assert row == ("Tesla V100-DGXS-32GB", "7.0", "default")
+
+
+def test_memory_events_reach_the_memory_advice(shared: Path) -> None:
+    """[memory] instant events are kept, so advise's memory check runs on a real trace."""
+    from trace_report.analyze.advise import Thresholds, advise
+
+    path = trace_file("tracelens_h100_timesformer")
+    doc = load_json(path)
+    mem = [e["args"] for e in events_of(doc) if e.get("ph") == "i" and e.get("name") == "[memory]"
+           and e["args"].get("Device Id", -1) >= 0]
+    peak = max(a["Total Allocated"] for a in mem)
+    capacity = next(p["totalGlobalMem"] for p in doc["deviceProperties"] if p["id"] == mem[0]["Device Id"])
+    with tr.open(path) as db:
+        quiet = advise(db)
+        loud = advise(db, thresholds=Thresholds(memory_pct=0.0))
+    assert "memory_near_capacity" not in set(quiet.frame["finding"])
+    row = loud.frame[loud.frame["finding"] == "memory_near_capacity"].iloc[0]
+    assert row["value"] == pytest.approx(100 * peak / capacity, rel=1e-3)

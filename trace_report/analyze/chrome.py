@@ -27,6 +27,11 @@ import pyarrow as pa
 
 from trace_report.errors import TraceFormatError
 
+MEMORY_EVENT = "[memory]"
+MEMORY_CAT = "cpu_instant_event"
+"""Besides complete (``ph: X``) events, the allocator's ``[memory]`` instant events are kept
+(``dur_us = 0``; 2021 traces give them no category, they get ``cpu_instant_event``)."""
+
 BLOCK_BYTES = 16 << 20
 """Bytes read from the (decompressed) stream per block; also the target size of one piece."""
 
@@ -128,7 +133,7 @@ def _to_text_column(values: list[int | str | None]) -> pa.Array:
 def decode_piece(data: bytes) -> Piece:
     """Decode ``data`` (a JSON array of events) into a :class:`Piece`.
 
-    Complete events (``ph == "X"``) become rows of :data:`EVENT_SCHEMA`; ``stream``,
+    Complete events (``ph == "X"``) and ``[memory]`` instant events become rows of :data:`EVENT_SCHEMA`; ``stream``,
     ``device``, ``correlation`` and ``external_id`` come from ``args`` (``External id`` or the
     2020/2021 spelling ``external id``), ``args`` keeps the raw JSON text. Events whose
     fields have unexpected types fall back to an untyped decode. Raises ``msgspec.DecodeError``
@@ -136,20 +141,20 @@ def decode_piece(data: bytes) -> Piece:
     """
     try:
         events = _DEC_EVENTS.decode(data)
-        xs = [e for e in events if e.ph == "X"]
+        xs = [e for e in events if e.ph == "X" or (e.name == MEMORY_EVENT and e.ph in ("i", "I"))]
         raw_args = [bytes(e.args) for e in xs]
         xa = _DEC_ARGS.decode(b"[" + b",".join(a or b"null" for a in raw_args) + b"]")
     except msgspec.ValidationError:
         return _decode_piece_untyped(data)
     xa = [a or _EMPTY_ARGS for a in xa]
-    missing = sum(1 for e in xs if e.ts is None or e.dur is None)
+    missing = sum(1 for e in xs if e.ts is None or (e.dur is None and e.ph == "X"))
     columns = [
-        pa.array([e.cat for e in xs], pa.string()),
+        pa.array([e.cat if e.ph == "X" else (e.cat or MEMORY_CAT) for e in xs], pa.string()),
         pa.array([e.name for e in xs], pa.string()),
         _to_text_column([e.pid for e in xs]),
         _to_text_column([e.tid for e in xs]),
         pa.array([e.ts for e in xs], pa.float64()),
-        pa.array([e.dur for e in xs], pa.float64()),
+        pa.array([e.dur if e.ph == "X" else 0.0 for e in xs], pa.float64()),
         pa.array([a.stream for a in xa], pa.int64()),
         pa.array([a.device for a in xa], pa.int64()),
         pa.array([a.correlation for a in xa], pa.int64()),
@@ -191,13 +196,16 @@ def _decode_piece_untyped(data: bytes) -> Piece:
     rows: dict[str, list[Any]] = {f.name: [] for f in EVENT_SCHEMA}
     missing = 0
     for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if not isinstance(e, dict):
+            continue
+        instant = e.get("ph") in ("i", "I") and e.get("name") == MEMORY_EVENT
+        if e.get("ph") != "X" and not instant:
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         ext = args.get("External id", args.get("external id"))
-        ts, dur = _float_or_none(e.get("ts")), _float_or_none(e.get("dur"))
+        ts, dur = _float_or_none(e.get("ts")), (0.0 if instant else _float_or_none(e.get("dur")))
         missing += ts is None or dur is None
-        rows["cat"].append(_as_text(e.get("cat")))
+        rows["cat"].append(_as_text(e.get("cat") or (MEMORY_CAT if instant else None)))
         rows["name"].append(_as_text(e.get("name")))
         rows["pid"].append(_as_text(e.get("pid")))
         rows["tid"].append(_as_text(e.get("tid")))

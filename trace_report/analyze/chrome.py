@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 
 from trace_report.errors import TraceFormatError
@@ -32,7 +33,7 @@ MEMORY_CAT = "cpu_instant_event"
 """Besides complete (``ph: X``) events, the allocator's ``[memory]`` instant events are kept
 (``dur_us = 0``; 2021 traces give them no category, they get ``cpu_instant_event``)."""
 
-BLOCK_BYTES = 16 << 20
+BLOCK_BYTES = 8 << 20
 """Bytes read from the (decompressed) stream per block; also the target size of one piece."""
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -130,6 +131,18 @@ def _to_text_column(values: list[int | str | None]) -> pa.Array:
     return pa.array([_as_text(v) for v in values], pa.string())
 
 
+def _text_column(raws: list[msgspec.Raw]) -> pa.Array:
+    """A string column over raw JSON texts (empty = null), built from one buffer and offsets."""
+    lengths = np.fromiter((len(r) for r in raws), dtype=np.int64, count=len(raws))
+    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = np.packbits(lengths > 0, bitorder="little")
+    data = b"".join(raws)
+    return pa.Array.from_buffers(
+        pa.large_string(), len(raws), [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
+    ).cast(pa.string())
+
+
 def decode_piece(data: bytes) -> Piece:
     """Decode ``data`` (a JSON array of events) into a :class:`Piece`.
 
@@ -142,8 +155,8 @@ def decode_piece(data: bytes) -> Piece:
     try:
         events = _DEC_EVENTS.decode(data)
         xs = [e for e in events if e.ph == "X" or (e.name == MEMORY_EVENT and e.ph in ("i", "I"))]
-        raw_args = [bytes(e.args) for e in xs]
-        xa = _DEC_ARGS.decode(b"[" + b",".join(a or b"null" for a in raw_args) + b"]")
+        raw_args = [e.args for e in xs]  # msgspec.Raw: buffers over ``data``, no copies yet
+        xa = _DEC_ARGS.decode(b"[" + b",".join(a if len(a) else b"null" for a in raw_args) + b"]")
     except msgspec.ValidationError:
         return _decode_piece_untyped(data)
     xa = [a or _EMPTY_ARGS for a in xa]
@@ -162,7 +175,7 @@ def decode_piece(data: bytes) -> Piece:
             [a.external_id if a.external_id is not None else a.external_id_legacy for a in xa],
             pa.int64(),
         ),
-        pa.array([a or None for a in raw_args], pa.binary()).cast(pa.string()),
+        _text_column(raw_args),
     ]
     return Piece(pa.Table.from_arrays(columns, schema=EVENT_SCHEMA), len(events), missing)
 

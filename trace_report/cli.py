@@ -142,6 +142,9 @@ _register_commands()
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and map errors to ``Error:`` and exit codes."""
+    from trace_report.sysutil import tune_allocator
+
+    tune_allocator()
     try:
         app(args=argv, standalone_mode=False, prog_name="trace-report")
     except typer.Exit as exc:

@@ -1,0 +1,33 @@
+"""The CLI reference cannot drift from --help; progress is reported while ingesting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import REPO, trace_file
+
+from trace_report.analyze.ingest import IngestOptions, open_in_memory
+from trace_report.clidoc import command_names, reference
+
+
+def test_cli_reference_is_up_to_date() -> None:
+    assert (REPO / "docs" / "cli.md").read_text() == reference(), \
+        "docs/cli.md is stale: python -m trace_report.clidoc > docs/cli.md"
+
+
+def test_every_command_is_documented() -> None:
+    text = (REPO / "docs" / "cli.md").read_text()
+    for name in command_names():
+        assert f"## trace-report {name}" in text
+
+
+def test_progress_reports_bytes_up_to_the_total(tmp_path: Path) -> None:
+    path = trace_file("hta_ns_resolution")
+    calls: list[tuple[int, int]] = []
+    con, _ = open_in_memory([path], IngestOptions(piece_bytes=1 << 20, progress=lambda d, t: calls.append((d, t))))
+    con.close()
+    size = path.stat().st_size
+    assert len(calls) > 3
+    assert all(t == size for _, t in calls)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[-1] == size

@@ -159,3 +159,14 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
         pytest.skip(f"{command} is not registered")
     code, out, _ = run_cli([command, "--help"], capsys)
     assert code == 0 and "Usage" in out and len(out) > 200
+
+
+def test_api_analyses_match_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    path = trace_file("hta_a100_ddp_nccl")
+    with tr.open(path) as db:
+        api = {"breakdown": db.breakdown(), "flags": db.flags(), "advise": db.advise()}
+    for command, frame in api.items():
+        _, out, _ = run_cli([command, str(path), "-f", "json"], capsys)
+        rows = json.loads(out)
+        assert len(rows) == len(frame) and len(rows) > 0, command
+        assert set(rows[0]) <= set(frame.columns) | {"classes"}, command

@@ -46,6 +46,26 @@ class TraceDB:
         """Like :meth:`top_kernels` but also returns the note (CPU fallback)."""
         return top_kernels(self.con, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank))
 
+    def breakdown(self, *, by_step: bool = False, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+        """Wall, GPU-kernel and idle time per region (``trace-report breakdown``); see
+        :func:`trace_report.analyze.regions.breakdown`."""
+        from trace_report.analyze.regions import BreakdownOptions, breakdown
+
+        return breakdown(self, BreakdownOptions(by_step=by_step, rank=rank, by_rank=by_rank)).frame
+
+    def flags(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+        """Flagged kernel names with their classes (``trace-report flags``); the per-class summary
+        is in :func:`trace_report.analyze.kernel_classes.flags`'s result."""
+        from trace_report.analyze.kernel_classes import FlagsOptions, flags
+
+        return flags(self, FlagsOptions(rank=rank, by_rank=by_rank)).frame
+
+    def advise(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+        """Findings with their numbers and thresholds (``trace-report advise``)."""
+        from trace_report.analyze.advise import advise
+
+        return advise(self, rank=rank, by_rank=by_rank).frame
+
     def close(self) -> None:
         self.con.close()
 

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import io
 import os
-from contextlib import redirect_stdout
+from contextlib import redirect_stdout, suppress
 
 
 def _help(args: list[str]) -> str:
     from trace_report.cli import main
 
     buf = io.StringIO()
-    with redirect_stdout(buf):
-        try:
-            main([*args, "--help"])
-        except SystemExit:
-            pass
+    with redirect_stdout(buf), suppress(SystemExit):
+        main([*args, "--help"])
     return buf.getvalue().rstrip()
 
 

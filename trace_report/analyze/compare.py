@@ -36,11 +36,15 @@ LEVELS = ("kernel", "region")
 @dataclass(frozen=True)
 class CompareOptions:
     """``by``: ``kernel`` or ``region``; ``rank``: only that rank on both sides (else every
-    rank, summed); ``per_step``: counts and times per ProfilerStep of each side."""
+    rank, summed); ``per_step``: counts and times per ProfilerStep of each side;
+    ``steps_only``: kernel level, only GPU operations launched inside a ProfilerStep (HTA's
+    iteration rule: the runtime call with the same ``correlation`` starts in the step; operations
+    without a launch are left out)."""
 
     by: str = "kernel"
     rank: int | None = None
     per_step: bool = False
+    steps_only: bool = False
 
 
 @dataclass
@@ -73,12 +77,19 @@ def step_count(db: object, rank: int | None = None) -> int:
     return int(row[0][0])
 
 
-def gpu_op_totals(db: object, rank: int | None = None) -> pd.DataFrame:
-    """Per GPU operation name: ``count`` and ``total_us`` (kernels, memcpy, memset)."""
+_IN_STEP = """
+    EXISTS (SELECT 1 FROM kernel_launches l JOIN events r ON r.trace_id = l.trace_id AND r.event_id = l.launch_event_id
+            JOIN steps s ON s.trace_id = r.trace_id AND r.ts_us >= s.ts_us AND r.ts_us < s.end_us
+            WHERE l.trace_id = g.trace_id AND l.correlation = g.correlation)"""
+
+
+def gpu_op_totals(db: object, rank: int | None = None, *, steps_only: bool = False) -> pd.DataFrame:
+    """Per GPU operation name (kernels, memcpy, memset): ``count`` and ``total_us`` (sum of
+    ``dur``); ``steps_only``: only those launched inside a ProfilerStep (see :class:`CompareOptions`)."""
+    where = f"($rank IS NULL OR rank = $rank){' AND ' + _IN_STEP if steps_only else ''}"
     return _con(db).execute(
         "SELECT name, count(*) AS count, sum(dur_us) AS total_us, 'gpu_op' AS kind "
-        "FROM gpu_ops JOIN traces USING (trace_id) WHERE $rank IS NULL OR rank = $rank GROUP BY name",
-        {"rank": rank}).df()
+        f"FROM gpu_ops g JOIN traces USING (trace_id) WHERE {where} GROUP BY name", {"rank": rank}).df()
 
 
 def _cpu_totals(db: object, rank: int | None) -> pd.DataFrame:
@@ -125,7 +136,8 @@ def compare_kernels(a: object, b: object, options: CompareOptions | None = None)
     opts = options or CompareOptions()
     _check_rank(_con(a), opts.rank, "A")
     _check_rank(_con(b), opts.rank, "B")
-    ta, tb = gpu_op_totals(a, opts.rank), gpu_op_totals(b, opts.rank)
+    ta = gpu_op_totals(a, opts.rank, steps_only=opts.steps_only)
+    tb = gpu_op_totals(b, opts.rank, steps_only=opts.steps_only)
     notes = []
     if ta.empty and tb.empty:
         ta, tb = _cpu_totals(a, opts.rank), _cpu_totals(b, opts.rank)

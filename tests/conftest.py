@@ -27,6 +27,16 @@ def shared() -> Path:
     return shared_or_skip()
 
 
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``trace-report ARGS`` in this process: (exit code, stdout, stderr)."""
+    from trace_report.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
 def manifest_rows() -> list[dict[str, str]]:
     path = SHARED / "data" / "MANIFEST.tsv"
     if not path.is_file():

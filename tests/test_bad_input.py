@@ -11,18 +11,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from trace_report.cli import main
+from conftest import run_cli
 
 GOOD = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
                          "args": {"correlation": 1, "stream": 7}}]}
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def make_bad_inputs(tmp: Path) -> dict[str, Path]:

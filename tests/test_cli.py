@@ -8,17 +8,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, events_of, load_json, trace_file
+from conftest import TRACES, events_of, load_json, run_cli, trace_file
 
 import trace_report as tr
-from trace_report.cli import app, main
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
+from trace_report.cli import app
 
 
 def plain_top(path: Path) -> dict[str, tuple[int, float]]:

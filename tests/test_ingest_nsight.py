@@ -8,17 +8,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import shared_or_skip, trace_file
+from conftest import run_cli, shared_or_skip, trace_file
 
 import trace_report as tr
-from trace_report.cli import main
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def nsys_kernels(path: Path) -> tuple[int, float]:

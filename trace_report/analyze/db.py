@@ -77,11 +77,8 @@ def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         raise DatabaseError(f"{path}: a DuckDB database, but not one written by trace-report")
 
 
-def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open an existing trace-report database and create its TEMP views (``events`` over the
-    Parquet files beside it, then the analysis views)."""
-    if not path.is_file():
-        raise DatabaseError(f"{path}: no such database file")
+def _open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection to ``path`` after checking it is a trace-report database (else closed)."""
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
@@ -91,6 +88,15 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
     except DatabaseError:
         con.close()
         raise
+    return con
+
+
+def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open an existing trace-report database and create its TEMP views (``events`` over the
+    Parquet files beside it, then the analysis views)."""
+    if not path.is_file():
+        raise DatabaseError(f"{path}: no such database file")
+    con = _open_ours(path, read_only)
     from trace_report.analyze.store import create_events_view_from_files, events_dir_for
 
     try:
@@ -103,14 +109,7 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
 
 
 def _check_existing(path: Path) -> None:
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise _friendly(exc, path) from exc
-    try:
-        check_ours(con, path)
-    finally:
-        con.close()
+    _open_ours(path, read_only=True).close()
 
 
 @contextmanager

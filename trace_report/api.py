@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from os import PathLike
-from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from trace_report.analyze.db import connect_existing
-from trace_report.analyze.ingest import IngestOptions, IngestReport, open_in_memory
-from trace_report.analyze.sources import is_database_path
+from trace_report.analyze.ingest import IngestReport
 from trace_report.analyze.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
-from trace_report.errors import InputError
 
 PathArg = str | PathLike[str]
 
@@ -66,6 +62,14 @@ class TraceDB:
 
         return advise(self, rank=rank, by_rank=by_rank).frame
 
+    @property
+    def magic(self) -> object:
+        """A connection for jupysql's ``%sql`` that sees this database's TEMP views
+        (``%sql db.magic``); ``%sql db.con`` would open a cursor that does not."""
+        from trace_report.analyze.runs import magic_connection
+
+        return magic_connection(self)
+
     def close(self) -> None:
         self.con.close()
 
@@ -83,21 +87,16 @@ def open(  # noqa: A001 - the name DESIGN section 7 gives
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> TraceDB:
-    """Open a trace-report database, or ingest trace files/directories into memory.
+    """Open traces, run folders, a ``.duckdb`` written by ``trace-report ingest``, or a Parquet
+    dataset written by ``trace-report export``.
 
-    ``paths``: one ``.duckdb`` file written by ``trace-report ingest`` (opened ``read_only``
-    unless asked otherwise), or any number of ``.json``/``.json.gz`` traces, directories of
-    per-rank traces and tar archives (``progress(done_bytes, total_bytes)`` is called while they
-    are read). Raises :class:`~trace_report.errors.InputError` or
+    ``paths``: one database (opened ``read_only`` unless asked otherwise) or dataset folder, or
+    any number of ``.json``/``.json.gz`` traces, directories of per-rank traces, tar archives and
+    capture run folders (each tagged with its run id and ``run.json`` config, see
+    :func:`trace_report.analyze.runs.open_runs`). ``progress(done_bytes, total_bytes)`` is called
+    while traces are read. Raises :class:`~trace_report.errors.InputError` or
     :class:`~trace_report.errors.DatabaseError` for unusable input.
     """
-    items = [paths] if isinstance(paths, (str, PathLike)) else list(paths)
-    if not items:
-        raise InputError("no trace paths given")
-    resolved = [Path(p) for p in items]
-    if len(resolved) == 1 and is_database_path(resolved[0]):
-        return TraceDB(connect_existing(resolved[0], read_only=read_only))
-    if any(is_database_path(p) for p in resolved):
-        raise InputError("give either one database or trace files, not both")
-    con, report = open_in_memory(resolved, IngestOptions(workers=workers, progress=progress))
-    return TraceDB(con, report)
+    from trace_report.analyze.runs import open_runs
+
+    return open_runs(paths, read_only=read_only, workers=workers, progress=progress)

@@ -123,6 +123,9 @@ COMMAND_MODULES = [
     ("trace_report.commands_analysis", "advise_cmd", "advise"),
     ("trace_report.commands_analysis", "hta_cmd", "hta"),
     ("trace_report.commands_nsight", "roofline_cmd", "roofline"),
+    ("trace_report.commands_report", "report_cmd", "report"),
+    ("trace_report.commands_report", "compare_cmd", "compare"),
+    ("trace_report.commands_report", "export_cmd", "export"),
 ]
 
 

@@ -16,7 +16,7 @@ and renamed into place, so ``DIR`` is either complete or absent.
 Readers::
 
     duckdb:  SELECT * FROM read_parquet('DIR/events/**/*.parquet', hive_partitioning = true)
-    pyarrow: pyarrow.dataset.dataset('DIR/events', partitioning='hive')
+    pyarrow: pyarrow.dataset.dataset('DIR/events', partitioning=export.partitioning())
     pandas:  pd.read_parquet('DIR/events', partitioning=export.partitioning())
     spark:   spark.read.parquet('DIR/events')
 """
@@ -63,8 +63,10 @@ def _ident(name: str) -> str:
 
 
 def partitioning() -> Any:
-    """The pyarrow partitioning of ``events/`` (string run id, integer rank), for readers that
-    would otherwise guess dictionary types: ``pd.read_parquet(dir, partitioning=partitioning())``."""
+    """The pyarrow partitioning of ``events/`` (string run id, integer rank). pyarrow's
+    ``partitioning='hive'`` guesses the types from the folder names and fails when every run id
+    is NULL (``__HIVE_DEFAULT_PARTITION__``); pandas' default reader fails on a NULL run id next
+    to others. Both read the dataset with ``partitioning=partitioning()``."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 

@@ -75,7 +75,7 @@ def _region_lane(part: Partition, labels: np.ndarray) -> pd.DataFrame:
     seg["run"] = (seg["region"] != seg["region"].shift()).cumsum()
     runs = seg.groupby("run").agg(region=("region", "first"), start=("start", "min"), end=("end", "max"))
     return pd.DataFrame({"lane": REGION_LANE, "kind": "region", "name": runs["region"], "region": runs["region"],
-                         "ts_us": runs["start"], "end_abs": runs["end"]})
+                         "ts_us": runs["start"], "end_abs": runs["end"], "dur_us": runs["end"] - runs["start"]})
 
 
 def _gpu_items(con: duckdb.DuckDBPyConnection, db: object, w: pd.Series, part: Partition,
@@ -83,11 +83,11 @@ def _gpu_items(con: duckdb.DuckDBPyConnection, db: object, w: pd.Series, part: P
     rank = con.execute("SELECT rank FROM traces WHERE trace_id = ?", [int(w.trace_id)]).fetchall()[0][0]
     kr = kernel_regions(db, rank=rank)
     kr = kr[(kr["trace_id"] == w.trace_id) & (kr["window_id"] == w.window_id)][["event_id", "region"]]
-    ks = con.execute("SELECT event_id, name, stream, ts_us, ts_us + dur_us AS end_abs FROM kernels "
+    ks = con.execute("SELECT event_id, name, stream, ts_us, ts_us + dur_us AS end_abs, dur_us FROM kernels "
                      "WHERE trace_id = ?", [int(w.trace_id)]).df().merge(kr, on="event_id")
     ks["kind"] = "kernel"
     horizon = max(float(w.end_us), float(ks["end_abs"].max()) if len(ks) else float(w.end_us))
-    mem = con.execute("SELECT name, stream, cat, ts_us, ts_us + dur_us AS end_abs FROM gpu_ops "
+    mem = con.execute("SELECT name, stream, cat, ts_us, ts_us + dur_us AS end_abs, dur_us FROM gpu_ops "
                       "WHERE trace_id = ? AND cat <> 'kernel' AND ts_us >= ? AND ts_us < ?",
                       [int(w.trace_id), float(w.ts_us), horizon]).df()
     mem["kind"] = mem.pop("cat").str.removeprefix("gpu_")
@@ -100,11 +100,11 @@ def _gpu_items(con: duckdb.DuckDBPyConnection, db: object, w: pd.Series, part: P
 
 def _cpu_items(con: duckdb.DuckDBPyConnection, w: pd.Series, part: Partition, labels: np.ndarray) -> pd.DataFrame:
     """Outermost CPU operators per thread within the step (a CPU-only trace has no GPU lanes)."""
-    ops = con.execute("SELECT tid, name, ts_us, ts_us + dur_us AS end_abs FROM cpu_ops WHERE trace_id = ? "
+    ops = con.execute("SELECT tid, name, ts_us, ts_us + dur_us AS end_abs, dur_us FROM cpu_ops WHERE trace_id = ? "
                       "AND ts_us >= ? AND ts_us < ? AND (? IS NULL OR pid = ?) ORDER BY tid, ts_us, dur_us DESC",
                       [int(w.trace_id), float(w.ts_us), float(w.end_us), w.pid, w.pid]).df()
     if ops.empty:
-        return ops.assign(kind=[], region=[], lane=[])
+        return ops.drop(columns="tid").assign(kind=[], region=[], lane=[])
     covered = ops.groupby("tid")["end_abs"].transform(lambda e: e.cummax().shift())
     ops = ops[covered.isna() | (ops["ts_us"] >= covered)].copy()
     own = part.at(ops["ts_us"].to_numpy(float))
@@ -132,11 +132,10 @@ def step_timeline(db: object, *, trace_id: int | None = None, step: int | None =
         notes.append("no GPU activity in this step: outermost CPU operators per thread")
     if len(items) > max_items:
         notes.append(f"{len(items)} operations in the step: the {max_items} longest are shown")
-        items = items.assign(d=items["end_abs"] - items["ts_us"]).nlargest(max_items, "d").drop(columns="d")
+        items = items.nlargest(max_items, "dur_us")
     frame = pd.concat([_region_lane(part, labels), items], ignore_index=True)
     frame["start_us"] = frame["ts_us"] - float(w.ts_us)
     frame["end_us"] = frame["end_abs"] - float(w.ts_us)
-    frame["dur_us"] = frame["end_us"] - frame["start_us"]
     step_no = None if pd.isna(w.step) else int(w.step)
     return Timeline(frame[TIMELINE_COLUMNS].reset_index(drop=True), tid, step_no,
                     float(w.end_us - w.ts_us), notes)

@@ -23,18 +23,58 @@ if TYPE_CHECKING:
 REGION_COLORS = ["#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#bab0ac"]
 """One color per region of :data:`~trace_report.analyze.regions.REGIONS`, in that order."""
 STATUS_COLORS = {"new": "#d62728", "more": "#ff9896", "same": "#bbbbbb", "less": "#98df8a", "vanished": "#2ca02c"}
-LABEL_CHARS = 70
+LABEL_CHARS = 90
+TOOLTIP_CHARS = 200  # timeline tooltips: thousands of rows, keep the page small
 WIDTH = 620
 
 
+def _strip_params(text: str) -> str:
+    """``f<T>(int, float)`` -> ``f<T>``: drop a final parameter list (not ``Memcpy DtoD (…)``)."""
+    if not text.endswith(")"):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:i] if i > 0 and not text[i - 1].isspace() else text
+    return text
+
+
+def _fold_templates(text: str, keep: int = 56) -> str:
+    """Nested template arguments become ``<…>``; top-level ones are cut to ``keep`` characters."""
+    out, depth, arg = [], 0, []
+    for ch in text:
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<")
+                arg = []
+            elif depth == 2:
+                arg.append("<…>")
+            continue
+        if ch == ">" and depth:
+            depth -= 1
+            if depth == 0:
+                inner = "".join(arg)
+                out.append((inner if len(inner) <= keep else inner[: keep - 1] + "…") + ">")
+            continue
+        if depth == 1:
+            arg.append(ch)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out) if depth == 0 else text
+
+
 def short_name(name: object, limit: int = LABEL_CHARS) -> str:
-    """A readable axis label: no ``void`` prefix, no parameter list, at most ``limit`` chars."""
-    text = str(name)
-    text = text.removeprefix("void ")
-    if "(" in text and not text.startswith("("):
-        text = text[: text.index("(")]
-    text = re.sub(r"\s+", " ", text).strip() or str(name)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """A readable axis label for a C++ kernel name: no ``void`` return type, no parameter
+    list, nested template arguments folded to ``<…>``, at most ``limit`` characters (the middle
+    elided)."""
+    full = re.sub(r"\s+", " ", str(name)).strip()
+    text = _fold_templates(_strip_params(full.removeprefix("void "))).strip() or full
+    if len(text) <= limit:
+        return text
+    head = (2 * limit) // 3
+    return text[:head] + "…" + text[len(text) - (limit - head - 1):]  # the end often tells kernels apart
 
 
 def unique_labels(names: pd.Series, limit: int = LABEL_CHARS) -> list[str]:
@@ -64,7 +104,7 @@ def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None
     cpu = bool(len(data)) and (data["kind"] == "cpu_op").all()
     default = "Top CPU operators by self time (no GPU kernels)" if cpu else "Top GPU kernels by total time"
     return alt.Chart(data, title=title or default).mark_bar().encode(
-        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=420)),
+        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
         x=alt.X("total_us:Q", title="self time (µs)" if cpu else "total time (µs)"),
         color=alt.Color("pct:Q", title="% of time", scale=alt.Scale(scheme="blues")),
         tooltip=[alt.Tooltip("name:N", title="name"), "count:Q", alt.Tooltip("total_us:Q", format=",.1f"),
@@ -87,7 +127,7 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
     long["order"] = long["region"].map({r: i for i, r in enumerate(REGIONS)})
     steps = list(dict.fromkeys(data["step"]))
     return alt.Chart(long, title=title or "Time per region in each step").mark_bar().encode(
-        x=alt.X("step:N", sort=steps, title="ProfilerStep"),
+        x=alt.X("step:N", sort=steps, title="ProfilerStep", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("us:Q", stack="zero", title="µs"),
         color=alt.Color("region:N", scale=region_scale(), sort=list(REGIONS)),
         order=alt.Order("order:Q"),
@@ -118,6 +158,7 @@ def timeline_chart(timeline: Timeline, *, title: str | None = None) -> alt.Chart
     import altair as alt
 
     data = timeline.frame.copy()
+    data["name"] = data["name"].map(lambda n: n if len(str(n)) <= TOOLTIP_CHARS else str(n)[: TOOLTIP_CHARS - 1] + "…")
     lanes = list(dict.fromkeys(data["lane"]))
     step = f"ProfilerStep#{timeline.step}" if timeline.step is not None else "whole trace"
     default = f"Timeline of {step} (trace {timeline.trace_id}, {timeline.step_us:,.0f} µs)"
@@ -144,7 +185,7 @@ def compare_chart(frame: pd.DataFrame, *, limit: int = 20, value: str = "diff_us
     tips += [alt.Tooltip(f"{c}:Q", format=",.1f") for c in ("a_total_us", "b_total_us", "a_count", "b_count")
              if c in data.columns]
     return alt.Chart(data, title=title or "Largest differences, B - A").mark_bar().encode(
-        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=420)),
+        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
         x=alt.X(f"{value}:Q", title="B - A (µs)"),
         color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values()))),
         tooltip=tips,

@@ -1,0 +1,254 @@
+"""Every chart builder on real data (shared traces, real capture output), through ``to_dict()``;
+saving as offline HTML, PNG and SVG; names escaped on their way into HTML."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_report_runs import captured_runs
+
+import trace_report as tr
+from trace_report import charts
+from trace_report.analyze.compare import compare
+from trace_report.analyze.kernel_classes import flags
+from trace_report.analyze.regions import BreakdownOptions, breakdown, kernel_regions
+from trace_report.analyze.runs import open_runs
+from trace_report.charts.html import chart_html, script_json
+from trace_report.charts.traces import short_name
+from trace_report.errors import InputError
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+TRACES = SHARED / "data" / "traces"
+A100 = TRACES / "hta_a100_ddp_nccl"
+needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
+
+
+def values(chart) -> list[dict]:
+    """The rows of a chart's (single) inline dataset."""
+    spec = chart.to_dict()
+    (rows,) = spec["datasets"].values()
+    return rows
+
+
+def encoding(chart) -> dict:
+    spec = chart.to_dict()
+    return spec.get("encoding") or spec["layer"][0]["encoding"]
+
+
+@pytest.fixture(scope="module")
+def a100():
+    if not TRACES.is_dir():
+        pytest.skip("../shared/data is not present")
+    with tr.open(A100) as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    with open_runs([captured_runs(tmp_path_factory)]) as db:
+        yield db
+
+
+@needs_shared
+def test_top_kernels_chart(a100):
+    frame = a100.top_kernels(10)
+    chart = charts.top_kernels_chart(frame, limit=10)
+    rows = values(chart)
+    assert [r["name"] for r in rows] == list(frame["name"])  # whole names in the data (tooltips)
+    assert rows[0]["name"].startswith("ncclKernel_AllReduce_RING_LL_Sum_float")
+    assert rows[0]["label"] == "ncclKernel_AllReduce_RING_LL_Sum_float"
+    assert sum(r["total_us"] for r in rows) == pytest.approx(frame["total_us"].sum())
+    assert encoding(chart)["x"]["field"] == "total_us" and chart.to_dict()["mark"]["type"] == "bar"
+    assert "GPU kernels" in chart.to_dict()["title"]
+    assert len(frame) == 10 and frame is not None  # the caller's frame is untouched
+    assert "label" not in frame.columns
+
+
+def test_top_kernels_chart_on_a_cpu_capture(runs):
+    chart = charts.top_kernels_chart(runs.top_kernels(15))
+    assert "CPU operators by self time" in chart.to_dict()["title"]
+    assert {r["kind"] for r in values(chart)} == {"cpu_op"}
+
+
+@needs_shared
+def test_regions_chart_stacks_each_step(a100):
+    frame = breakdown(a100, BreakdownOptions(by_step=True)).frame
+    chart = charts.regions_chart(frame)
+    rows = pd.DataFrame(values(chart))
+    steps = a100.sql("SELECT step, dur_us FROM steps").df()
+    wall = rows[rows["measure"] == "wall time (µs)"].groupby("step")["us"].sum()
+    for step, dur in steps.itertuples(index=False):
+        assert wall[str(step)] == pytest.approx(dur)  # the regions partition each step
+    gpu = rows[rows["measure"] == "GPU kernel time (µs)"]["us"].sum()
+    assert gpu == pytest.approx(162_532.34, abs=0.01)  # every kernel, once (MANIFEST.tsv)
+    enc = chart.to_dict()["encoding"]
+    assert enc["y"]["stack"] == "zero" and enc["color"]["field"] == "region"
+
+
+def test_regions_chart_cpu_only_capture(runs):
+    base = runs.sql("SELECT trace_id FROM run_traces WHERE run_key = 'base'").fetchall()[0][0]
+    frame = breakdown(runs, BreakdownOptions(by_step=True)).frame
+    rows = pd.DataFrame(values(charts.regions_chart(frame)))
+    assert set(rows["measure"]) == {"wall time (µs)"}  # no GPU time on a CPU capture
+    assert {"forward", "backward", "optimizer_step"} <= set(rows.loc[rows["us"] > 0, "region"])
+    assert base >= 1
+
+
+@needs_shared
+def test_kernel_classes_chart(a100):
+    chart = charts.kernel_classes_chart(flags(a100).summary)
+    rows = {r["class"]: r for r in values(chart)}
+    assert rows["tf32"]["count"] == 216 and rows["tf32"]["pct"] == pytest.approx(9.585, abs=0.001)
+    assert rows["layout_conversion"]["count"] == 633
+    assert encoding(chart)["x"]["field"] == "pct"
+
+
+@needs_shared
+def test_timeline_chart_of_one_step(a100):
+    tl = charts.step_timeline(a100)
+    assert tl.step == 4  # the median of steps 4, 5, 6 by duration
+    frame = tl.frame
+    kernels = frame[frame["kind"] == "kernel"]
+    attributed = kernel_regions(a100)
+    window = attributed[attributed["step"] == tl.step]
+    assert len(kernels) == len(window) and kernels["dur_us"].sum() == pytest.approx(window["dur_us"].sum())
+    by_region = kernels.groupby("region")["dur_us"].sum()
+    per_step = breakdown(a100, BreakdownOptions(by_step=True)).frame
+    gpu = per_step[per_step["step"] == tl.step].set_index("region")["gpu_us"]
+    for region, us in by_region.items():
+        assert us == pytest.approx(gpu[region])  # same attribution as the breakdown
+    regions = frame[frame["lane"] == "CPU: regions"]
+    assert regions["dur_us"].sum() == pytest.approx(tl.step_us)
+    assert set(frame["lane"]) == {"CPU: regions", "GPU stream 7", "GPU stream 40"}
+    chart = charts.timeline_chart(tl)
+    assert encoding(chart)["x2"]["field"] == "end_us" and len(values(chart)) == len(frame)
+
+
+def test_timeline_of_a_cpu_capture(runs):
+    trace_id = runs.sql("SELECT trace_id FROM run_traces WHERE run_key = 'base'").fetchall()[0][0]
+    tl = charts.step_timeline(runs, trace_id=trace_id)
+    assert tl.notes and "CPU operators" in tl.notes[0]
+    assert any(lane.startswith("CPU thread") for lane in tl.frame["lane"])
+    assert charts.timeline_chart(tl).to_dict()["mark"]["type"] == "bar"
+    with pytest.raises(InputError, match="ProfilerStep#999"):
+        charts.step_timeline(runs, trace_id=trace_id, step=999)
+
+
+def _results(runs, run_key: str) -> pd.DataFrame:
+    return runs.sql(f"SELECT * FROM run_results WHERE run_key = '{run_key}'").df().dropna(axis=1, how="all")
+
+
+def test_worker_sweep_chart(runs):
+    chart = charts.worker_sweep_chart(_results(runs, "wk"))
+    rows = pd.DataFrame(values(chart))
+    assert sorted(set(rows["workers"])) == [0, 1] and set(rows["part"]) == {"data loading", "compute", "total"}
+    assert (rows["seconds"] > 0).all()
+
+
+def test_optimizer_epochs_chart(runs):
+    metrics = runs.sql("SELECT r.optimizer, m.* FROM run_metrics m JOIN runs r USING (run_key) "
+                       "WHERE r.experiment = 'optimizers' AND r.kind = 'run'").df()
+    chart = charts.optimizer_epochs_chart(metrics)
+    rows = pd.DataFrame(values(chart))
+    assert sorted(set(rows["optimizer"])) == ["adadelta", "adagrad", "adam", "sgd", "sgd-nesterov"]
+    assert sorted(set(rows["epoch"])) == [1, 2]
+    assert set(rows["metric"]) == {"training loss", "training accuracy", "test accuracy"}
+    assert chart.to_dict()["encoding"]["column"]["field"] == "metric"
+
+
+def test_speedup_chart_cpu_threads(runs):
+    results = _results(runs, "dev")
+    chart = charts.speedup_chart(results)
+    rows = {r["variant"]: r for r in values(chart)}
+    assert rows["cpu-1-thread"]["speedup"] == pytest.approx(1.0)
+    other = [v for v in rows if v != "cpu-1-thread"]
+    assert other and all(rows[v]["speedup"] > 0 for v in other)
+
+
+def test_amp_sweep_chart(runs):
+    chart = charts.amp_sweep_chart(_results(runs, "amp"))
+    rows = pd.DataFrame(values(chart))
+    assert set(rows["precision"]) == {"fp32", "amp-bf16"} and sorted(set(rows["batch_size"])) == [4, 8]
+    assert set(rows["metric"]) == {"throughput (samples/s)", "peak memory (MB)"}
+    assert (rows["value"] > 0).all()
+
+
+def test_compile_chart(runs):
+    chart = charts.compile_chart(_results(runs, "cmp"))
+    rows = pd.DataFrame(values(chart))
+    assert set(rows["variant"]) == {"eager", "compiled"}
+    assert "x eager speed" in chart.to_dict()["title"]
+    assert chart.to_dict()["encoding"]["xOffset"]["field"] == "epoch"
+
+
+@needs_shared
+def test_compare_chart():
+    pair = TRACES / "hta_trace_diff"
+    with tr.open(pair / "control.json.gz") as a, tr.open(pair / "test.json.gz") as b:
+        result = compare(a, b)
+    chart = charts.compare_chart(result.frame, limit=10)
+    rows = values(chart)
+    assert rows[0]["name"] == "Memcpy DtoD (Device -> Device)" and rows[0]["status"] == "more"
+    labels = [r["label"] for r in rows]
+    assert len(set(labels)) == len(labels)  # two split_embedding kernels stay apart
+
+
+def test_roofline_chart_is_reused():
+    from trace_report.analyze.roofline import roofline_chart
+
+    assert charts.roofline_chart is roofline_chart
+
+
+def test_short_names():
+    name = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"  # noqa: E501
+    label = short_name(name)
+    assert label.startswith("at::native::vectorized_elementwise_kernel<4, at::native::CUD") and len(label) == 90
+    assert label.endswith("at::detail::Array<…> >") and "(int" not in label
+    assert short_name("void f<int, float>(int)") == "f<int, float>"
+    assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
+    assert short_name("x" * 200, 20) == "x" * 13 + "…" + "x" * 6
+
+
+XSS = "<script>alert(1)</script>"
+
+
+def test_html_escapes_names_and_works_offline(tmp_path):
+    frame = pd.DataFrame({"name": [XSS, "a & b </script><b>x"], "count": [1, 2], "total_us": [5.0, 3.0],
+                          "mean_us": [5.0, 1.5], "min_us": [5.0, 1.0], "max_us": [5.0, 2.0], "pct": [62.5, 37.5],
+                          "kind": ["kernel", "kernel"]})
+    chart = charts.top_kernels_chart(frame)
+    page = chart_html(chart, title="<b>title</b>")
+    assert XSS not in page and "</script><b>" not in page and "<b>title</b>" not in page
+    assert "&lt;b&gt;title&lt;/b&gt;" in page
+    assert not re.search(r"<script[^>]+src=", page) and "cdn.jsdelivr" not in page
+    assert "vegaEmbed" in page and len(page) > 500_000  # the JavaScript is inlined
+    block = re.search(r'<script type="application/json" data-chart="chart">(.*?)</script>', page, re.S).group(1)
+    names = [r["name"] for r in next(iter(json.loads(block)["datasets"].values()))]
+    assert names == [XSS, "a & b </script><b>x"]  # the data keeps the names exactly
+    assert script_json({"a": "<&>\u2028"}) == '{"a":"\\u003c\\u0026\\u003e\\u2028"}'
+
+
+def test_save_chart_formats(runs, tmp_path):
+    chart = charts.worker_sweep_chart(_results(runs, "wk"))
+    html_path = charts.save_chart(chart, tmp_path / "sweep.html")
+    assert "vegaEmbed" in html_path.read_text()
+    assert charts.save_chart(chart, tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert charts.save_chart(chart, tmp_path / "sweep.svg").read_text().lstrip().startswith("<svg")
+    with pytest.raises(InputError, match="must end in"):
+        charts.save_chart(chart, tmp_path / "sweep.pdf")
+    with pytest.raises(InputError, match="no such directory"):
+        charts.save_chart(chart, tmp_path / "absent" / "sweep.html")
+
+
+def test_importing_charts_does_not_import_altair():
+    import subprocess
+    import sys
+
+    code = "import sys, trace_report.charts, trace_report.report, trace_report.commands_report; " \
+           "print('altair' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,0 +1,127 @@
+"""``report``: the HTML page's sections and charts on real captures and shared traces, offline
+and escaped (a kernel named ``<script>alert(1)</script>`` is text). The browser test is in
+``test_report_browser.py``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from test_report_runs import captured_runs
+from typer.testing import CliRunner
+
+from trace_report.analyze.runs import open_runs
+from trace_report.errors import InputError
+from trace_report.report import build_report, render_html, write_report
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+A100 = SHARED / "data" / "traces" / "hta_a100_ddp_nccl"
+XSS = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(2)>"
+
+
+def write_xss_trace(folder: Path) -> Path:
+    """A small Kineto trace whose kernel, operator and annotation names are HTML."""
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 5, "dur": 60},
+        {"ph": "X", "cat": "cpu_op", "name": IMG, "pid": 1, "tid": 1, "ts": 10, "dur": 20},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12, "dur": 4,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": XSS, "pid": 0, "tid": 7, "ts": 20, "dur": 30,
+         "args": {"correlation": 7, "stream": 7, "device": 0}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 40, "dur": 4,
+         "args": {"correlation": 8}},
+        {"ph": "X", "cat": "kernel", "name": "void k<a&b, c>(int)", "pid": 0, "tid": 7, "ts": 55, "dur": 10,
+         "args": {"correlation": 8, "stream": 7, "device": 0}},
+    ]
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU </script>", "computeMajor": 8,
+                                                     "computeMinor": 0, "totalGlobalMem": 1 << 34}],
+           "traceEvents": ev}
+    path = folder / "xss.pt.trace.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
+    return path
+
+
+def chart_specs(page: str) -> list[dict]:
+    blocks = re.findall(r'<script type="application/json" data-chart="[^"]+">(.*?)</script>', page, re.S)
+    return [json.loads(b) for b in blocks]
+
+
+@pytest.fixture(scope="module")
+def runs_report(tmp_path_factory):
+    root = captured_runs(tmp_path_factory)
+    with open_runs([root]) as db:
+        report = build_report(db, [str(root)])
+        return report, render_html(report)
+
+
+def test_report_of_captured_runs(runs_report):
+    report, page = runs_report
+    titles = [s.title for s in report.sections]
+    assert titles == ["Run configuration", "Headline numbers", "Where the time goes", "Experiments", "Advice"]
+    names = [name for s in report.sections for name, _ in s.charts]
+    assert names[:3] == ["top-kernels", "regions", "timeline"]  # CPU traces: no kernel classes, no roofline
+    assert sorted(names[3:]) == sorted(f"experiment-{k}" for k in ("amp", "cmp", "dev", "opt", "wk"))
+    specs = chart_specs(page)
+    assert len(specs) == len(names) and all(s["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+                                            for s in specs)
+    assert "opt/sgd-nesterov" in page and "resnet18" in page  # the configuration table
+
+
+def test_page_is_offline(runs_report):
+    _, page = runs_report
+    outside_scripts = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", outside_scripts)
+    tags = re.findall(r"<script[^>]*>", page)
+    assert all(t == "<script>" or t.startswith('<script type="application/json" data-chart=') for t in tags)
+    assert "vegaEmbed" in page and page.count("<script>") == 2  # the bundle and the embedding
+
+
+@pytest.mark.skipif(not A100.is_dir(), reason="../shared/data is not present")
+def test_report_of_a_gpu_trace(tmp_path):
+    with open_runs(A100) as db:
+        report = write_report(db, [str(A100)], tmp_path / "a100.html")
+    names = [name for s in report.sections for name, _ in s.charts]
+    assert names == ["top-kernels", "regions", "kernel-classes", "timeline"]
+    page = (tmp_path / "a100.html").read_text()
+    assert "layout_conversions" in page and "low_gpu_utilization" in page  # the advice
+    assert "NVIDIA A100-PG509-200" in page and "ncclKernel_AllReduce_RING_LL_Sum_float" in page
+    assert [s.title for s in report.sections][-2:] == ["Kernel classes", "Advice"]
+
+
+def test_every_name_is_escaped(tmp_path):
+    trace = write_xss_trace(tmp_path)
+    with open_runs(trace) as db:
+        page = render_html(build_report(db, [str(trace)], ))
+    for raw in (XSS, IMG, "GPU </script>", "k<a&b, c>"):
+        assert raw not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "GPU &lt;/script&gt;" in page
+    tables = re.findall(r"<td[^>]*>(.*?)</td>", page)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in tables and "void k&lt;a&amp;b, c&gt;(int)" in tables
+    top = next(s for s in chart_specs(page) if "GPU kernels" in str(s.get("title")))
+    assert [r["name"] for r in next(iter(top["datasets"].values()))][0] == XSS  # the data keeps real names
+
+
+def cli_app() -> typer.Typer:
+    from trace_report.commands_report import report_cmd
+
+    app = typer.Typer()
+    app.command("report")(report_cmd)
+    app.command("unused")(lambda: None)
+    return app
+
+
+def test_report_command(tmp_path):
+    trace = write_xss_trace(tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(cli_app(), ["report", str(trace), "-o", str(tmp_path / "r.html"), "--title", "<t>"])
+    assert res.exit_code == 0, res.output
+    assert "charts" in res.output and "<title>&lt;t&gt;</title>" in (tmp_path / "r.html").read_text()
+    res = runner.invoke(cli_app(), ["report", str(trace), "-o", str(tmp_path / "r.txt")])
+    assert isinstance(res.exception, InputError) and "HTML page" in str(res.exception)

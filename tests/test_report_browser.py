@@ -1,0 +1,190 @@
+"""The report in a real browser: headless Chromium driven through chromedriver (a few lines of
+WebDriver over HTTP). The pages load with no console errors, every chart renders to a non-empty
+SVG, and a kernel named ``<script>alert(1)</script>`` shows as text and runs nothing.
+
+Chromium comes from Debian (``chromium``, ``chromium-driver``); when absent the test installs
+them with apt-get if it can (root, apt-get present), else it is skipped with the reason.
+``TRACE_REPORT_UPDATE_SCREENSHOTS=1`` also refreshes ``docs/img/report*.png``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report import XSS, write_xss_trace
+from test_report_runs import captured_runs
+
+from trace_report.analyze.runs import open_runs
+from trace_report.report import write_report
+
+REPO = Path(__file__).resolve().parents[1]
+A100 = REPO.parent / "shared" / "data" / "traces" / "hta_a100_ddp_nccl"
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+               "--window-size=1280,1000"]
+RENDER_TIMEOUT_S = 30
+
+
+def _tools() -> tuple[str | None, str | None]:
+    return shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+
+
+def browser_or_skip() -> tuple[str, str]:
+    """Paths of chromium and chromedriver, installing the Debian packages when possible."""
+    chromium, driver = _tools()
+    if chromium and driver:
+        return chromium, driver
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("headless Chromium unavailable: install the Debian packages chromium and chromium-driver")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"]
+    for cmd in (install, ["apt-get", "update", "-qq"], install):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
+        chromium, driver = _tools()
+        if chromium and driver:
+            return chromium, driver
+    pytest.skip(f"headless Chromium unavailable: apt-get could not install it ({done.stderr.strip()[-200:]})")
+
+
+class WebDriver:
+    """The few W3C WebDriver calls the test needs, over HTTP to a local chromedriver."""
+
+    def __init__(self, chromium: str, driver: str, profile: Path) -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self._call("GET", "/status")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        options = {"binary": chromium, "args": [*CHROME_ARGS, f"--user-data-dir={profile}"]}
+        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options,
+                                                 "goog:loggingPrefs": {"browser": "ALL"},
+                                                 "unhandledPromptBehavior": "ignore"}}}
+        self.session = f"/session/{self._call('POST', '/session', caps)['sessionId']}"
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                return json.loads(resp.read())["value"]
+        except urllib.error.HTTPError as exc:
+            value = json.loads(exc.read())["value"]
+            raise AssertionError(f"WebDriver {path}: {value.get('error')}: {value.get('message', '')[:300]}") from None
+
+    def get(self, url: str) -> None:
+        self._call("POST", self.session + "/url", {"url": url})
+
+    def script(self, source: str) -> Any:
+        return self._call("POST", self.session + "/execute/sync", {"script": source, "args": []})
+
+    def alert_text(self) -> str | None:
+        try:
+            return self._call("GET", self.session + "/alert/text")
+        except AssertionError:
+            return None  # "no such alert"
+
+    def console(self) -> list[dict[str, Any]]:
+        return self._call("POST", self.session + "/se/log", {"type": "browser"})
+
+    def screenshot(self, path: Path) -> None:
+        self._call("POST", self.session + "/window/rect", {"width": 1280, "height": 800})
+        height = self.script("return document.documentElement.scrollHeight")
+        self._call("POST", self.session + "/window/rect", {"width": 1280, "height": min(int(height) + 140, 9000)})
+        path.write_bytes(base64.b64decode(self._call("GET", self.session + "/screenshot")))
+
+    def quit(self) -> None:
+        try:
+            self._call("DELETE", self.session)
+        finally:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+
+
+CHART_STATE = """
+return Array.from(document.querySelectorAll('div.chart')).map(function (d) {
+  return {id: d.id, state: d.dataset.rendered || null,
+          marks: d.querySelectorAll('svg g.role-mark > *').length,
+          svg: d.querySelectorAll('svg').length};
+});
+"""
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium, driver = browser_or_skip()
+    web = WebDriver(chromium, driver, tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield web
+    finally:
+        web.quit()
+
+
+def render(browser: WebDriver, page: Path) -> list[dict[str, Any]]:
+    """Open ``page``; wait until every chart says it rendered (or failed)."""
+    browser.get(page.as_uri())
+    deadline = time.monotonic() + RENDER_TIMEOUT_S
+    while True:
+        charts = browser.script(CHART_STATE)
+        if all(c["state"] for c in charts) or time.monotonic() > deadline:
+            return charts
+
+
+def assert_rendered(browser: WebDriver, charts: list[dict[str, Any]], n: int) -> None:
+    assert len(charts) == n
+    for chart in charts:
+        assert chart["state"] == "true", chart
+        assert chart["svg"] >= 1 and chart["marks"] > 0, chart  # a non-empty SVG
+    errors = [e for e in browser.console() if e["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def test_report_of_captured_runs_renders(browser, tmp_path_factory, tmp_path):
+    root = captured_runs(tmp_path_factory)
+    with open_runs(root) as db:
+        write_report(db, [str(root)], tmp_path / "runs.html")
+    charts = render(browser, tmp_path / "runs.html")
+    assert_rendered(browser, charts, 8)
+    if os.environ.get("TRACE_REPORT_UPDATE_SCREENSHOTS"):
+        browser.screenshot(REPO / "docs" / "img" / "report-runs.png")
+
+
+@pytest.mark.skipif(not A100.is_dir(), reason="../shared/data is not present")
+def test_gpu_report_renders_and_names_stay_text(browser, tmp_path):
+    trace = write_xss_trace(tmp_path)
+    with open_runs(A100) as db:
+        write_report(db, [str(A100)], tmp_path / "a100.html")
+    assert_rendered(browser, render(browser, tmp_path / "a100.html"), 4)
+    if os.environ.get("TRACE_REPORT_UPDATE_SCREENSHOTS"):
+        browser.screenshot(REPO / "docs" / "img" / "report.png")
+    with open_runs(trace) as db:
+        write_report(db, [str(trace)], tmp_path / "xss.html")
+    charts = render(browser, tmp_path / "xss.html")
+    assert browser.alert_text() is None  # nothing ran
+    assert_rendered(browser, charts, 4)
+    cells = browser.script("return Array.from(document.querySelectorAll('td')).map(td => td.textContent)")
+    assert XSS in cells and "void k<a&b, c>(int)" in cells  # shown as text
+    assert browser.script("return document.querySelectorAll('img, td script').length") == 0
+    labels = browser.script("return Array.from(document.querySelectorAll('svg text')).map(t => t.textContent)")
+    assert XSS in labels  # the chart's axis label, as SVG text

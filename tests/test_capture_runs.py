@@ -107,6 +107,8 @@ def test_default_capture_writes_a_profiled_run(capsys, tmp_path, monkeypatch):
     assert profiled == [False, False, True, True, True, False]
     assert (SUMMARY_COLUMNS - {"run_dir"}) <= results(run_dir)[0].keys()
     assert f"trace-report top-kernels {run_dir}" in output
+    chart = (run_dir / "chart.html").read_text()  # self-contained: works offline, no CDN
+    assert "vegaEmbed" in chart and "cdn.jsdelivr" not in chart and "<script src=" not in chart
 
 
 def test_results_as_json_on_stdout(capsys, tmp_path):

@@ -345,9 +345,6 @@ def save_chart(chart: alt.TopLevelMixin, path: Path) -> None:
         raise InputError(f"{path}: chart files must end in .html, .png or .svg")
     if not path.absolute().parent.is_dir():
         raise InputError(f"{path.parent}: no such directory")
-    if suffix == ".html":
-        chart.save(str(path), format="html", inline=True)
-    elif suffix == ".png":
-        chart.save(str(path), format="png", scale_factor=1.5)
-    else:
-        chart.save(str(path), format="svg")
+    from trace_report.charts.html import save_chart as save_offline
+
+    save_offline(chart, path)  # offline HTML with the spec escaped inside <script>; PNG/SVG by vl-convert

@@ -93,12 +93,14 @@ def write_results(result: ExperimentResult) -> list[Path]:
 
 
 def save_chart(chart: Any, stem: Path) -> list[Path]:
-    """Save ``chart`` as ``<stem>.html`` and, when vl-convert works, ``<stem>.svg``."""
-    html = stem.with_suffix(".html")
-    chart.save(str(html))
+    """Save ``chart`` as ``<stem>.html`` (self-contained: works offline, names escaped) and,
+    when vl-convert works, ``<stem>.svg``."""
+    from trace_report.charts.html import save_chart as save_offline
+
+    html = save_offline(chart, stem.with_suffix(".html"))
     files = [html]
     try:
-        chart.save(str(stem.with_suffix(".svg")))
+        save_offline(chart, stem.with_suffix(".svg"))
         files.append(stem.with_suffix(".svg"))
     except Exception:  # noqa: BLE001 - the SVG is a convenience; the HTML is the chart
         pass

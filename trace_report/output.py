@@ -105,14 +105,14 @@ def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
     return buf.getvalue()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` through a temporary file and a rename."""
     path = path.absolute()
     if not path.parent.is_dir():
         raise InputError(f"{path.parent}: no such directory")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

@@ -26,6 +26,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from trace_report.analyze.events_table import EVENTS_SCHEMA
 from trace_report.errors import TraceFormatError
 
 MEMORY_EVENT = "[memory]"
@@ -73,21 +74,7 @@ class _HasPh(msgspec.Struct, gc=False):
 
 _DEC_CHECK = msgspec.json.Decoder(list[_HasPh])
 
-EVENT_SCHEMA = pa.schema(
-    [
-        ("cat", pa.string()),
-        ("name", pa.string()),
-        ("pid", pa.string()),
-        ("tid", pa.string()),
-        ("ts_us", pa.float64()),
-        ("dur_us", pa.float64()),
-        ("stream", pa.int64()),
-        ("device", pa.int64()),
-        ("correlation", pa.int64()),
-        ("external_id", pa.int64()),
-        ("args", pa.string()),
-    ]
-)
+EVENT_SCHEMA = pa.schema([f for f in EVENTS_SCHEMA if f.name not in ("trace_id", "event_id")])
 """Arrow schema of one decoded piece: the complete (``ph: X``) events, in file order."""
 
 

@@ -126,19 +126,6 @@ def save_chart(chart: Any, path: Path | str) -> Path:
     if suffix == ".svg":
         write_atomic(path, vlc.vegalite_to_svg(spec, vl_version=version))
     else:
-        _write_bytes(path, vlc.vegalite_to_png(spec, vl_version=version, scale=1.5))
+        write_atomic(path, vlc.vegalite_to_png(spec, vl_version=version, scale=1.5))
     return path
 
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.absolute().parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

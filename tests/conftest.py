@@ -6,6 +6,7 @@ import csv
 import gzip
 import json
 import os
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,39 @@ def load_json(path: Path) -> Any:
 
 def events_of(doc: Any) -> list[dict[str, Any]]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+KERNEL_CATS = {"kernel", "Kernel"}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
+GPU_OP_CATS = KERNEL_CATS | {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+"""Category spellings of the JSON itself (2021 capitalised and PyTorch 2.x), for plain passes."""
+
+
+def complete_events(path: Path) -> list[dict[str, Any]]:
+    """The complete (``ph: X``) events of one trace file, by a plain pass over the JSON."""
+    return [e for e in events_of(load_json(path)) if e.get("ph") == "X"]
+
+
+def folder_events(folder: str) -> list[dict[str, Any]]:
+    """Complete events of every trace file of a folder in ../shared/data/traces, in name order."""
+    files = sorted(p for p in (TRACES / folder).iterdir() if p.name.endswith((".json", ".json.gz")))
+    return [e for p in files for e in complete_events(p)]
+
+
+def tar_ranks(path: Path) -> dict[int, list[dict[str, Any]]]:
+    """Complete events of each rank's trace in a tar archive (rank from distributedInfo)."""
+    out = {}
+    with tarfile.open(path) as tar:
+        for m in tar.getmembers():
+            if m.isfile() and m.name.endswith(".json"):
+                doc = json.load(tar.extractfile(m))
+                out[doc["distributedInfo"]["rank"]] = [e for e in events_of(doc) if e.get("ph") == "X"]
+    return out
+
+
+def manifest_by_dir() -> dict[str, dict[str, str]]:
+    """MANIFEST.tsv rows keyed by their ``dir`` column."""
+    return {row["dir"]: row for row in manifest_rows()}
 
 
 def kernel_stats(events: list[dict[str, Any]]) -> tuple[int, float]:

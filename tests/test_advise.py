@@ -3,44 +3,35 @@ traces (and torch-tb-profiler's thresholds); silence when nothing applies."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import statistics
-import tarfile
-from pathlib import Path
 
 import duckdb
 import pytest
 import typer
+from conftest import (
+    GPU_OP_CATS,
+    KERNEL_CATS,
+    RUNTIME_CATS,
+    TRACES,
+    events_of,
+    folder_events,
+    load_json,
+    tar_ranks,
+    trace_file,
+)
 from typer.testing import CliRunner
 
 import trace_report as tr
 from trace_report.analyze.advise import Thresholds, _Checker, advise, memory_peaks
 from trace_report.commands_analysis import advise_cmd
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "data" / "traces"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 
-KERNEL = {"kernel", "Kernel"}
-RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
-GPU_OPS = KERNEL | {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+KERNEL, RUNTIME, GPU_OPS = KERNEL_CATS, RUNTIME_CATS, GPU_OP_CATS
 
 
-def read_trace(path: Path) -> dict | list:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt") as fh:
-        return json.load(fh)
 
-
-def folder_trace(folder: str) -> dict | list:
-    (path,) = [p for p in (TRACES / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
-    return read_trace(path)
-
-
-def complete(data: dict | list) -> list[dict]:
-    events = data if isinstance(data, list) else data["traceEvents"]
-    return [e for e in events if e.get("ph") == "X"]
 
 
 def corr(e: dict) -> int | None:
@@ -69,7 +60,7 @@ def by_finding(result) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def a100_events():
-    return complete(folder_trace("hta_a100_ddp_nccl"))
+    return folder_events("hta_a100_ddp_nccl")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +91,7 @@ def test_tensor_cores_in_use_means_no_tensor_core_finding(a100_advice):
 
 def test_data_loading_share_matches_tb_profiler_input():
     """tb-profiler's own test input: one step with one enumerate(DataLoader)# range."""
-    events = complete(folder_trace("kineto_gpu_metrics_input"))
+    events = folder_events("kineto_gpu_metrics_input")
     (step,) = steps_of(events)
     loader = [e for e in events if e["name"].startswith("enumerate(DataLoader)#")]
     with tr.open(TRACES / "kineto_gpu_metrics_input") as db:
@@ -110,8 +101,8 @@ def test_data_loading_share_matches_tb_profiler_input():
 
 
 def test_v100_fp32_resnet_without_tensor_cores_and_launch_bound():
-    data = folder_trace("kineto_rn50_nw4_2021jun")
-    events = complete(data)
+    data = load_json(trace_file("kineto_rn50_nw4_2021jun"))
+    events = [e for e in events_of(data) if e.get("ph") == "X"]
     assert data["deviceProperties"][0]["computeMajor"] == 7
     tc_words = ("h884", "s884", "h1688", "s1688", "hmma", "16816", "xmma", "tensorop", "tf32")
     kernels = [e for e in events if e.get("cat") in KERNEL]
@@ -148,12 +139,7 @@ def test_cpu_only_trace_skips_gpu_checks():
 
 def test_multi_rank_per_rank_and_aggregated():
     path = TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz"
-    ranks = {}
-    with tarfile.open(path) as tar:
-        for m in tar.getmembers():
-            if m.isfile() and m.name.endswith(".json"):
-                data = json.load(tar.extractfile(m))
-                ranks[data["distributedInfo"]["rank"]] = complete(data)
+    ranks = tar_ranks(path)
     low = set()
     for rank, events in ranks.items():
         steps = steps_of(events)
@@ -171,7 +157,7 @@ def test_multi_rank_per_rank_and_aggregated():
 
 def test_memory_near_capacity_from_memory_events():
     """[memory] instant events (profile_memory=True): peak Total Allocated vs totalGlobalMem."""
-    data = folder_trace("tracelens_h100_timesformer")
+    data = load_json(trace_file("tracelens_h100_timesformer"))
     mem = [e for e in data["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Id", -1) >= 0]
     peak = max(e["args"]["Total Allocated"] for e in mem)
     capacity = data["deviceProperties"][0]["totalGlobalMem"]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import tarfile
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, events_of, kernel_stats, load_json, manifest_rows, shared_or_skip, trace_file
+from conftest import TRACES, events_of, kernel_stats, load_json, manifest_rows, shared_or_skip, tar_ranks, trace_file
 
 import trace_report as tr
 
@@ -98,15 +97,7 @@ def test_rocm_trace_links_hip_launches(shared: Path) -> None:
 
 def test_rank_directory_from_tar_archive(shared: Path) -> None:
     archive = TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz"
-    expected = {}
-    with tarfile.open(archive) as tar:
-        for m in tar.getmembers():
-            if m.isfile() and m.name.endswith(".json"):
-                import json
-
-                doc = json.load(tar.extractfile(m))
-                rank = doc["distributedInfo"]["rank"]
-                expected[rank] = kernel_stats(events_of(doc))
+    expected = {rank: kernel_stats(events) for rank, events in tar_ranks(archive).items()}
     with tr.open(archive) as db:
         got = {r: (n, t) for r, n, t in db.con.execute(
             "SELECT t.rank, count(*), sum(k.dur_us) FROM kernels k JOIN traces t USING (trace_id) GROUP BY 1"

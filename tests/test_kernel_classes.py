@@ -6,17 +6,14 @@ MANIFEST.tsv and plain-Python passes over the trace JSON.
 
 from __future__ import annotations
 
-import csv
-import gzip
 import json
 import sqlite3
-import tarfile
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import cpp_demangle
 import pytest
 import typer
+from conftest import GPU_OP_CATS, KERNEL_CATS, SHARED, TRACES, folder_events, manifest_by_dir, tar_ranks
 from typer.testing import CliRunner
 
 import trace_report as tr
@@ -24,35 +21,12 @@ from trace_report.analyze.kernel_classes import FlagsOptions, classify, flags, r
 from trace_report.commands_analysis import flags_cmd
 from trace_report.errors import InputError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "data" / "traces"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 
-KERNEL = {"kernel", "Kernel"}
-GPU_OPS = KERNEL | {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+KERNEL, GPU_OPS = KERNEL_CATS, GPU_OP_CATS
 
 
-def read_json(path: Path) -> list[dict]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt") as fh:
-        data = json.load(fh)
-    events = data if isinstance(data, list) else data["traceEvents"]
-    return [e for e in events if e.get("ph") == "X"]
 
-
-def folder_events(folder: str) -> list[dict]:
-    return [e for p in sorted((TRACES / folder).iterdir()) if p.name.endswith((".json", ".json.gz"))
-            for e in read_json(p)]
-
-
-def tar_ranks(path: Path) -> dict[int, list[dict]]:
-    out = {}
-    with tarfile.open(path) as tar:
-        for m in tar.getmembers():
-            if m.isfile() and m.name.endswith(".json"):
-                data = json.load(tar.extractfile(m))
-                out[data["distributedInfo"]["rank"]] = [e for e in data["traceEvents"] if e.get("ph") == "X"]
-    return out
 
 
 def nsys_kernel_names(folder: str) -> list[str]:
@@ -88,9 +62,6 @@ def real_name(source: str, fragment: str) -> str:
     return hits[0]
 
 
-def manifest() -> dict[str, dict[str, str]]:
-    with open(SHARED / "data" / "MANIFEST.tsv", newline="") as fh:
-        return {row["dir"]: row for row in csv.DictReader(fh, delimiter="\t")}
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +193,7 @@ def _is_layout(name: str) -> bool:
 
 @pytest.mark.parametrize("folder", MANIFEST_TRACES)
 def test_flag_counts_match_manifest(folder):
-    facts = manifest()[f"traces/{folder}"]
+    facts = manifest_by_dir()[f"traces/{folder}"]
     kernels = [e for e in folder_events(folder) if e.get("cat") in KERNEL]
     tf32 = [k for k in kernels if "tf32" in k["name"]]
     layout = [k for k in kernels if _is_layout(k["name"])]

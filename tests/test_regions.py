@@ -6,16 +6,13 @@ our own output.
 
 from __future__ import annotations
 
-import csv
-import gzip
 import json
 import math
-import tarfile
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 import typer
+from conftest import GPU_OP_CATS, KERNEL_CATS, RUNTIME_CATS, TRACES, folder_events, manifest_by_dir, tar_ranks
 from typer.testing import CliRunner
 
 import trace_report as tr
@@ -23,39 +20,14 @@ from trace_report.analyze.regions import REGIONS, BreakdownOptions, breakdown, k
 from trace_report.commands_analysis import breakdown_cmd
 from trace_report.errors import InputError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "data" / "traces"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 
-KERNEL = {"kernel", "Kernel"}
-RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
-GPU_OPS = KERNEL | {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+KERNEL, RUNTIME, GPU_OPS = KERNEL_CATS, RUNTIME_CATS, GPU_OP_CATS
 
 
 # ------------------------------------------------------------------ plain-Python trace reading
 
-def read_json(path: Path) -> list[dict]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt") as fh:
-        data = json.load(fh)
-    events = data if isinstance(data, list) else data["traceEvents"]
-    return [e for e in events if e.get("ph") == "X"]
 
-
-def trace_events(folder: str) -> list[dict]:
-    (path,) = [p for p in (TRACES / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
-    return read_json(path)
-
-
-def tar_ranks(path: Path) -> dict[int, list[dict]]:
-    """Complete events of each rank's trace in a tar archive (rank from distributedInfo)."""
-    out = {}
-    with tarfile.open(path) as tar:
-        for m in tar.getmembers():
-            if m.isfile() and m.name.endswith(".json"):
-                data = json.load(tar.extractfile(m))
-                out[data["distributedInfo"]["rank"]] = [e for e in data["traceEvents"] if e.get("ph") == "X"]
-    return out
 
 
 def corr(e: dict) -> int | None:
@@ -108,9 +80,6 @@ def union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> 
     return total
 
 
-def manifest() -> dict[str, dict[str, str]]:
-    with open(SHARED / "data" / "MANIFEST.tsv", newline="") as fh:
-        return {row["dir"]: row for row in csv.DictReader(fh, delimiter="\t")}
 
 
 # ------------------------------------------------------------------ fixtures
@@ -123,7 +92,7 @@ def a100():
 
 @pytest.fixture(scope="module")
 def a100_events():
-    return trace_events("hta_a100_ddp_nccl")
+    return folder_events("hta_a100_ddp_nccl")
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +125,8 @@ def test_step_kernel_time_adds_up(a100_by_step, a100_events):
         assert g["gpu_us"].sum() == pytest.approx(dur, rel=1e-9)
         assert g["gpu_pct"].sum() == pytest.approx(100.0)
     # every kernel of this trace is launched inside a step: the total is MANIFEST's
-    assert frame["gpu_us"].sum() == pytest.approx(float(manifest()["traces/hta_a100_ddp_nccl"]["kernel_total_us"]))
+    facts = manifest_by_dir()["traces/hta_a100_ddp_nccl"]
+    assert frame["gpu_us"].sum() == pytest.approx(float(facts["kernel_total_us"]))
 
 
 def test_regions_partition_the_step(a100_by_step, a100_events):
@@ -217,14 +187,14 @@ def test_kernels_attributed_to_the_region_of_their_launch(a100_by_step, a100_eve
 
 def test_kernel_regions_basis(a100):
     k = kernel_regions(a100)
-    assert len(k) == int(manifest()["traces/hta_a100_ddp_nccl"]["kernels"])
+    assert len(k) == int(manifest_by_dir()["traces/hta_a100_ddp_nccl"]["kernels"])
     assert set(k["basis"]) == {"launch_thread"}
 
 
 # ------------------------------------------------------------------ old and odd traces
 
 def test_capitalised_2021_trace_uses_tb_profiler_conventions():
-    events = trace_events("kineto_rn50_nw4_2021jun")
+    events = folder_events("kineto_rn50_nw4_2021jun")
     with tr.open(TRACES / "kineto_rn50_nw4_2021jun") as db:
         frame = breakdown(db, BreakdownOptions(by_step=True)).frame
     expected = kernels_by_step(events)
@@ -245,7 +215,7 @@ def test_capitalised_2021_trace_uses_tb_profiler_conventions():
 
 
 def test_kernels_without_launch_are_still_counted():
-    events = trace_events("kineto_rn50_nw4_2021feb")
+    events = folder_events("kineto_rn50_nw4_2021feb")
     runtime = {corr(e) for e in events if e.get("cat") in RUNTIME}
     kernels = [e for e in events if e.get("cat") in KERNEL]
     unmatched = [k for k in kernels if corr(k) not in runtime]
@@ -262,19 +232,19 @@ def test_kernels_without_launch_are_still_counted():
 
 
 def test_trace_without_profiler_step_is_one_window():
-    events = trace_events("kineto_rn50_autograd_api_nw0")
+    events = folder_events("kineto_rn50_autograd_api_nw0")
     with tr.open(TRACES / "kineto_rn50_autograd_api_nw0") as db:
         result = breakdown(db, BreakdownOptions(by_step=True))
     frame = result.frame
     assert frame["step"].isna().all() and len(frame) == len(REGIONS)
     total = sum(e["dur"] for e in events if e.get("cat") in KERNEL)
-    assert total == pytest.approx(float(manifest()["traces/kineto_rn50_autograd_api_nw0"]["kernel_total_us"]))
+    assert total == pytest.approx(float(manifest_by_dir()["traces/kineto_rn50_autograd_api_nw0"]["kernel_total_us"]))
     assert frame["gpu_us"].sum() == pytest.approx(total)
     assert any("no ProfilerStep" in n for n in result.notes)
 
 
 def test_cpu_only_trace_gets_cpu_time_per_region():
-    events = trace_events("hta_cpu_only")
+    events = folder_events("hta_cpu_only")
     (step,) = steps_of(events)
     with tr.open(TRACES / "hta_cpu_only") as db:
         result = breakdown(db)

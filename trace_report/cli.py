@@ -74,9 +74,9 @@ def top_kernels_cmd(
     """Rank GPU kernels by total time (CPU operators by self time on CPU-only traces).
 
     Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly."""
-    if len(targets) == 1 and is_kernsum_csv(targets[0]):
-        from trace_report.analyze.nsys import read_kernsum_csv
+    from trace_report.analyze.nsys import is_kernsum_csv, read_kernsum_csv
 
+    if len(targets) == 1 and is_kernsum_csv(targets[0]):
         emit(read_kernsum_csv(targets[0]).head(limit), OutputOptions(fmt, None, output), title="Top kernels")
         return
     with load(targets) as db:
@@ -104,15 +104,6 @@ def sql(
         except AttributeError as exc:  # a statement without a result (DDL, INSERT)
             raise InputError("the statement returned no rows") from exc
     emit(frame, OutputOptions(fmt, limit, output))
-
-
-def is_kernsum_csv(path: Path) -> bool:
-    """An `nsys stats` GPU-kernel summary CSV (header with Time (%), Total Time, Instances)."""
-    if path.suffix.lower() != ".csv" or not path.is_file():
-        return False
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        head = fh.read(4096)
-    return "Total Time" in head and "Instances" in head and "Name" in head
 
 
 # Commands defined in their own modules: (module, function, command name).

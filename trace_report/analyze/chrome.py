@@ -277,6 +277,21 @@ class _HashingReader:
         self._raw.close()
 
 
+def is_boundary(buf: bytes, after: int) -> bool:
+    """Whether ``buf[after:]`` starts with ``,`` then ``{`` (white space allowed around the comma):
+    the ``}`` just before ``after`` may close an event of the array."""
+    n = len(buf)
+    j = after
+    while j < n and buf[j] in _WS:
+        j += 1
+    if j >= n or buf[j] != 0x2C:  # ','
+        return False
+    j += 1
+    while j < n and buf[j] in _WS:
+        j += 1
+    return j < n and buf[j] == 0x7B  # '{'
+
+
 def _find_cut(buf: bytes, end: int) -> int:
     """Index just past the last ``}`` before ``end`` that is followed by ``,`` and ``{``."""
     pos = end
@@ -284,16 +299,8 @@ def _find_cut(buf: bytes, end: int) -> int:
         pos = buf.rfind(b"}", 0, pos)
         if pos < 0:
             return -1
-        j = pos + 1
-        n = len(buf)
-        while j < n and buf[j] in _WS:
-            j += 1
-        if j < n and buf[j] == 0x2C:  # ','
-            j += 1
-            while j < n and buf[j] in _WS:
-                j += 1
-            if j < n and buf[j] == 0x7B:  # '{'
-                return pos + 1
+        if is_boundary(buf, pos + 1):
+            return pos + 1
 
 
 def _skip_comma(buf: bytes, start: int) -> int:

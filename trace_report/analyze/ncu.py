@@ -11,7 +11,6 @@ plain counts; ncu's auto-scaled units (``Kbyte``, ``usecond``, ``Gbyte/second``,
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from trace_report.analyze.db import sql_text
+from trace_report.analyze.filejobs import sha256_of
 from trace_report.errors import InputError
 
 KERNEL_FIELDS = [
@@ -139,14 +139,6 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(sql_text("roofline_ncu.sql"))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read_ncu(path: Path) -> NcuData:
     """Parse an ncu report: ``.ncu-rep`` through ``ncu_report``, anything else as ncu CSV.
 
@@ -188,7 +180,7 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
     if not data.kernels:
         raise InputError(f"{path}: no profiled kernel launches in the report")
     ensure_tables(con)
-    sha = _sha256(path)
+    sha = sha256_of(path)
     old = con.execute("SELECT count(*) FROM ncu_kernels WHERE path = ? AND sha256 = ?",
                       [str(path), sha]).fetchall()[0][0]
     if old:

@@ -267,6 +267,15 @@ def _header_key(text: str) -> tuple[str | None, float | None]:
     return _HEADERS.get(key), (_UNIT_US[unit.group(1)] if unit else None)
 
 
+def is_kernsum_csv(path: Path) -> bool:
+    """An `nsys stats` GPU-kernel summary CSV (header with Time (%), Total Time, Instances)."""
+    if path.suffix.lower() != ".csv" or not path.is_file():
+        return False
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        head = fh.read(4096)
+    return "Total Time" in head and "Instances" in head and "Name" in head
+
+
 def read_kernsum_csv(path: Path | str) -> pd.DataFrame:
     """Read ``nsys stats --report cuda_gpu_kern_sum --format csv`` output (also the older
     ``gpukernsum``) into the top-kernels columns (:data:`KERNEL_COLUMNS`; times in µs, ``pct``

@@ -21,6 +21,7 @@ from trace_report.analyze.chrome import (
     TraceEnvelope,
     _find_cut,
     _parse_object,
+    is_boundary,
 )
 from trace_report.errors import TraceFormatError
 
@@ -69,17 +70,10 @@ def _first_cut_after(fd: int, pos: int, limit: int) -> int:
         i = 0
         while True:
             j = data.find(b"}", i)
-            if j < 0 or j >= len(data) - 64:
+            if j < 0 or j >= len(data) - 64:  # the last 64 bytes are only look-ahead
                 break
-            k = j + 1
-            while k < len(data) and data[k] in _WS:
-                k += 1
-            if k < len(data) and data[k] == 0x2C:
-                k += 1
-                while k < len(data) and data[k] in _WS:
-                    k += 1
-                if k < len(data) and data[k] == 0x7B:
-                    return pos + j + 1
+            if is_boundary(data, j + 1):
+                return pos + j + 1
             i = j + 1
         pos += max(len(data) - 64, 1)
         window *= 2
@@ -149,10 +143,3 @@ def _last_cut_before(fd: int, start: int, tail: int) -> int:
     if end >= 0 and data[end] == 0x2C:
         end -= 1
     return max(start, tail - 4096) + end + 1
-
-
-def read_range(path: Path, start: int, end: int) -> bytes:
-    """The JSON array text ``[`` + bytes ``[start, end)`` of ``path`` + ``]``."""
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        return b"[" + fh.read(end - start) + b"]"

@@ -23,7 +23,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from trace_report.analyze.chrome import BLOCK_BYTES, PieceStream, TailBytes, TraceEnvelope, decode_piece
+from trace_report.analyze.chrome import BLOCK_BYTES, TraceEnvelope, decode_piece
 from trace_report.analyze.db import atomic_database, create_views
 from trace_report.analyze.events_table import PieceStats, finalize
 from trace_report.analyze.filejobs import FileReader
@@ -136,29 +136,15 @@ def raise_invalid(data: bytes, label: str) -> None:
 def read_whole(job: Job) -> JobResult:
     """Decode a whole (small) file in this process into one table or one Parquet file."""
     assert job.path is not None
-    stream = PieceStream(job.path)
-    tables, stats, pending = [], PieceStats(), b""
-    for data in stream:
-        if isinstance(data, TailBytes):
-            data = stream.split_tail(pending[1:-1] + b"," + data if pending else data)
-            pending = b""
-        data = join_pieces(pending, data) if pending else data
-        try:
-            piece = decode_piece(data)
-        except msgspec.DecodeError:
-            pending = data
-            continue
-        pending = b""
-        t, s = finalize(piece.table, job.trace_id, len(tables), piece.n_events, piece.n_missing_time)
-        tables.append(t)
-        stats.add(s)
-    if pending:
-        raise_invalid(pending, job.label)
-    table = pa.concat_tables(tables)
+    envelope, results = decode_file(job.path, job.label, job.trace_id)
+    stats = PieceStats()
+    for _, r in results:
+        stats.add(r.stats)
+    table: pa.Table | None = pa.concat_tables([r.table for _, r in results if r.table is not None])
     if job.out is not None:
         write_parquet(table, job.out)
         table = None
-    return JobResult(True, stats, table, stream.envelope)
+    return JobResult(True, stats, table, envelope)
 
 
 def run_job(job: Job) -> JobResult:
@@ -235,6 +221,41 @@ class PieceRunner:
             self._pending, self._pending_bytes = job, job.raw()
 
 
+def decode_file(
+    path: Path,
+    label: str,
+    trace_id: int,
+    *,
+    piece_bytes: int = BLOCK_BYTES,
+    pool: ProcessPoolExecutor | None = None,
+    store: ParquetStore | None = None,
+    on_piece: Callable[[int], None] | None = None,
+) -> tuple[TraceEnvelope, list[tuple[Job, JobResult]]]:
+    """Cut one file into jobs (:class:`FileReader`), decode them in order (:class:`PieceRunner`).
+
+    Pieces go to ``store`` as Parquet files when given, else their tables stay in the results.
+    ``on_piece(bytes of the file handed out so far)`` is called after each job.
+    """
+    runner = PieceRunner(pool, store, label)
+    reader = FileReader(path, piece_bytes)
+
+    def jobs() -> Iterator[Job]:
+        for k, (kind, payload) in enumerate(reader.pieces()):
+            job = Job(kind, trace_id, k, label, out=store.path_for(trace_id, k) if store else None)
+            if kind == "tail":
+                job.data, job.split_tail = payload  # type: ignore[misc]
+            elif kind == "bytes":
+                job.data = payload  # type: ignore[assignment]
+            else:
+                job.path, job.start, job.end = payload  # type: ignore[misc]
+            yield job
+            if on_piece:
+                on_piece(reader.position())
+
+    runner.run(jobs())
+    return reader.envelope, runner.results
+
+
 # ---------------------------------------------------------------- database side
 
 
@@ -302,26 +323,13 @@ class Ingest:
                 self.opts.progress(self.done, self.total)
 
     def _one_file(self, trace_id: int, src: TraceSource, pool: ProcessPoolExecutor | None) -> None:
-        runner = PieceRunner(pool, self.store if isinstance(self.store, ParquetStore) else None, src.label)
-        reader = FileReader(src.path, self.opts.piece_bytes)
-        counter = iter(range(1 << 30))
-
-        def jobs() -> Iterator[Job]:
-            for kind, payload in reader.pieces():
-                k = next(counter)
-                job = Job(kind, trace_id, k, src.label, out=self.out_path(trace_id, k))
-                if kind == "tail":
-                    job.data, job.split_tail = payload  # type: ignore[misc]
-                elif kind == "bytes":
-                    job.data = payload
-                else:
-                    job.path, job.start, job.end = payload
-                yield job
-                if self.opts.progress:
-                    self.opts.progress(self.done + reader.position(), self.total)
-
-        runner.run(jobs())
-        self._finish(trace_id, src, reader.envelope, [(job.out, r) for job, r in runner.results])
+        progress = self.opts.progress
+        envelope, results = decode_file(
+            src.path, src.label, trace_id, piece_bytes=self.opts.piece_bytes, pool=pool,
+            store=self.store if isinstance(self.store, ParquetStore) else None,
+            on_piece=(lambda pos: progress(self.done + pos, self.total)) if progress else None,
+        )
+        self._finish(trace_id, src, envelope, [(job.out, r) for job, r in results])
 
     def _nsys_file(self, trace_id: int, src: TraceSource) -> None:
         """An nsys SQLite export: its kernels, runtime calls, memory ops and NVTX ranges."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import TRACES
 from test_report_runs import captured_runs
 
 import trace_report as tr
@@ -21,8 +21,6 @@ from trace_report.charts.html import chart_html, script_json
 from trace_report.charts.traces import short_name
 from trace_report.errors import InputError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "data" / "traces"
 A100 = TRACES / "hta_a100_ddp_nccl"
 needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 

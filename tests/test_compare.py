@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import SHARED
 from typer.testing import CliRunner
 
 import trace_report as tr
@@ -20,7 +21,6 @@ from trace_report.analyze.compare import KERNEL_COLUMNS, REGION_COLUMNS, Compare
 from trace_report.analyze.regions import BreakdownOptions, breakdown
 from trace_report.errors import InputError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 PAIR = SHARED / "data" / "traces" / "hta_trace_diff"
 CONTROL, TEST = PAIR / "control.json.gz", PAIR / "test.json.gz"
 pytestmark = pytest.mark.skipif(not PAIR.is_dir(), reason="../shared/data is not present")

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 import typer
+from conftest import TRACES
 from test_report_runs import captured_runs
 from typer.testing import CliRunner
 
@@ -20,8 +21,6 @@ from trace_report.analyze.regions import breakdown
 from trace_report.analyze.runs import open_runs
 from trace_report.errors import InputError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "data" / "traces"
 A100 = TRACES / "hta_a100_ddp_nccl"
 DLRM = TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz"
 needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")

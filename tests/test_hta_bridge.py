@@ -7,10 +7,10 @@ import gzip
 import json
 import math
 import shutil
-from pathlib import Path
 
 import pytest
 import typer
+from conftest import TRACES
 from typer.testing import CliRunner
 
 import trace_report as tr
@@ -21,8 +21,6 @@ from trace_report.errors import InputError
 
 pytest.importorskip("hta")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "data" / "traces"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 
 GPU_OPS = {"kernel", "gpu_memcpy", "gpu_memset"}

@@ -3,18 +3,17 @@ numbers against values ncu itself computed (rules, derived metrics, per-opcode c
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import SHARED
 
 from trace_report.analyze.gpu_peaks import match_gpu
 from trace_report.analyze.ncu import load_ncu, normalize_unit, parse_value, read_ncu
 from trace_report.errors import InputError
 
-SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", Path(__file__).parents[2] / "shared"))
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
 A40 = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+from conftest import SHARED
 
 from trace_report.analyze.ncu import load_ncu, read_ncu
 from trace_report.analyze.ncu_csv import base_function
 from trace_report.errors import InputError
 
-SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", Path(__file__).parents[2] / "shared"))
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
 A40 = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"
 DETAILS_NEW = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",

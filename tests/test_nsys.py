@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import sqlite3
 from pathlib import Path
@@ -13,13 +12,13 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
+from conftest import SHARED
 
 from trace_report.analyze.db import create_schema, create_views
 from trace_report.analyze.nsys import EVENT_SCHEMA, read_kernsum_csv, read_nsys_sqlite
 from trace_report.analyze.top_kernels import TopKernelsOptions, top_kernels
 from trace_report.errors import InputError
 
-SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", Path(__file__).parents[2] / "shared"))
 NSYS = SHARED / "data" / "nsys"
 H100 = NSYS / "nvfuser_nsys_h100_matmul" / "report1.sqlite"
 A100 = NSYS / "pipit_nsys_a100_cloverleaf" / "perlmutter-cloverleaf-cuda.sqlite"

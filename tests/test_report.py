@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import SHARED
 from test_report_runs import captured_runs
 from typer.testing import CliRunner
 
@@ -18,7 +19,6 @@ from trace_report.analyze.runs import open_runs
 from trace_report.errors import InputError
 from trace_report.report import build_report, render_html, write_report
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 A100 = SHARED / "data" / "traces" / "hta_a100_ddp_nccl"
 XSS = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(2)>"

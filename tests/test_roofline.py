@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
 import typer
+from conftest import SHARED
 from typer.testing import CliRunner
 
 from trace_report.analyze.gpu_peaks import PEAKS, match_gpu, peaks_table, resolve_peaks
@@ -28,7 +28,6 @@ from trace_report.analyze.roofline import (
 from trace_report.commands_nsight import parse_si, roofline_cmd
 from trace_report.errors import InputError
 
-SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", Path(__file__).parents[2] / "shared"))
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
 A40 = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"
 REQUIRED = {"a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie",

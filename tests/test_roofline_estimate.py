@@ -6,21 +6,18 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+from conftest import TRACES
 from typer.testing import CliRunner
 
 import trace_report as tr
 from trace_report.analyze.flop_estimate import conv_count, count_op, estimate_ops, gemm_count, precision_of
 from trace_report.analyze.roofline import RooflineOptions, roofline
 from trace_report.commands_nsight import roofline_cmd
-
-SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", Path(__file__).parents[2] / "shared"))
-TRACES = SHARED / "data" / "traces"
 
 
 def trace_dir(name: str) -> Path:

@@ -101,3 +101,20 @@ def kernel_stats(events: list[dict[str, Any]]) -> tuple[int, float]:
     """(count, total µs) of GPU kernel events, by a plain pass over the JSON."""
     ks = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")]
     return len(ks), sum(float(e["dur"]) for e in ks)
+
+
+@pytest.fixture(scope="module")
+def a100() -> Any:
+    """The A100 DDP training trace (hta_a100_ddp_nccl) opened with trace_report.open."""
+    import trace_report as tr
+
+    shared_or_skip()
+    with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def a100_events() -> list[dict[str, Any]]:
+    """Its complete events, by a plain pass over the JSON."""
+    shared_or_skip()
+    return folder_events("hta_a100_ddp_nccl")

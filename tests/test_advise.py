@@ -59,11 +59,6 @@ def by_finding(result) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def a100_events():
-    return folder_events("hta_a100_ddp_nccl")
-
-
-@pytest.fixture(scope="module")
 def a100_advice():
     with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
         return advise(db)

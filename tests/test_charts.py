@@ -38,14 +38,6 @@ def encoding(chart) -> dict:
 
 
 @pytest.fixture(scope="module")
-def a100():
-    if not TRACES.is_dir():
-        pytest.skip("../shared/data is not present")
-    with tr.open(A100) as db:
-        yield db
-
-
-@pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     with open_runs([captured_runs(tmp_path_factory)]) as db:
         yield db

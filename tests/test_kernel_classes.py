@@ -71,17 +71,6 @@ def small():
         yield db
 
 
-@pytest.fixture(scope="module")
-def a100():
-    with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
-        yield db
-
-
-@pytest.fixture(scope="module")
-def a100_events():
-    return folder_events("hta_a100_ddp_nccl")
-
-
 # ------------------------------------------------------------------ every rule on a real name
 
 # (rule_id, source of the real name, fragment that finds it, compute capability, class it gives)

@@ -80,20 +80,7 @@ def union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> 
     return total
 
 
-
-
 # ------------------------------------------------------------------ fixtures
-
-@pytest.fixture(scope="module")
-def a100():
-    with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
-        yield db
-
-
-@pytest.fixture(scope="module")
-def a100_events():
-    return folder_events("hta_a100_ddp_nccl")
-
 
 @pytest.fixture(scope="module")
 def a100_by_step(a100):

@@ -253,7 +253,7 @@ def estimate_ops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     names = ", ".join(f"'{n}'" for n in sorted(ESTIMATED_OPS))
     ops = con.execute(
         "SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id, args FROM events "
-        f"WHERE cat = 'cpu_op' AND name IN ({names}) AND dur_us IS NOT NULL").df()
+        f"WHERE cat = 'cpu_op' AND name IN ({names}) AND dur_us IS NOT NULL ORDER BY trace_id, event_id").df()
     if ops.empty:
         return pd.DataFrame(columns=ESTIMATE_COLUMNS)
     ops = _outermost(ops).reset_index(drop=True)

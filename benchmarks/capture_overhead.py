@@ -1,6 +1,6 @@
 """Capture overhead benchmark: the shared training loop against a plain minimal loop.
 
-Thin wrapper over ``trace_report.capture.overhead`` (same options): the shared loop with
+Thin wrapper over ``benchmarks.capture_overhead_loop`` (same options): the shared loop with
 profiling off against a plain ``zero_grad; forward; loss; backward; step`` loop on the same
 model, data and batch (target: at most 3% slower), the loop's fixed cost per step, and with
 profiling on the cost per profiled step and the trace size per step. Results are printed as
@@ -11,7 +11,7 @@ Usage: python benchmarks/capture_overhead.py [--threads N] [--json FILE]
 
 from __future__ import annotations
 
-from trace_report.capture.overhead import main
+from benchmarks.capture_overhead_loop import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -4,7 +4,7 @@ Each copy is shifted in time by the span of the source trace and its ``correlati
 ``External id`` and flow ``id`` values are offset, so that kernels still join to their own
 launches and no two copies overlap. The output keeps Kineto's layout (an object with
 ``traceEvents``, one event per block of lines) and is written uncompressed, like the
-1.12 GB file of DESIGN section 9.
+1.12 GB file of docs/benchmarks.md.
 
 Usage: python benchmarks/make_big_trace.py SOURCE OUT.json --copies 40
 """

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
+import io
 import json
 import os
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +31,38 @@ def shared() -> Path:
     return shared_or_skip()
 
 
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run ``trace-report ARGS`` in this process: (exit code, stdout, stderr)."""
-    from trace_report.cli import main
+@dataclass
+class CliResult:
+    """What one run of the real ``trace-report`` command line printed and returned."""
 
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def invoke(args: list[object]) -> CliResult:
+    """Run ``trace-report ARGS`` in this process on the real app (``trace_report.cli.app.main``),
+    capturing stdout and stderr."""
+    from trace_report.cli.app import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def run_cli(args: list[object], capsys: object = None) -> tuple[int, str, str]:
+    """Run ``trace-report ARGS`` in this process: (exit code, stdout, stderr)."""
+    result = invoke(args)
+    return result.exit_code, result.stdout, result.stderr
 
 
 def manifest_rows() -> list[dict[str, str]]:

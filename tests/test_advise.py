@@ -8,7 +8,6 @@ import statistics
 
 import duckdb
 import pytest
-import typer
 from conftest import (
     GPU_OP_CATS,
     KERNEL_CATS,
@@ -16,15 +15,14 @@ from conftest import (
     TRACES,
     events_of,
     folder_events,
+    invoke,
     load_json,
     tar_ranks,
     trace_file,
 )
-from typer.testing import CliRunner
 
 import trace_report as tr
-from trace_report.analyze.advise import Thresholds, _Checker, advise, memory_peaks
-from trace_report.commands_analysis import advise_cmd
+from trace_report.analyses.advise import Thresholds, _Checker, advise, memory_peaks
 
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 
@@ -173,21 +171,15 @@ def test_memory_near_capacity_from_memory_events():
                                                                                          abs=1e-3)
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.command("advise")(advise_cmd)
-    app.command("noop")(lambda: None)
-    return app
 
 
 def test_cli_advise_rows_and_silence():
-    runner = CliRunner()
-    found = runner.invoke(_app(), ["advise", str(TRACES / "hta_a100_ddp_nccl"), "-f", "json"])
+    found = invoke(["advise", str(TRACES / "hta_a100_ddp_nccl"), "-f", "json"])
     assert found.exit_code == 0, found.output
     rows = json.loads(found.stdout)
     assert {"rank", "finding", "value", "threshold", "unit", "evidence", "recommendation"} == set(rows[0])
-    quiet = runner.invoke(_app(), ["advise", str(TRACES / "kineto_rn50_nw4_2021feb")])
+    quiet = invoke(["advise", str(TRACES / "kineto_rn50_nw4_2021feb")])
     assert quiet.exit_code == 0 and quiet.stdout == ""
     assert "no findings" in quiet.stderr
-    quiet_json = runner.invoke(_app(), ["advise", str(TRACES / "kineto_rn50_nw4_2021feb"), "-f", "json"])
+    quiet_json = invoke(["advise", str(TRACES / "kineto_rn50_nw4_2021feb"), "-f", "json"])
     assert json.loads(quiet_json.stdout) == []

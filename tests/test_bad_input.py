@@ -126,7 +126,7 @@ def test_database_is_read_only_by_default(good_db: Path, capsys: pytest.CaptureF
 
 def test_real_process_prints_no_traceback(tmp_path: Path) -> None:
     bad = make_bad_inputs(tmp_path)["truncated_gz"]
-    proc = subprocess.run([sys.executable, "-m", "trace_report.cli", "top-kernels", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "trace_report.cli.app", "top-kernels", str(bad)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("Error: ")

@@ -90,7 +90,7 @@ def test_usage_errors_exit_2(capsys):
 
 
 def test_the_project_cli_maps_capture_errors(capsys):
-    cli = pytest.importorskip("trace_report.cli")
+    cli = pytest.importorskip("trace_report.cli.app")
     with pytest.raises(SystemExit) as done:
         cli.main(["capture", "bogus"])
     assert done.value.code == 1

@@ -11,14 +11,15 @@ from conftest import events_of, kernel_stats, load_json, trace_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trace_report.analyze import ingest as ingest_mod
-from trace_report.analyze.ingest import IngestOptions, open_in_memory
+from trace_report.ingest import pipeline as ingest_mod
+from trace_report.ingest.pipeline import IngestOptions, open_in_memory
+from trace_report.inputs import resolve
 
 Q = "SELECT count(*), sum(dur_us), sum(ts_us), count(DISTINCT name), sum(correlation) FROM events"
 
 
 def rows_of(path: Path, **opts: object) -> tuple:
-    con, _ = open_in_memory([path], IngestOptions(**opts))  # type: ignore[arg-type]
+    con, _ = open_paths([path], IngestOptions(**opts))  # type: ignore[arg-type]
     try:
         return con.execute(Q).fetchone()
     finally:
@@ -47,7 +48,7 @@ def test_top_level_array_form(tmp_path: Path) -> None:
     open_ended.write_text(json.dumps(events)[:-1])
     n, total = kernel_stats(events)
     for p in (array_file, open_ended):
-        con, _ = open_in_memory([p])
+        con, _ = open_paths([p])
         assert con.execute("SELECT count(*), sum(dur_us) FROM kernels").fetchone() == (n, pytest.approx(total))
         con.close()
 
@@ -76,7 +77,7 @@ def test_property_ingest_preserves_kernel_time(events: list[dict], indent: int |
     path = tmp_path_factory.mktemp("prop") / "t.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "tail": [{"x": 1}, {"y": [2]}]},
                                indent=indent))
-    con, _ = open_in_memory([path], IngestOptions(piece_bytes=piece))
+    con, _ = open_paths([path], IngestOptions(piece_bytes=piece))
     try:
         count, total = con.execute("SELECT count(*), coalesce(sum(dur_us), 0) FROM kernels").fetchone()
         n_events = con.execute("SELECT n_events FROM traces").fetchone()[0]
@@ -85,3 +86,9 @@ def test_property_ingest_preserves_kernel_time(events: list[dict], indent: int |
     n, expected = kernel_stats(events)
     assert count == n and total == pytest.approx(expected)
     assert n_events == len(events)
+
+
+def open_paths(paths, options=None):
+    """An in-memory database of ``paths`` through the one resolver (as ``trace_report.open``)."""
+    with resolve(paths) as found:
+        return open_in_memory(found, options)

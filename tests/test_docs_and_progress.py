@@ -6,13 +6,14 @@ from pathlib import Path
 
 from conftest import REPO, trace_file
 
-from trace_report.analyze.ingest import IngestOptions, open_in_memory
-from trace_report.clidoc import command_names, reference
+from trace_report.cli.doc import command_names, reference
+from trace_report.ingest.pipeline import IngestOptions, open_in_memory
+from trace_report.inputs import resolve
 
 
 def test_cli_reference_is_up_to_date() -> None:
     assert (REPO / "docs" / "cli.md").read_text() == reference(), \
-        "docs/cli.md is stale: python -m trace_report.clidoc > docs/cli.md"
+        "docs/cli.md is stale: python -m trace_report.cli.doc > docs/cli.md"
 
 
 def test_every_command_is_documented() -> None:
@@ -24,10 +25,16 @@ def test_every_command_is_documented() -> None:
 def test_progress_reports_bytes_up_to_the_total(tmp_path: Path) -> None:
     path = trace_file("hta_ns_resolution")
     calls: list[tuple[int, int]] = []
-    con, _ = open_in_memory([path], IngestOptions(piece_bytes=1 << 20, progress=lambda d, t: calls.append((d, t))))
+    con, _ = open_paths([path], IngestOptions(piece_bytes=1 << 20, progress=lambda d, t: calls.append((d, t))))
     con.close()
     size = path.stat().st_size
     assert len(calls) > 3
     assert all(t == size for _, t in calls)
     done = [d for d, _ in calls]
     assert done == sorted(done) and done[-1] == size
+
+
+def open_paths(paths, options=None):
+    """An in-memory database of ``paths`` through the one resolver (as ``trace_report.open``)."""
+    with resolve(paths) as found:
+        return open_in_memory(found, options)

@@ -9,17 +9,17 @@ import duckdb
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-import typer
-from conftest import TRACES
+from conftest import TRACES, invoke
 from test_report_runs import captured_runs
-from typer.testing import CliRunner
 
-from trace_report.analyze import export
-from trace_report.analyze.export import export_parquet, is_parquet_dataset, open_parquet_dataset
-from trace_report.analyze.ingest import ingest_to_database
-from trace_report.analyze.regions import breakdown
-from trace_report.analyze.runs import open_runs
+from trace_report.analyses.regions import breakdown
+from trace_report.api import open as open_runs
 from trace_report.errors import InputError
+from trace_report.ingest.pipeline import ingest_to_database
+from trace_report.inputs import is_dataset as is_parquet_dataset
+from trace_report.store import export
+from trace_report.store.export import export_parquet, open_parquet_dataset
+from trace_report.store.tracedb import TraceDB
 
 A100 = TRACES / "hta_a100_ddp_nccl"
 DLRM = TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz"
@@ -59,7 +59,7 @@ def test_layout_is_hive_partitioned_by_run_and_rank(dataset):
 @needs_shared
 def test_round_trip_keeps_kernel_counts_and_sums(database, dataset):
     out, _ = dataset
-    with open_runs(database) as before, open_parquet_dataset(out) as after:
+    with open_runs(database) as before, open_runs(out) as after:
         pd.testing.assert_frame_equal(after.sql(KERNELS).df(), before.sql(KERNELS).df(), check_exact=False, rtol=1e-12)
         assert after.sql("SELECT * FROM traces ORDER BY trace_id").df().equals(
             before.sql("SELECT * FROM traces ORDER BY trace_id").df())
@@ -128,19 +128,14 @@ def test_atomic_and_refuses_to_overwrite(tmp_path_factory, tmp_path, monkeypatch
         monkeypatch.undo()
         export_parquet(db, out, overwrite=True)
     with pytest.raises(InputError, match="no such directory"):
-        export_parquet(duckdb.connect(), tmp_path / "absent" / "ds")
+        export_parquet(TraceDB(duckdb.connect()), tmp_path / "absent" / "ds")
     with pytest.raises(InputError, match="not a trace-report Parquet dataset"):
         open_parquet_dataset(tmp_path)
 
 
 def test_export_command(tmp_path_factory, tmp_path):
-    from trace_report.commands_report import export_cmd
-
-    app = typer.Typer()
-    app.command("export")(export_cmd)
-    app.command("unused")(lambda: None)
     root = captured_runs(tmp_path_factory)
-    res = CliRunner().invoke(app, ["export", str(root / "amp"), "-o", str(tmp_path / "amp")])
+    res = invoke(["export", str(root / "amp"), "-o", str(tmp_path / "amp")])
     assert res.exit_code == 0, res.output
     assert "events in 1 partition(s)" in res.output
     with open_parquet_dataset(tmp_path / "amp") as db:

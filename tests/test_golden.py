@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import SHARED
 
-from tests.conftest import SHARED
 from tests.golden.cases import cases, differences, golden_file, run_case
 
 FAST_INPUTS = (

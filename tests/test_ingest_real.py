@@ -132,7 +132,7 @@ def test_device_and_rank_facts(shared: Path) -> None:
 
 def test_memory_events_reach_the_memory_advice(shared: Path) -> None:
     """[memory] instant events are kept, so advise's memory check runs on a real trace."""
-    from trace_report.analyze.advise import Thresholds, advise
+    from trace_report.analyses.advise import Thresholds, advise
 
     path = trace_file("tracelens_h100_timesformer")
     doc = load_json(path)

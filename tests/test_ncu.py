@@ -10,9 +10,11 @@ import duckdb
 import pytest
 from conftest import SHARED
 
-from trace_report.analyze.gpu_peaks import match_gpu
-from trace_report.analyze.ncu import load_ncu, normalize_unit, parse_value, read_ncu
+from trace_report.analyses.roofline.peaks import match_gpu
 from trace_report.errors import InputError
+from trace_report.formats.ncu import read_ncu
+from trace_report.formats.ncu_types import normalize_unit, parse_value
+from trace_report.ingest.ncu import load_ncu
 
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
 A40 = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"

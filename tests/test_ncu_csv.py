@@ -1,4 +1,4 @@
-"""ncu --csv readers: fixtures in the documented layouts (DESIGN section 5) are built here from
+"""ncu --csv readers: fixtures in the documented layouts (docs/roofline.md) are built here from
 values read out of the real reports, auto-scaled and formatted as ncu prints them; both readers
 must then give the same rows and the same roofline."""
 
@@ -13,9 +13,10 @@ import duckdb
 import pytest
 from conftest import SHARED
 
-from trace_report.analyze.ncu import load_ncu, read_ncu
-from trace_report.analyze.ncu_csv import base_function
 from trace_report.errors import InputError
+from trace_report.formats.ncu import read_ncu
+from trace_report.formats.ncu_csv import base_function
+from trace_report.ingest.ncu import load_ncu
 
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
 A40 = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"

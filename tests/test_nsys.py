@@ -14,10 +14,11 @@ import pyarrow as pa
 import pytest
 from conftest import SHARED
 
-from trace_report.analyze.db import create_schema, create_views
-from trace_report.analyze.nsys import EVENT_SCHEMA, read_kernsum_csv, read_nsys_sqlite
-from trace_report.analyze.top_kernels import TopKernelsOptions, top_kernels
+from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
 from trace_report.errors import InputError
+from trace_report.formats.nsys import EVENT_SCHEMA, read_kernsum_csv, read_nsys_sqlite
+from trace_report.store.database import create_schema, create_views
+from trace_report.store.tracedb import TraceDB
 
 NSYS = SHARED / "data" / "nsys"
 H100 = NSYS / "nvfuser_nsys_h100_matmul" / "report1.sqlite"
@@ -127,7 +128,7 @@ def kern_sum_from_log() -> list[tuple[str, float, int]]:
 
 def test_top_kernels_agree_with_nsys_stats() -> None:
     con = as_database(need(H100))
-    ours = top_kernels(con, TopKernelsOptions(limit=None)).frame
+    ours = top_kernels(TraceDB(con), TopKernelsOptions(limit=None)).frame
     log = kern_sum_from_log()
     assert len(log) == 15 and sum(r[2] for r in log) == 19
     for prefix in {r[0] for r in log}:

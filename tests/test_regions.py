@@ -1,4 +1,4 @@
-"""Step breakdown by region (trace_report.analyze.regions, `trace-report breakdown`) on real traces.
+"""Step breakdown by region (trace_report.analyses.regions, `trace-report breakdown`) on real traces.
 
 Expected values come from plain-Python passes over the trace JSON (and MANIFEST.tsv), never from
 our own output.
@@ -11,13 +11,10 @@ import math
 from collections import defaultdict
 
 import pytest
-import typer
-from conftest import GPU_OP_CATS, KERNEL_CATS, RUNTIME_CATS, TRACES, folder_events, manifest_by_dir, tar_ranks
-from typer.testing import CliRunner
+from conftest import GPU_OP_CATS, KERNEL_CATS, RUNTIME_CATS, TRACES, folder_events, invoke, manifest_by_dir, tar_ranks
 
 import trace_report as tr
-from trace_report.analyze.regions import REGIONS, BreakdownOptions, breakdown, kernel_regions
-from trace_report.commands_analysis import breakdown_cmd
+from trace_report.analyses.regions import REGIONS, BreakdownOptions, breakdown, kernel_regions
 from trace_report.errors import InputError
 
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
@@ -132,7 +129,7 @@ def test_idle_per_step_is_step_minus_gpu_busy(a100_by_step, a100_events):
 
 
 def _plain_regions(events: list[dict]) -> dict[tuple[int, str], float]:
-    """Kernel time per (step, region) by the DESIGN rule, written out for this trace: the region
+    """Kernel time per (step, region) by the rule of docs/analysis.md, written out for this trace: the region
     annotation enclosing the launch on its thread, innermost first, else on any thread by time."""
     def region_of(e: dict) -> str | None:
         name, cat = e["name"], e.get("cat")
@@ -270,15 +267,10 @@ def test_unknown_rank_is_an_input_error(dlrm):
 
 # ------------------------------------------------------------------ CLI
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.command("breakdown")(breakdown_cmd)
-    app.command("noop")(lambda: None)  # keep a multi-command app, as in cli.py
-    return app
 
 
 def test_cli_breakdown_json(a100_events):
-    result = CliRunner().invoke(_app(), ["breakdown", str(TRACES / "hta_a100_ddp_nccl"), "--by-step", "-f", "json"])
+    result = invoke(["breakdown", str(TRACES / "hta_a100_ddp_nccl"), "--by-step", "-f", "json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert {"step", "region", "wall_us", "gpu_us", "gpu_pct", "idle_us"} <= set(rows[0])
@@ -289,17 +281,16 @@ def test_cli_breakdown_json(a100_events):
 
 
 def test_cli_breakdown_by_rank_and_bad_rank(dlrm_path):
-    runner = CliRunner()
-    ok = runner.invoke(_app(), ["breakdown", str(dlrm_path), "--by-rank", "-f", "json"])
+    ok = invoke(["breakdown", str(dlrm_path), "--by-rank", "-f", "json"])
     assert ok.exit_code == 0
     assert {r["rank"] for r in json.loads(ok.stdout)} == set(range(8))
-    bad = runner.invoke(_app(), ["breakdown", str(dlrm_path), "--rank", "42"])
-    assert bad.exit_code == 1 and isinstance(bad.exception, InputError)
+    bad = invoke(["breakdown", str(dlrm_path), "--rank", "42"])
+    assert bad.exit_code == 1 and bad.stderr.startswith("Error:")
 
 
 def test_breakdown_on_an_ingested_database(dlrm, dlrm_path, tmp_path):
     """Views are TEMP views: the same rows from a read-only .duckdb written by `trace-report ingest`."""
-    from trace_report.cli import main
+    from trace_report.cli.app import main
 
     db_path = tmp_path / "dlrm.duckdb"
     with pytest.raises(SystemExit) as done:

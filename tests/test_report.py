@@ -10,14 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
-import typer
-from conftest import SHARED
+from conftest import SHARED, invoke
 from test_report_runs import captured_runs
-from typer.testing import CliRunner
 
-from trace_report.analyze.runs import open_runs
-from trace_report.errors import InputError
-from trace_report.report import build_report, render_html, write_report
+from trace_report.api import open as open_runs
+from trace_report.present.report import build_report, render_html, write_report
 
 A100 = SHARED / "data" / "traces" / "hta_a100_ddp_nccl"
 XSS = "<script>alert(1)</script>"
@@ -108,20 +105,13 @@ def test_every_name_is_escaped(tmp_path):
     assert [r["name"] for r in next(iter(top["datasets"].values()))][0] == XSS  # the data keeps real names
 
 
-def cli_app() -> typer.Typer:
-    from trace_report.commands_report import report_cmd
 
-    app = typer.Typer()
-    app.command("report")(report_cmd)
-    app.command("unused")(lambda: None)
-    return app
 
 
 def test_report_command(tmp_path):
     trace = write_xss_trace(tmp_path)
-    runner = CliRunner()
-    res = runner.invoke(cli_app(), ["report", str(trace), "-o", str(tmp_path / "r.html"), "--title", "<t>"])
+    res = invoke(["report", str(trace), "-o", str(tmp_path / "r.html"), "--title", "<t>"])
     assert res.exit_code == 0, res.output
     assert "charts" in res.output and "<title>&lt;t&gt;</title>" in (tmp_path / "r.html").read_text()
-    res = runner.invoke(cli_app(), ["report", str(trace), "-o", str(tmp_path / "r.txt")])
-    assert isinstance(res.exception, InputError) and "HTML page" in str(res.exception)
+    res = invoke(["report", str(trace), "-o", str(tmp_path / "r.txt")])
+    assert res.stderr.startswith("Error:") and "HTML page" in res.stderr

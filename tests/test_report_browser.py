@@ -25,8 +25,8 @@ import pytest
 from test_report import XSS, write_xss_trace
 from test_report_runs import captured_runs
 
-from trace_report.analyze.runs import open_runs
-from trace_report.report import write_report
+from trace_report.api import open as open_runs
+from trace_report.present.report import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 A100 = REPO.parent / "shared" / "data" / "traces" / "hta_a100_ddp_nccl"

@@ -21,9 +21,11 @@ import pyarrow as pa
 import pytest
 import torch
 
-from trace_report.analyze.ingest import ingest_to_database
-from trace_report.analyze.runs import RUN_COLUMNS, magic_connection, open_runs, runs_frame
+from trace_report.api import open as open_runs
 from trace_report.errors import InputError
+from trace_report.ingest.pipeline import ingest_to_database
+from trace_report.store.notebook import magic_connection
+from trace_report.store.runs import RUN_COLUMNS, runs_frame
 
 TINY = ["--steps", "2", "--batch-size", "8", "--image-size", "16", "--wait", "0", "--warmup", "1", "--active", "1",
         "--synthetic-test", "16", "--threads", "1", "--no-progress", "--format", "csv"]
@@ -162,7 +164,7 @@ def test_missing_and_empty_inputs(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         open_runs(tmp_path / "absent")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(InputError, match="no trace files and no run.json"):
+    with pytest.raises(InputError, match="no traces or Nsight exports here"):
         open_runs(tmp_path / "empty")
 
 

@@ -10,23 +10,15 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-import typer
-from conftest import SHARED
-from typer.testing import CliRunner
+from conftest import SHARED, invoke
 
-from trace_report.analyze.gpu_peaks import PEAKS, match_gpu, peaks_table, resolve_peaks
-from trace_report.analyze.ncu import load_ncu
-from trace_report.analyze.roofline import (
-    RooflineOptions,
-    apply_roofs,
-    batch_size_near,
-    chart_points,
-    roofline,
-    roofline_chart,
-    save_chart,
-)
-from trace_report.commands_nsight import parse_si, roofline_cmd
+from trace_report.analyses.roofline.measured import RooflineOptions, apply_roofs, batch_size_near, roofline
+from trace_report.analyses.roofline.peaks import PEAKS, match_gpu, peaks_table, resolve_peaks
+from trace_report.cli.roofline import parse_si
 from trace_report.errors import InputError
+from trace_report.ingest.ncu import load_ncu
+from trace_report.present.charts import chart_points, roofline_chart, save_chart
+from trace_report.store.tracedb import TraceDB
 
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
 A40 = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"
@@ -101,7 +93,7 @@ def test_resolve_peaks_overrides() -> None:
 
 def test_a40_frb_kernel_roofline_from_the_report_metrics() -> None:
     con = ncu_con(A40)
-    row = roofline(con).frame.set_index("launch_id").loc[4]
+    row = roofline(TraceDB(con)).frame.set_index("launch_id").loc[4]
     t = value(con, 4, "gpu__time_duration.sum")
     cycles = value(con, 4, "sm__cycles_elapsed.avg.per_second") * t
     rate = {op: value(con, 4, f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
@@ -130,7 +122,7 @@ def test_a40_frb_kernel_roofline_from_the_report_metrics() -> None:
 
 def test_a100_int8_gemms_are_reported_as_tensor_ops() -> None:
     con = ncu_con(A100)
-    frame = roofline(con).frame.set_index("launch_id")
+    frame = roofline(TraceDB(con)).frame.set_index("launch_id")
     imma = "sass__inst_executed_per_opcode_with_modifier_all"
     for lid in (0, 1, 2):
         expected = 2 * 16 * 8 * 32 * value(con, lid, imma, "IMMA.16832.S8.S8.SAT")
@@ -144,7 +136,7 @@ def test_a100_int8_gemms_are_reported_as_tensor_ops() -> None:
 
 def test_sql_view_and_python_roofs_agree() -> None:
     for path in (A100, A40):
-        result = roofline(ncu_con(path))
+        result = roofline(TraceDB(ncu_con(path)))
         frame = result.frame
         redo = apply_roofs(frame.drop(columns=["roof_flop_per_s", "ridge_ai", "bound", "pct_of_roof"]), result.peaks)
         def labels(col: pd.Series) -> list[str | None]:
@@ -156,14 +148,15 @@ def test_sql_view_and_python_roofs_agree() -> None:
 
 def test_overrides_and_aggregation() -> None:
     con = ncu_con(A40)
-    base = roofline(con).frame.set_index("launch_id").loc[4]
-    other = roofline(con, RooflineOptions(gpu="h100-sxm")).frame.set_index("launch_id").loc[4]
+    base = roofline(TraceDB(con)).frame.set_index("launch_id").loc[4]
+    other = roofline(TraceDB(con), RooflineOptions(gpu="h100-sxm")).frame.set_index("launch_id").loc[4]
     assert other["roof_flop_per_s"] == 989.5e12 and other["ridge_ai"] == pytest.approx(989.5e12 / 3350e9)
-    custom = roofline(con, RooflineOptions(peak_flops=50e12, peak_bw=500e9)).frame.set_index("launch_id").loc[4]
+    custom_opts = RooflineOptions(peak_flops=50e12, peak_bw=500e9)
+    custom = roofline(TraceDB(con), custom_opts).frame.set_index("launch_id").loc[4]
     assert custom["roof_flop_per_s"] == 50e12 and custom["ridge_ai"] == pytest.approx(100.0)
     memory_roof = 500e9 * base["ai_flop_per_byte"]
     assert custom["pct_of_roof"] == pytest.approx(100 * base["achieved_flop_per_s"] / memory_roof)
-    by_name = roofline(con, RooflineOptions(by_name=True, batch_size=4))
+    by_name = roofline(TraceDB(con), RooflineOptions(by_name=True, batch_size=4))
     assert by_name.frame["launches"].sum() == 5 and len(by_name.frame) == 3
     assert by_name.total_flop == pytest.approx(base["flop"])
     assert by_name.flop_per_sample == pytest.approx(base["flop"] / 4)
@@ -174,19 +167,19 @@ def test_read_only_database_with_ncu_tables(tmp_path: Path) -> None:
     with duckdb.connect(str(db)) as con:
         load_ncu(con, rep(A40))
     with duckdb.connect(str(db), read_only=True) as con:
-        assert len(roofline(con).frame) == 5
+        assert len(roofline(TraceDB(con)).frame) == 5
 
 
 def test_nothing_to_build_a_roofline_from() -> None:
     with pytest.raises(InputError, match="no Nsight Compute results"):
-        roofline(duckdb.connect())
+        roofline(TraceDB(duckdb.connect()))
 
 
 # ------------------------------------------------------------------ chart
 
 
 def test_chart_layers_and_points() -> None:
-    result = roofline(ncu_con(A100))
+    result = roofline(TraceDB(ncu_con(A100)))
     pts = chart_points(result.frame)
     assert set(pts["precision"]) == {"FP32", "INT8 tensor (OP/s)"} and len(pts) == 4
     spec = roofline_chart(result).to_dict()
@@ -200,7 +193,7 @@ def test_chart_layers_and_points() -> None:
 
 
 def test_chart_files_offline_and_escaped(tmp_path: Path) -> None:
-    result = roofline(ncu_con(A40))
+    result = roofline(TraceDB(ncu_con(A40)))
     result.frame.loc[result.frame["launch_id"] == 4, "kernel"] = "<script>alert(1)</script>"
     html = tmp_path / "r.html"
     save_chart(roofline_chart(result), html)
@@ -217,17 +210,11 @@ def test_chart_files_offline_and_escaped(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ CLI
 
 
-@pytest.fixture(scope="module")
-def app() -> typer.Typer:
-    app = typer.Typer()
-    app.command("roofline")(roofline_cmd)
-    app.command("noop")(lambda: None)
-    return app
 
 
-def test_cli_json_and_png(app: typer.Typer, tmp_path: Path) -> None:
+def test_cli_json_and_png(tmp_path: Path) -> None:
     png = tmp_path / "roof.png"
-    res = CliRunner().invoke(app, ["roofline", str(rep(A100)), "-f", "json", "--chart", str(png),
+    res = invoke(["roofline", str(rep(A100)), "-f", "json", "--chart", str(png),
                                    "--batch-size", "2"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
@@ -239,15 +226,15 @@ def test_cli_json_and_png(app: typer.Typer, tmp_path: Path) -> None:
     assert "NVIDIA A100 PCIe 80GB" in res.stderr
 
 
-def test_cli_gpu_list_and_errors(app: typer.Typer, tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["roofline", "--gpu", "list", "-f", "csv"])
+def test_cli_gpu_list_and_errors(tmp_path: Path) -> None:
+    res = invoke(["roofline", "--gpu", "list", "-f", "csv"])
     assert res.exit_code == 0 and "a100-pcie-80gb" in res.stdout
     for args, message in [(["roofline", str(tmp_path / "missing.ncu-rep")], "no such file"),
                           (["roofline"], "give an Nsight Compute report"),
                           (["roofline", str(rep(A40)), "--peak-bw", "fast"], "--peak-bw"),
                           (["roofline", str(A40), "--gpu", "gtx480"], "unknown GPU")]:
-        res = CliRunner().invoke(app, args)
-        assert isinstance(res.exception, InputError) and message in str(res.exception), args
+        res = invoke(args)
+        assert res.stderr.startswith("Error:") and message in res.stderr, args
 
 
 def test_parse_si() -> None:

@@ -10,14 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from conftest import TRACES
-from typer.testing import CliRunner
+from conftest import TRACES, invoke
 
 import trace_report as tr
-from trace_report.analyze.flop_estimate import conv_count, count_op, estimate_ops, gemm_count, precision_of
-from trace_report.analyze.roofline import RooflineOptions, roofline
-from trace_report.commands_nsight import roofline_cmd
+from trace_report.analyses.roofline.estimate import conv_count, count_op, estimate_ops, gemm_count, precision_of
+from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 
 
 def trace_dir(name: str) -> Path:
@@ -142,7 +139,7 @@ def test_resnet18_flops_match_hooked_macs(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps({"config": {"batch_size": batch}}))
     with tr.open(tmp_path / "resnet18.pt.trace.json") as db:
         ops = estimate_ops(db.con)
-        result = roofline(db.con, RooflineOptions(batch_size=batch))
+        result = roofline(db, RooflineOptions(batch_size=batch))
     assert ops["note"].isna().all() and set(ops["op"]) == {"aten::conv2d", "aten::linear"}
     assert len(ops) == 21  # 20 convolutions + the classifier
     assert ops["flop"].sum() == 2 * macs
@@ -181,7 +178,7 @@ def test_vit_h100_estimates_and_kernel_time() -> None:
 
 def test_2021_trace_without_concrete_inputs() -> None:
     with tr.open(trace_dir("kineto_rn50_nw4_2021jun")) as db:
-        result = roofline(db.con)
+        result = roofline(db)
     frame = result.frame
     fwd = frame[frame["kernel"] == "aten::conv2d"]
     bwd = frame[frame["kernel"] == "aten::cudnn_convolution_backward"]
@@ -193,11 +190,8 @@ def test_2021_trace_without_concrete_inputs() -> None:
 
 
 def test_cli_on_a_trace(tmp_path: Path) -> None:
-    app = typer.Typer()
-    app.command("roofline")(roofline_cmd)
-    app.command("noop")(lambda: None)
     path = trace_dir("tracelens_h100_bert_small")
-    res = CliRunner().invoke(app, ["roofline", str(path), "--by-name", "-f", "json", "--chart",
+    res = invoke(["roofline", str(path), "--by-name", "-f", "json", "--chart",
                                    str(tmp_path / "est.html")])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)

@@ -85,7 +85,7 @@ def cases(shared: Path, *, hta: bool = True) -> list[tuple[str, list[str]]]:
 
 def run_case(argv: list[str], shared: Path) -> dict[str, Any]:
     """Run ``trace-report ARGV -f json`` in this process: ``{"exit": code, "rows": parsed stdout}``."""
-    from trace_report.cli import main
+    from trace_report.cli.app import main
 
     args = [a.replace("$SHARED", str(shared)) for a in argv] + ["-f", "json"]
     out, err = io.StringIO(), io.StringIO()
@@ -96,7 +96,8 @@ def run_case(argv: list[str], shared: Path) -> dict[str, Any]:
         except SystemExit as exc:
             code = int(exc.code or 0)
         except Exception as exc:  # a traceback escaping the CLI: recorded as what it was
-            return {"exit": "traceback", "rows": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return {"exit": "traceback", "rows": f"{type(exc).__name__}: {first}"}
     text = out.getvalue().replace(str(shared), "$SHARED")
     try:
         rows = json.loads(text) if text.strip() else None
@@ -116,10 +117,9 @@ def differences(expected: Any, actual: Any, where: str = "", rel: float = 1e-9) 
     """Where two JSON values differ: strings, ints, bools and None exactly; floats within
     ``rel`` (DuckDB's parallel sums may differ in the last bits between runs)."""
     if isinstance(expected, float) or isinstance(actual, float):
-        if isinstance(expected, (int, float)) and isinstance(actual, (int, float)) \
-                and not isinstance(expected, bool) and not isinstance(actual, bool):
-            if math.isclose(float(expected), float(actual), rel_tol=rel, abs_tol=1e-9):
-                return []
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (expected, actual))
+        if numbers and math.isclose(float(expected), float(actual), rel_tol=rel, abs_tol=1e-9):
+            return []
         return [f"{where}: {expected!r} != {actual!r}"]
     if isinstance(expected, dict) and isinstance(actual, dict):
         out = []

@@ -13,7 +13,7 @@ import pandas as pd
 
 from trace_report.capture.loop import EpochRecord, RunResult, StepRecord
 from trace_report.capture.runtime import write_json
-from trace_report.output import records
+from trace_report.present.tables import records
 
 
 @dataclass
@@ -95,7 +95,7 @@ def write_results(result: ExperimentResult) -> list[Path]:
 def save_chart(chart: Any, stem: Path) -> list[Path]:
     """Save ``chart`` as ``<stem>.html`` (self-contained: works offline, names escaped) and,
     when vl-convert works, ``<stem>.svg``."""
-    from trace_report.charts.html import save_chart as save_offline
+    from trace_report.present.charts.html import save_chart as save_offline
 
     html = save_offline(chart, stem.with_suffix(".html"))
     files = [html]

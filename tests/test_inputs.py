@@ -1,0 +1,109 @@
+"""inputs.py: a file is an input because of its content, never its name or its neighbours;
+every file seen and not used is listed with its reason; repeats are read once."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import SHARED, TRACES, invoke, shared_or_skip
+
+from trace_report.errors import InputError
+from trace_report.inputs import InputKind, detect, resolve
+
+EXPECTED = {".ncu-rep": InputKind.ncu_report, ".sqlite": InputKind.nsys_sqlite, ".nsys-rep": InputKind.nsys_report,
+            ".txt": InputKind.other, ".csv": InputKind.nsys_kernsum, ".tar.gz": InputKind.archive}
+
+
+def _expected_kind(path: Path) -> InputKind:
+    for suffix, kind in EXPECTED.items():
+        if path.name.endswith(suffix):
+            return kind
+    return InputKind.trace  # every .json / .json.gz in ../shared/data is a trace (MANIFEST.tsv)
+
+
+def test_every_shared_file_is_detected_by_content(shared: Path) -> None:
+    files = sorted(p for p in (shared / "data").rglob("*") if p.is_file() and p.name != "MANIFEST.tsv")
+    assert len(files) >= 30
+    for path in files:
+        assert detect(path).kind is _expected_kind(path), path
+
+
+def test_detection_ignores_names(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]
+    (tmp_path / "renamed.dat").write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    (tmp_path / "array.log").write_text(json.dumps(events))
+    (tmp_path / "config.json").write_text(json.dumps({"lr": 0.1, "steps": 3}))
+    (tmp_path / "notes.json").write_text("not json at all")
+    assert detect(tmp_path / "renamed.dat").kind is InputKind.trace
+    assert detect(tmp_path / "array.log").kind is InputKind.trace
+    found = detect(tmp_path / "config.json")
+    assert (found.kind, found.reason) == (InputKind.other, "a JSON object without traceEvents")
+    assert detect(tmp_path / "notes.json").kind is InputKind.other
+
+
+def test_folder_keeps_every_trace_and_lists_the_rest() -> None:
+    """The README's example: a folder with *.pt.trace.* files beside others loses none of them."""
+    shared_or_skip()
+    with resolve([TRACES]) as found:
+        labels = {Path(s.label).name if "!" not in s.label else s.label.split("!")[1] for s in found.sources}
+        skipped = dict(found.skipped)
+    on_disk = [p for p in TRACES.rglob("*") if p.name.endswith((".json", ".json.gz"))]
+    assert {p.name for p in on_disk} <= labels  # the A100 DDP, H100 and trace-diff traces included
+    assert len(found.sources) == len(on_disk) + 8  # plus the 8 ranks of the DLRM archive
+    assert skipped == {}
+
+
+def test_skipped_files_are_listed_with_reasons(tmp_path: Path) -> None:
+    shared_or_skip()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(TRACES / "hta_triton_example" / "triton_example.json.gz", folder / "a.json.gz")
+    shutil.copy(SHARED / "data" / "nsys" / "nvfuser_nsys_h100_matmul" / "report1.nsys-rep", folder)
+    (folder / "results.json").write_text("{}")
+    result = invoke(["ingest", folder, "-o", tmp_path / "x.duckdb"])
+    assert result.exit_code == 0, result.stderr
+    assert "1 trace(s) ingested, 2 skipped" in result.stderr
+    assert f"skipped: {folder / 'results.json'} (a JSON object without traceEvents)" in result.stderr
+    assert "nsys export --type sqlite" in result.stderr
+    quiet = invoke(["ingest", folder, "-o", tmp_path / "y.duckdb", "--quiet"])
+    assert "skipped:" not in quiet.stderr and "2 skipped" in quiet.stderr
+
+
+def test_repeats_are_read_once(tmp_path: Path) -> None:
+    shared_or_skip()
+    trace = TRACES / "hta_trace_diff" / "control.json.gz"
+    with resolve([trace, trace, trace.parent]) as found:
+        assert [s.label for s in found.sources].count(str(trace)) == 1
+        assert len(found.sources) == 2
+        kinds = [n.split(": ", 1)[1].split(" (")[0] for n in found.notes]
+        assert kinds == ["given more than once", "overlaps inputs given before"]
+    out = invoke(["top-kernels", trace, trace, "-f", "json", "-n", "3"])
+    single = invoke(["top-kernels", trace, "-f", "json", "-n", "3"])
+    assert out.exit_code == 0 and json.loads(out.stdout) == json.loads(single.stdout)
+    assert "given more than once" in out.stderr
+
+
+def test_tar_members_and_errors(tmp_path: Path) -> None:
+    archive = tmp_path / "ranks.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        readme = tmp_path / "README"
+        readme.write_text("hello")
+        tar.add(readme, arcname="README")
+    with pytest.raises(InputError, match="no traces in this archive"):
+        resolve([archive])
+    with pytest.raises(InputError, match="no such file"):
+        resolve([tmp_path / "absent.json"])
+    with pytest.raises(InputError, match="not both"):
+        resolve([TRACES / "hta_triton_example", _database(tmp_path)])
+
+
+def _database(tmp_path: Path) -> Path:
+    shared_or_skip()
+    db = tmp_path / "one.duckdb"
+    assert invoke(["ingest", TRACES / "hta_triton_example", "-o", db]).exit_code == 0
+    return db

@@ -1,0 +1,1 @@
+"""analyses layer (see docs/architecture.md)."""

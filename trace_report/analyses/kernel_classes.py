@@ -1,0 +1,159 @@
+"""Kernel classes and flags: which GPU time is tensor-core, TF32, layout conversion, ...
+
+The rule table is the SQL view ``kernel_class_rules`` (``sql/views_kernel_classes.sql``,
+:data:`RULES_VERSION`): each rule has a pattern, the class it gives, a rationale and a source.
+``kernel_classes`` (view) lists the classes of every GPU operation name per trace; this module
+ranks the flagged names and summarises the shares of GPU time (docs/analysis.md).
+
+GPU time = the summed ``dur`` (µs) of every kernel, memcpy and memset in the selection; ``pct``
+columns are percentages of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from trace_report.errors import InputError
+from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import sql_text
+
+RULES_VERSION = "1"
+# Classes always present in the summary (in this order), even at zero.
+HEADLINE_CLASSES = ("tf32", "tf32_inferred", "tensor_core", "layout_conversion")
+FLAG_COLUMNS = ["rank", "name", "classes", "count", "total_us", "pct"]
+SUMMARY_COLUMNS = ["rank", "class", "count", "names", "total_us", "pct", "gpu_us"]
+EXPLAIN_COLUMNS = ["class", "rule_id", "pattern", "requires", "min_cc", "rationale", "source", "names", "count",
+                   "total_us"]
+
+
+@dataclass(frozen=True)
+class FlagsOptions:
+    """``rank``: only that rank; ``by_rank``: one ranking and summary per rank; ``classes``: keep
+    names having any of these classes (empty = every flagged name); ``limit``: rows per rank."""
+
+    rank: int | None = None
+    by_rank: bool = False
+    classes: tuple[str, ...] = ()
+    limit: int | None = None
+
+
+@dataclass
+class FlagsResult:
+    """``frame``: one row per flagged name; ``summary``: per class; ``explain``: per matched rule."""
+
+    frame: pd.DataFrame
+    summary: pd.DataFrame
+    explain: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+
+def rules(db: TraceDB) -> pd.DataFrame:
+    """The rule table: ``version``, ``priority``, ``rule_id``, ``class``, ``pattern``, ``requires``,
+    ``min_cc``, ``rationale``, ``source`` (in priority order)."""
+    return db.con.execute("SELECT * FROM kernel_class_rules ORDER BY priority").df()
+
+
+def classify(db: TraceDB, names: list[str], compute_capability: float | None = None) -> pd.DataFrame:
+    """Classes of arbitrary names with the same rules (macro ``kernel_class_matches``): columns
+    ``name``, ``classes`` (list, rule order), ``rules`` (rule ids), for a GPU of that compute
+    capability (None = unknown: rules with ``min_cc`` do not apply)."""
+    con = db.con
+    order = {c: i for i, c in enumerate(dict.fromkeys(rules(db)["class"]))}
+    rows = con.execute("SELECT n, kernel_class_matches(n, $cc) FROM unnest($names) AS t(n)",
+                       {"names": list(names), "cc": compute_capability}).fetchall()
+    out = pd.DataFrame({
+        "name": [n for n, _ in rows],
+        "classes": [sorted({x["class"] for x in m or []}, key=order.get) for _, m in rows],
+        "rules": [[x["rule_id"] for x in m or []] for _, m in rows],
+    })
+    return out[["name", "classes", "rules"]]
+
+
+def _check(db: TraceDB, opts: FlagsOptions) -> list[str]:
+    known = list(dict.fromkeys(rules(db)["class"]))
+    bad = [c for c in opts.classes if c not in known]
+    if bad:
+        raise InputError(f"unknown class {', '.join(bad)} (classes: {', '.join(known)})")
+    if opts.rank is not None:
+        ranks = [r for (r,) in db.con.execute("SELECT DISTINCT rank FROM traces ORDER BY 1").fetchall()]
+        if opts.rank not in ranks:
+            raise InputError(f"no trace of rank {opts.rank} (ranks: {', '.join(map(str, ranks)) or 'none'})")
+    return known
+
+
+def _rows(long: pd.DataFrame, opts: FlagsOptions, order: dict[str, int]) -> pd.DataFrame:
+    per = long.drop_duplicates(["rank", "trace_id", "name", "class"])
+    g = per.groupby(["rank", "name"], dropna=False, sort=False)
+    names = g.agg(classes=("class", lambda c: sorted(set(c), key=order.get))).reset_index()
+    counts = per.drop_duplicates(["rank", "trace_id", "name"]).groupby(["rank", "name"], dropna=False).agg(
+        count=("count", "sum"), total_us=("total_us", "sum"), gpu_us=("gpu_us", "first")).reset_index()
+    out = names.merge(counts, on=["rank", "name"])
+    if opts.classes:
+        out = out[out["classes"].map(lambda cs: any(c in opts.classes for c in cs))]
+    out["pct"] = 100.0 * out["total_us"] / out["gpu_us"]
+    out = out.sort_values(["rank", "total_us", "name"], ascending=[True, False, True], na_position="first")
+    if opts.limit is not None:
+        out = out.groupby("rank", dropna=False, sort=False).head(opts.limit)
+    out["count"] = out["count"].astype("int64")
+    return out[FLAG_COLUMNS].reset_index(drop=True)
+
+
+def _summary(long: pd.DataFrame, totals: pd.DataFrame, known: list[str]) -> pd.DataFrame:
+    per = long.drop_duplicates(["rank", "trace_id", "name", "class"])
+    agg = per.groupby(["rank", "class"], dropna=False).agg(
+        count=("count", "sum"), names=("name", "nunique"), total_us=("total_us", "sum")).reset_index()
+    present = [c for c in known if c in set(agg["class"])]
+    classes = list(dict.fromkeys([*HEADLINE_CLASSES, *present]))
+    frames = []
+    for rank, gpu_us in totals.itertuples(index=False):
+        mine = agg[agg["rank"].isna()] if pd.isna(rank) else agg[agg["rank"] == rank]
+        s = mine.set_index("class").reindex(classes)
+        s["count"] = s["count"].fillna(0).astype("int64")
+        s["names"] = s["names"].fillna(0).astype("int64")
+        s["total_us"] = s["total_us"].fillna(0.0)
+        s["rank"], s["gpu_us"] = rank, gpu_us
+        s["pct"] = 100.0 * s["total_us"] / gpu_us if gpu_us else float("nan")
+        frames.append(s.rename_axis("class").reset_index())
+    if not frames:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[SUMMARY_COLUMNS]
+
+
+def _explain(long: pd.DataFrame, db: TraceDB, shown: set[str]) -> pd.DataFrame:
+    table = rules(db)
+    per = long.drop_duplicates(["rank", "trace_id", "name", "rule_id"])
+    used = per.groupby("rule_id").agg(names=("name", "nunique"), count=("count", "sum"),
+                                      total_us=("total_us", "sum")).reset_index()
+    out = table.merge(used, on="rule_id")
+    out = out[out["class"].isin(shown)] if shown else out
+    return out.sort_values("priority")[EXPLAIN_COLUMNS].reset_index(drop=True)
+
+
+def flags(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
+    """Flagged GPU operation names with their classes, a per-class summary and the rules used.
+
+    ``frame``: ``rank`` (only with ``by_rank``), ``name``, ``classes`` (list), ``count``,
+    ``total_us`` (summed ``dur``), ``pct`` (of GPU time). ``summary``: per class ``count``
+    (GPU ops), ``names`` (distinct), ``total_us``, ``pct`` and ``gpu_us`` (the denominator); the
+    classes in :data:`HEADLINE_CLASSES` always appear. ``explain``: every rule that matched, with
+    its pattern, rationale and source. Raises :class:`InputError` for an unknown class or rank.
+    """
+    opts = options or FlagsOptions()
+    con = db.con
+    known = _check(db, opts)
+    long = con.execute(sql_text("kernel_flags.sql"), {"rank": opts.rank, "by_rank": opts.by_rank}).df()
+    totals = long[long["name"].isna()][["rank", "gpu_us"]]
+    long = long[long["name"].notna()]
+    order = {c: i for i, c in enumerate(known)}
+    frame = _rows(long, opts, order)
+    summary = _summary(long, totals, known)
+    shown = set(opts.classes) or {c for cs in frame["classes"] for c in cs}
+    notes = []
+    if totals.empty or not totals["gpu_us"].fillna(0).gt(0).any():
+        notes.append("no GPU activity (kernels, memcpy, memset) in the selection: nothing to classify")
+    if not opts.by_rank:
+        frame, summary = frame.drop(columns="rank"), summary.drop(columns="rank")
+    return FlagsResult(frame, summary, _explain(long, db, shown), notes)

@@ -1,0 +1,436 @@
+"""Step breakdown by region: forward, loss, backward, optimizer_step, data_loading, other.
+
+For each ProfilerStep (the whole trace when a trace has none) and each region:
+
+- ``wall_us``: wall time (µs) during which the region is the innermost one active on any thread
+  of the process that recorded the step. The regions partition the step: their ``wall_us`` add
+  up to the step's duration.
+- ``gpu_us``: GPU kernel time (sum of kernel ``dur``, µs) attributed to the region by launch
+  (docs/analysis.md): the region enclosing the kernel's ``cuda_runtime`` launch (same
+  ``correlation``), innermost first on the launching thread, then by time on any thread of the
+  process, then the fallback spans. Kernels without a launch go to the ``gpu_user_annotation``
+  enclosing them, else the region active at their start, else ``other``. A kernel belongs to the
+  step its launch (or, without one, its start) falls in; every kernel of a step is counted once.
+- ``idle_us``: time (µs) within the region's wall time when no GPU activity (kernel, memcpy,
+  memset) runs on the trace's GPU(s), on the trace's shared clock.
+- ``cpu_us``: CPU operator time (µs): for every thread of the process, the time inside some
+  ``cpu_op`` during the region's wall time, summed over threads.
+
+The region intervals are SQL views (``sql/views_regions.sql``): ``region_rules`` (which
+annotation names mark which region), ``region_markers``, ``step_windows``, ``regions`` (per
+step, with the fallback spans) and ``kernel_steps`` (each kernel's launch and step). This module
+partitions time between them (:class:`Partition`, innermost first) and attributes kernels
+(:func:`kernel_regions`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from trace_report.errors import InputError
+from trace_report.store.tracedb import TraceDB
+
+REGIONS = ("forward", "loss", "backward", "optimizer_step", "data_loading", "other")
+BREAKDOWN_COLUMNS = ["step", "region", "wall_us", "wall_pct", "gpu_us", "gpu_pct", "kernels",
+                     "idle_us", "cpu_us"]
+
+
+@dataclass(frozen=True)
+class BreakdownOptions:
+    """``by_step``: one group of rows per step (else summed over steps); ``rank``: only that rank;
+    ``by_rank``: one group per rank (else summed over ranks)."""
+
+    by_step: bool = False
+    rank: int | None = None
+    by_rank: bool = False
+
+
+@dataclass
+class BreakdownResult:
+    """Rows (``rank`` first with ``by_rank``, then :data:`BREAKDOWN_COLUMNS`, then ``steps`` when
+    summed over steps) and notes for the user."""
+
+    frame: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Interval helpers (all times in µs)
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of ``[start, end)`` intervals as sorted, disjoint ``(starts, ends)`` arrays."""
+    if len(starts) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    group = np.cumsum(new) - 1
+    out_s = s[new]
+    out_e = np.zeros(len(out_s))
+    np.maximum.at(out_e, group, run_end)
+    return out_s, out_e
+
+
+class BusyTime:
+    """Cumulative busy time of a set of intervals: ``between(a, b)`` = busy µs within ``[a, b)``."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray):
+        self.s, self.e = merge_intervals(np.asarray(starts, float), np.asarray(ends, float))
+        self.cum = np.concatenate([[0.0], np.cumsum(self.e - self.s)])
+
+    def until(self, t: np.ndarray) -> np.ndarray:
+        """Busy µs in ``(-inf, t)`` for each ``t``."""
+        t = np.asarray(t, float)
+        if len(self.s) == 0:
+            return np.zeros_like(t)
+        i = np.searchsorted(self.s, t, side="right") - 1
+        inside = np.where(i >= 0, np.clip(t - self.s[np.maximum(i, 0)], 0.0,
+                                          (self.e - self.s)[np.maximum(i, 0)]), 0.0)
+        return np.where(i >= 0, self.cum[np.maximum(i, 0)] + inside, 0.0)
+
+    def between(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.until(b) - self.until(a)
+
+    @property
+    def total(self) -> float:
+        return float(self.cum[-1])
+
+
+class Partition:
+    """``[w0, w1)`` split into segments, each owned by the first interval (in the given priority
+    order) that covers it, or by none (-1). Sweep with a heap: O(n log n) in the intervals."""
+
+    def __init__(self, w0: float, w1: float, starts: np.ndarray, ends: np.ndarray):
+        starts = np.clip(np.asarray(starts, float), w0, w1)
+        ends = np.clip(np.asarray(ends, float), w0, w1)
+        self.cuts = np.unique(np.concatenate([[w0, w1], starts, ends]))
+        a = self.cuts[:-1]
+        owner = np.full(len(a), -1, dtype=np.int64)
+        order = np.argsort(starts, kind="stable")
+        heap: list[tuple[int, float]] = []
+        j = 0
+        for k, t in enumerate(a):
+            while j < len(order) and starts[order[j]] <= t:
+                i = int(order[j])
+                heapq.heappush(heap, (i, float(ends[i])))
+                j += 1
+            while heap and heap[0][1] <= t:
+                heapq.heappop(heap)
+            if heap:
+                owner[k] = heap[0][0]
+        self.owner = owner
+
+    @property
+    def seg_start(self) -> np.ndarray:
+        return self.cuts[:-1]
+
+    @property
+    def seg_end(self) -> np.ndarray:
+        return self.cuts[1:]
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        """Owner (interval index, -1 for none) at each time ``t``; -1 outside ``[w0, w1)``."""
+        t = np.asarray(t, float)
+        k = np.searchsorted(self.cuts, t, side="right") - 1
+        ok = (k >= 0) & (k < len(self.owner))
+        return np.where(ok, self.owner[np.clip(k, 0, max(len(self.owner) - 1, 0))], -1) \
+            if len(self.owner) else np.full(len(t), -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Queries
+
+
+def _traces(con: duckdb.DuckDBPyConnection, rank: int | None) -> pd.DataFrame:
+    traces = con.execute("SELECT trace_id, rank, device_name, path FROM traces ORDER BY trace_id").df()
+    if traces.empty:
+        raise InputError("no traces in the database")
+    if rank is not None:
+        sel = traces[traces["rank"] == rank]
+        if sel.empty:
+            ranks = ", ".join(str(r) for r in sorted(traces["rank"].dropna().unique()))
+            raise InputError(f"no trace of rank {rank} (ranks: {ranks or 'none'})")
+        traces = sel
+    return traces.reset_index(drop=True)
+
+
+def _ids(traces: pd.DataFrame) -> list[int]:
+    return [int(t) for t in traces["trace_id"]]
+
+
+_QUERIES = {
+    "windows": "SELECT * FROM step_windows WHERE list_contains($ids, trace_id) ORDER BY trace_id, ts_us",
+    # priority order within a window: markers before spans, then the latest start, then the shortest
+    "regions": "SELECT trace_id, window_id, region, kind, tid, ts_us, end_us FROM regions "
+               "WHERE list_contains($ids, trace_id) "
+               "ORDER BY trace_id, window_id, kind, marker_ts_us DESC, end_us, event_id",
+    "kernels": "SELECT trace_id, event_id, window_id, step, device_pid, ts_us, dur_us, launch_tid, launch_ts_us "
+               "FROM kernel_steps WHERE list_contains($ids, trace_id)",
+    "gpu_markers": "SELECT trace_id, pid, region, ts_us, end_us FROM region_markers "
+                   "WHERE cat = 'gpu_user_annotation' AND list_contains($ids, trace_id) "
+                   "ORDER BY trace_id, pid, ts_us DESC, end_us",
+    "gpu": "SELECT trace_id, ts_us, ts_us + dur_us AS end_us FROM gpu_ops WHERE list_contains($ids, trace_id)",
+    "cpu": "SELECT trace_id, pid, tid, ts_us, ts_us + dur_us AS end_us FROM cpu_ops "
+           "WHERE list_contains($ids, trace_id)",
+}
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, ids: list[int], *names: str) -> dict[str, pd.DataFrame]:
+    return {n: con.execute(_QUERIES[n], {"ids": ids}).df() for n in names}
+
+
+def _label_kernels(w: pd.Series, regs: pd.DataFrame, ks: pd.DataFrame,
+                   gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Region and basis of the kernels ``ks`` of one window (see :func:`kernel_regions`)."""
+    region = np.full(len(ks), "other", dtype=object)
+    basis = np.full(len(ks), "no_region", dtype=object)
+    labels, kinds = regs["region"].to_numpy(object), regs["kind"].to_numpy(object)
+    whole = Partition(w.ts_us, w.end_us, regs["ts_us"].to_numpy(float), regs["end_us"].to_numpy(float))
+    launched = ks["launch_ts_us"].notna().to_numpy()
+    at = np.where(launched, ks["launch_ts_us"].to_numpy(float), ks["ts_us"].to_numpy(float))
+    own = whole.at(at)
+    hit = own >= 0
+    region[hit] = labels[own[hit]]
+    basis[hit & launched] = np.where(kinds[own[hit & launched]] == "marker", "launch_time", "launch_span")
+    basis[hit & ~launched] = "kernel_time"
+    basis[~hit & ~launched] = "no_launch"
+    markers = regs["kind"].to_numpy(object) == "marker"
+    for tid, idx in ks[launched].groupby("launch_tid").indices.items():
+        mine = np.flatnonzero(markers & (regs["tid"].to_numpy(object) == tid))
+        if not len(mine):
+            continue
+        part = Partition(w.ts_us, w.end_us, regs["ts_us"].to_numpy(float)[mine], regs["end_us"].to_numpy(float)[mine])
+        rows = np.flatnonzero(launched)[idx]
+        o = part.at(at[rows])
+        found = o >= 0
+        region[rows[found]] = labels[mine[o[found]]]
+        basis[rows[found]] = "launch_thread"
+    for pid, idx in ks[~launched].groupby("device_pid").indices.items():
+        part_labels = gpu_marks.get((w.trace_id, pid))
+        if part_labels is None:
+            continue
+        part, glabels = part_labels
+        rows = np.flatnonzero(~launched)[idx]
+        o = part.at(ks["ts_us"].to_numpy(float)[rows])
+        found = o >= 0
+        region[rows[found]] = glabels[o[found]]
+        basis[rows[found]] = "gpu_annotation"
+    return region, basis
+
+
+def _gpu_marker_partitions(gm: pd.DataFrame) -> dict:
+    out = {}
+    for (t, pid), g in gm.groupby(["trace_id", "pid"], sort=False):
+        part = Partition(float(g["ts_us"].min()), float(g["end_us"].max()), g["ts_us"].to_numpy(float),
+                         g["end_us"].to_numpy(float))
+        out[(t, pid)] = (part, g["region"].to_numpy(object))
+    return out
+
+
+def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
+    """Every GPU kernel with the step and region it is attributed to, and the basis.
+
+    Columns: ``trace_id``, ``event_id``, ``window_id`` (the ProfilerStep's event id, -1 for a
+    whole-trace window, NULL outside every step), ``step``, ``dur_us``, ``region``, ``basis``:
+
+    - ``launch_thread``: the innermost region marker enclosing the launch on the launching thread
+    - ``launch_time``: else the innermost marker enclosing the launch time on any thread of the process
+    - ``launch_span``: else a fallback span (``regions.kind = 'span'``) enclosing the launch time
+    - ``no_region``: launch found, nothing encloses it -> ``other``
+    - ``gpu_annotation``: no launch (no correlation match): the ``gpu_user_annotation`` enclosing it
+    - ``kernel_time``: no launch: the region active at the kernel's start
+    - ``no_launch``: no launch and nothing encloses the kernel -> ``other``
+    """
+    con = db.con
+    traces = _traces(con, rank)
+    rows = _fetch(con, _ids(traces), "windows", "regions", "kernels", "gpu_markers")
+    return _attribute(rows)
+
+
+def _attribute(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    ks = rows["kernels"]
+    out = ks[["trace_id", "event_id", "window_id", "step", "dur_us"]].copy()
+    out["region"], out["basis"] = "other", None
+    gpu_marks = _gpu_marker_partitions(rows["gpu_markers"])
+    regs_by = dict(iter(rows["regions"].groupby(["trace_id", "window_id"], sort=False)))
+    ks_by = ks[ks["window_id"].notna()].groupby(["trace_id", "window_id"], sort=False).indices
+    empty = rows["regions"].iloc[:0]
+    for w in rows["windows"].itertuples(index=False):
+        idx = ks_by.get((w.trace_id, w.window_id))
+        if idx is None:
+            continue
+        region, basis = _label_kernels(w, regs_by.get((w.trace_id, w.window_id), empty), ks.iloc[idx], gpu_marks)
+        out.iloc[idx, out.columns.get_loc("region")] = region
+        out.iloc[idx, out.columns.get_loc("basis")] = basis
+    out.loc[out["basis"].isna(), "basis"] = "outside_steps"
+    return out
+
+
+def _window_table(w: pd.Series, regs: pd.DataFrame, gpu: BusyTime | None,
+                  threads: list[BusyTime]) -> pd.DataFrame:
+    """wall/idle/cpu µs per region for one window."""
+    part = Partition(w.ts_us, w.end_us, regs["ts_us"].to_numpy(float), regs["end_us"].to_numpy(float))
+    a, b = part.seg_start, part.seg_end
+    lab = np.where(part.owner >= 0, regs["region"].to_numpy(object)[np.maximum(part.owner, 0)], "other") \
+        if len(regs) else np.full(len(a), "other", dtype=object)
+    seg = pd.DataFrame({"region": lab, "wall_us": b - a})
+    seg["idle_us"] = (b - a) - gpu.between(a, b) if gpu is not None else 0.0
+    seg["cpu_us"] = sum((t.between(a, b) for t in threads), np.zeros(len(a)))
+    out = seg.groupby("region").sum().reindex(list(REGIONS), fill_value=0.0)
+    if gpu is None:
+        out["idle_us"] = np.nan
+    return out.rename_axis("region").reset_index()
+
+
+def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """One row per (trace, window, region) with wall/gpu/idle/cpu µs and kernel counts.
+
+    Also returns facts for notes: kernel bases, kernels outside steps, traces without GPU activity.
+    """
+    rows = _fetch(con, _ids(traces), *_QUERIES)
+    gpu_by_trace = {t: BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
+                    for t, g in rows["gpu"].groupby("trace_id")}
+    cpu_groups = {k: BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
+                  for k, g in rows["cpu"].groupby(["trace_id", "pid", "tid"])}
+    regs_by = dict(iter(rows["regions"].groupby(["trace_id", "window_id"], sort=False)))
+    empty = rows["regions"].iloc[:0]
+    parts = []
+    for w in rows["windows"].itertuples(index=False):
+        threads = [bt for (t, pid, _), bt in cpu_groups.items()
+                   if t == w.trace_id and (pd.isna(w.pid) or pid == w.pid)]
+        tab = _window_table(w, regs_by.get((w.trace_id, w.window_id), empty), gpu_by_trace.get(w.trace_id), threads)
+        tab.insert(0, "trace_id", w.trace_id)
+        tab.insert(1, "window_id", w.window_id)
+        tab.insert(2, "step", w.step)
+        parts.append(tab)
+    table = pd.concat(parts, ignore_index=True)
+    k = _attribute(rows)
+    k["kernels"] = 1
+    inside = k[k["window_id"].notna()].groupby(["trace_id", "window_id", "region"], as_index=False)[
+        ["kernels", "dur_us"]].sum().rename(columns={"dur_us": "gpu_us"})
+    table = table.merge(inside, on=["trace_id", "window_id", "region"], how="left")
+    table["kernels"] = table["kernels"].fillna(0).astype("int64")
+    table["gpu_us"] = table["gpu_us"].fillna(0.0)
+    no_gpu = [t for t in _ids(traces) if t not in gpu_by_trace]
+    table.loc[table["trace_id"].isin(no_gpu), "gpu_us"] = np.nan
+    facts = {
+        "bases": k.groupby("basis")[["kernels", "dur_us"]].sum(),
+        "no_gpu": no_gpu,
+        "no_steps": sorted(set(rows["windows"].loc[rows["windows"]["window_id"] == -1, "trace_id"])),
+        "fwd_spans": int(((rows["regions"]["kind"] == "span") & (rows["regions"]["region"] == "forward")).sum()),
+    }
+    return table, facts
+
+
+def _notes(traces: pd.DataFrame, facts: dict) -> list[str]:
+    notes = []
+    label = dict(zip(traces["trace_id"], traces["path"], strict=True))
+    if facts["no_steps"]:
+        notes.append(f"no ProfilerStep in {len(facts['no_steps'])} trace(s): each is one window (step empty)")
+    if facts["fwd_spans"]:
+        notes.append("no forward range named in some steps: forward runs from the step start (or the previous "
+                     "backward pass) to the first backward op (torch-tb-profiler conventions)")
+    bases = facts["bases"]
+    for basis, text in (("gpu_annotation", "placed by the gpu_user_annotation enclosing them"),
+                        ("kernel_time", "placed by the region active at their start"),
+                        ("no_launch", "counted as 'other'"),
+                        ("outside_steps", "outside every ProfilerStep, not in the table")):
+        if basis in bases.index and bases.loc[basis, "kernels"]:
+            n, us = int(bases.loc[basis, "kernels"]), float(bases.loc[basis, "dur_us"])
+            what = "were launched" if basis == "outside_steps" else "have no launch (no correlation match):"
+            notes.append(f"{n} kernel(s) ({us:,.1f} us) {what} {text}")
+    for t in facts["no_gpu"]:
+        dev = traces.loc[traces["trace_id"] == t, "device_name"].iloc[0]
+        what = (f"GPU {dev} listed but no GPU activity recorded" if isinstance(dev, str) and dev
+                else "CPU-only trace")
+        notes.append(f"{label[t]}: {what}; wall and CPU time per region only")
+    return notes
+
+
+def _pct(agg: pd.DataFrame, col: str, group: list[str]) -> pd.Series:
+    """100 * col / (sum of col within the group); NULL where the group sums to 0 or NULL."""
+    denom = agg.groupby(group, dropna=False)[col].transform("sum") if group else \
+        pd.Series(agg[col].sum(), index=agg.index)
+    return 100.0 * agg[col] / denom.where(denom > 0)
+
+
+def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions) -> pd.DataFrame:
+    t = table.merge(traces[["trace_id", "rank"]], on="trace_id")
+    t["window"] = t["trace_id"].astype(str) + ":" + t["window_id"].astype(str)
+    keys = (["rank"] if opts.by_rank else []) + (["trace_id", "window_id", "step"] if opts.by_step else [])
+    sums = {c: (c, lambda s: s.sum(min_count=1)) for c in ("wall_us", "gpu_us", "idle_us", "cpu_us")}
+    agg = t.groupby(keys + ["region"], dropna=False, sort=False).agg(
+        **sums, kernels=("kernels", "sum"), steps=("window", "nunique")).reset_index()
+    if opts.by_step and not opts.by_rank:  # the same step number on several ranks adds up
+        agg = agg.groupby(["step", "region"], dropna=False, sort=False).agg(
+            **sums, kernels=("kernels", "sum"), steps=("steps", "sum")).reset_index()
+    if not opts.by_step:
+        agg["step"] = None
+    group = (["rank"] if opts.by_rank else []) + (["step"] if opts.by_step else [])
+    agg["wall_pct"] = _pct(agg, "wall_us", group)
+    agg["gpu_pct"] = _pct(agg, "gpu_us", group)
+    agg["region_order"] = agg["region"].map({r: i for i, r in enumerate(REGIONS)})
+    agg = agg.sort_values(group + ["region_order"], na_position="first", kind="stable")
+    cols = (["rank"] if opts.by_rank else []) + BREAKDOWN_COLUMNS + ([] if opts.by_step else ["steps"])
+    out = agg[cols].reset_index(drop=True)
+    out["kernels"] = out["kernels"].astype("int64")
+    return out
+
+
+def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> BreakdownResult:
+    """Wall, GPU-kernel, GPU-idle and CPU time per region (see the module docstring).
+
+    ``db``: a :class:`~trace_report.api.TraceDB` or a duckdb connection. Percentages:
+    ``wall_pct`` of the group's wall time, ``gpu_pct`` of the group's kernel time (a group = one
+    step with ``by_step``, one rank with ``by_rank``); each adds up to 100 over the six regions.
+    Summed over steps (the default) the ``steps`` column counts the windows. Raises
+    :class:`InputError` for an empty database or an unknown rank.
+    """
+    opts = options or BreakdownOptions()
+    con = db.con
+    traces = _traces(con, opts.rank)
+    table, facts = region_table(con, traces)
+    return BreakdownResult(_aggregate(table, traces, opts), _notes(traces, facts))
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole-trace GPU timeline (HTA's temporal breakdown, computed here)
+
+
+def gpu_timeline(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
+    """Per trace: GPU span, busy and idle µs, HTA-style.
+
+    Columns: ``trace_id``, ``rank``, ``span_us`` (first GPU op start to last GPU op end, kernels +
+    memcpy + memset), ``busy_us`` (union of their intervals), ``idle_us`` (= span - busy, what
+    HTA's ``get_temporal_breakdown`` reports as ``idle_time(us)``), ``kernel_us`` (sum of kernel
+    durations), ``gpu_ops``, ``utilization_pct`` (100 * busy / span). Traces without GPU activity
+    have NULL times.
+    """
+    con = db.con
+    traces = _traces(con, rank)
+    ops = con.execute(
+        "SELECT trace_id, cat, ts_us, ts_us + dur_us AS end_us, dur_us FROM gpu_ops "
+        "WHERE list_contains($ids, trace_id)", {"ids": _ids(traces)}).df()
+    rows = []
+    for tr in traces.itertuples(index=False):
+        g = ops[ops["trace_id"] == tr.trace_id]
+        row = {"trace_id": tr.trace_id, "rank": tr.rank, "span_us": None, "busy_us": None, "idle_us": None,
+               "kernel_us": None, "gpu_ops": len(g), "utilization_pct": None}
+        if len(g):
+            busy = BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
+            span = float(g["end_us"].max() - g["ts_us"].min())
+            row.update(span_us=span, busy_us=busy.total, idle_us=span - busy.total,
+                       kernel_us=float(g.loc[g["cat"] == "kernel", "dur_us"].sum()),
+                       utilization_pct=100.0 * busy.total / span if span > 0 else None)
+        rows.append(row)
+    return pd.DataFrame(rows)

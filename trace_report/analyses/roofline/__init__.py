@@ -1,0 +1,1 @@
+"""analyses.roofline layer (see docs/architecture.md)."""

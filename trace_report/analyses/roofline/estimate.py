@@ -1,0 +1,284 @@
+"""Estimate FLOPs and minimum DRAM bytes of GEMM and convolution operators from the shapes a
+Chrome trace records with ``record_shapes=True`` (``Input Dims``, ``Input type``,
+``Concrete Inputs`` in ``events.args`` of ``cpu_op`` events), and the GPU kernel time they
+launched. Every row is an *estimate* (``source = 'estimate'``).
+
+Formulas (one multiply-add = 2 FLOP; bias and epilogue work ignored):
+
+* ``mm`` [M,K]x[K,N], ``addmm`` (bias, [M,K], [K,N]): ``2*M*N*K``
+* ``bmm``/``baddbmm`` [B,M,K]x[B,K,N]: ``2*B*M*N*K``; ``matmul``: broadcast batch x ``2*M*N*K``
+* ``linear`` (x [..., K], W [N, K]): ``2 * prod(x[:-1]) * N * K``
+* convolution (x [N, C, *S], W [Co, C/g, *k]): ``2 * N * Co * prod(S_out) * (C/g) * prod(k)``
+  with ``S_out = floor((S + 2p - d(k-1) - 1)/s) + 1`` (PyTorch ``Conv2d`` docs); transposed:
+  ``2 * N * C * prod(S) * (Co/g) * prod(k)``
+* ``convolution_backward``: the forward count once for grad_input and once for grad_weight
+  (per ``output_mask``)
+
+Minimum bytes = every input and output tensor read or written once (element sizes from
+``Input type``). Only the outermost such operator of a nest is counted (``aten::linear``, not
+also its ``aten::addmm``). GPU time = the kernels whose launch (runtime call, joined by
+``correlation``) lies inside the operator's interval on its thread, else the kernels carrying
+the operator's ``External id``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"}
+CONV_ARGS: dict[str, dict[str, int]] = {
+    # argument positions in each operator's schema (native_functions.yaml)
+    "aten::conv1d": {"stride": 3, "padding": 4, "dilation": 5, "groups": 6},
+    "aten::conv2d": {"stride": 3, "padding": 4, "dilation": 5, "groups": 6},
+    "aten::conv3d": {"stride": 3, "padding": 4, "dilation": 5, "groups": 6},
+    "aten::convolution": {"stride": 3, "padding": 4, "dilation": 5, "transposed": 6, "output_padding": 7,
+                          "groups": 8},
+    "aten::_convolution": {"stride": 3, "padding": 4, "dilation": 5, "transposed": 6, "output_padding": 7,
+                           "groups": 8},
+    "aten::cudnn_convolution": {"padding": 2, "stride": 3, "dilation": 4, "groups": 5},
+    "aten::miopen_convolution": {"padding": 3, "stride": 4, "dilation": 5, "groups": 6},
+    "aten::mkldnn_convolution": {"padding": 3, "stride": 4, "dilation": 5, "groups": 6},
+    "aten::convolution_backward": {"stride": 4, "padding": 5, "dilation": 6, "transposed": 7,
+                                   "output_padding": 8, "groups": 9, "output_mask": 10},
+    "aten::cudnn_convolution_backward": {"padding": 3, "stride": 4, "dilation": 5, "groups": 6,
+                                         "output_mask": 10},
+}
+BACKWARD = {"aten::convolution_backward", "aten::cudnn_convolution_backward"}
+ESTIMATED_OPS = GEMM_OPS | set(CONV_ARGS)
+ELEMENT_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8,
+                 "int": 4, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+                 "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::complex<float>": 8}
+TENSOR_CORE_KERNEL = re.compile(
+    r"tf32|h884|s884|h1688|s1688|16816|hmma|i8816|xmma|tensorop|wgmma|gmma|nvjet|_tc_|mfma", re.IGNORECASE)
+ESTIMATE_COLUMNS = ["trace_id", "event_id", "op", "input_dims", "dtype", "precision", "flop", "bytes",
+                    "time_s", "n_kernels", "ai_flop_per_byte", "achieved_flop_per_s", "source", "note"]
+
+
+@dataclass(frozen=True)
+class OpCount:
+    """FLOP and minimum bytes of one operator call (None when the shapes do not allow it)."""
+
+    flop: float | None
+    bytes: float | None
+    note: str | None = None
+
+
+def _numel(dims: list[int]) -> int:
+    return math.prod(int(d) for d in dims) if dims else 1
+
+
+def _broadcast(a: list[int], b: list[int]) -> list[int]:
+    n = max(len(a), len(b))
+    a, b = [1] * (n - len(a)) + a, [1] * (n - len(b)) + b
+    return [max(x, y) for x, y in zip(a, b, strict=True)]
+
+
+def gemm_count(op: str, dims: list[list[int]], elem: int) -> OpCount:
+    """FLOP and min bytes of ``mm``/``addmm``/``bmm``/``baddbmm``/``matmul``/``linear``."""
+    if op == "aten::linear":
+        x, w = dims[0], dims[1]
+        m, k, n = _numel(x[:-1]), x[-1], w[0]
+        extra = _numel(dims[2]) if len(dims) > 2 and dims[2] else 0
+        return OpCount(2.0 * m * n * k, float(elem * (_numel(x) + _numel(w) + extra + m * n)))
+    if op in ("aten::addmm", "aten::baddbmm"):
+        bias, a, b = dims[0], dims[1], dims[2]
+    else:
+        bias, a, b = [], dims[0], dims[1]
+    a2 = a if len(a) >= 2 else [1, *a]
+    b2 = b if len(b) >= 2 else [*b, 1]
+    batch = _numel(_broadcast(a2[:-2], b2[:-2]))
+    m, k, n = a2[-2], a2[-1], b2[-1]
+    out = batch * m * n
+    bias_n = _numel(bias) if bias else 0
+    return OpCount(2.0 * batch * m * n * k, float(elem * (_numel(a) + _numel(b) + bias_n + out)))
+
+
+def _ints(text: str | None, n: int, default: int) -> list[int] | None:
+    if text is None or text == "":
+        return None
+    try:
+        value = json.loads(text.replace("True", "true").replace("False", "false"))
+    except ValueError:
+        return None
+    if isinstance(value, bool):
+        return [int(value)] * n
+    if isinstance(value, int):
+        return [value] * n
+    if isinstance(value, list) and all(isinstance(v, (int, bool)) for v in value):
+        return [int(v) for v in value] * (n if len(value) == 1 else 1) if value else [default] * n
+    return None
+
+
+def conv_count(op: str, dims: list[list[int]], concrete: list[str] | None, elem: int) -> OpCount:
+    """FLOP and min bytes of a forward or backward convolution (formulas in the module doc)."""
+    pos = CONV_ARGS[op]
+    backward = op in BACKWARD
+    if op == "aten::cudnn_convolution_backward":
+        x, gy, w = dims[0], dims[1], dims[2]
+    elif backward:
+        gy, x, w = dims[0], dims[1], dims[2]
+    else:
+        x, w, gy = dims[0], dims[1], None
+    if len(x) < 3 or len(w) != len(x):
+        return OpCount(None, None, "unexpected input shapes")
+    nsp = len(x) - 2
+
+    def arg(name: str, default: int) -> list[int] | None:
+        i = pos.get(name)
+        if i is None:
+            return [default] * nsp
+        if concrete is None or i >= len(concrete):
+            return None
+        return _ints(concrete[i], nsp, default)
+
+    groups = (arg("groups", 1) or [1])[0]
+    transposed = bool((arg("transposed", 0) or [0])[0])
+    if gy is None:
+        stride, pad, dil = arg("stride", 1), _padding(op, concrete, pos, nsp, x, w), arg("dilation", 1)
+        if stride is None or pad is None or dil is None:
+            return OpCount(None, None, "stride/padding not recorded (no 'Concrete Inputs')")
+        if transposed:
+            outp = arg("output_padding", 0) or [0] * nsp
+            s_out = [(s - 1) * st - 2 * p + d * (k - 1) + op_ + 1
+                     for s, st, p, d, k, op_ in zip(x[2:], stride, pad, dil, w[2:], outp, strict=True)]
+            gy = [x[0], w[1] * groups, *s_out]
+        else:
+            s_out = [(s + 2 * p - d * (k - 1) - 1) // st + 1
+                     for s, st, p, d, k in zip(x[2:], stride, pad, dil, w[2:], strict=True)]
+            gy = [x[0], w[0], *s_out]
+    if transposed:
+        macs = x[0] * x[1] * _numel(x[2:]) * (gy[1] // groups) * _numel(w[2:])
+    else:
+        macs = gy[0] * gy[1] * _numel(gy[2:]) * (x[1] // groups) * _numel(w[2:])
+    tensors = _numel(x) + _numel(w) + _numel(gy)
+    if not backward:
+        return OpCount(2.0 * macs, float(elem * tensors))
+    mask = arg("output_mask", 1) or [1, 1, 0]
+    passes = int(bool(mask[0])) + int(bool(mask[1]))
+    written = (_numel(x) if mask[0] else 0) + (_numel(w) if mask[1] else 0)
+    return OpCount(2.0 * macs * passes, float(elem * (tensors + written)))
+
+
+def _padding(op: str, concrete: list[str] | None, pos: dict[str, int], nsp: int,
+             x: list[int], w: list[int]) -> list[int] | None:
+    i = pos["padding"]
+    if concrete is None or i >= len(concrete):
+        return None
+    text = concrete[i].strip().strip("'\"")
+    if text == "valid":
+        return [0] * nsp
+    if text == "same":  # stride 1 by definition: output size = input size
+        return [(k - 1) // 2 for k in w[2:]]
+    return _ints(concrete[i], nsp, 0)
+
+
+def count_op(op: str, args: dict[str, Any]) -> tuple[OpCount, str | None]:
+    """(FLOP/bytes, dtype) of one ``cpu_op`` from its args; OpCount(None...) with a note when the
+    shapes are missing or unusable."""
+    dims = args.get("Input Dims") or args.get("Input dims")
+    types = args.get("Input type") or []
+    dtype = next((t for t in types if t in ELEMENT_BYTES), None)
+    if not isinstance(dims, list) or len(dims) < 2 or not all(isinstance(d, list) for d in dims):
+        return OpCount(None, None, "no 'Input Dims' (record_shapes=False?)"), dtype
+    elem = ELEMENT_BYTES.get(dtype or "", 4)
+    try:
+        if op in GEMM_OPS:
+            return gemm_count(op, dims, elem), dtype
+        return conv_count(op, dims, args.get("Concrete Inputs"), elem), dtype
+    except (IndexError, ValueError, TypeError, ZeroDivisionError):
+        return OpCount(None, None, "unexpected input shapes"), dtype
+
+
+def precision_of(dtype: str | None, kernel_names: str | None) -> str | None:
+    """Roofline precision class from the operator dtype and whether its kernels are tensor-core
+    kernels (name patterns of docs/analysis.md)."""
+    tensor = bool(kernel_names and TENSOR_CORE_KERNEL.search(kernel_names))
+    if dtype == "double":
+        return "fp64_tensor" if tensor else "fp64"
+    if dtype in ("c10::Half", "c10::BFloat16"):
+        return "fp16_tensor" if tensor else "fp16"
+    if dtype == "float":
+        return "tf32_tensor" if tensor else "fp32"
+    return None
+
+
+def _outermost(ops: pd.DataFrame) -> pd.DataFrame:
+    """Drop candidate operators nested inside another candidate on the same thread."""
+    keep = []
+    for _, g in ops.sort_values(["ts_us", "dur_us"], ascending=[True, False]).groupby(
+            ["trace_id", "pid", "tid"], sort=False):
+        open_end = -math.inf
+        for idx, ts, end in zip(g.index, g["ts_us"], g["ts_us"] + g["dur_us"], strict=True):
+            if ts >= open_end:
+                keep.append(idx)
+                open_end = end
+            # else: nested inside the kept operator that is still open
+    return ops.loc[sorted(keep)]
+
+
+_KERNEL_TIME = """
+WITH o AS (SELECT * FROM _estimate_ops),
+by_launch AS (
+    SELECT o.event_id, o.trace_id, k.event_id AS kid, k.dur_us, k.name
+    FROM o JOIN runtime_calls r ON r.trace_id = o.trace_id AND r.pid = o.pid AND r.tid = o.tid
+         AND r.ts_us >= o.ts_us AND r.ts_us <= o.ts_us + o.dur_us
+    JOIN events k ON k.trace_id = r.trace_id AND k.correlation = r.correlation AND k.cat = 'kernel'
+),
+by_ext AS (
+    SELECT o.event_id, o.trace_id, k.event_id AS kid, k.dur_us, k.name
+    FROM o JOIN events k ON k.trace_id = o.trace_id AND k.external_id = o.external_id AND k.cat = 'kernel'
+    WHERE NOT EXISTS (SELECT 1 FROM by_launch b WHERE b.trace_id = o.trace_id AND b.event_id = o.event_id)
+),
+k AS (SELECT DISTINCT * FROM (SELECT * FROM by_launch UNION ALL SELECT * FROM by_ext))
+SELECT trace_id, event_id, sum(dur_us) AS kernel_us, count(*) AS n_kernels,
+       string_agg(DISTINCT name, ' | ') AS kernel_names
+FROM k GROUP BY trace_id, event_id
+"""
+
+
+def estimate_ops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per outermost GEMM/convolution operator: :data:`ESTIMATE_COLUMNS`.
+
+    ``flop`` (FLOP), ``bytes`` (minimum DRAM bytes), ``time_s`` (GPU kernel seconds, NULL when
+    the operator launched no kernel, e.g. CPU-only traces), ``precision`` (roofline class),
+    ``note`` (why a row has no FLOP count).
+    """
+    names = ", ".join(f"'{n}'" for n in sorted(ESTIMATED_OPS))
+    ops = con.execute(
+        "SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id, args FROM events "
+        f"WHERE cat = 'cpu_op' AND name IN ({names}) AND dur_us IS NOT NULL ORDER BY trace_id, event_id").df()
+    if ops.empty:
+        return pd.DataFrame(columns=ESTIMATE_COLUMNS)
+    ops = _outermost(ops).reset_index(drop=True)
+    con.register("_estimate_ops", ops.drop(columns=["args"]))
+    try:
+        times = con.execute(_KERNEL_TIME).df()
+    finally:
+        con.unregister("_estimate_ops")
+    ops = ops.merge(times, on=["trace_id", "event_id"], how="left")
+    rows = []
+    for r in ops.itertuples(index=False):
+        try:
+            args = json.loads(r.args) if r.args else {}
+        except ValueError:
+            args = {}
+        count, dtype = count_op(r.name, args)
+        time_s = r.kernel_us * 1e-6 if pd.notna(r.kernel_us) else None
+        rows.append({
+            "trace_id": r.trace_id, "event_id": r.event_id, "op": r.name,
+            "input_dims": json.dumps(args.get("Input Dims")), "dtype": dtype,
+            "precision": precision_of(dtype, r.kernel_names if pd.notna(r.kernel_names) else None),
+            "flop": count.flop, "bytes": count.bytes, "time_s": time_s,
+            "n_kernels": int(r.n_kernels) if pd.notna(r.n_kernels) else 0,
+            "ai_flop_per_byte": count.flop / count.bytes if count.flop and count.bytes else None,
+            "achieved_flop_per_s": count.flop / time_s if count.flop is not None and time_s else None,
+            "source": "estimate", "note": count.note,
+        })
+    return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)

@@ -1,0 +1,113 @@
+"""Top kernels: GPU kernels grouped by name; CPU operators by self time when there are none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import sql_text
+
+KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct", "kind"]
+NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
+
+
+@dataclass(frozen=True)
+class TopKernelsOptions:
+    """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank."""
+
+    limit: int | None = 20
+    rank: int | None = None
+    by_rank: bool = False
+
+
+@dataclass
+class TopKernelsResult:
+    """The ranked rows and a note for the user (set when CPU operators were ranked instead)."""
+
+    frame: pd.DataFrame
+    note: str | None = None
+
+
+def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
+    """Rank GPU kernels by total time.
+
+    Columns: ``name``, ``count``, ``total_us``, ``mean_us``, ``min_us``, ``max_us`` (µs, from the
+    ``dur`` of ``kernel`` events), ``pct`` (percent of all kernel time in the selection, or of
+    that rank's with ``by_rank``), ``kind`` = ``"kernel"``; ``rank`` first with ``by_rank``.
+    Without GPU kernels, CPU operators (``cpu_op``) are ranked by self time instead
+    (``kind = "cpu_op"``) and :attr:`TopKernelsResult.note` says so.
+    """
+    opts = options or TopKernelsOptions()
+    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit}
+    frame = db.con.execute(sql_text("top_kernels.sql"), params).df()
+    if len(frame):
+        return TopKernelsResult(_shape(frame, opts.by_rank))
+    return TopKernelsResult(_shape(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
+
+
+def _shape(frame: pd.DataFrame, by_rank: bool) -> pd.DataFrame:
+    cols = (["rank"] if by_rank else []) + KERNEL_COLUMNS
+    out = frame[cols].copy()
+    out["count"] = out["count"].astype("int64")
+    if by_rank:
+        out["rank"] = out["rank"].astype("int64")
+    return out.reset_index(drop=True)
+
+
+def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Self time of each interval in one thread: its duration minus its direct children's.
+
+    Intervals must be sorted by start, then by longer first. A stack holds the open
+    ancestors; each interval is charged to its innermost enclosing one.
+    """
+    self_t = dur.copy()
+    stack: list[int] = []
+    for i in range(len(ts)):
+        while stack and end[stack[-1]] <= ts[i]:
+            stack.pop()
+        if stack:
+            self_t[stack[-1]] -= min(dur[i], end[stack[-1]] - ts[i])
+        stack.append(i)
+    return np.maximum(self_t, 0.0)
+
+
+def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd.DataFrame:
+    """CPU operators ranked by total self time (µs), same columns as kernels, ``kind='cpu_op'``.
+
+    Self time = ``dur`` minus the time of directly nested ``cpu_op``/``user_annotation`` events
+    on the same pid/tid (what ``torch.profiler``'s ``self_cpu_time_total`` reports).
+    """
+    ev = con.execute(
+        "SELECT t.rank, e.trace_id, e.pid, e.tid, e.cat, e.name, e.ts_us, e.dur_us "
+        "FROM events e JOIN traces t USING (trace_id) "
+        "WHERE e.cat IN ('cpu_op', 'user_annotation') AND ($rank IS NULL OR t.rank = $rank) "
+        "ORDER BY e.trace_id, e.pid, e.tid, e.ts_us, e.dur_us DESC",
+        {"rank": opts.rank},
+    ).df()
+    if ev.empty:
+        return pd.DataFrame(columns=["rank", *KERNEL_COLUMNS])
+    parts = []
+    for _, g in ev.groupby(["trace_id", "pid", "tid"], sort=False):
+        ts, dur = g["ts_us"].to_numpy(float), g["dur_us"].to_numpy(float)
+        parts.append(pd.Series(_self_times(ts, ts + dur, dur), index=g.index))
+    ev["self_us"] = pd.concat(parts)
+    ops = ev[ev["cat"] == "cpu_op"].copy()
+    ops["rank"] = ops["rank"] if opts.by_rank else None
+    keys = ["rank", "name"] if opts.by_rank else ["name"]
+    agg = ops.groupby(keys, dropna=False).agg(
+        count=("self_us", "size"), total_us=("self_us", "sum"), mean_us=("self_us", "mean"),
+        min_us=("self_us", "min"), max_us=("self_us", "max"),
+    ).reset_index()
+    if not opts.by_rank:
+        agg["rank"] = None
+    denom = agg.groupby("rank", dropna=False)["total_us"].transform("sum")
+    agg["pct"] = 100.0 * agg["total_us"] / denom.where(denom > 0, 1.0)
+    agg["kind"] = "cpu_op"
+    agg = agg.sort_values(["rank", "total_us", "name"], ascending=[True, False, True])
+    if opts.limit is not None:
+        agg = agg.groupby("rank", dropna=False, sort=False).head(opts.limit)
+    return agg.reset_index(drop=True)

@@ -1,0 +1,102 @@
+"""The ``trace-report`` command line: every command module imported by name (a module that fails
+to import fails start-up, never silently drops its command), and the one error mapper.
+
+Errors: one line ``Error: ...`` on stderr; exit 1 for bad input or a failed analysis, 2 for a
+usage error, 130 after Ctrl-C and 143 after SIGTERM (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from trace_report import __version__
+from trace_report.cli import (  # noqa: F401 - each module registers its command on the app
+    advise,
+    breakdown,
+    capture,
+    compare,
+    export,
+    flags,
+    hta,
+    ingest,
+    report,
+    roofline,
+    sql,
+    top_kernels,
+)
+from trace_report.cli.options import err
+from trace_report.cli.registry import app
+from trace_report.errors import TraceReportError
+
+COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "roofline", "compare",
+                 "report", "export", "sql", "hta"]
+"""The order of ``trace-report --help`` (registration order depends on which module loads first)."""
+app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"trace-report {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Capture and analyze PyTorch Profiler traces: top kernels, SQL, regions, rooflines."""
+
+
+class Terminated(Exception):
+    """SIGTERM arrived: unwind (cleanup runs in ``finally`` blocks) and exit 143."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+def run(call: Callable[[], object]) -> int:
+    """Run a Typer app call and map every outcome to an exit code, printing one ``Error:`` line
+    for bad input and usage errors, ``Interrupted`` after Ctrl-C or SIGTERM. Shared by
+    ``trace-report`` and ``python -m trace_report.capture``."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        call()
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("Interrupted", markup=False)
+        return 130
+    except Terminated:
+        err.print("Interrupted (SIGTERM)", markup=False)
+        return 143
+    except typer.TyperException as exc:  # usage errors (typer's ClickException)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        err.print(f"Error: {message}", markup=False)
+        return getattr(exc, "exit_code", 2)
+    except TraceReportError as exc:
+        err.print(f"Error: {exc}", markup=False)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app and exit with its code."""
+    from trace_report.sysutil import tune_allocator
+
+    tune_allocator()
+    code = run(lambda: app(args=argv, standalone_mode=False, prog_name="trace-report"))
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""``trace-report compare A B``: kernel or region differences B - A."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, load, notes
+from trace_report.cli.registry import app
+
+
+class Level(str, enum.Enum):
+    kernel = "kernel"
+    region = "region"
+
+
+@app.command("compare")
+def compare_cmd(
+    a: Annotated[Path, typer.Argument(help="A (the reference): a trace, run folder, database or dataset.")],
+    b: Annotated[Path, typer.Argument(help="B (compared with A), of any of the same kinds.")],
+    by: Annotated[Level, typer.Option("--by", help="kernel: per GPU operation name; region: per step region.")]
+    = Level.kernel,
+    rank: RankOpt = None,
+    per_step: Annotated[bool, typer.Option("--per-step", help="Counts and times per ProfilerStep of each side.")]
+    = False,
+    steps_only: Annotated[bool, typer.Option(
+        "--steps-only", help="kernel: only GPU operations launched inside a ProfilerStep (HTA TraceDiff's rule).")]
+    = False,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Also write a chart (.html, .png or .svg).")] = None,
+    fmt: FormatOpt = None,
+    limit: LimitOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
+    largest time difference first."""
+    from trace_report.analyses.compare import CompareOptions, compare
+    from trace_report.present.tables import OutputOptions, emit
+
+    opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only)
+    with load([a]) as da, load([b]) as db:
+        result = compare(da, db, opts)
+    notes([f"A = {a}", f"B = {b}", *result.notes])
+    if chart is not None:
+        from trace_report.present.charts import compare_chart, save_chart
+
+        save_chart(compare_chart(result.frame, limit=limit or 20), chart)
+    emit(result.frame, OutputOptions(fmt, limit, output), title=f"B - A by {by.value}")

@@ -1,0 +1,43 @@
+"""``trace-report ingest PATHS -o DB``: load traces and Nsight exports into a database file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trace_report.cli.options import err, make_progress, print_report, progress_callback
+from trace_report.cli.registry import app
+
+
+@app.command("ingest")
+def ingest_cmd(
+    targets: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders (searched recursively; files are recognised by their content), tar "
+             "archives, Nsight Compute reports and Nsight Systems SQLite exports.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="DuckDB file to create or add to.")],
+    workers: Annotated[int | None, typer.Option(min=1, help="Decoding processes (default: CPU count).")] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: on a terminal)."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not list the files skipped.")] = False,
+) -> None:
+    """Load traces into a DuckDB database; unchanged files already in it are skipped.
+
+    Example: trace-report ingest traces/ -o runs.duckdb
+    """
+    from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+
+    bar = make_progress(progress)
+    opts = IngestOptions(workers=workers, progress=progress_callback(bar) if bar else None)
+    if bar is None:
+        report = ingest_to_database(targets, output, opts)
+    else:
+        with bar:
+            report = ingest_to_database(targets, output, opts)
+    print_report(report, verbose=True, quiet=quiet)
+    ncu_part = f", {len(report.ncu_reports)} Nsight Compute report(s)" if report.ncu_reports else ""
+    err.print(f"{output}: {len(report.ingested)} trace(s) ingested{ncu_part}, "
+              f"{len(report.skipped)} skipped", markup=False)

@@ -1,0 +1,105 @@
+"""Shared pieces of the command line: output options, notes, progress bars, opening inputs.
+
+Command modules take their options from here so that every command prints rows the same way
+(``--format table|csv|json|markdown``, ``--limit``, ``-o``) and opens inputs the same way
+(:func:`load`, which is :func:`trace_report.open` with a progress bar and the notes printed).
+Nothing here imports pandas or the analysis layers at start-up.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+from trace_report.present.format import Format
+
+if TYPE_CHECKING:
+    from trace_report.api import TraceDB
+    from trace_report.store.tracedb import IngestReport
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+PROGRESS_MIN_BYTES = 64 << 20
+
+# Shared output options (one definition, used by every command that prints rows).
+FormatOpt = Annotated[
+    Format | None,
+    typer.Option("--format", "-f", help="Output format (default: table; or from -o's suffix)."),
+]
+LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Print at most N rows.")]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+]
+TargetsArg = Annotated[
+    list[Path],
+    typer.Argument(help="Trace files (.json, .json.gz), directories of ranks, tar archives, Nsight exports, "
+                        "or one .duckdb database written by 'trace-report ingest'."),
+]
+RankOpt = Annotated[int | None, typer.Option("--rank", help="Only this rank.")]
+ByRankOpt = Annotated[bool, typer.Option("--by-rank", help="One group of rows per rank (else summed over ranks).")]
+
+
+def warn(message: str) -> None:
+    err.print(f"warning: {message}", markup=False)
+
+
+def notes(messages: list[str]) -> None:
+    """Print ``note: ...`` lines on stderr."""
+    for message in messages:
+        err.print(f"note: {message}", markup=False)
+
+
+def progress_callback(progress: Progress) -> Callable[[int, int], None]:
+    task = progress.add_task("ingest", total=None)
+
+    def update(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    return update
+
+
+def make_progress(enabled: bool | None) -> Progress | None:
+    """A progress bar on stderr: when asked, or by default when stderr is a terminal."""
+    if enabled is False or (enabled is None and not sys.stderr.isatty()):
+        return None
+    return Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+        TimeRemainingColumn(), console=err, transient=True,
+    )
+
+
+def print_report(report: IngestReport, *, verbose: bool, quiet: bool = False) -> None:
+    """Warnings and notes always; with ``verbose`` each trace read and each file skipped
+    (``quiet`` hides the skipped list)."""
+    for message in report.warnings:
+        warn(message)
+    notes(report.notes)
+    if verbose:
+        for trace_id, label in report.ingested:
+            err.print(f"ingested trace {trace_id}: {label}", markup=False)
+        for label, n in report.ncu_reports:
+            err.print(f"ingested Nsight Compute report ({n} kernel launches): {label}", markup=False)
+    if verbose and not quiet:
+        for label, reason in report.skipped:
+            err.print(f"skipped: {label} ({reason})", markup=False)
+
+
+def load(targets: list[Path], progress: bool | None = None, *, read_only: bool = True) -> TraceDB:
+    """Open the targets of an analysis command (database or traces), reporting warnings."""
+    from trace_report.api import open as open_traces  # the analysis layers load when a command runs
+
+    total = sum(p.stat().st_size for p in targets if p.is_file())
+    bar = make_progress(progress if progress is not None else (None if total >= PROGRESS_MIN_BYTES else False))
+    if bar is None:
+        db = open_traces(targets, read_only=read_only)
+    else:
+        with bar:
+            db = open_traces(targets, read_only=read_only, progress=progress_callback(bar))
+    print_report(db.report, verbose=False)
+    return db

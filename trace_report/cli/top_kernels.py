@@ -1,0 +1,38 @@
+"""``trace-report top-kernels PATHS``: GPU kernels ranked by total time."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from trace_report.cli.options import ByRankOpt, FormatOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.registry import app
+
+
+@app.command("top-kernels")
+def top_kernels_cmd(
+    targets: TargetsArg,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Rows (per rank with --by-rank).")] = 20,
+    rank: RankOpt = None,
+    by_rank: ByRankOpt = False,
+    fmt: FormatOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Rank GPU kernels by total time (CPU operators by self time on CPU-only traces).
+
+    Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly.
+    Example: trace-report top-kernels traces/run-42 --by-rank -f json
+    """
+    from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
+    from trace_report.formats.nsys import read_kernsum_csv
+    from trace_report.inputs import InputKind, detect
+    from trace_report.present.tables import OutputOptions, emit
+
+    if len(targets) == 1 and detect(targets[0]).kind is InputKind.nsys_kernsum:
+        emit(read_kernsum_csv(targets[0]).head(limit), OutputOptions(fmt, None, output), title="Top kernels")
+        return
+    with load(targets) as db:
+        result = top_kernels(db, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank))
+    notes([result.note] if result.note else [])
+    emit(result.frame, OutputOptions(fmt, None, output), title="Top kernels")

@@ -1,0 +1,444 @@
+"""Streaming reader for Chrome Trace Event Format files written by Kineto / PyTorch Profiler.
+
+A trace is either an object ``{"schemaVersion": ..., "traceEvents": [...], ...}`` or a bare
+top-level array of events (2020 Kineto). The reader never holds a whole file: it reads blocks,
+cuts the ``traceEvents`` array at event boundaries (``},{`` with optional white space) and
+decodes each piece with msgspec into Arrow columns. A cut that lands inside a nested object
+makes the piece invalid JSON; such a piece is merged with the next one and decoded again, so
+the result never depends on where blocks happen to end.
+
+Spec: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
+(Trace Event Format); variants seen in real traces: ``../shared/FORMATS.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from trace_report.errors import TraceFormatError
+from trace_report.formats.schema import EVENTS_SCHEMA
+
+MEMORY_EVENT = "[memory]"
+MEMORY_CAT = "cpu_instant_event"
+"""Besides complete (``ph: X``) events, the allocator's ``[memory]`` instant events are kept
+(``dur_us = 0``; 2021 traces give them no category, they get ``cpu_instant_event``)."""
+
+PIECE_BYTES = 8 << 20
+"""Target size of one piece (the unit of decoding), and the bytes read from the (decompressed)
+stream at a time."""
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_WS = b" \t\r\n"
+
+
+class _Args(msgspec.Struct, gc=False):
+    correlation: int | None = None
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
+    stream: int | None = None
+    device: int | None = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | None = None
+    dur: float | None = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+_EMPTY_ARGS = _Args()
+
+
+_DEC_EVENTS = msgspec.json.Decoder(list[_Event])
+_DEC_ARGS = msgspec.json.Decoder(list[_Args | None])
+_DEC_ANY = msgspec.json.Decoder()
+
+
+class _HasPh(msgspec.Struct, gc=False):
+    ph: str
+
+
+_DEC_CHECK = msgspec.json.Decoder(list[_HasPh])
+
+EVENT_SCHEMA = pa.schema([f for f in EVENTS_SCHEMA if f.name not in ("trace_id", "event_id")])
+"""Arrow schema of one decoded piece: the complete (``ph: X``) events, in file order."""
+
+
+class TailBytes(bytes):
+    """The raw end of a file (last events, ``]``, metadata): see :meth:`PieceStream.split_tail`."""
+
+
+@dataclass
+class Piece:
+    """One decoded piece of ``traceEvents``: its complete events and its event count."""
+
+    table: pa.Table
+    n_events: int
+    n_missing_time: int = 0
+
+
+@dataclass
+class TraceEnvelope:
+    """Everything in a trace file around ``traceEvents``: metadata keys and the file digest."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)
+    top_level_array: bool = False
+    sha256: str = ""
+    raw_bytes: int = 0
+
+
+def _as_text(value: int | str | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _to_text_column(values: list[int | str | None]) -> pa.Array:
+    """pid/tid values (ints, or strings such as ``"stream 7"``) as one string column."""
+    first = next((v for v in values if v is not None), None)
+    order = (pa.string(), pa.int64()) if isinstance(first, str) else (pa.int64(), pa.string())
+    for kind in order:
+        try:
+            arr = pa.array(values, kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            continue
+        return arr if kind == pa.string() else arr.cast(pa.string())
+    return pa.array([_as_text(v) for v in values], pa.string())
+
+
+def _text_column(raws: list[msgspec.Raw]) -> pa.Array:
+    """A string column over raw JSON texts (empty = null), built from one buffer and offsets."""
+    lengths = np.fromiter((len(r) for r in raws), dtype=np.int64, count=len(raws))
+    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = np.packbits(lengths > 0, bitorder="little")
+    data = b"".join(raws)
+    return pa.Array.from_buffers(
+        pa.large_string(), len(raws), [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
+    ).cast(pa.string())
+
+
+def decode_piece(data: bytes) -> Piece:
+    """Decode ``data`` (a JSON array of events) into a :class:`Piece`.
+
+    Complete events (``ph == "X"``) and ``[memory]`` instant events become rows of :data:`EVENT_SCHEMA`; ``stream``,
+    ``device``, ``correlation`` and ``external_id`` come from ``args`` (``External id`` or the
+    2020/2021 spelling ``external id``), ``args`` keeps the raw JSON text. Events whose
+    fields have unexpected types fall back to an untyped decode. Raises ``msgspec.DecodeError``
+    when ``data`` is not valid JSON, :class:`TraceFormatError` when it is not an array.
+    """
+    try:
+        events = _DEC_EVENTS.decode(data)
+        xs = [e for e in events if e.ph == "X" or (e.name == MEMORY_EVENT and e.ph in ("i", "I"))]
+        raw_args = [e.args for e in xs]  # msgspec.Raw: buffers over ``data``, no copies yet
+        xa = _DEC_ARGS.decode(b"[" + b",".join(a if len(a) else b"null" for a in raw_args) + b"]")
+    except msgspec.ValidationError:
+        return _decode_piece_untyped(data)
+    xa = [a or _EMPTY_ARGS for a in xa]
+    missing = sum(1 for e in xs if e.ts is None or (e.dur is None and e.ph == "X"))
+    columns = [
+        pa.array([e.cat if e.ph == "X" else (e.cat or MEMORY_CAT) for e in xs], pa.string()),
+        pa.array([e.name for e in xs], pa.string()),
+        _to_text_column([e.pid for e in xs]),
+        _to_text_column([e.tid for e in xs]),
+        pa.array([e.ts for e in xs], pa.float64()),
+        pa.array([e.dur if e.ph == "X" else 0.0 for e in xs], pa.float64()),
+        pa.array([a.stream for a in xa], pa.int64()),
+        pa.array([a.device for a in xa], pa.int64()),
+        pa.array([a.correlation for a in xa], pa.int64()),
+        pa.array(
+            [a.external_id if a.external_id is not None else a.external_id_legacy for a in xa],
+            pa.int64(),
+        ),
+        _text_column(raw_args),
+    ]
+    return Piece(pa.Table.from_arrays(columns, schema=EVENT_SCHEMA), len(events), missing)
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _float_or_none(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _decode_piece_untyped(data: bytes) -> Piece:
+    """Slow path for pieces whose fields have types the typed decoder does not accept."""
+    events = _DEC_ANY.decode(data)
+    if not isinstance(events, list):
+        raise TraceFormatError("traceEvents is not a JSON array")
+    rows: dict[str, list[Any]] = {f.name: [] for f in EVENT_SCHEMA}
+    missing = 0
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        instant = e.get("ph") in ("i", "I") and e.get("name") == MEMORY_EVENT
+        if e.get("ph") != "X" and not instant:
+            continue
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        ext = args.get("External id", args.get("external id"))
+        ts, dur = _float_or_none(e.get("ts")), (0.0 if instant else _float_or_none(e.get("dur")))
+        missing += ts is None or dur is None
+        rows["cat"].append(_as_text(e.get("cat") or (MEMORY_CAT if instant else None)))
+        rows["name"].append(_as_text(e.get("name")))
+        rows["pid"].append(_as_text(e.get("pid")))
+        rows["tid"].append(_as_text(e.get("tid")))
+        rows["ts_us"].append(ts)
+        rows["dur_us"].append(dur)
+        rows["stream"].append(_int_or_none(args.get("stream")))
+        rows["device"].append(_int_or_none(args.get("device")))
+        rows["correlation"].append(_int_or_none(args.get("correlation")))
+        rows["external_id"].append(_int_or_none(ext))
+        rows["args"].append(msgspec.json.encode(e["args"]).decode() if "args" in e else None)
+    table = pa.Table.from_pydict(rows, schema=EVENT_SCHEMA)
+    return Piece(table, len(events), missing)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether the file starts with gzip's magic bytes (the one gzip sniffer)."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def open_stream(path: Path) -> IO[bytes]:
+    """Open ``path`` for binary reading, decompressing gzip when the file starts with its magic."""
+    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+
+
+class _HashingReader:
+    """Reads blocks from a stream and hashes the bytes of the file as stored on disk."""
+
+    def __init__(self, path: Path, block: int) -> None:
+        self.path = path
+        self.block = block
+        self.digest = hashlib.sha256()
+        self.raw_bytes = 0
+        self._raw = open(path, "rb")  # noqa: SIM115 - closed by close(), read block by block
+        head = self._raw.read(2)
+        self._raw.seek(0)
+        self._gz = zlib.decompressobj(wbits=31) if head == GZIP_MAGIC else None
+        self._pending = b""
+
+    def read(self) -> bytes:
+        """Return the next block of decoded bytes, ``b""`` at the end."""
+        while True:
+            raw = self._raw.read(self.block if self._gz is None else self.block // 4)
+            if raw:
+                self.digest.update(raw)
+                self.raw_bytes += len(raw)
+            if self._gz is None:
+                return raw
+            out = self._decompress(raw)
+            if out or not raw:
+                return out
+
+    def _decompress(self, raw: bytes) -> bytes:
+        assert self._gz is not None
+        try:
+            if not raw:
+                out = self._gz.flush()
+                if not self._gz.eof:
+                    raise TraceFormatError(f"{self.path}: truncated gzip file")
+                return out
+            out = self._gz.decompress(raw)
+            while self._gz.eof and self._gz.unused_data:  # concatenated gzip members
+                rest = self._gz.unused_data
+                self._gz = zlib.decompressobj(wbits=31)
+                out += self._gz.decompress(rest)
+            return out
+        except zlib.error as exc:
+            raise TraceFormatError(f"{self.path}: corrupt gzip data ({exc})") from exc
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def is_boundary(buf: bytes, after: int) -> bool:
+    """Whether ``buf[after:]`` starts with ``,`` then ``{`` (white space allowed around the comma):
+    the ``}`` just before ``after`` may close an event of the array."""
+    n = len(buf)
+    j = after
+    while j < n and buf[j] in _WS:
+        j += 1
+    if j >= n or buf[j] != 0x2C:  # ','
+        return False
+    j += 1
+    while j < n and buf[j] in _WS:
+        j += 1
+    return j < n and buf[j] == 0x7B  # '{'
+
+
+def _find_cut(buf: bytes, end: int) -> int:
+    """Index just past the last ``}`` before ``end`` that is followed by ``,`` and ``{``."""
+    pos = end
+    while True:
+        pos = buf.rfind(b"}", 0, pos)
+        if pos < 0:
+            return -1
+        if is_boundary(buf, pos + 1):
+            return pos + 1
+
+
+def _skip_comma(buf: bytes, start: int) -> int:
+    j = start
+    while j < len(buf) and buf[j] in _WS:
+        j += 1
+    if j < len(buf) and buf[j] == 0x2C:
+        j += 1
+    return j
+
+
+def _parse_object(text: bytes, what: str, path: Path) -> dict[str, Any]:
+    try:
+        value = _DEC_ANY.decode(text)
+    except msgspec.DecodeError as exc:
+        raise TraceFormatError(f"{path}: invalid JSON in the trace {what} ({exc})") from exc
+    if not isinstance(value, dict):
+        raise TraceFormatError(f"{path}: the trace {what} is not a JSON object")
+    return value
+
+
+class PieceStream:
+    """Iterate over the raw pieces of ``traceEvents`` of one file (bytes of a JSON array); the
+    last item is a :class:`TailBytes` for :meth:`split_tail` (after merging pending pieces).
+
+    After iteration, :attr:`envelope` holds the metadata around the array (keys before and
+    after ``traceEvents``) and the SHA-256 of the file as stored.
+    """
+
+    def __init__(self, path: Path, block: int = PIECE_BYTES) -> None:
+        self.path = path
+        self.block = block
+        self.envelope = TraceEnvelope()
+        self._reader: _HashingReader | None = None
+
+    def bytes_read(self) -> int:
+        """Bytes of the file (as stored) read so far."""
+        return self._reader.raw_bytes if self._reader is not None else 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        reader = _HashingReader(self.path, self.block)
+        self._reader = reader
+        try:
+            yield from self._pieces(reader)
+        finally:
+            reader.close()
+        self.envelope.sha256 = reader.digest.hexdigest()
+        self.envelope.raw_bytes = reader.raw_bytes
+
+    def _head(self, reader: _HashingReader) -> tuple[bytes, bytes]:
+        """Read until the start of the events array; return (header, rest after ``[``)."""
+        buf = b""
+        while True:
+            data = reader.read()
+            buf += data
+            stripped = buf.lstrip()
+            if stripped[:1] == b"[":
+                self.envelope.top_level_array = True
+                return b"", stripped[1:]
+            if stripped and stripped[:1] != b"{":
+                raise TraceFormatError(f"{self.path}: not a JSON trace (expected '{{' or '[')")
+            m = _EVENTS_KEY.search(buf)
+            if m:
+                return buf[: m.start()], buf[m.end() :]
+            if not data:
+                if not stripped:
+                    raise TraceFormatError(f"{self.path}: empty file")
+                raise TraceFormatError(f"{self.path}: no 'traceEvents' array in the trace")
+
+    def _pieces(self, reader: _HashingReader) -> Iterator[bytes]:
+        header, buf = self._head(reader)
+        if header:
+            meta = _parse_object(header + b'"traceEvents": []}', "header", self.path)
+            meta.pop("traceEvents", None)
+            self.envelope.metadata.update(meta)
+        eof = False
+        want = self.block
+        held: list[bytes] = []  # the last pieces, kept back: a cut may have landed in metadata after the array
+        while not eof:
+            while len(buf) < want and not eof:
+                data = reader.read()
+                eof = not data
+                buf += data
+            if eof:
+                break
+            cut = _find_cut(buf, len(buf))
+            if cut < 0:  # one event larger than a block: read on
+                want = len(buf) + self.block
+                continue
+            want = self.block
+            held.append(buf[:cut])
+            buf = buf[_skip_comma(buf, cut) :]
+            while len(held) > 1 and sum(map(len, held)) - len(held[0]) > self.block:
+                yield b"[" + held.pop(0) + b"]"
+        if held:
+            buf = b",".join(held) + b"," + buf
+        yield TailBytes(buf)
+
+    def split_tail(self, buf: bytes) -> bytes:
+        """The events piece (``[...]``) at the start of the file's raw end ``buf``.
+
+        ``buf`` must start at an event boundary: the caller prepends any earlier piece that was
+        cut inside an event. The metadata after the array goes into :attr:`envelope`.
+        Raises :class:`TraceFormatError` when the array's end cannot be found.
+        """
+        return next(self._tail(buf))
+
+    def _tail(self, buf: bytes) -> Iterator[bytes]:
+        """Split the last bytes into the end of the array and the metadata after it."""
+        if self.envelope.top_level_array:
+            body = buf.strip()
+            if body.endswith(b"]"):  # Chrome's array form may also stop without the "]"
+                body = body[:-1]
+            yield b"[" + body.strip().rstrip(b",") + b"]"
+            return
+        end = len(buf)
+        while True:
+            end = buf.rfind(b"]", 0, end)
+            if end < 0:
+                raise TraceFormatError(f"{self.path}: invalid JSON (traceEvents array not closed)")
+            trailer = buf[end + 1 :].strip()
+            if trailer.startswith(b","):
+                trailer = trailer[1:]
+            try:
+                value = _DEC_ANY.decode(b"{" + trailer) if trailer != b"}" else {}
+                _DEC_CHECK.decode(b"[" + buf[:end] + b"]")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if isinstance(value, dict):
+                self.envelope.metadata.update(value)
+                break
+        body = buf[:end].strip()
+        if body.endswith(b","):  # tolerated trailing comma, as Chrome tolerates it
+            body = body[:-1]
+        yield b"[" + body + b"]"

@@ -1,0 +1,209 @@
+"""Read ``ncu --csv`` exports: ``--page details`` (long) and ``--page raw`` (wide).
+
+Layouts (docs/roofline.md, and the ncu CLI documentation,
+https://docs.nvidia.com/nsight-compute/NsightComputeCli/index.html):
+
+* details: ``"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",
+  "Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",
+  "Metric Value"``, newer versions add ``"Rule Name","Rule Type","Rule Description",
+  "Estimated Speedup Type","Estimated Speedup"``, older ones have ``"Kernel Time"`` and no
+  block/grid/device columns. Metric names are display labels (``Duration``) unless
+  ``--print-metric-name name`` was used; known labels are mapped to metric names
+  (:data:`LABELS`, taken from the labels ncu's own section files give).
+* raw: the same identification columns, then one column per metric name, a second row of
+  units, then one row per launch.
+
+Lines before the header (``==PROF==`` progress, program output) are skipped; values may carry
+thousands separators (``"1,215,000,000.00"``) or read ``n/a``; units auto-scale per value.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+from trace_report.errors import InputError
+from trace_report.formats.ncu_types import NcuData, fill_device_names
+
+ID_COLUMNS = {
+    "ID": "launch_id", "Process ID": "process_id", "Process Name": "process_name",
+    "Host Name": "host", "Kernel Name": "kernel", "Context": "context", "Stream": "stream",
+    "Block Size": "block_size", "Grid Size": "grid_size", "Device": "device",
+    "CC": "compute_capability",
+}
+OTHER_COLUMNS = {"Kernel Time", "Section Name", "Metric Name", "Metric Unit", "Metric Value",
+                 "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type",
+                 "Estimated Speedup", "Range Name", "Workload Type"}
+INT_FIELDS = {"launch_id", "process_id", "context", "stream", "device"}
+
+_SOL = "GPU Speed Of Light Throughput"
+_ROOF = "GPU Speed Of Light Roofline Chart"
+_PRED = "Predicated-On {} Thread Instructions Executed Per Cycle"
+_RATE = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
+LABELS: dict[tuple[str, str], str] = {
+    (_SOL, "Duration"): "gpu__time_duration.sum",
+    (_SOL, "Elapsed Cycles"): "gpc__cycles_elapsed.max",
+    (_SOL, "SM Frequency"): "gpc__cycles_elapsed.avg.per_second",
+    (_SOL, "DRAM Frequency"): "dram__cycles_elapsed.avg.per_second",
+    (_SOL, "SM Active Cycles"): "sm__cycles_active.avg",
+    (_SOL, "Memory Throughput"): "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    (_SOL, "DRAM Throughput"): "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    (_SOL, "Compute (SM) Throughput"): "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    (_SOL, "L1/TEX Cache Throughput"): "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    (_SOL, "L2 Cache Throughput"): "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    ("Memory Workload Analysis", "Memory Throughput"): "dram__bytes.sum.per_second",
+    ("Instruction Statistics", "Executed Instructions"): "smsp__inst_executed.sum",
+    ("Launch Statistics", "Grid Size"): "launch__grid_size",
+    ("Launch Statistics", "Block Size"): "launch__block_size",
+    ("Launch Statistics", "Threads"): "launch__thread_count",
+    ("Launch Statistics", "Registers Per Thread"): "launch__registers_per_thread",
+    ("Launch Statistics", "Waves Per SM"): "launch__waves_per_multiprocessor",
+    ("Launch Statistics", "# SMs"): "launch__sm_count",
+    (_ROOF, "SM Frequency"): "sm__cycles_elapsed.avg.per_second",
+    (_ROOF, "DRAM Frequency"): "dram__cycles_elapsed.avg.per_second",
+    (_ROOF, "DRAM Bandwidth"): "dram__bytes.sum.per_second",
+    (_ROOF, "Theoretical DRAM Bytes Accessible"): "dram__bytes.sum.peak_sustained",
+    (_ROOF, "Theoretical Predicated-On FFMA Operations"): "derived__sm__sass_thread_inst_executed_op_ffma_pred_on_x2",
+    (_ROOF, "Theoretical Predicated-On DFMA Operations"): "derived__sm__sass_thread_inst_executed_op_dfma_pred_on_x2",
+    (_ROOF, "Predicated-On FFMA Operations Per Cycle"): "derived__smsp__sass_thread_inst_executed_op_ffma_pred_on_x2",
+    (_ROOF, "Predicated-On DFMA Operations Per Cycle"): "derived__smsp__sass_thread_inst_executed_op_dfma_pred_on_x2",
+    **{(_ROOF, _PRED.format(op.upper())): _RATE.format(op) for op in ("fadd", "fmul", "dadd", "dmul")},
+}
+"""(section, label) -> metric name, for the labels the roofline needs (ncu 2022-2024 sections)."""
+
+_METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*__[A-Za-z0-9_.]+$")
+
+
+def base_function(name: str) -> str:
+    """Function name without return type, namespaces, template and parameter lists:
+    ``void at::native::vectorized_elementwise_kernel<4, F>(int, F)`` ->
+    ``vectorized_elementwise_kernel`` (what ncu's ``--print-kernel-base function`` shows)."""
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    head = name[:cut]
+    depth, out = 0, []
+    for ch in head:  # drop template argument lists
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    plain = "".join(out).strip()
+    return plain.split(" ")[-1].split("::")[-1] or name
+
+
+def _header_index(lines: list[str]) -> int:
+    for i, line in enumerate(lines):
+        s = line.lstrip("\ufeff").strip()
+        if s.startswith('"ID",') or s.startswith("ID,"):
+            return i
+    raise InputError("not an Nsight Compute CSV export (no \"ID\" header line)")
+
+
+def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
+    lines = text.splitlines(keepends=True)
+    try:
+        start = _header_index(lines)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    reader = csv.reader(io.StringIO("".join(lines[start:])))
+    header = [h.lstrip("\ufeff").strip() for h in next(reader)]
+    rows = [r for r in reader if r and not r[0].startswith("==") and any(c.strip() for c in r)]
+    return header, rows
+
+
+def _kernel_fields(cells: dict[str, str]) -> dict[str, object]:
+    row: dict[str, object] = {}
+    for col, key in ID_COLUMNS.items():
+        value = cells.get(col)
+        value = value.strip() if value is not None else None
+        if key in INT_FIELDS:
+            num = value.replace(",", "") if value else ""
+            if num.lstrip("-").isdigit():
+                row[key] = int(num)
+            else:
+                row[key] = None
+                if key == "device" and value:
+                    row["device_name"] = value  # some exports print the device's name here
+        else:
+            row[key] = value or None
+    row["function"] = base_function(str(row["kernel"])) if row.get("kernel") else None
+    row.setdefault("device_name", None)
+    return row
+
+
+def read_ncu_csv(path: Path) -> NcuData:
+    """Parse an ncu CSV export (details or raw page) into :class:`NcuData`.
+
+    Raises :class:`InputError` when the file is not an ncu CSV or has no launches.
+    """
+    header, rows = _rows(path)
+    if "ID" not in header or "Kernel Name" not in header:
+        raise InputError(f"{path}: not an Nsight Compute CSV export (no \"Kernel Name\" column)")
+    details = "Metric Name" in header and "Metric Value" in header
+    data = _details(header, rows) if details else _raw(header, rows, path)
+    fill_device_names(data)
+    return data
+
+
+def _details(header: list[str], rows: list[list[str]]) -> NcuData:
+    data = NcuData("csv-details")
+    seen: dict[int, dict[str, object]] = {}
+    added: set[tuple[int, str]] = set()
+    for raw in rows:
+        cells = dict(zip(header, raw, strict=False))
+        fields = _kernel_fields(cells)
+        lid = fields["launch_id"]
+        if not isinstance(lid, int):
+            continue
+        if lid not in seen:
+            seen[lid] = fields
+            data.kernels.append(fields)
+        name = (cells.get("Metric Name") or "").strip()
+        if not name:
+            continue  # a rule-result row
+        section = (cells.get("Section Name") or "").strip() or None
+        if _METRIC_NAME.match(name):
+            metric, label = name, None
+        else:
+            metric, label = LABELS.get((section or "", name), name), name
+        if (lid, metric) in added:
+            continue  # a label shown twice (SM Frequency in two sections)
+        added.add((lid, metric))
+        data.add_metric(lid, section, metric, label, cells.get("Metric Unit"), cells.get("Metric Value"))
+    return data
+
+
+def _raw(header: list[str], rows: list[list[str]], path: Path) -> NcuData:
+    data = NcuData("csv-raw")
+    metric_cols = [i for i, h in enumerate(header)
+                   if h not in ID_COLUMNS and h not in OTHER_COLUMNS and "Domain:" not in h and h]
+    units: list[str] = [""] * len(header)
+    if rows and not rows[0][0].strip():
+        units = rows[0] + [""] * (len(header) - len(rows[0]))
+        rows = rows[1:]
+    for raw in rows:
+        cells = dict(zip(header, raw, strict=False))
+        fields = _kernel_fields(cells)
+        lid = fields["launch_id"]
+        if not isinstance(lid, int):
+            raise InputError(f"{path}: row without a numeric ID in an ncu raw CSV")
+        data.kernels.append(fields)
+        for i in metric_cols:
+            if i < len(raw):
+                data.add_metric(lid, None, header[i], None, units[i], raw[i])
+    return data

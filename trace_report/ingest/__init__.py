@@ -1,0 +1,1 @@
+"""ingest layer (see docs/architecture.md)."""

@@ -1,0 +1,80 @@
+"""Cut one trace file into decoding jobs: byte ranges of a plain file, or pieces of a gzip stream."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from trace_report.errors import TraceFormatError
+from trace_report.formats.kineto import PieceStream, TailBytes, TraceEnvelope, is_gzip
+from trace_report.formats.kineto_pieces import plan_ranges
+
+
+def _hash_file(path: Path, out: list[str]) -> None:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(8 << 20):
+            digest.update(block)
+    out.append(digest.hexdigest())
+
+
+def sha256_of(path: Path) -> str:
+    """SHA-256 of a file as stored (hex)."""
+    out: list[str] = []
+    _hash_file(path, out)
+    return out[0]
+
+
+class FileReader:
+    """Yields ``("range", (path, start, end))``, ``("bytes", piece)`` and, last for a streamed
+    file, ``("tail", (raw end, splitter))`` for one file.
+
+    Plain files are planned by byte ranges (workers read them) while a thread computes the
+    file's SHA-256; gzip files (and plain files the planner cannot cut) are streamed. After
+    iteration :attr:`envelope` holds the metadata and digest.
+    """
+
+    def __init__(self, path: Path, piece_bytes: int) -> None:
+        self.path = path
+        self.piece_bytes = piece_bytes
+        self.envelope = TraceEnvelope()
+        self._stream: PieceStream | None = None
+        self._pos = 0
+
+    def position(self) -> int:
+        """Bytes of the file (as stored) handed out so far."""
+        if self._stream is not None:
+            return self._stream.envelope.raw_bytes or self._stream.bytes_read()
+        return self._pos
+
+    def pieces(self) -> Iterator[tuple[str, object]]:
+        if not is_gzip(self.path):
+            try:
+                plan = plan_ranges(self.path, self.piece_bytes)
+            except TraceFormatError:
+                plan = None  # the streaming reader reports the precise error
+            if plan is not None:
+                yield from self._ranges(plan)
+                return
+        self._stream = PieceStream(self.path, self.piece_bytes)
+        for data in self._stream:
+            if isinstance(data, TailBytes):
+                yield "tail", (bytes(data), self._stream.split_tail)
+            else:
+                yield "bytes", data
+        self.envelope = self._stream.envelope
+
+    def _ranges(self, plan) -> Iterator[tuple[str, object]]:  # noqa: ANN001 - RangePlan
+        digest: list[str] = []
+        hasher = threading.Thread(target=_hash_file, args=(self.path, digest), daemon=True)
+        hasher.start()
+        for start, end in plan.ranges:
+            self._pos = end
+            yield "range", (self.path, start, end)
+        yield "bytes", plan.last_piece
+        hasher.join()
+        self.envelope = plan.envelope
+        self.envelope.sha256 = digest[0]
+        self._pos = self.path.stat().st_size

@@ -1,0 +1,499 @@
+"""Ingest Chrome/Kineto trace files (``docs/schema.md``).
+
+Pipeline: find trace files -> cut each file's ``traceEvents`` into pieces -> decode and
+normalise each piece into Arrow (in worker processes when the input is large) -> write it as a
+Parquet file beside the database (or keep it in memory) -> one ``traces`` row per file.
+A plain ``.json`` file is cut by byte ranges that workers read themselves, so it is never
+held whole; a ``.json.gz`` file is decompressed in one stream whose pieces are decoded in
+parallel; small files are decoded one file per worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import msgspec
+import pyarrow as pa
+
+from trace_report.errors import TraceFormatError
+from trace_report.formats.kineto import PIECE_BYTES, TraceEnvelope, decode_piece
+from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
+from trace_report.formats.nsys import read_nsys_sqlite
+from trace_report.formats.schema import EVENTS_SCHEMA
+from trace_report.ingest.files import FileReader, sha256_of
+from trace_report.ingest.ncu import load_ncu
+from trace_report.ingest.normalize import PieceStats, finalize
+from trace_report.inputs import InputKind, Resolution, Source, resolve
+from trace_report.manifest import manifest_for_trace
+from trace_report.store.database import atomic_database, create_schema
+from trace_report.store.pieces import MemoryStore, ParquetStore, write_parquet
+from trace_report.store.tracedb import IngestReport
+from trace_report.store.views import create_views
+
+PARALLEL_MIN_BYTES = 48 << 20
+"""Inputs smaller than this (in total) are decoded in the calling process."""
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Options of an ingest: ``workers`` = decoding processes (default: CPU count);
+    ``progress(done_bytes, total_bytes)`` is called as files are read."""
+
+    workers: int | None = None
+    piece_bytes: int = PIECE_BYTES
+    progress: Callable[[int, int], None] | None = None
+
+
+@dataclass
+class Job:
+    """One unit of decoding work. ``kind``: ``bytes`` (a piece), ``range`` (bytes of a plain
+    file) or ``file`` (a whole small file). ``out``: Parquet path, or None to return the table."""
+
+    kind: str
+    trace_id: int
+    piece: int
+    label: str
+    data: bytes = b""
+    path: Path | None = None
+    start: int = 0
+    end: int = 0
+    out: Path | None = None
+    split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
+
+    def raw(self) -> bytes:
+        if self.kind == "bytes":
+            return self.data
+        assert self.path is not None
+        size = self.end - self.start
+        buf = bytearray(size + 2)
+        buf[0], buf[-1] = 0x5B, 0x5D  # '[' ... ']'
+        with open(self.path, "rb") as fh:
+            fh.seek(self.start)
+            fh.readinto(memoryview(buf)[1:-1])
+        return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
+
+
+@dataclass
+class JobResult:
+    """Outcome of a :class:`Job`: ``ok`` False when its bytes were not valid JSON on their own."""
+
+    ok: bool
+    stats: PieceStats = field(default_factory=PieceStats)
+    table: pa.Table | None = None
+    envelope: TraceEnvelope | None = None
+    error: Exception | None = None
+
+
+# ---------------------------------------------------------------- decoding (any process)
+
+
+def _finish(raw_table: pa.Table, n_events: int, n_missing: int, job: Job) -> JobResult:
+    table, stats = finalize(raw_table, job.trace_id, job.piece, n_events, n_missing)
+    if job.out is not None:
+        write_parquet(table, job.out)
+        return JobResult(True, stats)
+    return JobResult(True, stats, table)
+
+
+def decode_bytes(data: bytes, job: Job) -> JobResult:
+    """Decode one piece; ``ok=False`` (not an exception) when it is not valid JSON alone."""
+    try:
+        piece = decode_piece(data)
+    except msgspec.DecodeError:
+        return JobResult(False)
+    return _finish(piece.table, piece.n_events, piece.n_missing_time, job)
+
+
+def join_pieces(a: bytes, b: bytes) -> bytes:
+    """Two JSON arrays of events as one (a piece cut inside an event, merged with the next)."""
+    if b == b"[]":
+        return a
+    if a == b"[]":
+        return b
+    return a[:-1] + b"," + b[1:]
+
+
+def raise_invalid(data: bytes, label: str) -> None:
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise TraceFormatError(f"{label}: invalid JSON ({str(exc).split(' (byte')[0]})") from exc
+    raise TraceFormatError(f"{label}: invalid trace events")
+
+
+def read_whole(job: Job) -> JobResult:
+    """Decode a whole (small) file in this process into one table or one Parquet file."""
+    assert job.path is not None
+    envelope, results = decode_file(job.path, job.label, job.trace_id)
+    stats = PieceStats()
+    for _, r in results:
+        stats.add(r.stats)
+    table: pa.Table | None = pa.concat_tables([r.table for _, r in results if r.table is not None])
+    if job.out is not None:
+        write_parquet(table, job.out)
+        table = None
+    return JobResult(True, stats, table, envelope)
+
+
+def run_job(job: Job) -> JobResult:
+    """Worker entry point: never raises for bad input, returns the error instead."""
+    try:
+        if job.kind == "file":
+            return read_whole(job)
+        return decode_bytes(job.raw(), job)
+    except TraceFormatError as exc:
+        return JobResult(False, error=exc)
+
+
+# ---------------------------------------------------------------- ordering and merging
+
+
+class PieceRunner:
+    """Runs the piece jobs of one file (in a pool or here) and merges bad cuts, in order."""
+
+    def __init__(self, pool: ProcessPoolExecutor | None, store: ParquetStore | None, label: str):
+        self.pool = pool
+        self.store = store
+        self.label = label
+        self.results: list[tuple[Job, JobResult]] = []
+        self._pending: Job | None = None
+        self._pending_bytes = b""
+
+    def run(self, jobs: Iterator[Job], inflight: int = 4) -> None:
+        queue: deque[tuple[Job, Future[JobResult] | None]] = deque()
+        for job in jobs:
+            if job.kind == "tail":
+                while queue:
+                    self._accept(*queue.popleft())
+                self._tail(job)
+                continue
+            queue.append((job, None if self.pool is None else self.pool.submit(run_job, job)))
+            while len(queue) >= (inflight if self.pool is not None else 1):
+                self._accept(*queue.popleft())
+        while queue:
+            self._accept(*queue.popleft())
+        if self._pending is not None:
+            raise_invalid(self._pending_bytes, self.label)
+
+    def _tail(self, job: Job) -> None:
+        """The end of a streamed file: merge any pending piece, find the array's end, decode."""
+        assert job.split_tail is not None
+        if self._pending is not None:
+            data = job.split_tail(self._pending_bytes[1:-1] + b"," + job.data)
+            job = self._pending
+            self._pending, self._pending_bytes = None, b""
+        else:
+            data = job.split_tail(job.data)
+        result = decode_bytes(data, job)
+        if not result.ok:
+            raise_invalid(data, self.label)
+        self.results.append((job, result))
+
+    def _accept(self, job: Job, future: Future[JobResult] | None) -> None:
+        result = run_job(job) if future is None else future.result()
+        if result.error is not None:
+            raise result.error
+        if self._pending is not None:  # merge with the earlier piece that was cut inside an event
+            if result.ok and job.out is not None:
+                assert self.store is not None
+                self.store.forget(job.out)
+            self._pending_bytes = join_pieces(self._pending_bytes, job.raw())
+            merged = decode_bytes(self._pending_bytes, self._pending)
+            if merged.ok:
+                self.results.append((self._pending, merged))
+                self._pending, self._pending_bytes = None, b""
+            return
+        if result.ok:
+            self.results.append((job, result))
+        else:
+            self._pending, self._pending_bytes = job, job.raw()
+
+
+def decode_file(
+    path: Path,
+    label: str,
+    trace_id: int,
+    *,
+    piece_bytes: int = PIECE_BYTES,
+    pool: ProcessPoolExecutor | None = None,
+    store: ParquetStore | None = None,
+    on_piece: Callable[[int], None] | None = None,
+) -> tuple[TraceEnvelope, list[tuple[Job, JobResult]]]:
+    """Cut one file into jobs (:class:`FileReader`), decode them in order (:class:`PieceRunner`).
+
+    Pieces go to ``store`` as Parquet files when given, else their tables stay in the results.
+    ``on_piece(bytes of the file handed out so far)`` is called after each job.
+    """
+    runner = PieceRunner(pool, store, label)
+    reader = FileReader(path, piece_bytes)
+
+    def jobs() -> Iterator[Job]:
+        for k, (kind, payload) in enumerate(reader.pieces()):
+            job = Job(kind, trace_id, k, label, out=store.path_for(trace_id, k) if store else None)
+            if kind == "tail":
+                job.data, job.split_tail = payload  # type: ignore[misc]
+            elif kind == "bytes":
+                job.data = payload  # type: ignore[assignment]
+            else:
+                job.path, job.start, job.end = payload  # type: ignore[misc]
+            yield job
+            if on_piece:
+                on_piece(reader.position())
+
+    runner.run(jobs())
+    return reader.envelope, runner.results
+
+
+# ---------------------------------------------------------------- database side
+
+
+class Ingest:
+    """One ingest: sources -> jobs -> ``traces`` rows and event files/tables."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, opts: IngestOptions,
+                 store: ParquetStore | MemoryStore) -> None:
+        self.con = con
+        self.opts = opts
+        self.store = store
+        self.report = IngestReport()
+        row = con.execute("SELECT coalesce(max(trace_id), 0) FROM traces").fetchone()
+        self.next_id = int(row[0]) + 1 if row else 1
+        self.total = 0
+        self.done = 0
+
+    def out_path(self, trace_id: int, piece: int) -> Path | None:
+        return self.store.path_for(trace_id, piece) if isinstance(self.store, ParquetStore) else None
+
+    def seen(self, src: Source) -> bool:
+        st = src.path.stat()
+        row = self.con.execute(
+            "SELECT 1 FROM traces WHERE path = ? AND file_bytes = ? AND file_mtime_ns = ?",
+            [src.label, st.st_size, st.st_mtime_ns],
+        ).fetchone()
+        return row is not None
+
+    def run(self, sources: list[Source], pool: ProcessPoolExecutor | None) -> None:
+        ncu_kinds = (InputKind.ncu_report, InputKind.ncu_csv)
+        for src in (s for s in sources if s.kind in ncu_kinds):
+            self.report.ncu_reports.append((src.label, load_ncu(self.con, src.path)))
+        sources = [s for s in sources if s.kind not in ncu_kinds]
+        todo = []
+        for src in sources:
+            if self.seen(src):
+                self.report.skipped.append((src.label, "already ingested"))
+            else:
+                todo.append(src)
+        self.total = sum(s.path.stat().st_size for s in todo)
+        ids = {}
+        for src in todo:
+            ids[src] = self.next_id
+            self.next_id += 1
+        small = {s for s in todo
+                 if pool is not None and s.kind is InputKind.trace and s.path.stat().st_size < self.opts.piece_bytes}
+        futures = {}
+        for s in small:
+            job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0))
+            futures[s] = (job.out, pool.submit(run_job, job))  # type: ignore[union-attr]
+        for src in todo:
+            if src.kind is InputKind.nsys_sqlite:
+                self._nsys_file(ids[src], src)
+            elif src in futures:
+                out, future = futures[src]
+                result = future.result()
+                if result.error is not None:
+                    raise result.error
+                self._finish(ids[src], src, result.envelope or TraceEnvelope(), [(out, result)])
+            else:
+                self._one_file(ids[src], src, pool)
+            self.done += src.path.stat().st_size
+            if self.opts.progress:
+                self.opts.progress(self.done, self.total)
+
+    def _one_file(self, trace_id: int, src: Source, pool: ProcessPoolExecutor | None) -> None:
+        progress = self.opts.progress
+        envelope, results = decode_file(
+            src.path, src.label, trace_id, piece_bytes=self.opts.piece_bytes, pool=pool,
+            store=self.store if isinstance(self.store, ParquetStore) else None,
+            on_piece=(lambda pos: progress(self.done + pos, self.total)) if progress else None,
+        )
+        self._finish(trace_id, src, envelope, [(job.out, r) for job, r in results])
+
+    def _nsys_file(self, trace_id: int, src: Source) -> None:
+        """An nsys SQLite export: its kernels, runtime calls, memory ops and NVTX ranges."""
+        facts, table = read_nsys_sqlite(src.path)
+        n = table.num_rows
+        full = pa.Table.from_arrays(
+            [pa.array([trace_id] * n, pa.int32()), pa.array(range(n), pa.int64()),
+             *[table.column(f.name) for f in EVENTS_SCHEMA if f.name not in ("trace_id", "event_id")]],
+            schema=EVENTS_SCHEMA,
+        )
+        sha = sha256_of(src.path)
+        dup = self.con.execute("SELECT trace_id FROM traces WHERE sha256 = ?", [sha]).fetchone()
+        if dup:
+            self.report.skipped.append((src.label, f"same content as trace {dup[0]}"))
+            return
+        if isinstance(self.store, ParquetStore):
+            out = self.store.path_for(trace_id, 0)
+            write_parquet(full, out)
+            self.store.record(self.con, trace_id, [(out, n)])
+        else:
+            self.store.add([full])
+        st = src.path.stat()
+        self.con.execute(
+            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+            [trace_id, src.label, src.run_dir.name if src.run_dir else None, facts["rank"] or 0,
+             facts["rank_source"] or "default", facts["world_size"], facts["host"], facts["device_name"],
+             facts["compute_capability"], facts["torch_version"], facts["schema_version"], facts["n_events"],
+             facts["n_complete_events"], facts["n_kernels"], sha, st.st_size, st.st_mtime_ns,
+             facts["metadata"], facts["redacted_keys"]],
+        )
+        self.report.ingested.append((trace_id, src.label))
+
+    def _finish(self, trace_id: int, src: Source, env: TraceEnvelope,
+                parts: list[tuple[Path | None, JobResult]]) -> None:
+        stats = PieceStats()
+        for _, r in parts:
+            stats.add(r.stats)
+        if stats.n_events == 0:
+            raise TraceFormatError(f"{src.label}: the trace has no events")
+        if stats.n_missing_time:
+            raise TraceFormatError(f"{src.label}: {stats.n_missing_time} complete events have no 'ts' or no 'dur'")
+        dup = self.con.execute("SELECT trace_id FROM traces WHERE sha256 = ?", [env.sha256]).fetchone()
+        if dup:
+            self._discard(parts)
+            self.report.skipped.append((src.label, f"same content as trace {dup[0]}"))
+            return
+        if isinstance(self.store, ParquetStore):
+            self.store.record(self.con, trace_id, [(p, r.stats.rows) for p, r in parts if p is not None])
+        else:
+            self.store.add([r.table for _, r in parts if r.table is not None])
+        self._kernel_names(stats)
+        self._trace_row(trace_id, src, env, stats)
+        self.report.ingested.append((trace_id, src.label))
+
+    def _discard(self, parts: list[tuple[Path | None, JobResult]]) -> None:
+        if isinstance(self.store, ParquetStore):
+            for path, _ in parts:
+                if path is not None:
+                    self.store.forget(path)
+
+    def _kernel_names(self, stats: PieceStats) -> None:
+        if stats.mangled:
+            self.con.executemany(
+                "INSERT INTO kernel_names SELECT ?, ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM kernel_names WHERE raw_name = ?)",
+                [(nice, raw, raw) for raw, nice in stats.mangled.items()],
+            )
+
+    def _trace_row(self, trace_id: int, src: Source, env: TraceEnvelope, stats: PieceStats) -> None:
+        run = run_context(src)
+        facts, warning = trace_facts(env.metadata, src.label, run)
+        if warning:
+            self.report.warnings.append(warning)
+        if facts.redacted_keys:
+            self.report.warnings.append(
+                f"{src.label}: redacted {len(facts.redacted_keys)} secret-looking metadata "
+                f"value(s): {', '.join(facts.redacted_keys[:5])}"
+            )
+        device = stats.kernel_devices.most_common(1)[0][0] if stats.kernel_devices else None
+        device_name, cc = device_for(env.metadata, device)
+        if device_name is None:
+            device_name, cc = run.device_name, run.compute_capability
+        st = src.path.stat()
+        self.con.execute(
+            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+            [trace_id, src.label, facts.run_id, facts.rank, facts.rank_source, facts.world_size,
+             facts.host, device_name, cc, facts.torch_version, facts.schema_version, stats.n_events,
+             stats.rows, stats.n_kernels, env.sha256, st.st_size, st.st_mtime_ns,
+             facts.metadata_json, facts.redacted_keys],
+        )
+
+
+def run_context(src: Source) -> RunContext:
+    """What the capture's ``run.json`` (or ``run-rank<N>.json``) beside a trace says of it."""
+    if src.run_dir is None:
+        return RunContext()
+    folder, m = manifest_for_trace(src.path)
+    if m is None or folder is None:
+        return RunContext()
+    env = m.environment
+    return RunContext(
+        run_id=m.run_id or folder.name, rank=m.distributed.rank if m.distributed else 0,
+        world_size=m.distributed.world_size if m.distributed else 1, torch_version=env.torch_version,
+        host=env.host, device_name=env.device_name, compute_capability=env.compute_capability,
+    )
+
+
+def _make_pool(workers: int) -> ProcessPoolExecutor | None:
+    if workers <= 1:
+        return None
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+
+
+def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: ParquetStore | MemoryStore,
+                   options: IngestOptions | None = None) -> IngestReport:
+    """Ingest resolved sources (:func:`trace_report.inputs.resolve`) into ``con`` (schema
+    created) and ``store``.
+
+    Unchanged files already in the database (same path, size and mtime, or same SHA-256)
+    are skipped. Raises :class:`~trace_report.errors.InputError` (or its subclass
+    ``TraceFormatError``) for unreadable traces; the caller decides what happens to what was
+    written (``ingest_to_database`` discards it all).
+    """
+    opts = options or IngestOptions()
+    total = sum(s.path.stat().st_size for s in found.sources)
+    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
+    pool = _make_pool(workers) if total >= PARALLEL_MIN_BYTES else None
+    job = Ingest(con, opts, store)
+    job.report.skipped.extend(found.skipped)
+    job.report.notes.extend(found.notes)
+    try:
+        job.run(found.sources, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return job.report
+
+
+def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None) -> IngestReport:
+    """Ingest the inputs in ``paths`` into the database file ``db_path`` (created if absent),
+    all or nothing.
+
+    The database is written through a temporary copy that replaces it only on success; event
+    files written by a failed ingest are removed, so an existing database is left as it was.
+    Raises :class:`~trace_report.errors.InputError` for unusable inputs (a database or dataset
+    among them included) and :class:`~trace_report.errors.DatabaseError` for the database.
+    """
+    store = ParquetStore(db_path)
+    with resolve([Path(p) for p in paths], allow_database=False) as found:
+        try:
+            with atomic_database(db_path) as con:
+                report = ingest_sources(con, found, store, options)
+        except BaseException:
+            store.rollback()
+            raise
+    return report
+
+
+def open_in_memory(
+    found: Resolution, options: IngestOptions | None = None
+) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
+    """An in-memory database with the resolved sources (the ``events`` view over Arrow)."""
+    con = duckdb.connect(":memory:")
+    try:
+        create_schema(con, with_views=False)
+        store = MemoryStore()
+        report = ingest_sources(con, found, store, options)
+        store.publish(con)
+        create_views(con)
+    except BaseException:
+        con.close()
+        raise
+    return con, report

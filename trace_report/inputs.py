@@ -1,0 +1,348 @@
+"""What is this path? The one place that opens a file to ask (``docs/architecture.md``).
+
+:func:`detect` names the kind of one file or folder from its content, never from its
+neighbours: a Chrome/Kineto trace is a JSON object with ``traceEvents`` or a top-level array of
+events (plain or gzip); an nsys export is SQLite with nsys' tables; an Nsight Compute report is
+an ``.ncu-rep`` or a CSV whose header is ncu's; a database starts with DuckDB's magic bytes; a
+dataset is a folder written by ``trace-report export``. :func:`resolve` expands what a user
+typed into typed :class:`Source` files, listing every file seen and not used with its reason,
+and dropping repeats (the same file given twice, a file and its folder) with a note.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import tarfile
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trace_report.errors import InputError
+from trace_report.formats.kineto import GZIP_MAGIC
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+HEAD_BYTES = 4 << 20
+"""How much of a (decompressed) JSON file is read to find ``traceEvents``."""
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENT_START = re.compile(rb'\[\s*(\]|\{\s*"(ph|name|cat|ts|pid|tid|dur|args|id)"\s*:)')
+
+
+class InputKind(str, enum.Enum):
+    """Kinds of input; the values appear in notes and errors."""
+
+    trace = "Chrome/Kineto trace"
+    archive = "tar archive"
+    folder = "folder"
+    database = "trace-report database"
+    dataset = "Parquet dataset"
+    ncu_report = "Nsight Compute report"
+    ncu_csv = "Nsight Compute CSV"
+    nsys_sqlite = "Nsight Systems SQLite export"
+    nsys_report = "Nsight Systems report"
+    nsys_kernsum = "nsys stats kernel summary CSV"
+    other = "not an input"
+
+
+INGESTED = {InputKind.trace, InputKind.ncu_report, InputKind.ncu_csv, InputKind.nsys_sqlite}
+"""Kinds that become rows of the schema (``traces`` or the ncu tables)."""
+
+
+@dataclass(frozen=True)
+class Detected:
+    """The kind of a path and, for :attr:`InputKind.other`, why it is not an input."""
+
+    kind: InputKind
+    reason: str = ""
+
+
+def _head(path: Path, size: int = 64) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(size)
+
+
+def _decompressed_head(path: Path) -> bytes:
+    """Up to :data:`HEAD_BYTES` of the file's content, gunzipped when it is gzip; a truncated
+    or damaged stream gives what could be read (the reader reports the damage precisely)."""
+    with open(path, "rb") as fh:
+        if fh.read(2) != GZIP_MAGIC:
+            fh.seek(0)
+            return fh.read(HEAD_BYTES)
+        fh.seek(0)
+        inflate = zlib.decompressobj(wbits=31)
+        out = bytearray()
+        while len(out) < HEAD_BYTES and (block := fh.read(1 << 16)):
+            try:
+                out += inflate.decompress(block, HEAD_BYTES - len(out))
+            except zlib.error:
+                break
+            if inflate.eof:
+                break
+        return bytes(out)
+
+
+def _json_kind(path: Path) -> Detected:
+    try:
+        head = _decompressed_head(path)
+    except OSError as exc:
+        return Detected(InputKind.other, f"unreadable ({exc.strerror or exc})")
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"{"):
+        if _EVENTS_KEY.search(text):
+            return Detected(InputKind.trace)
+        return Detected(InputKind.other, "a JSON object without traceEvents")
+    if text.startswith(b"[") and _EVENT_START.match(text):
+        return Detected(InputKind.trace)
+    if not text:
+        return Detected(InputKind.other, "empty file")
+    return Detected(InputKind.other, "not a JSON trace (no traceEvents, not an array of events)")
+
+
+def _csv_kind(path: Path) -> Detected:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        head = fh.read(65536)
+    lines = head.splitlines()
+    if any(line.lstrip("\ufeff").startswith(('"ID",', "ID,")) and "Kernel Name" in line for line in lines):
+        return Detected(InputKind.ncu_csv)
+    if any("," in line and "Total Time" in line and "Instances" in line and "Name" in line for line in lines):
+        return Detected(InputKind.nsys_kernsum)
+    return Detected(InputKind.other, "a CSV that is neither an ncu export nor an nsys kernel summary")
+
+
+def _sqlite_kind(path: Path) -> Detected:
+    import sqlite3  # only for SQLite files
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        return Detected(InputKind.other, f"unreadable SQLite file ({exc})")
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in names or "StringIds" in names or "TARGET_INFO_SESSION_START_TIME" in names:
+        return Detected(InputKind.nsys_sqlite)
+    return Detected(InputKind.other, "an SQLite file without Nsight Systems tables")
+
+
+def is_dataset(path: Path) -> bool:
+    """Whether ``path`` is a folder written by ``trace-report export``."""
+    return path.is_dir() and (path / "traces.parquet").is_file() and (path / "events").is_dir()
+
+
+def detect(path: Path) -> Detected:
+    """The kind of ``path`` by its content (suffixes only break ties between formats that
+    share a container, such as ``.ncu-rep``). Raises :class:`InputError` for a missing path."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        return Detected(InputKind.dataset if is_dataset(path) else InputKind.folder)
+    name = path.name.lower()
+    try:
+        head = _head(path)
+    except OSError as exc:
+        return Detected(InputKind.other, f"unreadable ({exc.strerror or exc})")
+    if name.endswith(".ncu-rep"):
+        return Detected(InputKind.ncu_report)
+    if name.endswith(".nsys-rep"):
+        return Detected(InputKind.nsys_report, "an Nsight Systems report: export it with "
+                        "`nsys export --type sqlite REPORT.nsys-rep` and give the .sqlite file")
+    if head[8:12] == b"DUCK":
+        return Detected(InputKind.database)
+    if head.startswith(SQLITE_MAGIC):
+        return _sqlite_kind(path)
+    if name.endswith(ARCHIVE_SUFFIXES) and _is_tar(path):
+        return Detected(InputKind.archive)
+    if name.endswith((".csv", ".txt")) and not head.startswith(GZIP_MAGIC):
+        return _csv_kind(path)
+    return _json_kind(path)
+
+
+def _is_tar(path: Path) -> bool:
+    try:
+        return tarfile.is_tarfile(path)
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file to ingest. ``label`` is what the user sees and ``traces.path`` stores
+    (``archive!member`` for a tar member, whose ``path`` is an extracted temporary copy)."""
+
+    path: Path
+    label: str
+    kind: InputKind
+    run_dir: Path | None = None
+
+
+@dataclass
+class Resolution:
+    """What :func:`resolve` found. Temporary folders (tar members) live until :meth:`close`."""
+
+    sources: list[Source] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(label, reason) of every file seen and not used."""
+    notes: list[str] = field(default_factory=list)
+    database: Path | None = None
+    dataset: Path | None = None
+    run_folders: list[Path] = field(default_factory=list)
+    scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for tmp in self.scratch:
+            tmp.cleanup()
+        self.scratch.clear()
+
+    def __enter__(self) -> Resolution:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _run_dir_of(path: Path) -> Path | None:
+    return path.parent if (path.parent / "run.json").is_file() else None
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
+
+
+class _Resolver:
+    def __init__(self) -> None:
+        self.out = Resolution()
+        self.seen: dict[Path, str] = {}
+
+    def file(self, path: Path, *, explicit: bool) -> None:
+        real = _real(path)
+        if real in self.seen:
+            if explicit:
+                self.out.notes.append(f"{path}: given more than once (as {self.seen[real]}); read once")
+            return
+        self.seen[real] = str(path)
+        found = detect(path)
+        if found.kind in INGESTED:
+            self.out.sources.append(Source(path, str(path), found.kind, _run_dir_of(path)))
+        elif found.kind is InputKind.archive:
+            self.archive(path)
+        elif explicit and found.kind in (InputKind.database, InputKind.dataset):
+            self.single(path, found.kind)
+        elif explicit:
+            reason = found.reason or f"a {found.kind.value}, which is not read here"
+            raise InputError(f"{path}: {reason}")
+        elif path.name != "run.json" and not path.name.startswith("run-rank"):
+            self.out.skipped.append((str(path), found.reason or f"a {found.kind.value}"))
+
+    def single(self, path: Path, kind: InputKind) -> None:
+        if kind is InputKind.database:
+            self.out.database = path
+        else:
+            self.out.dataset = path
+
+    def folder(self, folder: Path) -> None:
+        files = sorted(p for p in folder.rglob("*") if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+        for p in files:
+            if p.name.endswith((".duckdb.wal", ".parquet")) or ".duckdb.events" in p.parent.name:
+                continue  # a database's own files
+            self.file(p, explicit=False)
+
+    def archive(self, archive: Path) -> None:
+        tmp = tempfile.TemporaryDirectory(prefix="trace-report-")
+        self.out.scratch.append(tmp)
+        before = len(self.out.sources)
+        try:
+            with tarfile.open(archive) as tar:
+                for n, member in enumerate(tar.getmembers()):
+                    if member.isfile():
+                        self.member(tar, member, archive, Path(tmp.name) / f"{n:05d}-{Path(member.name).name}")
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            raise InputError(f"{archive}: cannot read tar archive ({exc})") from exc
+        if len(self.out.sources) == before:
+            raise InputError(f"{archive}: no traces in this archive")
+
+    def member(self, tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path, target: Path) -> None:
+        label = f"{archive}!{member.name}"
+        src = tar.extractfile(member)
+        if src is None:
+            return
+        with src, open(target, "wb") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+        found = detect(target)
+        if found.kind in INGESTED:
+            self.out.sources.append(Source(target, label, found.kind))
+        else:
+            self.out.skipped.append((label, found.reason or f"a {found.kind.value}"))
+
+
+def resolve(paths: list[Path], *, allow_database: bool = True) -> Resolution:
+    """Expand ``paths`` (files, folders searched recursively, tar archives, one database or
+    exported dataset) into typed sources, in a stable order.
+
+    Raises :class:`InputError` for a missing path, an explicit file that is no input, a
+    database or dataset mixed with other inputs (or at all, unless ``allow_database``), and
+    for paths holding nothing to read. The caller closes the result (temporary files).
+    """
+    if not paths:
+        raise InputError("no input paths given")
+    r = _Resolver()
+    try:
+        for path in paths:
+            _one(r, Path(path))
+        out = r.out
+        single = out.database or out.dataset
+        if single is not None and (len(paths) > 1 or out.sources):
+            raise InputError("give either one database (or exported dataset) or trace files and runs, not both")
+        if single is not None and not allow_database:
+            raise InputError(f"{single}: a database or dataset cannot be ingested; give trace files or folders")
+        out.run_folders = _run_folders(paths)
+        if single is None and not out.sources and not out.run_folders:
+            raise InputError(_nothing_message(paths, out.skipped))
+    except BaseException:
+        r.out.close()
+        raise
+    return out
+
+
+def _one(r: _Resolver, path: Path) -> None:
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if is_dataset(path):
+            r.single(path, InputKind.dataset)
+            return
+        real = _real(path)
+        inside = [str(p) for p in r.seen if p == real or real in p.parents]
+        r.folder(path)
+        if inside:
+            r.out.notes.append(f"{path}: overlaps inputs given before ({inside[0]}); each file read once")
+        return
+    r.file(path, explicit=True)
+
+
+def _nothing_message(paths: list[Path], skipped: list[tuple[str, str]]) -> str:
+    where = ", ".join(map(str, paths))
+    if skipped:
+        return f"{where}: no traces or Nsight exports here ({len(skipped)} file(s) skipped, e.g. " \
+               f"{skipped[0][0]}: {skipped[0][1]})"
+    return f"{where}: no traces or Nsight exports here"
+
+
+def _run_folders(paths: list[Path]) -> list[Path]:
+    """Folders holding a ``run.json`` in or beside the given paths (hidden folders skipped)."""
+    found: dict[Path, None] = {}
+    for path in map(Path, paths):
+        if path.is_dir():
+            for manifest in sorted(path.rglob("run.json")):
+                if not any(part.startswith(".") for part in manifest.relative_to(path).parts[:-1]):
+                    found[manifest.parent] = None
+        elif (path.parent / "run.json").is_file():
+            found[path.parent] = None
+    return list(found)

@@ -1,0 +1,1 @@
+"""present layer (see docs/architecture.md)."""

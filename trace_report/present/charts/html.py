@@ -1,0 +1,130 @@
+"""Self-contained HTML for Altair charts: the Vega, Vega-Lite and vega-embed JavaScript inlined
+(from vl-convert, no CDN: the page works offline) and every string escaped (docs/architecture.md, Security).
+
+Kernel and operator names carry ``<``, ``>`` and ``&`` (C++ templates), and a trace could name a
+kernel ``</script><script>alert(1)</script>``. Altair's own HTML template writes the spec with
+``json.dumps`` into a ``<script>`` block, where such a name ends the block. Here specs go into
+``<script type="application/json">`` blocks with ``<``, ``>``, ``&`` and the JavaScript line
+separators written as ``\\uXXXX`` escapes (:func:`script_json`), and are parsed with
+``JSON.parse``; Vega draws text as SVG text nodes, and vega-tooltip escapes tooltip values by
+default (its ``sanitize`` option). Page text goes through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from trace_report.errors import InputError
+from trace_report.present.tables import write_atomic
+
+_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+CHART_SUFFIXES = (".html", ".png", ".svg")
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto; max-width: 1180px;
+       color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-top: 2em;
+     border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; } th { background: #f5f5f5; }
+.name { font-family: ui-monospace, monospace; word-break: break-all; max-width: 60em; }
+.note { color: #666; font-size: 0.9em; } .chart { margin: 1em 0; }
+.chart-error { color: #b00; font-family: monospace; }
+.headline { display: flex; flex-wrap: wrap; gap: 0.8em; }
+.headline div { border: 1px solid #ddd; border-radius: 6px; padding: 0.5em 0.9em; min-width: 9em; }
+.headline b { display: block; font-size: 1.3em; }
+"""
+
+EMBED_SCRIPT = """
+(function () {
+  document.querySelectorAll('script[type="application/json"][data-chart]').forEach(function (block) {
+    var target = document.getElementById(block.dataset.chart);
+    var spec = JSON.parse(block.textContent);
+    vegaEmbed(target, spec, {renderer: "svg", actions: false}).then(function () {
+      target.dataset.rendered = "true";
+    }).catch(function (err) {
+      target.dataset.rendered = "error";
+      var p = document.createElement("p");
+      p.className = "chart-error";
+      p.textContent = "chart failed to render: " + err;
+      target.appendChild(p);
+      console.error(err);
+    });
+  });
+})();
+"""
+
+
+def script_json(value: Any) -> str:
+    """JSON text safe inside an HTML ``<script>`` element (no ``<``, ``>``, ``&`` or U+2028/9)."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+    for char, escape in _JSON_ESCAPES.items():
+        text = text.replace(char, escape)
+    return text
+
+
+@functools.lru_cache(maxsize=1)
+def vega_bundle() -> str:
+    """The vega + vega-lite + vega-embed JavaScript (one classic script defining ``vegaEmbed``),
+    for the Vega-Lite version Altair targets; shipped inside vl-convert-python (~0.9 MB)."""
+    import vl_convert as vlc
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    bundle = vlc.javascript_bundle(vl_version=vl_version_for_vl_convert())
+    return bundle.replace("</script", "<\\/script")
+
+
+def chart_block(div_id: str, chart: Any) -> str:
+    """A ``<div>`` for one chart and the escaped JSON of its Vega-Lite spec."""
+    spec = chart.to_dict() if hasattr(chart, "to_dict") else chart
+    safe_id = html.escape(div_id, quote=True)
+    return (f'<div class="chart" id="{safe_id}"></div>\n'
+            f'<script type="application/json" data-chart="{safe_id}">{script_json(spec)}</script>')
+
+
+def page(title: str, body: str) -> str:
+    """A complete HTML document: ``title`` (escaped here), ``body`` (already safe HTML, with
+    :func:`chart_block` elements), the inlined JavaScript and the embedding script."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n"
+        f"<script>{vega_bundle()}</script>\n</head>\n<body>\n{body}\n"
+        f"<script>{EMBED_SCRIPT}</script>\n</body>\n</html>\n"
+    )
+
+
+def chart_html(chart: Any, title: str = "trace-report chart") -> str:
+    """One chart as a self-contained, offline HTML page."""
+    return page(title, chart_block("chart", chart))
+
+
+def save_chart(chart: Any, path: Path | str) -> Path:
+    """Write ``chart`` by suffix: ``.html`` (self-contained, offline), ``.png`` or ``.svg``
+    (rendered by vl-convert, no browser). Written through a temporary file and a rename.
+
+    Raises :class:`InputError` for another suffix or a missing folder.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in CHART_SUFFIXES:
+        raise InputError(f"{path}: chart files must end in .html, .png or .svg")
+    if not path.absolute().parent.is_dir():
+        raise InputError(f"{path.parent}: no such directory")
+    if suffix == ".html":
+        write_atomic(path, chart_html(chart, path.stem))
+        return path
+    import vl_convert as vlc
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    spec, version = chart.to_dict(), vl_version_for_vl_convert()
+    if suffix == ".svg":
+        write_atomic(path, vlc.vegalite_to_svg(spec, vl_version=version))
+    else:
+        write_atomic(path, vlc.vegalite_to_png(spec, vl_version=version, scale=1.5))
+    return path
+

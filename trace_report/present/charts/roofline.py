@@ -1,0 +1,132 @@
+"""The roofline chart (Altair): DRAM-bandwidth slope, one ceiling per precision, ridge points,
+one point per kernel (or operator) and precision class. Data from
+:func:`trace_report.analyses.roofline.measured.roofline`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from trace_report.analyses.roofline.measured import (
+    DISPLAY_NAME_CHARS,
+    LABELS,
+    PRECISION_PEAK,
+    RooflineResult,
+    peak_for,
+)
+from trace_report.analyses.roofline.peaks import GpuPeaks
+
+if TYPE_CHECKING:
+    import altair as alt
+
+
+def _safe(name: object) -> str:
+    text = str(name)
+    text = text if len(text) <= DISPLAY_NAME_CHARS else text[: DISPLAY_NAME_CHARS - 1] + "…"
+    return text.replace("<", "‹").replace(">", "›").replace("&", "＆")
+
+
+def chart_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """One point per (row, precision class with work > 0): ``ai`` (FLOP/byte), ``perf``
+    (FLOP/s), ``precision``, ``kernel`` (shortened, HTML-safe), ``label`` (short name and
+    launch id), ``time_s``."""
+    classes = [("fp64", "flop_fp64"), ("fp32", "flop_fp32"), ("fp16", "flop_fp16"), (None, "tensor_flop"),
+               ("int8_tensor", "int_ops")]
+    pts = []
+    for r in frame.to_dict("records"):
+        bytes_, time_s = r.get("bytes"), r.get("time_s")
+        if not bytes_ or not time_s or pd.isna(bytes_) or pd.isna(time_s):
+            continue
+        works = [(c or r.get("tensor_precision") or r.get("precision"), r.get(col)) for c, col in classes if col in r]
+        if all(w is None or pd.isna(w) for _, w in works):
+            works = [(r.get("precision"), r.get("flop"))]
+        for cls, work in works:
+            if cls and work and not pd.isna(work) and work > 0:
+                pts.append({"kernel": _safe(r.get("kernel")), "label": _label(r), "precision": LABELS.get(cls, cls),
+                            "ai": work / bytes_, "perf": work / time_s, "time_s": time_s})
+    return pd.DataFrame(pts, columns=["kernel", "label", "precision", "ai", "perf", "time_s"])
+
+
+def _label(row: dict[str, object]) -> str:
+    name = row.get("function") if isinstance(row.get("function"), str) else str(row.get("kernel"))
+    name = str(name).removeprefix("aten::")
+    name = name if len(name) <= 28 else name[:27] + "…"
+    lid = row.get("launch_id")
+    return _safe(f"{name} #{int(lid)}" if isinstance(lid, (int, float)) and not pd.isna(lid) else name)
+
+
+def _ceilings(peaks: GpuPeaks, classes: list[str], override: float | None,
+              x_min: float, x_max: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Ceiling line points (one flat roof per distinct peak, the DRAM slope up to the highest
+    ridge) and one ridge point per distinct peak, labelled with every precision sharing it."""
+    bw = peaks.dram_bytes_per_s
+    by_peak: dict[float, list[str]] = {}
+    for cls in PRECISION_PEAK:
+        peak = peak_for(peaks, cls, override)
+        if (cls in classes or cls == "fp32") and peak and bw:
+            by_peak.setdefault(peak, []).append(cls)
+    lines, ridges = [], []
+    for peak, group in sorted(by_peak.items()):
+        ridge = peak / bw
+        name = "user peak" if override is not None else " = ".join(LABELS[c].removesuffix(" (OP/s)") for c in group)
+        unit = ("OP/s", "OP/B") if group == ["int8_tensor"] else ("FLOP/s", "FLOP/B")
+        lines += [{"roof": name, "ai": ridge, "perf": peak}, {"roof": name, "ai": x_max, "perf": peak}]
+        ridges.append({"roof": name, "ai": ridge, "perf": peak, "end": x_max,
+                       "text": f"{name}: {peak / 1e12:.4g} T{unit[0]}, ridge {ridge:.3g} {unit[1]}"})
+    if bw and ridges:
+        top = max(r["ai"] for r in ridges)
+        lines += [{"roof": "DRAM bandwidth", "ai": x_min, "perf": bw * x_min},
+                  {"roof": "DRAM bandwidth", "ai": top, "perf": bw * top}]
+    return pd.DataFrame(lines), pd.DataFrame(ridges)
+
+
+def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.LayerChart:
+    """Log-log roofline: DRAM-bandwidth slope, one flat ceiling per precision present, ridge
+    points, one point per kernel (or kernel name with ``by_name``) and precision class."""
+    import altair as alt  # imported here: altair takes about a second to import
+
+    pts = chart_points(result.frame)
+    peaks = result.peaks
+    xs = list(pts["ai"]) + ([p / peaks.dram_bytes_per_s for p in _peak_values(peaks, result.peak_flops)]
+                            if peaks and peaks.dram_bytes_per_s else [])
+    x_min = 10 ** math.floor(math.log10(min(xs))) / 10 if xs else 0.01
+    x_max = 10 ** math.ceil(math.log10(max(xs) * 20)) if xs else 1000.0
+    scale_x = alt.Scale(type="log", domain=[x_min, x_max])
+    layers: list[alt.Chart] = []
+    if peaks and peaks.dram_bytes_per_s:
+        names = {k for k, v in LABELS.items() if v in set(pts["precision"])}
+        lines, ridges = _ceilings(peaks, sorted(names), result.peak_flops, x_min, x_max)
+        if not lines.empty:
+            layers.append(alt.Chart(lines).mark_line(strokeDash=[6, 3], color="gray").encode(
+                x=alt.X("ai:Q", scale=scale_x), y="perf:Q", detail="roof:N"))
+            layers.append(alt.Chart(ridges).mark_point(shape="diamond", color="black", size=50).encode(
+                x=alt.X("ai:Q", scale=scale_x), y="perf:Q", tooltip=["text:N"]))
+            layers.append(alt.Chart(ridges).mark_text(align="right", dx=-4, dy=-7, fontSize=10).encode(
+                x=alt.X("end:Q", scale=scale_x), y="perf:Q", text="text:N"))
+    gpu = peaks.name if peaks else (result.device_name or "unknown GPU")
+    layers.append(alt.Chart(pts).mark_circle(size=90, opacity=0.85).encode(
+        x=alt.X("ai:Q", scale=scale_x, title="Arithmetic intensity (FLOP/byte, DRAM)"),
+        y=alt.Y("perf:Q", scale=alt.Scale(type="log"), title="Performance (FLOP/s)", axis=alt.Axis(format="~s")),
+        color=alt.Color("precision:N", title="Work"),
+        tooltip=["kernel:N", "precision:N", alt.Tooltip("ai:Q", format=".3g"),
+                 alt.Tooltip("perf:Q", format=".3s"), alt.Tooltip("time_s:Q", format=".3g")]))
+    if 0 < len(pts) <= 30:
+        near = pts.assign(kx=lambda d: d["ai"].map(lambda v: round(math.log10(v), 1)),
+                          ky=lambda d: d["perf"].map(lambda v: round(math.log10(v), 1)))
+        texts = near.groupby(["kx", "ky"], sort=False).agg(
+            ai=("ai", "first"), perf=("perf", "first"), label=("label", lambda v: ", ".join(dict.fromkeys(v))))
+        marks = alt.Chart(texts.reset_index(drop=True)).mark_text(align="left", dx=8, dy=8, fontSize=10, color="#333")
+        layers.append(marks.encode(
+            x=alt.X("ai:Q", scale=scale_x), y=alt.Y("perf:Q", scale=alt.Scale(type="log")), text="label:N"))
+    label = "estimated from operator shapes" if result.source == "estimate" else "Nsight Compute"
+    return alt.layer(*layers).properties(
+        title=title or f"Roofline, {gpu} ({label})", width=640, height=420)
+
+
+def _peak_values(peaks: GpuPeaks, override: float | None) -> list[float]:
+    if override is not None:
+        return [override]
+    return [v for k in PRECISION_PEAK if (v := getattr(peaks, PRECISION_PEAK[k])) is not None]

@@ -1,0 +1,192 @@
+"""Chart builders over trace analyses: top kernels, regions per step, kernel classes, the
+timeline of one step, and the difference between two traces. Each takes the analysis frame (never
+modified) and returns an Altair chart; times in µs, shares in percent.
+
+Names are kept whole in the data (tooltips show them, escaped by vega-tooltip) and shortened in
+an axis ``label`` column (:func:`short_name`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from trace_report.analyses.regions import REGIONS
+
+if TYPE_CHECKING:
+    import altair as alt
+
+    from trace_report.present.charts.data import Timeline
+
+REGION_COLORS = ["#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#bab0ac"]
+"""One color per region of :data:`~trace_report.analyses.regions.REGIONS`, in that order."""
+STATUS_COLORS = {"new": "#d62728", "more": "#ff9896", "same": "#bbbbbb", "less": "#98df8a", "vanished": "#2ca02c"}
+LABEL_CHARS = 90
+TOOLTIP_CHARS = 200  # timeline tooltips: thousands of rows, keep the page small
+WIDTH = 620
+
+
+def _strip_params(text: str) -> str:
+    """``f<T>(int, float)`` -> ``f<T>``: drop a final parameter list (not ``Memcpy DtoD (…)``)."""
+    if not text.endswith(")"):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:i] if i > 0 and not text[i - 1].isspace() else text
+    return text
+
+
+def _fold_templates(text: str, keep: int = 56) -> str:
+    """Nested template arguments become ``<…>``; top-level ones are cut to ``keep`` characters."""
+    out, depth, arg = [], 0, []
+    for ch in text:
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<")
+                arg = []
+            elif depth == 2:
+                arg.append("<…>")
+            continue
+        if ch == ">" and depth:
+            depth -= 1
+            if depth == 0:
+                inner = "".join(arg)
+                out.append((inner if len(inner) <= keep else inner[: keep - 1] + "…") + ">")
+            continue
+        if depth == 1:
+            arg.append(ch)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out) if depth == 0 else text
+
+
+def short_name(name: object, limit: int = LABEL_CHARS) -> str:
+    """A readable axis label for a C++ kernel name: no ``void`` return type, no parameter
+    list, nested template arguments folded to ``<…>``, at most ``limit`` characters (the middle
+    elided)."""
+    full = re.sub(r"\s+", " ", str(name)).strip()
+    text = _fold_templates(_strip_params(full.removeprefix("void "))).strip() or full
+    if len(text) <= limit:
+        return text
+    head = (2 * limit) // 3
+    return text[:head] + "…" + text[len(text) - (limit - head - 1):]  # the end often tells kernels apart
+
+
+def unique_labels(names: pd.Series, limit: int = LABEL_CHARS) -> list[str]:
+    """:func:`short_name` of each name, made unique with `` [2]``, `` [3]``... suffixes."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        label = short_name(name, limit)
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} [{seen[label]}]")
+    return out
+
+
+def region_scale() -> alt.Scale:
+    import altair as alt
+
+    return alt.Scale(domain=list(REGIONS), range=REGION_COLORS)
+
+
+def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None = None) -> alt.Chart:
+    """Horizontal bars of total time (µs) of the ``limit`` longest kernels (or CPU operators, on a
+    CPU-only trace) from :func:`~trace_report.analyses.top_kernels.top_kernels`."""
+    import altair as alt
+
+    data = frame.sort_values("total_us", ascending=False).head(limit).copy()
+    data["label"] = unique_labels(data["name"])
+    cpu = bool(len(data)) and (data["kind"] == "cpu_op").all()
+    default = "Top CPU operators by self time (no GPU kernels)" if cpu else "Top GPU kernels by total time"
+    return alt.Chart(data, title=title or default).mark_bar().encode(
+        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
+        x=alt.X("total_us:Q", title="self time (µs)" if cpu else "total time (µs)"),
+        color=alt.Color("pct:Q", title="% of time", scale=alt.Scale(scheme="blues")),
+        tooltip=[alt.Tooltip("name:N", title="name"), "count:Q", alt.Tooltip("total_us:Q", format=",.1f"),
+                 alt.Tooltip("mean_us:Q", format=",.2f"), alt.Tooltip("pct:Q", format=".2f")],
+    ).properties(width=WIDTH)
+
+
+def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart:
+    """Stacked bars per step: wall time and GPU kernel time (µs) of each region, from
+    ``breakdown(db, BreakdownOptions(by_step=True)).frame``. GPU time is left out when the
+    traces have none; a trace without ProfilerSteps is one bar."""
+    import altair as alt
+
+    data = frame.copy()
+    data["step"] = data["step"].map(lambda s: "whole trace" if pd.isna(s) else str(int(s)))
+    measures = ["wall_us"] + (["gpu_us"] if data["gpu_us"].notna().any() else [])
+    long = data.melt(id_vars=["step", "region", "kernels"], value_vars=measures, var_name="measure",
+                     value_name="us")
+    long["measure"] = long["measure"].map({"wall_us": "wall time (µs)", "gpu_us": "GPU kernel time (µs)"})
+    long["order"] = long["region"].map({r: i for i, r in enumerate(REGIONS)})
+    steps = list(dict.fromkeys(data["step"]))
+    return alt.Chart(long, title=title or "Time per region in each step").mark_bar().encode(
+        x=alt.X("step:N", sort=steps, title="ProfilerStep", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("us:Q", stack="zero", title="µs"),
+        color=alt.Color("region:N", scale=region_scale(), sort=list(REGIONS)),
+        order=alt.Order("order:Q"),
+        column=alt.Column("measure:N", title=None, sort=["wall time (µs)", "GPU kernel time (µs)"]),
+        tooltip=["step:N", "region:N", alt.Tooltip("us:Q", format=",.1f"), "kernels:Q"],
+    ).properties(width=max(160, min(WIDTH // len(measures), 60 * len(steps)))).resolve_scale(y="independent")
+
+
+def kernel_classes_chart(summary: pd.DataFrame, *, title: str | None = None) -> alt.Chart:
+    """Bars of each kernel class's share of GPU time (%), from ``flags(db).summary``. A kernel
+    can belong to several classes (tensor_core and tf32), so shares do not add up to 100."""
+    import altair as alt
+
+    data = summary[summary["pct"].notna()].copy()
+    return alt.Chart(data, title=title or "Share of GPU time by kernel class").mark_bar().encode(
+        y=alt.Y("class:N", sort=list(data["class"]), title=None),
+        x=alt.X("pct:Q", title="% of GPU time", scale=alt.Scale(domain=[0, 100])),
+        color=alt.Color("class:N", legend=None),
+        tooltip=["class:N", "count:Q", "names:Q", alt.Tooltip("total_us:Q", format=",.1f"),
+                 alt.Tooltip("pct:Q", format=".2f")],
+    ).properties(width=WIDTH)
+
+
+def timeline_chart(timeline: Timeline, *, title: str | None = None) -> alt.Chart:
+    """Gantt bars of one step (:func:`~trace_report.present.charts.data.step_timeline`): the CPU-side
+    regions on top, then one lane per GPU stream (or CPU thread), colored by region; µs from the
+    step's start."""
+    import altair as alt
+
+    data = timeline.frame.copy()
+    data["name"] = data["name"].map(lambda n: n if len(str(n)) <= TOOLTIP_CHARS else str(n)[: TOOLTIP_CHARS - 1] + "…")
+    lanes = list(dict.fromkeys(data["lane"]))
+    step = f"ProfilerStep#{timeline.step}" if timeline.step is not None else "whole trace"
+    default = f"Timeline of {step} (trace {timeline.trace_id}, {timeline.step_us:,.0f} µs)"
+    return alt.Chart(data, title=title or default).mark_bar(height=14).encode(
+        x=alt.X("start_us:Q", title="µs from step start"), x2="end_us:Q",
+        y=alt.Y("lane:N", sort=lanes, title=None),
+        color=alt.Color("region:N", scale=region_scale(), sort=list(REGIONS)),
+        tooltip=["name:N", "kind:N", "region:N", alt.Tooltip("start_us:Q", format=",.1f"),
+                 alt.Tooltip("dur_us:Q", format=",.2f")],
+    ).properties(width=WIDTH + 200, height=max(60, 24 * len(lanes)))
+
+
+def compare_chart(frame: pd.DataFrame, *, limit: int = 20, value: str = "diff_us",
+                  title: str | None = None) -> alt.Chart:
+    """Diverging bars of the ``limit`` largest differences (B - A, µs) from
+    :func:`~trace_report.analyses.compare.compare`, colored by status (new, more, same, less,
+    vanished)."""
+    import altair as alt
+
+    data = frame.head(limit).copy()
+    key = "name" if "name" in data.columns else "region"
+    data["label"] = unique_labels(data[key])
+    tips = [alt.Tooltip(f"{key}:N"), "status:N", alt.Tooltip(f"{value}:Q", format=",.1f")]
+    tips += [alt.Tooltip(f"{c}:Q", format=",.1f") for c in ("a_total_us", "b_total_us", "a_count", "b_count")
+             if c in data.columns]
+    return alt.Chart(data, title=title or "Largest differences, B - A").mark_bar().encode(
+        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
+        x=alt.X(f"{value}:Q", title="B - A (µs)"),
+        color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values()))),
+        tooltip=tips,
+    ).properties(width=WIDTH)

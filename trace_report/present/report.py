@@ -1,0 +1,364 @@
+"""``trace-report report``: one self-contained HTML page for runs or traces.
+
+The page holds the run configuration (``runs`` table of :mod:`trace_report.store.runs`), the
+headline numbers, every chart that applies (top kernels, regions per step, kernel classes, the
+timeline of one step, the roofline estimate, and the experiments' own charts: worker sweep,
+optimizers per epoch, speed-ups, AMP sweep, eager against compile), the kernel-class flags and
+the advice with its evidence. The JavaScript is inlined (no network needed to view it) and
+every name is escaped (:mod:`trace_report.present.charts.html`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from trace_report.analyses.advise import advise
+from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.regions import BreakdownOptions, breakdown, gpu_timeline
+from trace_report.analyses.roofline.measured import RooflineOptions, roofline
+from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
+from trace_report.errors import InputError, TraceReportError
+from trace_report.present import charts
+from trace_report.present.charts import html as chart_html
+from trace_report.present.charts.traces import short_name
+from trace_report.present.tables import write_atomic
+from trace_report.store.tracedb import TraceDB
+
+CONFIG_COLUMNS = ["run_key", "experiment", "variant", "model", "batch_size", "epochs", "steps", "optimizer", "lr",
+                  "workers", "amp", "compile", "device", "device_name", "torch_version", "final_loss",
+                  "test_accuracy"]
+NAME_CHARS = 100
+EXPERIMENT_CHARTS = {"workers": "worker_sweep_chart", "amp": "amp_sweep_chart", "compile": "compile_chart",
+                     "devices": "speedup_chart", "optimized": "speedup_chart", "no-bn": "speedup_chart"}
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """``title`` of the page; ``limit``: rows of the top-kernels chart and table; ``step``: the
+    ProfilerStep of the timeline (default: the median one); ``rank``: analyses of that rank only."""
+
+    title: str | None = None
+    limit: int = 20
+    step: int | None = None
+    rank: int | None = None
+
+
+@dataclass
+class Section:
+    """A part of the page: a heading, HTML (already escaped), charts and notes."""
+
+    title: str
+    body: str = ""
+    charts: list[tuple[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tail: str = ""  # HTML after the charts
+    inline: set[str] = field(default_factory=set)  # charts already placed in ``body``
+
+    def inline_chart(self, name: str, chart: Any) -> str:
+        """Record ``chart`` and return its HTML, for a body that interleaves charts and text."""
+        self.charts.append((name, chart))
+        self.inline.add(name)
+        return chart_html.chart_block(f"chart-{name}", chart)
+
+
+@dataclass
+class Report:
+    """The page's content before rendering."""
+
+    title: str
+    sources: list[str]
+    sections: list[Section] = field(default_factory=list)
+
+    @property
+    def charts(self) -> list[Any]:
+        return [c for s in self.sections for _, c in s.charts]
+
+
+# ---------------------------------------------------------------- HTML pieces
+
+
+def _cell(value: Any) -> tuple[str, bool]:
+    """Escaped text of a table cell and whether it is a number."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "", False
+    if isinstance(value, bool):
+        return str(value), False
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = f"{value:,}" if isinstance(value, int) else (f"{value:,.3f}" if abs(value) < 1e12 else f"{value:.4g}")
+        return text, True
+    if isinstance(value, list):
+        return html.escape(", ".join(map(str, value))), False
+    return html.escape(str(value)), False
+
+
+def _name_cell(value: Any) -> str:
+    """A (kernel) name: shortened, with the whole name in a ``<details>`` when it is long."""
+    full = str(value)
+    if len(full) <= NAME_CHARS:
+        return html.escape(full)
+    return f"<details><summary>{html.escape(short_name(full, NAME_CHARS))}</summary>{html.escape(full)}</details>"
+
+
+def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = ("name",)) -> str:
+    """A frame as an HTML table, every header and cell escaped; long names fold away."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = []
+    for rec in frame.to_dict("records"):
+        cells = []
+        for col, value in rec.items():
+            text, num = _cell(value.item() if hasattr(value, "item") else value)
+            if col in name_columns and text:
+                text = _name_cell(value)
+            cls = "num" if num else ("name" if col in name_columns else "")
+            cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _headline_html(items: list[tuple[str, str]]) -> str:
+    cells = "".join(f"<div><b>{html.escape(v)}</b>{html.escape(k)}</div>" for k, v in items)
+    return f'<div class="headline">{cells}</div>'
+
+
+def _dur(us: float | None) -> str:
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "n/a"
+    return f"{us:,.1f} µs" if abs(us) < 1000 else (f"{us / 1e3:,.2f} ms" if abs(us) < 1e6 else f"{us / 1e6:,.2f} s")
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, query: str) -> Any:
+    rows = con.execute(query).fetchall()
+    return rows[0][0] if rows else None
+
+
+def config_section(con: duckdb.DuckDBPyConnection) -> Section | None:
+    """The runs' configuration and results, one row per run folder."""
+    try:
+        runs = con.execute("SELECT * EXCLUDE (manifest, config) FROM runs ORDER BY run_key").df()
+    except duckdb.CatalogException:
+        return None
+    if runs.empty:
+        return None
+    cols = [c for c in CONFIG_COLUMNS if c in runs.columns and runs[c].notna().any()]
+    sec = Section("Run configuration", table_html(runs[cols]))
+    sec.notes.append("full configuration and environment of each run: SELECT config, manifest FROM runs")
+    return sec
+
+
+def _trace_facts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    return con.execute("SELECT trace_id, path, run_id, rank, world_size, device_name, compute_capability, "
+                       "torch_version, n_complete_events AS events, n_kernels AS kernels FROM traces "
+                       "ORDER BY trace_id").df()
+
+
+def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions) -> Section | None:
+    """Headline numbers: traces, ranks, steps, step time, GPU time, utilisation, top kernel."""
+    traces = _trace_facts(con)
+    if traces.empty:
+        return None
+    steps = con.execute("SELECT count(*), median(dur_us) FROM steps JOIN traces USING (trace_id) "
+                        "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}).fetchall()[0]
+    gpu = gpu_timeline(db, opts.rank)
+    busy, span = gpu["busy_us"].dropna().sum(), gpu["span_us"].dropna().sum()
+    devices = ", ".join(sorted({d for d in traces["device_name"].dropna()})) or "CPU only"
+    items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
+             ("ProfilerSteps", f"{steps[0]}"), ("median step", _dur(steps[1])),
+             ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
+             ("GPU kernel time", _dur(gpu["kernel_us"].dropna().sum()) if span else "n/a"),
+             ("GPU busy (first to last GPU op)", f"{100 * busy / span:.1f}%" if span else "n/a")]
+    top = top_kernels(db, TopKernelsOptions(limit=1, rank=opts.rank))
+    if len(top.frame):
+        row = top.frame.iloc[0]
+        what = "top CPU operator (self time)" if row["kind"] == "cpu_op" else "top kernel"
+        items.append((what, f"{row['pct']:.1f}% {short_name(row['name'], 60)}"))
+    sec = Section("Headline numbers", _headline_html(items))
+    sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
+    return sec
+
+
+def _attempt(sec: Section, what: str, build: Callable[[], Any]) -> Any:
+    """Run one part of a section; an analysis that does not apply becomes a note."""
+    try:
+        return build()
+    except TraceReportError as exc:
+        sec.notes.append(f"{what}: {exc}")
+        return None
+
+
+def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions) -> Section | None:
+    """Top kernels (chart and table), regions per step, kernel classes, step timeline, roofline."""
+    n = _scalar(con, "SELECT count(*) FROM traces")
+    if not n:
+        return None
+    sec = Section("Where the time goes")
+    if n > 1:
+        sec.notes.append(f"charts sum over the {n} traces (the timeline shows one step of one trace)")
+    top = top_kernels(db, TopKernelsOptions(limit=opts.limit, rank=opts.rank))
+    if top.note:
+        sec.notes.append(top.note)
+    if len(top.frame):
+        sec.charts.append(("top-kernels", charts.top_kernels_chart(top.frame, limit=opts.limit)))
+        sec.tail += "<h3>Top kernels</h3>" + table_html(top.frame)
+    bd = _attempt(sec, "regions", lambda: breakdown(db, BreakdownOptions(by_step=True, rank=opts.rank)))
+    if bd is not None and len(bd.frame):
+        sec.charts.append(("regions", charts.regions_chart(bd.frame)))
+        sec.notes += bd.notes
+    fl = _attempt(sec, "kernel classes", lambda: flags(db, FlagsOptions(rank=opts.rank)))
+    if fl is not None and fl.summary["gpu_us"].fillna(0).gt(0).any():
+        sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl.summary)))
+    trace_id = None if opts.rank is None else _scalar(
+        con, f"SELECT min(trace_id) FROM traces WHERE rank = {int(opts.rank)}")
+    tl = _attempt(sec, "timeline", lambda: charts.step_timeline(db, trace_id=trace_id, step=opts.step))
+    if tl is not None and len(tl.frame):
+        sec.charts.append(("timeline", charts.timeline_chart(tl)))
+        sec.notes += tl.notes
+    _roofline(sec, db)
+    return sec
+
+
+def _roofline(sec: Section, db: TraceDB) -> None:
+    result = _attempt(sec, "roofline", lambda: roofline(db, RooflineOptions(by_name=True)))
+    if result is not None and len(charts.chart_points(result.frame)):
+        sec.charts.append(("roofline", charts.roofline_chart(result)))
+        sec.notes += [f"roofline: {n}" for n in result.notes]
+
+
+def flags_section(db: TraceDB, opts: ReportOptions) -> Section | None:
+    """Share of GPU time per kernel class (TF32, tensor core, layout conversion...)."""
+    try:
+        result = flags(db, FlagsOptions(rank=opts.rank))
+    except TraceReportError:
+        return None
+    summary = result.summary
+    if not summary["gpu_us"].fillna(0).gt(0).any():
+        return None
+    return Section("Kernel classes", table_html(summary), notes=list(result.notes))
+
+
+def advice_section(db: TraceDB, opts: ReportOptions) -> Section | None:
+    """Findings with their numbers and thresholds."""
+    try:
+        result = advise(db, rank=opts.rank)
+    except TraceReportError as exc:
+        return Section("Advice", notes=[str(exc)])
+    body = table_html(result.frame, name_columns=()) if len(result.frame) else "<p>No findings.</p>"
+    return Section("Advice", body, notes=list(result.notes))
+
+
+def _experiment_chart(con: duckdb.DuckDBPyConnection, run_key: str, experiment: str) -> Any:
+    results = con.execute("SELECT * FROM run_results WHERE run_key = ?", [run_key]).df().dropna(axis=1, how="all")
+    if experiment == "optimizers":
+        metrics = con.execute(
+            "SELECT r.optimizer, m.* EXCLUDE (run_key) FROM run_metrics m JOIN runs r USING (run_key) "
+            "WHERE r.kind = 'run' AND starts_with(r.run_key, ? || '/') ORDER BY r.run_key, m.epoch", [run_key]).df()
+        return charts.optimizer_epochs_chart(metrics) if len(metrics) else None
+    builder = EXPERIMENT_CHARTS.get(experiment)
+    if builder is None or results.empty:
+        return None
+    return getattr(charts, builder)(results)
+
+
+def _json_list(text: str | None) -> list[Any]:
+    try:
+        value = json.loads(text) if text else []
+    except ValueError:
+        return [text]
+    return value if isinstance(value, list) else [value]
+
+
+def experiments_section(con: duckdb.DuckDBPyConnection) -> Section | None:
+    """The experiments' own charts and result tables (``results.csv``)."""
+    try:
+        exps = con.execute("SELECT run_key, experiment, manifest->>'notes' AS notes FROM runs "
+                           "WHERE kind = 'experiment' OR run_key IN (SELECT run_key FROM run_results) "
+                           "ORDER BY run_key").fetchall()
+    except duckdb.CatalogException:
+        return None
+    sec = Section("Experiments")
+    for run_key, experiment, notes in exps:
+        chart = _attempt(sec, str(run_key), lambda k=run_key, e=experiment: _experiment_chart(con, k, str(e)))
+        results = con.execute("SELECT * EXCLUDE (run_key) FROM run_results WHERE run_key = ?", [run_key]).df()
+        if chart is None and results.empty:
+            continue
+        sec.body += f"<h3>{html.escape(str(run_key))} ({html.escape(str(experiment))})</h3>"
+        if chart is not None:
+            sec.body += sec.inline_chart(f"experiment-{run_key}", chart)
+        for note in _json_list(notes):
+            sec.body += f'<p class="note">{html.escape(str(note))}</p>'
+        if len(results):
+            table = table_html(results.dropna(axis=1, how="all"), name_columns=("run_dir",))
+            sec.body += f"<details><summary>results.csv ({len(results)} rows)</summary>{table}</details>"
+    return sec if sec.charts or sec.body else None
+
+
+# ---------------------------------------------------------------- assembling
+
+
+def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None = None) -> Report:
+    """Every section that applies to ``db`` (a TraceDB opened with
+    :func:`~trace_report.store.runs.open_runs`, so that the run tables exist)."""
+    opts = options or ReportOptions()
+    con = db.con
+    title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
+    report = Report(title, sources)
+    builders = [lambda: config_section(con), lambda: headline_section(db, con, opts),
+                lambda: trace_charts_section(db, con, opts), lambda: experiments_section(con),
+                lambda: flags_section(db, opts), lambda: advice_section(db, opts)]
+    for build in builders:
+        section = build()
+        if section is not None:
+            report.sections.append(section)
+    if not report.sections:
+        raise InputError("nothing to report: no traces and no runs")
+    return report
+
+
+def _section_html(sec: Section, index: int) -> str:
+    parts = [f"<section><h2>{html.escape(sec.title)}</h2>", sec.body]
+    for k, (name, chart) in enumerate(sec.charts):
+        if name not in sec.inline:
+            parts.append(chart_html.chart_block(f"chart-{index}-{k}-{name}", chart))
+    if sec.notes:
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in sec.notes)
+        parts.append(f'<ul class="note">{items}</ul>')
+    parts += [sec.tail, "</section>"]
+    return "\n".join(parts)
+
+
+def render_html(report: Report) -> str:
+    """The report as one self-contained HTML document."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    sources = ", ".join(html.escape(s) for s in report.sources)
+    head = (f"<h1>{html.escape(report.title)}</h1><p class=\"note\">{sources}<br>generated {stamp} by "
+            "trace-report; charts: Vega-Lite (inlined, works offline)</p>")
+    body = head + "\n".join(_section_html(s, i) for i, s in enumerate(report.sections))
+    return chart_html.page(report.title, body)
+
+
+def check_output(output: Path) -> None:
+    """Raise :class:`InputError` unless ``output`` names an HTML file in an existing folder."""
+    if output.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"{output}: the report is an HTML page: give a file ending in .html")
+    if not output.absolute().parent.is_dir():
+        raise InputError(f"{output.parent}: no such directory")
+
+
+def write_report(db: TraceDB, sources: list[str], output: Path, options: ReportOptions | None = None) -> Report:
+    """Build the report of ``db`` and write it to ``output`` (atomically)."""
+    check_output(output)
+    report = build_report(db, sources, options)
+    write_atomic(output, render_html(report))
+    return report

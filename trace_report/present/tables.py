@@ -1,0 +1,124 @@
+"""Row output shared by every command: table, csv, json, markdown (docs/cli.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from trace_report.errors import InputError
+from trace_report.present.format import Format, OutputOptions
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return value.item()
+        except (ValueError, AttributeError):
+            return value
+    return value
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain Python dicts (NaN -> None, numpy scalars -> Python)."""
+    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def _fmt_cell(value: Any) -> str:
+    value = _clean(value)
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1e15 else f"{value:.6g}"
+    return str(value)
+
+
+def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
+    """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name."""
+    if fmt is Format.json:
+        return json.dumps(records(frame), indent=2, default=str) + "\n"
+    if fmt is Format.csv:
+        return frame.to_csv(index=False)
+    if fmt is Format.markdown:
+        head = "| " + " | ".join(map(str, frame.columns)) + " |"
+        sep = "|" + "|".join("---" for _ in frame.columns) + "|"
+        body = [
+            "| " + " | ".join(_fmt_cell(v).replace("|", "\\|") for v in row) + " |"
+            for row in frame.itertuples(index=False)
+        ]
+        return "\n".join([head, sep, *body]) + "\n"
+    if "name" in frame.columns:  # long kernel names read best last, as in `nsys stats`
+        frame = frame[[c for c in frame.columns if c != "name"] + ["name"]]
+    table = Table(title=title, show_lines=False)
+    for col in frame.columns:
+        numeric = pd.api.types.is_numeric_dtype(frame[col])
+        table.add_column(str(col), justify="right" if numeric else "left", overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(_fmt_cell(v) for v in row), end_section=False)
+    buf = io.StringIO()
+    width = None if sys.stdout.isatty() else 200
+    Console(file=buf, width=width, force_terminal=False, highlight=False).print(table)
+    return buf.getvalue()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` through a temporary file and a rename; the file
+    gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), or keeps the
+    mode of the file it replaces."""
+    path = path.absolute()
+    if not path.parent.is_dir():
+        raise InputError(f"{path.parent}: no such directory")
+    mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def emit(frame: pd.DataFrame, opts: OutputOptions, title: str | None = None) -> None:
+    """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
+    if opts.limit is not None:
+        frame = frame.head(opts.limit)
+    text = render(frame, opts.resolve(), title)
+    if opts.output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(opts.output, text)
+
+
+def text_lists(frame: pd.DataFrame, fmt: Format, columns: list[str]) -> pd.DataFrame:
+    """List columns as ``a, b`` text for every format but JSON (which keeps lists)."""
+    if fmt is Format.json:
+        return frame
+    out = frame.copy()
+    for col in columns:
+        if col in out:
+            out[col] = out[col].map(lambda v: ", ".join(map(str, v)) if isinstance(v, list) else v)
+    return out

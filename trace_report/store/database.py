@@ -1,0 +1,144 @@
+"""DuckDB files: create the schema, recognise our databases, write atomically, lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import duckdb
+
+from trace_report.errors import DatabaseError
+from trace_report.store.pieces import MemoryStore, create_events_view_from_files, events_dir_for
+from trace_report.store.views import create_views, sql_text
+
+SCHEMA_VERSION = "1"
+APP = "trace-report"
+
+
+def create_schema(con: duckdb.DuckDBPyConnection, with_views: bool = False) -> None:
+    """Create the tables (idempotent) and mark the database as ours.
+
+    Views need the ``events`` view first (see :mod:`trace_report.store.pieces`), so they are
+    created separately with :func:`~trace_report.store.views.create_views`, unless
+    ``with_views`` (then ``events`` is an empty relation until traces arrive).
+    """
+    con.execute(sql_text("schema.sql"))
+    con.execute(
+        "INSERT INTO trace_report_info VALUES ('app', ?), ('schema_version', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [APP, SCHEMA_VERSION],
+    )
+    if with_views:
+        MemoryStore().publish(con)
+        create_views(con)
+
+
+def _friendly(exc: Exception, path: Path) -> DatabaseError:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "lock" in text.lower():
+        return DatabaseError(f"{path}: the database is in use by another process ({text})")
+    return DatabaseError(f"{path}: not a DuckDB database or unreadable ({text})")
+
+
+def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Raise :class:`DatabaseError` unless ``con`` holds a trace-report database."""
+    try:
+        row = con.execute("SELECT value FROM trace_report_info WHERE key = 'app'").fetchone()
+    except duckdb.Error:
+        row = None
+    if not row or row[0] != APP:
+        raise DatabaseError(f"{path}: a DuckDB database, but not one written by trace-report")
+
+
+def _open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection to ``path`` after checking it is a trace-report database (else closed)."""
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise _friendly(exc, path) from exc
+    try:
+        check_ours(con, path)
+    except DatabaseError:
+        con.close()
+        raise
+    return con
+
+
+def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open an existing trace-report database and create its TEMP views (``events`` over the
+    Parquet files beside it, then the analysis views)."""
+    if not path.is_file():
+        raise DatabaseError(f"{path}: no such database file")
+    con = _open_ours(path, read_only)
+    try:
+        create_events_view_from_files(con, events_dir_for(path.absolute()))
+        create_views(con)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _check_existing(path: Path) -> None:
+    _open_ours(path, read_only=True).close()
+
+
+@contextmanager
+def _directory_lock(path: Path) -> Iterator[None]:
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise DatabaseError(
+                f"{path}: another trace-report process is writing a database in this folder"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield a connection to a temporary copy of ``path``; on success rename it over ``path``.
+
+    The database at ``path`` is never modified in place: on any error the copy is removed and
+    ``path`` stays byte for byte as it was. Raises :class:`DatabaseError` when ``path`` exists
+    but is not a trace-report database, is locked by another process, or cannot be written.
+    """
+    path = path.absolute()
+    if path.is_dir():
+        raise DatabaseError(f"{path}: is a directory, not a database file")
+    if not path.parent.is_dir():
+        raise DatabaseError(f"{path.parent}: no such directory for the database")
+    with _directory_lock(path):
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        _remove(tmp)
+        if path.exists():
+            _check_existing(path)
+            shutil.copyfile(path, tmp)
+        try:
+            con = duckdb.connect(str(tmp))
+        except duckdb.Error as exc:
+            _remove(tmp)
+            raise _friendly(exc, tmp) from exc
+        try:
+            create_schema(con)
+            yield con
+            con.execute("CHECKPOINT")
+            con.close()
+            os.replace(tmp, path)
+        except BaseException:
+            con.close()
+            _remove(tmp)
+            raise
+
+
+def _remove(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".wal")):
+        with suppress(FileNotFoundError):
+            p.unlink()

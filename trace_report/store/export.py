@@ -1,0 +1,211 @@
+"""Export a database as a Parquet dataset, and open such a dataset again (docs/report.md).
+
+Layout (Hive partitioning, as Spark, Hive, DuckDB and pyarrow read it)::
+
+    DIR/
+      events/run_id=<run id>/rank=<rank>/data_0.parquet   the events, by traces.run_id and rank
+      traces.parquet  kernel_names.parquet  trace_report_info.parquet
+      runs.parquet  run_traces.parquet  run_metrics.parquet ...   (when the database has them)
+      _SUCCESS                                                    (Spark's "job committed" marker)
+
+Partition values are URL-encoded; a trace without a run id goes to
+``run_id=__HIVE_DEFAULT_PARTITION__`` (read back as NULL). The partition columns are not
+repeated inside the event files. The dataset is written to a temporary folder beside ``DIR``
+and renamed into place, so ``DIR`` is either complete or absent.
+
+Readers::
+
+    duckdb:  SELECT * FROM read_parquet('DIR/events/**/*.parquet', hive_partitioning = true)
+    pyarrow: pyarrow.dataset.dataset('DIR/events', partitioning=export.partitioning())
+    pandas:  pd.read_parquet('DIR/events', partitioning=export.partitioning())
+    spark:   spark.read.parquet('DIR/events')
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from trace_report.errors import InputError
+from trace_report.formats.schema import EVENTS_SCHEMA
+from trace_report.inputs import is_dataset
+from trace_report.store.database import create_schema
+from trace_report.store.pieces import MemoryStore
+from trace_report.store.runs import CSV_TABLES, attach_runs
+from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import create_views
+
+DATASET_FORMAT = "trace-report/parquet/1"
+PARTITION_COLUMNS = ("run_id", "rank")
+SKIP_TABLES = {"event_files"}  # file bookkeeping of a .duckdb database, meaningless in a dataset
+PARQUET = "FORMAT parquet, COMPRESSION zstd"
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote: the folder, rows per table, event rows and partitions."""
+
+    path: Path
+    tables: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    partitions: int = 0
+
+
+def _quote(path: Path | str) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def partitioning() -> Any:
+    """The pyarrow partitioning of ``events/`` (string run id, integer rank). pyarrow's
+    ``partitioning='hive'`` guesses the types from the folder names and fails when every run id
+    is NULL (``__HIVE_DEFAULT_PARTITION__``); pandas' default reader fails on a NULL run id next
+    to others. Both read the dataset with ``partitioning=partitioning()``."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    return ds.partitioning(pa.schema([("run_id", pa.string()), ("rank", pa.int32())]), flavor="hive")
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Base and TEMP tables to export (the schema's tables, ncu tables, run tables)."""
+    rows = con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_tables() WHERE NOT internal ORDER BY 1").fetchall()
+    return [t for (t,) in rows if t not in SKIP_TABLES and not t.startswith("_")]
+
+
+def _write_events(con: duckdb.DuckDBPyConnection, folder: Path) -> tuple[int, int]:
+    cols = ", ".join(f"e.{_ident(f.name)}" for f in EVENTS_SCHEMA)
+    query = (f"SELECT {cols}, t.run_id, t.rank FROM events e JOIN traces t USING (trace_id) "
+             "ORDER BY t.run_id, t.rank, e.trace_id, e.event_id")
+    n = con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
+    folder.mkdir()
+    if n:
+        con.execute(f"COPY ({query}) TO {_quote(folder)} ({PARQUET}, PARTITION_BY (run_id, rank))")
+    parts = con.execute("SELECT count(DISTINCT (run_id, rank)) FROM traces t "
+                        "WHERE EXISTS (SELECT 1 FROM events e WHERE e.trace_id = t.trace_id)").fetchall()[0][0]
+    return int(n), int(parts)
+
+
+def _write_dataset(con: duckdb.DuckDBPyConnection, tmp: Path, report: ExportReport) -> None:
+    report.events, report.partitions = _write_events(con, tmp / "events")
+    for table in _tables(con):
+        query = f"SELECT * FROM {_ident(table)}"
+        if table == "trace_report_info":
+            query = (f"SELECT * FROM trace_report_info WHERE key <> 'dataset_format' "
+                     f"UNION ALL SELECT 'dataset_format', {_quote(DATASET_FORMAT)}")
+        con.execute(f"COPY ({query}) TO {_quote(tmp / (table + '.parquet'))} ({PARQUET})")
+        report.tables[table] = int(con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0])
+    (tmp / "_SUCCESS").touch()
+
+
+def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False) -> ExportReport:
+    """Write every table of ``db`` and its events as a Parquet
+    dataset in ``out_dir`` (layout in the module docstring), atomically.
+
+    Raises :class:`InputError` when ``out_dir`` exists (unless ``overwrite``: then it is
+    replaced only once the new dataset is complete) or its parent folder does not.
+    """
+    con = db.con
+    out = Path(out_dir).absolute()
+    if not out.parent.is_dir():
+        raise InputError(f"{out.parent}: no such directory")
+    if out.exists() and not overwrite:
+        raise InputError(f"{out}: already exists (choose another folder, or --overwrite)")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    report = ExportReport(out)
+    try:
+        tmp.mkdir()
+        _write_dataset(con, tmp, report)
+        _replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``; an existing ``out`` is moved aside first, removed after."""
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    old = out.with_name(f".{out.name}.old-{os.getpid()}-{secrets.token_hex(3)}")
+    os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _load_tables(con: duckdb.DuckDBPyConnection, folder: Path) -> list[str]:
+    """Load every ``<table>.parquet`` of the dataset: into the schema's tables where they exist,
+    else as new tables (TEMP for the run tables, as :func:`trace_report.open`
+    makes them). Returns the table names."""
+    existing = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    loaded = []
+    for path in sorted(folder.glob("*.parquet")):
+        name, src = path.stem, f"read_parquet({_quote(path)})"
+        if name == "trace_report_info":
+            continue  # create_schema wrote ours
+        if name in existing:
+            con.execute(f"INSERT INTO {_ident(name)} BY NAME SELECT * FROM {src}")
+        else:
+            temp = "TEMP " if name in {"runs", "run_traces", *CSV_TABLES} else ""
+            con.execute(f"CREATE {temp}TABLE {_ident(name)} AS SELECT * FROM {src}")
+        loaded.append(name)
+    return loaded
+
+
+def _events_view(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
+    if not any(folder.glob("events/**/*.parquet")):
+        MemoryStore().publish(con)  # an empty events view with the right columns
+        return
+    cols = ", ".join(_ident(f.name) for f in EVENTS_SCHEMA)
+    glob = _quote(folder / "events" / "**" / "*.parquet")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} FROM read_parquet({glob}, "
+                "hive_partitioning = true, hive_types = {'run_id': VARCHAR, 'rank': INTEGER})")
+
+
+def open_parquet_dataset(path: Path | str) -> TraceDB:
+    """Open a folder written by :func:`export_parquet`: an in-memory DuckDB with the small tables
+    loaded, ``events`` a view over the partitioned files, and the analysis views.
+
+    Raises :class:`InputError` when ``path`` is not such a folder.
+    """
+    folder = Path(path)
+    if not is_dataset(folder):
+        raise InputError(f"{folder}: not a trace-report Parquet dataset (no traces.parquet and events/)")
+    con = duckdb.connect(":memory:")
+    try:
+        create_schema(con)
+        loaded = _load_tables(con, folder)
+        _events_view(con, folder)
+        create_views(con)
+        if "runs" not in loaded:
+            attach_runs(con, [])
+    except duckdb.Error as exc:
+        con.close()
+        raise InputError(f"{folder}: unreadable Parquet dataset ({str(exc).splitlines()[0]})") from exc
+    except BaseException:
+        con.close()
+        raise
+    return TraceDB(con)

@@ -1,0 +1,107 @@
+"""Where decoded events live: Parquet files beside a database, or Arrow tables in memory.
+
+Either way DuckDB sees one relation, the TEMP VIEW ``events`` (columns in
+:data:`~trace_report.ingest.normalize.EVENTS_SCHEMA`), created on every connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from trace_report.errors import DatabaseError
+from trace_report.formats.schema import EVENTS_SCHEMA
+
+PARQUET_OPTIONS = {
+    "compression": "lz4",
+    "use_dictionary": ["cat", "name", "pid", "tid"],
+    "write_statistics": ["trace_id", "event_id", "ts_us"],  # what queries filter on
+}
+
+
+def events_dir_for(db_path: Path) -> Path:
+    """The folder holding a database's event files: ``<db file name>.events`` beside it."""
+    return db_path.with_name(db_path.name + ".events")
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write one events table (a piece or a whole small trace) to ``path``."""
+    pq.write_table(table, path, **PARQUET_OPTIONS)
+
+
+def _sql_list(paths: list[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+def _empty_view(con: duckdb.DuckDBPyConnection) -> None:
+    con.register("_events_empty", EVENTS_SCHEMA.empty_table())
+    con.execute("CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM _events_empty")
+
+
+def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
+    """(Re)create ``events`` over the Parquet files listed in ``event_files``."""
+    rows = con.execute("SELECT file FROM event_files ORDER BY trace_id, file").fetchall()
+    files = [str(folder / f) for (f,) in rows]
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        raise DatabaseError(f"{folder}: {len(missing)} event file(s) are missing (first: {missing[0]})")
+    if not files:
+        _empty_view(con)
+        return
+    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({_sql_list(files)})")
+
+
+class ParquetStore:
+    """Event files of one ingest into a database; :meth:`rollback` removes what it wrote."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.folder = events_dir_for(db_path.absolute())
+        self.token = secrets.token_hex(4)
+        self.written: list[Path] = []
+
+    def path_for(self, trace_id: int, piece: int) -> Path:
+        self.folder.mkdir(exist_ok=True)
+        path = self.folder / f"t{trace_id:06d}-{self.token}-p{piece:05d}.parquet"
+        self.written.append(path)
+        return path
+
+    def forget(self, path: Path) -> None:
+        """Delete a file this ingest wrote (a piece superseded by a merged one)."""
+        path.unlink(missing_ok=True)
+        if path in self.written:
+            self.written.remove(path)
+
+    def record(self, con: duckdb.DuckDBPyConnection, trace_id: int, files: list[tuple[Path, int]]) -> None:
+        con.executemany(
+            "INSERT INTO event_files VALUES (?, ?, ?)",
+            [(trace_id, p.name, rows) for p, rows in files],
+        )
+
+    def rollback(self) -> None:
+        for path in self.written:
+            path.unlink(missing_ok=True)
+        self.written.clear()
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()  # only when empty
+
+
+class MemoryStore:
+    """Events kept as Arrow tables; ``events`` is a view over their concatenation."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+
+    def add(self, tables: list[pa.Table]) -> None:
+        self.tables.extend(t for t in tables if t.num_rows)
+
+    def publish(self, con: duckdb.DuckDBPyConnection) -> None:
+        if not self.tables:
+            _empty_view(con)
+            return
+        con.register("_events_arrow", pa.concat_tables(self.tables))
+        con.execute("CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM _events_arrow")

@@ -1,0 +1,110 @@
+-- Kernel classes (docs/analysis.md): a versioned rule table and the classes of every GPU
+-- operation name (kernels, memcpy, memset). TEMP views, created on every connection.
+-- A rule matches when its RE2 pattern (regexp_matches, case-sensitive unless (?i)) finds the
+-- name, the trace's compute capability is >= min_cc (when set), and the name already has the
+-- class in `requires` (or lacks it, for '!class'). `requires` refers only to rules without one.
+-- Every rule is tested on a real kernel name from ../shared/data (tests/test_kernel_classes.py).
+CREATE OR REPLACE TEMP VIEW kernel_class_rules AS
+SELECT '1' AS version, * FROM (VALUES
+    (10, 'tc_pyprof', 'tensor_core',
+     'h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv|xmma_warp_specialized_implicit_gemm|xmma_gemm|xmma_sparse_gemm|c1688',
+     NULL, NULL,
+     'kernel names that encode a tensor-core MMA shape or an xmma/hmma engine',
+     'torch-tb-profiler TC_Allowlist (pytorch/kineto tb_plugin/torch_tb_profiler/profiler/tensor_core.py), from NVIDIA PyProf tc.py'),
+    (11, 'tc_xmma_conv', 'tensor_core', 'xmma_(fprop|dgrad|wgrad)_implicit_gemm', NULL, NULL,
+     'cuDNN xmma implicit-GEMM convolutions (sm80_xmma_fprop_implicit_gemm_..._tensor16x8x8)',
+     'cuDNN kernel naming; the names carry the MMA tile (tensor16x8x8)'),
+    (12, 'tc_cutlass_tensorop', 'tensor_core', 'tensorop', NULL, NULL,
+     'CUTLASS names kernels by operator class: tensorop (tensor cores) vs simt (CUDA cores)',
+     'NVIDIA CUTLASS library operation naming (cutlass_tensorop_*, cutlass_simt_*)'),
+    (13, 'tc_tf32', 'tensor_core', 'tf32', NULL, NULL,
+     'TF32 math exists only on tensor cores (sm80+)',
+     'NVIDIA Ampere architecture whitepaper (TF32 Tensor Core operations)'),
+    (14, 'tc_flash', 'tensor_core', 'flash_fwd|flash_bwd|fmha', NULL, NULL,
+     'FlashAttention / fused MHA kernels are built on tensor-core MMA',
+     'Dao-AILab/flash-attention (CUTLASS/CuTe MMA); pytorch_flash kernels in PyTorch'),
+    (15, 'tc_amd_matrix', 'tensor_core', '_MI[0-9]+x[0-9]+x[0-9]+_|_xdl|igemm_(fwd|bwd|wrw)_gtcx', NULL, NULL,
+     'AMD matrix cores (MFMA): Tensile MI<m>x<n>x<k> tiles, composable_kernel xdl, MIOpen igemm gtc xdlops',
+     'ROCm Tensile kernel naming (MatrixInstruction), composable_kernel, MIOpen igemm_gtc'),
+    (16, 'tc_nvjet_half', 'tensor_core', '^nvjet_h', NULL, NULL,
+     'cuBLAS nvjet GEMM kernels (sm90+) name their types after nvjet_; h = FP16 operands, a tensor-core type',
+     'FORMATS.md (nvjet_hsh_...); nvjet_hsh_* in the nvFuser HopperMatmulTest.HSH Nsight Systems export'),
+    (20, 'tf32_named', 'tf32', 'tf32', NULL, NULL,
+     'the kernel name says TF32 (cuDNN/cuBLAS/CUTLASS TF32 kernels)',
+     'kernel naming: sm80_xmma_*_tf32f32_*, cutlass_tensorop_s1688*_tf32_*'),
+    (21, 'tf32_sm80_s1688gemm', 'tf32_inferred', 'tensorop_s1688gemm', NULL, 8.0,
+     'un-prefixed CUTLASS tensorop_s1688gemm (fp32 in and out, m16n8k8 MMA) on sm80+ runs TF32; '
+     || 'tensorop_bf16_s1688gemm / tensorop_f16_s1688gemm are BF16 / FP16, not TF32',
+     'MMA m16n8k8 with 32-bit operands is TF32 on sm80 (PTX ISA mma shapes)'),
+    (30, 'bf16_tc', 'bf16_tensor_core', '(?i)bf16|bfloat16', 'tensor_core', NULL,
+     'tensor-core kernel with BF16 operands (bf16 in the name or its template arguments)',
+     'kernel naming: cutlass_80_tensorop_bf16_s16816gemm, sm90_xmma_gemm_bf16bf16_*'),
+    (31, 'fp16_tc', 'fp16_tensor_core', '(?i)(^|[^bt])f16|fp16|half|h884|h1688|h16816|^nvjet_h', 'tensor_core', NULL,
+     'tensor-core kernel with FP16 operands (f16/fp16/half, or hNNN MMA shapes; bf16 excluded)',
+     'kernel naming: volta_fp16_s884gemm, turing_fp16_s1688gemm, cutlass_80_tensorop_f16_s16816gemm, nvjet_hsh'),
+    (40, 'cudnn_layout', 'layout_conversion', '(nchwToNhwc|nhwcToNchw)Kernel', NULL, NULL,
+     'cuDNN converts activations between NCHW and NHWC around NHWC (tensor-core) kernels; '
+     || 'layout words inside GEMM/conv names (..._nhwckrsc_nchw_..., *_nchw) are not conversions',
+     'FORMATS.md; cuDNN nchw2nhwc_params_t / nhwc2nchw_params_t'),
+    (50, 'memcpy', 'memcpy', '^Memcpy ', NULL, NULL,
+     'gpu_memcpy activity (CUPTI memcpy records: Memcpy HtoD/DtoH/DtoD)',
+     'Kineto gpu_memcpy event names'),
+    (51, 'memset', 'memset', '^Memset ', NULL, NULL,
+     'gpu_memset activity (CUPTI memset records)',
+     'Kineto gpu_memset event names'),
+    (60, 'collective', 'collective',
+     '^nccl|^rccl|ncclKernel|ncclDevKernel|multimem_all_reduce|cross_device_reduce|(one|two)_shot_all_reduce',
+     NULL, NULL,
+     'NCCL/RCCL collective kernels and PyTorch/vLLM custom all-reduce kernels',
+     'NCCL kernel naming (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllGather_RING_LL)'),
+    (70, 'elementwise', 'elementwise', 'elementwise_kernel|multi_tensor_apply_kernel|^triton_poi_', NULL, NULL,
+     'ATen TensorIterator elementwise kernels, foreach (multi_tensor_apply) kernels, inductor pointwise',
+     'PyTorch aten/src/ATen/native/cuda (Loops.cuh, MultiTensorApply.cuh); inductor triton_poi_ prefix'),
+    (71, 'reduction', 'reduction', '(^|[^A-Za-z_])reduce_kernel|^triton_(red|per)_|cub::DeviceReduce|cub::DeviceSegmentedReduce',
+     NULL, NULL,
+     'ATen reduce_kernel, CUB device reductions, inductor reduction / persistent-reduction kernels',
+     'PyTorch aten/src/ATen/native/cuda/Reduce.cuh; inductor triton_red_/triton_per_ prefixes'),
+    (80, 'triton', 'triton', '^triton_', NULL, NULL,
+     'kernels generated by TorchInductor (triton_poi_/triton_red_/triton_per_/triton_tem_)',
+     'PyTorch torch/_inductor kernel naming'),
+    (90, 'convolution', 'convolution',
+     '(?i)convol|conv[0-9]d|grouped_conv|fprop|dgrad|wgrad|scudnn|winograd|implicit_convolve|explicit_convolve|fft2d_|im2col|flip_filter|igemm_(fwd|bwd|wrw)',
+     NULL, NULL,
+     'cuDNN/MIOpen/CUTLASS convolution kernels (implicit GEMM, Winograd, FFT, im2col, fprop/dgrad/wgrad)',
+     'cuDNN, MIOpen and CUTLASS kernel naming'),
+    (91, 'gemm', 'gemm', '(?i)(^|[^b])gemm|gemv|^Cijk_|^nvjet_|^bmm_|splitKreduce', '!convolution', NULL,
+     'cuBLAS/cuBLASLt/CUTLASS/hipBLASLt GEMM and GEMV kernels (not implicit-GEMM convolutions; fbgemm is not a GEMM)',
+     'cuBLAS (volta_sgemm, ampere_sgemm, nvjet), CUTLASS (*gemm*), Tensile (Cijk_) kernel naming')
+) AS t(priority, rule_id, class, pattern, requires, min_cc, rationale, source);
+
+-- The rules a name matches, as a list of {class, rule_id} in priority order. cc = the trace's
+-- compute capability (DOUBLE, NULL when unknown: rules with min_cc never match then).
+CREATE OR REPLACE TEMP MACRO kernel_class_matches(kname, kcc) AS (
+    WITH m AS (
+        SELECT class, rule_id, requires, priority FROM kernel_class_rules
+        WHERE regexp_matches(kname, pattern) AND (min_cc IS NULL OR kcc >= min_cc)
+    ),
+    base AS (SELECT * FROM m WHERE requires IS NULL),
+    dep AS (
+        SELECT * FROM m
+        WHERE requires IS NOT NULL
+          AND (EXISTS (SELECT 1 FROM base b WHERE b.class = ltrim(m.requires, '!'))) <> starts_with(m.requires, '!')
+    )
+    SELECT list({'class': class, 'rule_id': rule_id} ORDER BY priority)
+    FROM (SELECT * FROM base UNION ALL SELECT * FROM dep)
+);
+
+-- Classes of every GPU operation name (kernels, memcpy, memset) per trace; names that match no
+-- rule are left out. classes: sorted, distinct; rules: rule ids in priority order.
+CREATE OR REPLACE TEMP VIEW kernel_classes AS
+WITH names AS (
+    SELECT DISTINCT e.trace_id, e.name, try_cast(t.compute_capability AS DOUBLE) AS cc
+    FROM gpu_ops e JOIN traces t ON t.trace_id = e.trace_id
+),
+distinct_names AS (SELECT DISTINCT name, cc FROM names),
+matched AS (SELECT name, cc, kernel_class_matches(name, cc) AS m FROM distinct_names)
+SELECT n.trace_id, n.name,
+       list_sort(list_distinct(list_transform(m.m, lambda x: x.class))) AS classes,
+       list_transform(m.m, lambda x: x.rule_id) AS rules
+FROM names n JOIN matched m ON m.name = n.name AND m.cc IS NOT DISTINCT FROM n.cc
+WHERE len(m.m) > 0;

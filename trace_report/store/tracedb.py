@@ -1,0 +1,62 @@
+"""``TraceDB``: the one handle every analysis takes (``docs/architecture.md``).
+
+A TraceDB is a DuckDB connection with the schema of ``docs/schema.md`` behind it: the
+``traces`` table, the ``events`` TEMP view (Parquet pieces beside a database, or Arrow tables in
+memory), the analysis views, the ncu tables when a report was loaded, and the run tables
+(``runs``, ``run_traces``, ...). It is made by :func:`trace_report.open` (or the ingest); the
+analyses in :mod:`trace_report.analyses` are functions ``fn(db: TraceDB, options) -> Result``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+
+
+@dataclass
+class IngestReport:
+    """What opening or ingesting did: (trace_id, label) of new traces, (label, reason) of files
+    seen and not read, warnings and notes for the user, Nsight Compute reports (label, launches)."""
+
+    ingested: list[tuple[int, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ncu_reports: list[tuple[str, int]] = field(default_factory=list)
+
+
+class TraceDB:
+    """Traces in DuckDB behind one connection.
+
+    ``con`` is the duckdb connection itself; :meth:`sql` returns a DuckDB relation
+    (``.df()``, ``.arrow()``, ``.fetchall()``); ``report`` says what was read to make it.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, report: IngestReport | None = None) -> None:
+        self.con = con
+        self.report = report or IngestReport()
+
+    def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
+        """Run ``query`` against the schema and return the relation."""
+        return self.con.sql(query, params=params)
+
+    def scalar(self, query: str, params: object = None) -> object:
+        """The first column of the first row of ``query`` (None when it returns no row)."""
+        row = self.con.execute(query, params).fetchone()
+        return row[0] if row else None
+
+    def has_table(self, name: str) -> bool:
+        """Whether a table or view of that name is visible on this connection."""
+        return bool(self.scalar(
+            "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
+            "SELECT view_name FROM duckdb_views()) WHERE n = ?", [name]))
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> TraceDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,55 @@
+"""The view registry: the SQL artifacts in ``store/sql/`` and the TEMP views made from them.
+
+Every connection gets the views again (they are TEMP, so read-only databases work too):
+``views.sql`` then every ``views_*.sql`` in name order, then the ncu views when the
+``ncu_kernels``/``ncu_metrics`` tables exist. An error in any of these files breaks every open,
+so each is exercised by the tests on real data.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import duckdb
+
+NCU_TABLES = ("ncu_kernels", "ncu_metrics")
+
+
+def sql_text(name: str) -> str:
+    """The text of the named SQL artifact in ``trace_report/store/sql/``."""
+    return resources.files("trace_report.store").joinpath("sql", name).read_text()
+
+
+def view_files() -> list[str]:
+    """``views.sql`` then every ``views_*.sql`` (analysis rules add theirs), sorted."""
+    folder = resources.files("trace_report.store").joinpath("sql")
+    extra = sorted(p.name for p in folder.iterdir() if p.name.startswith("views_"))
+    return ["views.sql", *extra]
+
+
+def has_ncu_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether this database holds the ncu tables (any schema visible to the connection)."""
+    rows = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('ncu_kernels', 'ncu_metrics')"
+    ).fetchall()
+    return bool(rows and rows[0][0] == len(NCU_TABLES))
+
+
+def create_ncu_views(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create the TEMP views over the ncu tables (``roofline``; works read-only)."""
+    con.execute(sql_text("roofline_ncu.sql"))
+
+
+def ensure_ncu_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``ncu_kernels`` and ``ncu_metrics`` (idempotent) and their views."""
+    con.execute(sql_text("tables_ncu.sql"))
+    create_ncu_views(con)
+
+
+def create_views(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create the TEMP views over ``events`` on this connection, and the ncu views when
+    the ncu tables exist."""
+    for name in view_files():
+        con.execute(sql_text(name))
+    if has_ncu_tables(con):
+        create_ncu_views(con)

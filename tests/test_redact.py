@@ -274,3 +274,22 @@ def test_real_tracelens_metadata_env() -> None:
             assert again == [Redaction("secret_key", "env.HF_TOKEN")]
         checked += 1
     assert checked >= 1, "no TraceLens trace with metadata env HF_TOKEN found"
+
+
+def test_trace_metadata_and_run_json_are_redacted_by_value(tmp_path: Any) -> None:
+    """``metadata.redact`` (trace metadata) and ``runs.read_manifest`` (run.json) delegate here."""
+    from trace_report.analyze.metadata import redact
+    from trace_report.analyze.runs import read_manifest
+
+    hf, aws = hf_token(11), aws_key_id(11)
+    meta = {"metadata": {"command_line": f"python serve.py --hf-token {hf} --port 8000", "note": f"key {aws}",
+                         "env": {"TOKENIZERS_PARALLELISM": "false"}}}
+    clean, summary = redact(meta)
+    assert clean["metadata"]["command_line"] == "python serve.py --hf-token <redacted:hf_token> --port 8000"
+    assert clean["metadata"]["env"] == {"TOKENIZERS_PARALLELISM": "false"}
+    assert summary == ["hf_token@metadata.command_line", "aws_access_key@metadata.note"]
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r1", "argv": ["train.py", "--hf-token", hf],
+                                                   "config": {"max_tokens": 4096, "note": aws}}))
+    manifest = read_manifest(tmp_path)
+    assert manifest == {"run_id": "r1", "argv": ["train.py", "--hf-token", "<redacted:hf_token>"],
+                        "config": {"max_tokens": 4096, "note": "<redacted:aws_access_key>"}}

@@ -228,15 +228,19 @@ def test_too_deep_values_are_refused() -> None:
 def test_precheck_is_cheap_and_agrees_with_re2() -> None:
     """The screen used on Arrow columns (RE2) flags every planted secret and no common name."""
     planted = [ctx.format(s=make()) for _, make, ctx in SHAPES] + [
-        "run --password hunter2", "HF_TOKEN=abcdefghij", '{"api_key": "abcdefgh"}', "x Bearer abcdefghij"]
+        "run --password hunter2", "HF_TOKEN=abcdefghij", '{"api_key": "abcdefgh"}', "x Bearer abcdefghij",
+        '{"api key (prod)":"abcdefgh12"}', '{"tokens": ["abcdefgh12"]}', "Authorization: Basic dXNlcjpwYXNz",
+        "aws_secret_access_key: " + rand(40, ALNUM + "/+", 3)]
     benign = ["aten::mm", "ProfilerStep#3", "cudaLaunchKernel", "void cutlass::Kernel<cutlass_80_tensorop>(Params)",
               "nn.Module: BertSelfAttention_0", "transformers/tokenization_utils_base.py(2855): __call__",
               '{"External id": 7, "Input Dims": [[8, 512]], "Input type": ["float"], "Call stack": ""}',
-              "key_padding_mask", "torch/nn/functional.py(5373): multi_head_attention_forward"]
+              "key_padding_mask", "torch/nn/functional.py(5373): multi_head_attention_forward",
+              '{"num_tokens": 128, "use_auth_token": true, "key_dim": 64}', "tokenizer.encode(text=x)"]
     re2 = pc.match_substring_regex(pa.array(planted + benign), PRECHECK_PATTERN).to_pylist()
     assert re2 == [True] * len(planted) + [False] * len(benign)
     assert [could_contain_secret(t) for t in planted + benign] == re2
-    assert all(redact_text(t) == (t, []) for t in benign)
+    assert all(redact_text(t) == (t, []) and redact_json_text(t) == (t, []) for t in benign)
+    assert all(redact_json_text(t)[1] for t in planted)
 
 
 def _env_dicts(value: Any) -> list[dict[str, Any]]:
@@ -293,3 +297,4 @@ def test_trace_metadata_and_run_json_are_redacted_by_value(tmp_path: Any) -> Non
     manifest = read_manifest(tmp_path)
     assert manifest == {"run_id": "r1", "argv": ["train.py", "--hf-token", "<redacted:hf_token>"],
                         "config": {"max_tokens": 4096, "note": "<redacted:aws_access_key>"}}
+

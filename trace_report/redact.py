@@ -83,9 +83,11 @@ _AWS_SECRET = (r"(?i:aws_?secret(?:_?access)?(?:_?key)?)[\"']?\s*[:=]\s*[\"']?"
 _QUOTED_OR_BARE = r"\"[^\"]*\"|'[^']*'"
 _CLI = (rf"(?<![A-Za-z0-9_-])--[A-Za-z0-9_-]*(?i:{_FLAG_WORDS})[A-Za-z0-9_-]*(?:=|\s+)"
         rf"(?P<cli_v>{_QUOTED_OR_BARE}|(?!-)[^\s\"'\\]+)")
-_ENV = (rf"(?<![A-Za-z0-9_])[A-Za-z0-9_]*(?i:{_KEY_WORDS})[A-Za-z0-9_]*="
+_ENV = (rf"(?i:{_KEY_WORDS})[A-Za-z0-9_]*="
         rf"(?P<env_v>{_QUOTED_OR_BARE}|[^\s\"'\\,;&|)]+)")
-_JSON_KV = rf"\"[^\"\\]*?(?i:{_KEY_WORDS})[A-Za-z0-9_-]*\"\s*:\s*\"(?P<json_v>[^\"\\]*)\""
+_JSON_KV = rf"(?i:{_KEY_WORDS})[A-Za-z0-9_-]*\"\s*:\s*\"(?P<json_v>[^\"\\]*)\""
+# ENV and JSON_KV start at the secret word, not at the start of the key: the value is all they
+# replace, and a pattern that may start anywhere would be tried at every position of the text.
 
 _COMBINED = re.compile(
     "|".join(
@@ -101,10 +103,16 @@ _FLAG_ONLY = re.compile(rf"--[A-Za-z0-9_-]*(?i:{_FLAG_WORDS})[A-Za-z0-9_-]*")
 
 PRECHECK_PATTERN = (
     r"hf_|sk-|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abposr]-|eyJ|-----BEGIN|(?i:bearer)\s"
+    r"|(?i:authorization|aws.?secret)"
     r"|--[A-Za-z0-9_-]*(?i:token|key|secret|passw|credential)"
-    r"|(?i:token|key|secret|passw|credential|auth)[A-Za-z0-9_-]*[\"']?\s*[=:]"
+    r"|(?i:token|key|secret|passw|credential|auth)[A-Za-z0-9_]*="
+    r"|(?i:token|key|secret|passw|credential|auth)[^\"'=:]*[\"']\s*:\s*[\"'\[]"
 )
-"""A superset of what the rules can find, for a cheap first screen (Python ``re`` and RE2)."""
+"""A superset of what the rules can find, for a cheap first screen (Python ``re`` and RE2).
+
+Key words count only where a value may follow: ``WORD...=``, or a quoted key whose value is a
+string or a list (``"num_tokens": 128`` and ``"use_auth_token": true`` are not candidates), so
+that JSON ``args`` with harmless numeric keys do not reach the Python pass."""
 _PRECHECK = re.compile(PRECHECK_PATTERN)
 
 _NOT_SECRET_WORDS = frozenset(
@@ -213,7 +221,8 @@ def _substitute(m: re.Match[str], found: list[str]) -> str:
         secret = _is_flag_value_secret(value) if name == "cli" else is_credential_like(value)
         if not secret:
             return whole
-        kind = _value_kind(value, "cli_flag" if name == "cli" else "secret_key", m.string[m.start():s])
+        key = m.string[max(0, m.start() - 16):s]  # the key may start before the secret word
+        kind = _value_kind(value, "cli_flag" if name == "cli" else "secret_key", key)
         found.append(kind)
         base = m.start()
         return whole[: s - base] + marker(kind) + whole[e - base:]

@@ -298,3 +298,121 @@ def test_trace_metadata_and_run_json_are_redacted_by_value(tmp_path: Any) -> Non
     assert manifest == {"run_id": "r1", "argv": ["train.py", "--hf-token", "<redacted:hf_token>"],
                         "config": {"max_tokens": 4096, "note": "<redacted:aws_access_key>"}}
 
+
+def _hostile_trace() -> tuple[dict[str, Any], dict[str, str]]:
+    """A small Kineto trace with secrets planted in metadata, event names and event args."""
+    planted = {
+        "hf": hf_token(20), "aws_meta": aws_key_id(20), "wandb": rand(40, string.hexdigits.lower(), 20),
+        "gh": "ghp_" + rand(36, seed=21), "openai": "sk-proj-" + rand(48, seed=22),
+        "bearer": rand(40, ALNUM + "-._", 23), "api_key": rand(24, seed=24), "aws_args": aws_key_id(25),
+        "password": rand(14, seed=26),
+    }
+    p = planted
+    base = {"ph": "X", "pid": 1, "tid": 1, "dur": 10.0}
+    events = [
+        {**base, "cat": "cpu_op", "name": "aten::mm", "ts": 0.0, "args": {"External id": 5, "Input Dims": [[8, 8]]}},
+        {**base, "cat": "user_annotation", "name": f"download(token={p['gh']})", "ts": 20.0},
+        {**base, "cat": "python_function", "name": f"client.py(12): call {p['openai']}", "ts": 40.0},
+        {**base, "cat": "cpu_op", "name": "fetch", "ts": 60.0,
+         "args": {"External id": 6, "url": f"https://hub.example/x?api_key={p['api_key']}&rev=main",
+                  "header": f"Authorization: Bearer {p['bearer']}", "note": f"key {p['aws_args']}",
+                  "Concrete Inputs": ["", f"--password {p['password']}"], "key_dim": 64}},
+        {**base, "cat": "kernel", "name": "gemm_kernel", "ts": 80.0, "tid": 7,
+         "args": {"correlation": 9, "stream": 7, "device": 0, "External id": 5}},
+    ]
+    doc = {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1},
+           "metadata": {"command_line": f"python serve.py --hf-token {p['hf']} --port 8000",
+                        "cloud": {"note": f"creds {p['aws_meta']}"},
+                        "env": {"TOKENIZERS_PARALLELISM": "false", "WANDB_API_KEY": p["wandb"]}},
+           "traceEvents": events}
+    return doc, planted
+
+
+def test_end_to_end_nothing_planted_is_written(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """ingest -> .duckdb + event files, export, sql -f json -o: no planted secret in any byte written."""
+    import pyarrow.parquet as pq
+    from conftest import run_cli
+
+    doc, planted = _hostile_trace()
+    src = tmp_path / "in" / "hostile.json"
+    src.parent.mkdir()
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    out.mkdir()
+    db = out / "h.duckdb"
+    code, _, err = run_cli(["ingest", str(src), "-o", str(db)], capsys)
+    assert code == 0, err
+    assert "redacted secrets in events" in err
+    code, _, err = run_cli(["export", str(db), "-o", str(out / "export")], capsys)
+    assert code == 0, err
+    for table in ("events", "traces"):
+        code, _, err = run_cli(["sql", str(db), f"select * from {table}", "-f", "json", "-o",
+                                str(out / f"{table}.json")], capsys)
+        assert code == 0, err
+    written = sorted(p for p in out.rglob("*") if p.is_file())
+    assert any(p.suffix == ".parquet" for p in written) and (out / "h.duckdb.events").is_dir()
+    assert any("export" in p.parts for p in written)
+    texts = [p.read_bytes() for p in written]
+    for p in written:  # Parquet is compressed: read its values back as well as grepping its bytes
+        if p.suffix == ".parquet":
+            texts.append(json.dumps(pq.read_table(p).to_pylist(), default=str).encode())
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        for (table,) in con.execute("select table_name from information_schema.tables").fetchall():
+            texts.append(json.dumps(con.execute(f'select * from "{table}"').fetchall(), default=str).encode())
+        (keys,) = con.execute("select redacted_keys from traces").fetchone()
+    for name, value in planted.items():
+        assert not any(value.encode() in t for t in texts), f"planted {name} was written"
+    assert set(keys) == {
+        "hf_token@metadata.command_line", "aws_access_key@metadata.cloud.note",
+        "secret_key@metadata.env.WANDB_API_KEY",
+        "github_token@events.name (1 events)", "openai_key@events.name (1 events)",
+        "secret_key@events.args (1 events)", "bearer@events.args (1 events)",
+        "aws_access_key@events.args (1 events)", "cli_flag@events.args (1 events)",
+    }
+    assert not any(v in " ".join(keys) for v in planted.values())
+    events = json.loads((out / "events.json").read_text())
+    by_ts = {e["ts_us"]: e for e in events}
+    assert by_ts[20.0]["name"] == "download(token=<redacted:github_token>)"
+    assert by_ts[40.0]["name"] == "client.py(12): call <redacted:openai_key>"
+    args = json.loads(by_ts[60.0]["args"])
+    assert args["header"] == "Authorization: Bearer <redacted:bearer>" and args["key_dim"] == 64
+    assert args["url"] == "https://hub.example/x?api_key=<redacted:secret_key>&rev=main"
+    assert by_ts[60.0]["external_id"] == 6 and json.loads(by_ts[0.0]["args"])["Input Dims"] == [[8, 8]]
+    meta = json.loads(json.loads((out / "traces.json").read_text())[0]["metadata"])
+    assert meta["metadata"]["env"]["TOKENIZERS_PARALLELISM"] == "false"
+
+
+def test_in_memory_open_redacts_events_too(tmp_path: Any) -> None:
+    import trace_report as tr
+
+    doc, planted = _hostile_trace()
+    src = tmp_path / "hostile.json"
+    src.write_text(json.dumps(doc))
+    with tr.open(src) as db:
+        rows = db.sql("select name, args from events").fetchall()
+    text = json.dumps(rows)
+    assert not any(v in text for v in planted.values())
+    assert "<redacted:github_token>" in text and "<redacted:bearer>" in text
+
+
+def test_pieces_in_worker_processes_add_up(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets in many small pieces decoded by worker processes: all replaced, counts summed."""
+    from trace_report.analyze import ingest as ingest_mod
+    from trace_report.analyze.ingest import IngestOptions, open_in_memory
+
+    doc, planted = _hostile_trace()
+    doc["traceEvents"] = [{**e, "ts": e["ts"] + 100.0 * i} for i in range(60) for e in doc["traceEvents"]]
+    src = tmp_path / "many.json"
+    src.write_text(json.dumps(doc))
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    con, report = open_in_memory([src], IngestOptions(workers=2, piece_bytes=4096))
+    try:
+        text = json.dumps(con.execute("select name, args from events").fetchall())
+        (keys,) = con.execute("select redacted_keys from traces").fetchone()
+    finally:
+        con.close()
+    assert not any(v in text for v in planted.values())
+    assert "github_token@events.name (60 events)" in keys and "bearer@events.args (60 events)" in keys
+    assert any("redacted secrets in events" in w for w in report.warnings)

@@ -55,6 +55,9 @@ from trace_report.errors import InputError
 MARKER = "<redacted:{kind}>"
 """What replaces a secret; ``KIND`` is the :attr:`Redaction.kind`."""
 
+MIN_SECRET_TEXT = 7
+"""The shortest text any rule redacts something in (``--key=x``); shorter ones are skipped."""
+
 MAX_DEPTH = 200
 """Nesting depth of dicts/lists beyond which :func:`redact_value` refuses a value."""
 
@@ -114,6 +117,13 @@ Key words count only where a value may follow: ``WORD...=``, or a quoted key who
 string or a list (``"num_tokens": 128`` and ``"use_auth_token": true`` are not candidates), so
 that JSON ``args`` with harmless numeric keys do not reach the Python pass."""
 _PRECHECK = re.compile(PRECHECK_PATTERN)
+_QUICK = re.compile(
+    "|".join(re.escape(f) for f in ("hf_", "sk-", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+                                    "github_pat_", "xox", "eyj", "-----begin", "bearer", "--", "token", "key",
+                                    "secret", "passw", "credential", "auth"))
+)
+"""Literals of which every :data:`PRECHECK_PATTERN` match holds one, searched in lower-cased
+text: Python's ``re`` runs this plain alternation several times faster than the pre-check."""
 
 _NOT_SECRET_WORDS = frozenset(
     {"", "true", "false", "yes", "no", "y", "n", "t", "f", "on", "off", "none", "null", "nil",
@@ -141,7 +151,8 @@ def marker(kind: str) -> str:
 
 def could_contain_secret(text: str) -> bool:
     """False when ``text`` certainly holds nothing :func:`redact_text` would replace (cheap)."""
-    return _PRECHECK.search(text) is not None
+    return (len(text) >= MIN_SECRET_TEXT and _QUICK.search(text.lower()) is not None
+            and _PRECHECK.search(text) is not None)
 
 
 def _is_redacted(text: str) -> bool:
@@ -237,7 +248,7 @@ def redact_text(text: str, where: str = "") -> tuple[str, list[Redaction]]:
     Output: the new text (``text`` itself when nothing was found) and one :class:`Redaction`
     per replaced secret. Never raises for a string.
     """
-    if not _PRECHECK.search(text):
+    if not could_contain_secret(text):
         return text, []
     kinds: list[str] = []
     new = _COMBINED.sub(lambda m: _substitute(m, kinds), text)
@@ -306,7 +317,7 @@ def redact_json_text(text: str, where: str = "") -> tuple[str, list[Redaction]]:
     returned unchanged. Text that is not valid JSON (or too deeply nested) is scanned as plain
     text with :func:`redact_text`. Never raises for a string.
     """
-    if not _PRECHECK.search(text):
+    if not could_contain_secret(text):
         return text, []
     try:
         doc = json.loads(text)

@@ -132,17 +132,17 @@ def test_python_api_matches_cli(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_secrets_are_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = {"metadata": {"env": {"HF_TOKEN": "hf_abcdefSECRET", "PATH": "/usr/bin"}}, "api_key": "k-123",
+    doc = {"metadata": {"env": {"HF_TOKEN": "hf_abcdefSECRET", "PATH": "/usr/bin"}}, "api_key": "k-12345678",
            "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 1, "ts": 0, "dur": 1}]}
     path = tmp_path / "secret.json"
     path.write_text(json.dumps(doc))
     db = tmp_path / "s.duckdb"
     code, _, err = run_cli(["ingest", str(path), "-o", str(db)], capsys)
     assert code == 0 and "redacted 2 secret-looking" in err and "hf_abcdef" not in err
-    assert b"hf_abcdefSECRET" not in db.read_bytes() and b"k-123" not in db.read_bytes()
+    assert b"hf_abcdefSECRET" not in db.read_bytes() and b"k-12345678" not in db.read_bytes()
     _, out, _ = run_cli(["sql", str(db), "select metadata from traces", "-f", "json"], capsys)
     meta = json.loads(json.loads(out)[0]["metadata"])
-    assert meta["metadata"]["env"] == {"HF_TOKEN": "<redacted>", "PATH": "/usr/bin"}
+    assert meta["metadata"]["env"] == {"HF_TOKEN": "<redacted:secret_key>", "PATH": "/usr/bin"}
 
 
 @pytest.mark.parametrize("command", ["ingest", "top-kernels", "sql", "capture"])

@@ -157,7 +157,7 @@ def test_secret_looking_keys_are_redacted(runs_root, tmp_path):
     (run / "run.json").write_text(json.dumps(manifest))
     with open_runs(run) as db:
         text = db.sql("SELECT config::VARCHAR || manifest::VARCHAR FROM runs").fetchall()[0][0]
-    assert "hf_xxx" not in text and "<redacted>" in text
+    assert "hf_xxx" not in text and "<redacted:hf_token>" in text
 
 
 def test_missing_and_empty_inputs(tmp_path):

@@ -8,38 +8,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_report.redact import redact_value, summarize
+
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
-SECRET_KEY = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-REDACTED = "<redacted>"
 
 
 def redact(value: Any, path: str = "") -> tuple[Any, list[str]]:
-    """Copy of ``value`` with every value under a secret-looking key replaced by ``<redacted>``.
+    """Copy of ``value`` with every secret replaced by ``<redacted:KIND>`` (docs/architecture.md, Security).
 
-    Keys match ``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*`` (and PASSWD, CREDENTIAL,
-    AUTH), case-insensitively, at any depth (docs/architecture.md, Security). Returns the copy and the dotted
-    paths of what was redacted. The input is not modified.
+    Delegates to :func:`trace_report.redact.redact_value`: values under secret-looking keys
+    (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``, ...) that are credential-like, known
+    token shapes inside any string, and ``--*token* VALUE`` command-line flags (strings and argv
+    lists). Inputs: a JSON-like ``value`` and the ``path`` of ``value`` itself. Output: the copy
+    and ``kind@path`` strings of what was redacted. The input is not modified. Raises
+    :class:`~trace_report.errors.InputError` for a value nested deeper than 200 levels.
     """
-    found: list[str] = []
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
-            if SECRET_KEY.search(str(key)) and item not in (None, "", REDACTED):
-                out[key] = REDACTED
-                found.append(here)
-            else:
-                out[key], sub = redact(item, here)
-                found.extend(sub)
-        return out, found
-    if isinstance(value, list):
-        items = []
-        for i, item in enumerate(value):
-            copy, sub = redact(item, f"{path}[{i}]")
-            items.append(copy)
-            found.extend(sub)
-        return items, found
-    return value, found
+    clean, found = redact_value(value, path)
+    return clean, summarize(found)
 
 
 def rank_from_name(name: str) -> int | None:

@@ -402,6 +402,9 @@ class Ingest:
                 f"{src.label}: redacted {len(facts.redacted_keys)} secret-looking metadata "
                 f"value(s): {', '.join(facts.redacted_keys[:5])}"
             )
+        in_events = [f"{key} ({n} events)" for key, n in sorted(stats.redactions.items())]
+        if in_events:
+            self.report.warnings.append(f"{src.label}: redacted secrets in events: {', '.join(in_events[:5])}")
         device = stats.kernel_devices.most_common(1)[0][0] if stats.kernel_devices else None
         device_name, cc = device_for(env.metadata, device)
         if device_name is None:
@@ -412,7 +415,7 @@ class Ingest:
             [trace_id, src.label, facts.run_id, facts.rank, facts.rank_source, facts.world_size,
              facts.host, device_name, cc, facts.torch_version, facts.schema_version, stats.n_events,
              stats.rows, stats.n_kernels, env.sha256, st.st_size, st.st_mtime_ns,
-             facts.metadata_json, facts.redacted_keys],
+             facts.metadata_json, facts.redacted_keys + in_events],
         )
 
 

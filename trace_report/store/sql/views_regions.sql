@@ -1,6 +1,6 @@
 -- Regions of a training step (docs/analysis.md): forward, loss, backward, optimizer_step,
 -- data_loading; everything else is 'other'. TEMP views, created on every connection.
--- Times in microseconds on the trace's own clock. Used by trace_report/analyze/regions.py.
+-- Times in microseconds on the trace's own clock. Used by trace_report/analyses/regions.py.
 
 -- Which annotation names mark which region. First matching rule (lowest priority) wins.
 -- scope: 'any' = user_annotation, gpu_user_annotation or cpu_op;

@@ -18,6 +18,7 @@ from trace_report.cli.roofline import parse_si
 from trace_report.errors import InputError
 from trace_report.ingest.ncu import load_ncu
 from trace_report.present.charts import chart_points, roofline_chart, save_chart
+from trace_report.store.database import create_schema
 from trace_report.store.tracedb import TraceDB
 
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
@@ -138,7 +139,10 @@ def test_sql_view_and_python_roofs_agree() -> None:
     for path in (A100, A40):
         result = roofline(TraceDB(ncu_con(path)))
         frame = result.frame
-        redo = apply_roofs(frame.drop(columns=["roof_flop_per_s", "ridge_ai", "bound", "pct_of_roof"]), result.peaks)
+        con = duckdb.connect()
+        create_schema(con, with_views=True)
+        redo = apply_roofs(con, frame.drop(columns=["roof_flop_per_s", "ridge_ai", "bound", "pct_of_roof"]),
+                           result.peaks)
         def labels(col: pd.Series) -> list[str | None]:
             return [b if isinstance(b, str) else None for b in col]
 

@@ -13,6 +13,7 @@ from importlib import resources
 import duckdb
 
 NCU_TABLES = ("ncu_kernels", "ncu_metrics")
+ROOFLINE_RULES = "views_roofline_rules.sql"
 
 
 def sql_text(name: str) -> str:
@@ -36,7 +37,9 @@ def has_ncu_tables(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def create_ncu_views(con: duckdb.DuckDBPyConnection) -> None:
-    """(Re)create the TEMP views over the ncu tables (``roofline``; works read-only)."""
+    """(Re)create the TEMP views over the ncu tables (``roofline``; works read-only), after the
+    roofline rules they use."""
+    con.execute(sql_text(ROOFLINE_RULES))
     con.execute(sql_text("roofline_ncu.sql"))
 
 

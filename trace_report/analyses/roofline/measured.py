@@ -27,8 +27,7 @@ PRECISION_PEAK = {
     "fp16": "fp16_flop_per_s", "tf32_tensor": "tf32_tensor_flop_per_s", "fp16_tensor": "fp16_tensor_flop_per_s",
     "int8_tensor": "int8_tensor_op_per_s",
 }
-FALLBACK = {"fp16": "fp32", "fp64_tensor": "fp64"}
-"""Roof used when a GPU's table row lacks a precision's own peak."""
+ROOF_COLUMNS = ["roof_flop_per_s", "roof_bytes_per_s", "ridge_ai", "bound", "pct_of_roof"]
 LABELS = {"fp64": "FP64", "fp64_tensor": "FP64 tensor", "fp32": "FP32", "fp16": "FP16 (non-tensor)",
           "tf32_tensor": "TF32 tensor", "fp16_tensor": "FP16/BF16 tensor", "int8_tensor": "INT8 tensor (OP/s)"}
 COLUMNS = ["kernel", "launches", "flop_fp64", "flop_fp32", "flop_fp16", "tensor_flop", "int_ops", "flop", "bytes",
@@ -64,6 +63,8 @@ class RooflineResult:
     total_time_s: float
     batch_size: int | None = None
     notes: list[str] = field(default_factory=list)
+    roofs: dict[str, float | None] = field(default_factory=dict)
+    """The roof of every precision class (FLOP/s; OP/s for int8), for charts."""
 
     @property
     def flop_per_sample(self) -> float | None:
@@ -71,40 +72,49 @@ class RooflineResult:
         return self.total_flop / self.batch_size if self.batch_size else None
 
 
-def peak_for(peaks: GpuPeaks | None, precision: str | None, override: float | None = None) -> float | None:
-    """The roof (FLOP/s) of a precision class: ``override``, else the table's figure, else the
-    :data:`FALLBACK` class's."""
-    if override is not None:
-        return override
-    if peaks is None or precision is None:
-        return None
-    value = getattr(peaks, PRECISION_PEAK[precision], None)
-    if value is None and precision in FALLBACK:
-        value = getattr(peaks, PRECISION_PEAK[FALLBACK[precision]], None)
-    return value
+def _peak_args(peaks: GpuPeaks | None, override: float | None) -> dict[str, float | None]:
+    """The named parameters of the ``roof_for`` macro (views_roofline_rules.sql)."""
+    by_class = {cls: getattr(peaks, attr) if peaks else None for cls, attr in PRECISION_PEAK.items()}
+    return {"override": override, **by_class, "bw": peaks.dram_bytes_per_s if peaks else None}
 
 
-def apply_roofs(frame: pd.DataFrame, peaks: GpuPeaks | None, override: float | None = None) -> pd.DataFrame:
-    """Copy of ``frame`` with ``roof_flop_per_s``, ``ridge_ai`` (FLOP/byte), ``bound``
-    (memory if the work's intensity is below the ridge point, else compute) and
-    ``pct_of_roof`` = achieved / min(roof, bandwidth x intensity) x 100; the work is ``int_ops``
-    for ``int8_tensor`` rows, else ``flop``. Same rules as the ``roofline`` SQL view."""
-    out = frame.copy()
-    bw = peaks.dram_bytes_per_s if peaks else None
-    roof = [peak_for(peaks, p if isinstance(p, str) else None, override) for p in out["precision"]]
-    out["roof_flop_per_s"] = pd.Series(roof, index=out.index, dtype="float64")
-    out["roof_bytes_per_s"] = bw
-    out["ridge_ai"] = out["roof_flop_per_s"] / bw if bw else math.nan
-    int_ops = out["int_ops"] if "int_ops" in out else pd.Series(math.nan, index=out.index)
-    work = int_ops.where(out["precision"] == "int8_tensor", out["flop"]).astype("float64")
-    bytes_ = out["bytes"].astype("float64").where(out["bytes"] > 0)
-    ai = work / bytes_
-    ok = out["precision"].notna() & out["roof_flop_per_s"].notna() & ai.notna() & (bw is not None)
-    out["bound"] = None
-    out.loc[ok, "bound"] = ["memory" if a < r else "compute" for a, r in zip(ai[ok], out.loc[ok, "ridge_ai"],
-                                                                                strict=True)]
-    attainable = pd.concat([out["roof_flop_per_s"], ai * (bw or math.nan)], axis=1).min(axis=1, skipna=False)
-    out["pct_of_roof"] = 100.0 * (work / out["time_s"].astype("float64")) / attainable
+_ROOF = "roof_for({p}, $override, $fp64, $fp64_tensor, $fp32, $fp16, $tf32_tensor, $fp16_tensor, $int8_tensor)"
+
+
+def roofs_by_precision(con: duckdb.DuckDBPyConnection, peaks: GpuPeaks | None,
+                       override: float | None = None) -> dict[str, float | None]:
+    """The roof (FLOP/s; OP/s for int8) of every precision class, by the ``roof_for`` rule."""
+    rows = con.execute(f"SELECT p, {_ROOF.format(p='p')} FROM unnest($classes) AS t(p)",
+                       {"classes": list(PRECISION_PEAK),
+                        **{k: v for k, v in _peak_args(peaks, override).items() if k != "bw"}}).fetchall()
+    return {p: (None if v is None else float(v)) for p, v in rows}
+
+
+def apply_roofs(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuPeaks | None,
+                override: float | None = None) -> pd.DataFrame:
+    """Copy of ``frame`` with ``roof_flop_per_s``, ``roof_bytes_per_s``, ``ridge_ai`` (FLOP/byte),
+    ``bound`` and ``pct_of_roof``, by the rules of ``views_roofline_rules.sql`` (the ones the
+    ``roofline`` view of Nsight Compute results uses); the work is ``int_ops`` for
+    ``int8_tensor`` rows, else ``flop``."""
+    out = frame.drop(columns=[c for c in ROOF_COLUMNS if c in frame])
+    if "int_ops" not in out:
+        out = out.assign(int_ops=math.nan)
+    con.register("_roofline_in", out)
+    try:
+        roofs = con.execute(f"""
+            SELECT roof_flop_per_s, $bw AS roof_bytes_per_s, roof_flop_per_s / nullif($bw, 0) AS ridge_ai,
+                   roof_bound(precision, work, bytes, roof_flop_per_s, $bw) AS bound,
+                   roof_pct(work, time_s, bytes, roof_flop_per_s, $bw) AS pct_of_roof
+            FROM (SELECT precision, bytes, time_s, {_ROOF.format(p="precision")} AS roof_flop_per_s,
+                         CASE WHEN precision = 'int8_tensor' THEN int_ops ELSE flop END AS work
+                  FROM _roofline_in)""", _peak_args(peaks, override)).df()
+    finally:
+        con.unregister("_roofline_in")
+    if "int_ops" not in frame:
+        out = out.drop(columns=["int_ops"])
+    for col in ROOF_COLUMNS:
+        out[col] = roofs[col].to_numpy()
+    out["roof_bytes_per_s"] = out["roof_bytes_per_s"].astype("float64")
     return out
 
 
@@ -129,14 +139,15 @@ def _fill_peaks(con: duckdb.DuckDBPyConnection, opts: RooflineOptions) -> tuple[
     return used
 
 
-def _aggregate(frame: pd.DataFrame, peaks: GpuPeaks | None, override: float | None) -> pd.DataFrame:
+def _aggregate(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuPeaks | None,
+               override: float | None) -> pd.DataFrame:
     sums = ["launches", "flop_fp64", "flop_fp32", "flop_fp16", "tensor_flop", "int_ops", "flop", "bytes", "time_s"]
     keys = ["kernel", "precision", "source"]
     present = [c for c in sums if c in frame]
     agg = frame.groupby(keys, dropna=False)[present].sum(min_count=1).reset_index()
     agg["ai_flop_per_byte"] = agg["flop"] / agg["bytes"].where(agg["bytes"] > 0)
     agg["achieved_flop_per_s"] = agg["flop"] / agg["time_s"].where(agg["time_s"] > 0)
-    agg = apply_roofs(agg, peaks, override)
+    agg = apply_roofs(con, agg, peaks, override)
     return agg.sort_values("time_s", ascending=False, na_position="last").reset_index(drop=True)
 
 
@@ -161,9 +172,10 @@ def ncu_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = 
         notes.append("the report holds no floating-point instruction metrics (profile with --set full "
                      "or the roofline sections)")
     if opts.by_name:
-        frame = _aggregate(frame, peaks, opts.peak_flops)
+        frame = _aggregate(con, frame, peaks, opts.peak_flops)
     return RooflineResult(_order(frame), "ncu", peaks, opts.peak_flops, device,
-                          float(frame["flop"].sum()), float(frame["time_s"].sum()), opts.batch_size, notes)
+                          float(frame["flop"].sum()), float(frame["time_s"].sum()), opts.batch_size, notes,
+                          roofs_by_precision(con, peaks, opts.peak_flops))
 
 
 def estimate_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = None) -> RooflineResult:
@@ -188,11 +200,12 @@ def estimate_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | No
             notes.append("no GPU kernels linked to these operators: time and FLOP/s are empty")
     if len(names) > 1:
         notes.append(f"traces from {len(names)} different GPUs; peaks of {device!r} used")
-    frame = apply_roofs(frame, peaks, opts.peak_flops)
+    frame = apply_roofs(con, frame, peaks, opts.peak_flops)
     if opts.by_name:
-        frame = _aggregate(frame, peaks, opts.peak_flops)
+        frame = _aggregate(con, frame, peaks, opts.peak_flops)
     return RooflineResult(_order(frame), "estimate", peaks, opts.peak_flops, device,
-                          float(frame["flop"].sum()), float(frame["time_s"].sum()), opts.batch_size, notes)
+                          float(frame["flop"].sum()), float(frame["time_s"].sum()), opts.batch_size, notes,
+                          roofs_by_precision(con, peaks, opts.peak_flops))
 
 
 def roofline(db: TraceDB, opts: RooflineOptions | None = None) -> RooflineResult:

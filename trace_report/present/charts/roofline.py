@@ -15,7 +15,6 @@ from trace_report.analyses.roofline.measured import (
     LABELS,
     PRECISION_PEAK,
     RooflineResult,
-    peak_for,
 )
 from trace_report.analyses.roofline.peaks import GpuPeaks
 
@@ -58,14 +57,14 @@ def _label(row: dict[str, object]) -> str:
     return _safe(f"{name} #{int(lid)}" if isinstance(lid, (int, float)) and not pd.isna(lid) else name)
 
 
-def _ceilings(peaks: GpuPeaks, classes: list[str], override: float | None,
+def _ceilings(peaks: GpuPeaks, roofs: dict[str, float | None], classes: list[str], override: float | None,
               x_min: float, x_max: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ceiling line points (one flat roof per distinct peak, the DRAM slope up to the highest
     ridge) and one ridge point per distinct peak, labelled with every precision sharing it."""
     bw = peaks.dram_bytes_per_s
     by_peak: dict[float, list[str]] = {}
     for cls in PRECISION_PEAK:
-        peak = peak_for(peaks, cls, override)
+        peak = roofs.get(cls)
         if (cls in classes or cls == "fp32") and peak and bw:
             by_peak.setdefault(peak, []).append(cls)
     lines, ridges = [], []
@@ -98,7 +97,7 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
     layers: list[alt.Chart] = []
     if peaks and peaks.dram_bytes_per_s:
         names = {k for k, v in LABELS.items() if v in set(pts["precision"])}
-        lines, ridges = _ceilings(peaks, sorted(names), result.peak_flops, x_min, x_max)
+        lines, ridges = _ceilings(peaks, result.roofs, sorted(names), result.peak_flops, x_min, x_max)
         if not lines.empty:
             layers.append(alt.Chart(lines).mark_line(strokeDash=[6, 3], color="gray").encode(
                 x=alt.X("ai:Q", scale=scale_x), y="perf:Q", detail="roof:N"))

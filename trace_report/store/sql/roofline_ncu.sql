@@ -88,7 +88,8 @@ SELECT t.report_id, t.launch_id, t.instance, t.opcode, t.warp_inst,
 FROM t LEFT JOIN shapes s USING (shape);
 
 -- One row per profiled launch: work per precision (FLOP), DRAM bytes, duration, arithmetic
--- intensity, achieved FLOP/s; bound and pct_of_roof against roofline_peaks.
+-- intensity, achieved FLOP/s; bound and pct_of_roof against roofline_peaks (the macros of
+-- views_roofline_rules.sql).
 CREATE OR REPLACE TEMP VIEW roofline AS
 WITH fp AS (
     SELECT report_id, launch_id,
@@ -139,12 +140,8 @@ p AS (
 r AS (
     SELECT p.*, pk.gpu, pk.peak_bw,
            CASE WHEN precision = 'int8_tensor' THEN int_ops ELSE flop END AS work,
-           coalesce(pk.peak_override, CASE precision
-                WHEN 'fp64' THEN pk.peak_fp64 WHEN 'fp32' THEN pk.peak_fp32
-                WHEN 'fp16' THEN coalesce(pk.peak_fp16, pk.peak_fp32)
-                WHEN 'fp64_tensor' THEN coalesce(pk.peak_fp64_tensor, pk.peak_fp64)
-                WHEN 'tf32_tensor' THEN pk.peak_tf32_tensor WHEN 'fp16_tensor' THEN pk.peak_fp16_tensor
-                WHEN 'int8_tensor' THEN pk.peak_int8_tensor END) AS roof_flop_per_s
+           roof_for(precision, pk.peak_override, pk.peak_fp64, pk.peak_fp64_tensor, pk.peak_fp32, pk.peak_fp16,
+                    pk.peak_tf32_tensor, pk.peak_fp16_tensor, pk.peak_int8_tensor) AS roof_flop_per_s
     FROM p LEFT JOIN roofline_peaks pk USING (report_id)
 )
 SELECT report_id, launch_id, kernel, function, device_name, gpu,
@@ -153,10 +150,8 @@ SELECT report_id, launch_id, kernel, function, device_name, gpu,
        flop / nullif(time_s, 0) AS achieved_flop_per_s,
        precision, roof_flop_per_s, peak_bw AS roof_bytes_per_s,
        roof_flop_per_s / nullif(peak_bw, 0) AS ridge_ai,
-       CASE WHEN precision IS NULL OR roof_flop_per_s IS NULL OR peak_bw IS NULL OR nullif(bytes, 0) IS NULL THEN NULL
-            WHEN work / bytes < roof_flop_per_s / peak_bw THEN 'memory' ELSE 'compute' END AS bound,
-       100.0 * (work / nullif(time_s, 0)) / nullif(least(roof_flop_per_s, peak_bw * work / nullif(bytes, 0)), 0)
-           AS pct_of_roof,
+       roof_bound(precision, work, bytes, roof_flop_per_s, peak_bw) AS bound,
+       roof_pct(work, time_s, bytes, roof_flop_per_s, peak_bw) AS pct_of_roof,
        tensor_precision, tensor_pipe_pct, unknown_tensor_shapes, flop_source, bytes_source,
        'ncu' AS source
 FROM r

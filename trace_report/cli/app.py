@@ -68,7 +68,11 @@ def run(call: Callable[[], object]) -> int:
     ``trace-report`` and ``python -m trace_report.capture``."""
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        call()
+        returned = call()  # click returns (not raises) Exit codes with standalone_mode=False: 130 after Ctrl-C
+        if returned == 130:
+            raise KeyboardInterrupt
+        if isinstance(returned, int) and returned:
+            return returned
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):

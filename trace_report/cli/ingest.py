@@ -23,15 +23,25 @@ def ingest_cmd(
         typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: on a terminal)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not list the files skipped.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Read files again even when unchanged (their old traces are replaced).")] = False,
+    append_versions: Annotated[bool, typer.Option(
+        "--append-versions", help="Keep the old trace of a changed file beside the new one.")] = False,
 ) -> None:
     """Load traces into a DuckDB database; unchanged files already in it are skipped.
+
+    Files are recognised by their content; every file seen and not read is listed with its
+    reason. A file given twice is read once; identical content is stored once; a file whose
+    content changed replaces its old trace. One writer at a time per database (a lock file
+    .DB.lock beside it); an interrupted ingest leaves the database as it was.
 
     Example: trace-report ingest traces/ -o runs.duckdb
     """
     from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 
     bar = make_progress(progress)
-    opts = IngestOptions(workers=workers, progress=progress_callback(bar) if bar else None)
+    opts = IngestOptions(workers=workers, progress=progress_callback(bar) if bar else None, force=force,
+                         append_versions=append_versions)
     if bar is None:
         report = ingest_to_database(targets, output, opts)
     else:

@@ -30,12 +30,21 @@ from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.ingest.files import FileReader, sha256_of
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, finalize
+from trace_report.ingest.versions import Versions
 from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.manifest import manifest_for_trace
-from trace_report.store.database import atomic_database, create_schema
+from trace_report.store.database import (
+    atomic_database,
+    clean_leftovers,
+    close_inherited_locks,
+    create_schema,
+    database_lock,
+    database_path,
+)
 from trace_report.store.pieces import MemoryStore, ParquetStore, write_parquet
 from trace_report.store.tracedb import IngestReport
 from trace_report.store.views import create_views
+from trace_report.sysutil import die_with_parent
 
 PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this (in total) are decoded in the calling process."""
@@ -44,11 +53,16 @@ PARALLEL_MIN_BYTES = 48 << 20
 @dataclass(frozen=True)
 class IngestOptions:
     """Options of an ingest: ``workers`` = decoding processes (default: CPU count);
-    ``progress(done_bytes, total_bytes)`` is called as files are read."""
+    ``progress(done_bytes, total_bytes)`` is called as files are read; ``force`` and
+    ``append_versions``: see :mod:`trace_report.ingest.versions`."""
 
     workers: int | None = None
     piece_bytes: int = PIECE_BYTES
     progress: Callable[[int, int], None] | None = None
+    force: bool = False
+    """Read files again even when their path, size and time are unchanged (replacing them)."""
+    append_versions: bool = False
+    """Keep the old trace of a changed file beside the new one instead of replacing it."""
 
 
 @dataclass
@@ -263,6 +277,7 @@ class Ingest:
         self.opts = opts
         self.store = store
         self.report = IngestReport()
+        self.versions = Versions(con, store, self.report, opts.force, opts.append_versions)
         row = con.execute("SELECT coalesce(max(trace_id), 0) FROM traces").fetchone()
         self.next_id = int(row[0]) + 1 if row else 1
         self.total = 0
@@ -271,14 +286,6 @@ class Ingest:
     def out_path(self, trace_id: int, piece: int) -> Path | None:
         return self.store.path_for(trace_id, piece) if isinstance(self.store, ParquetStore) else None
 
-    def seen(self, src: Source) -> bool:
-        st = src.path.stat()
-        row = self.con.execute(
-            "SELECT 1 FROM traces WHERE path = ? AND file_bytes = ? AND file_mtime_ns = ?",
-            [src.label, st.st_size, st.st_mtime_ns],
-        ).fetchone()
-        return row is not None
-
     def run(self, sources: list[Source], pool: ProcessPoolExecutor | None) -> None:
         ncu_kinds = (InputKind.ncu_report, InputKind.ncu_csv)
         for src in (s for s in sources if s.kind in ncu_kinds):
@@ -286,7 +293,7 @@ class Ingest:
         sources = [s for s in sources if s.kind not in ncu_kinds]
         todo = []
         for src in sources:
-            if self.seen(src):
+            if self.versions.unchanged(src):
                 self.report.skipped.append((src.label, "already ingested"))
             else:
                 todo.append(src)
@@ -335,10 +342,11 @@ class Ingest:
             schema=EVENTS_SCHEMA,
         )
         sha = sha256_of(src.path)
-        dup = self.con.execute("SELECT trace_id FROM traces WHERE sha256 = ?", [sha]).fetchone()
-        if dup:
-            self.report.skipped.append((src.label, f"same content as trace {dup[0]}"))
+        reason = self.versions.skip_reason(src.label, sha)
+        if reason:
+            self.report.skipped.append((src.label, reason))
             return
+        self.versions.replace_previous(src.label)
         if isinstance(self.store, ParquetStore):
             out = self.store.path_for(trace_id, 0)
             write_parquet(full, out)
@@ -365,11 +373,12 @@ class Ingest:
             raise TraceFormatError(f"{src.label}: the trace has no events")
         if stats.n_missing_time:
             raise TraceFormatError(f"{src.label}: {stats.n_missing_time} complete events have no 'ts' or no 'dur'")
-        dup = self.con.execute("SELECT trace_id FROM traces WHERE sha256 = ?", [env.sha256]).fetchone()
-        if dup:
+        reason = self.versions.skip_reason(src.label, env.sha256)
+        if reason:
             self._discard(parts)
-            self.report.skipped.append((src.label, f"same content as trace {dup[0]}"))
+            self.report.skipped.append((src.label, reason))
             return
+        self.versions.replace_previous(src.label)
         if isinstance(self.store, ParquetStore):
             self.store.record(self.con, trace_id, [(p, r.stats.rows) for p, r in parts if p is not None])
         else:
@@ -434,10 +443,18 @@ def run_context(src: Source) -> RunContext:
     )
 
 
+def _worker_init(parent_pid: int) -> None:
+    """Each decoding worker dies with its parent (even after ``kill -9``), leaves Ctrl-C to the
+    parent, and drops the database lock descriptor it inherited through ``fork``."""
+    close_inherited_locks()
+    die_with_parent(parent_pid)
+
+
 def _make_pool(workers: int) -> ProcessPoolExecutor | None:
     if workers <= 1:
         return None
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_init, initargs=(os.getpid(),))
 
 
 def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: ParquetStore | MemoryStore,
@@ -474,14 +491,18 @@ def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions 
     Raises :class:`~trace_report.errors.InputError` for unusable inputs (a database or dataset
     among them included) and :class:`~trace_report.errors.DatabaseError` for the database.
     """
-    store = ParquetStore(db_path)
-    with resolve([Path(p) for p in paths], allow_database=False) as found:
+    db_path = database_path(db_path)
+    with resolve([Path(p) for p in paths], allow_database=False) as found, database_lock(db_path, "writing"):
+        notes = clean_leftovers(db_path)
+        store = ParquetStore(db_path)
         try:
             with atomic_database(db_path) as con:
                 report = ingest_sources(con, found, store, options)
         except BaseException:
             store.rollback()
             raise
+        store.commit()
+    report.notes[:0] = notes
     return report
 
 

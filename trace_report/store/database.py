@@ -1,4 +1,10 @@
-"""DuckDB files: create the schema, recognise our databases, write atomically, lock."""
+"""DuckDB files: create the schema, recognise our databases, write atomically, lock.
+
+Locking: one exclusive ``flock`` per database, on ``.<name>.lock`` beside it (not the folder);
+an ingest or ``sql --write`` holds it while it writes, a second writer gets a clear error at
+once, readers never wait. A killed writer's lock dies with it; its temporary copy and orphan
+event pieces are removed by the next writer, with a note (:func:`clean_leftovers`).
+"""
 
 from __future__ import annotations
 
@@ -73,9 +79,10 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
     Parquet files beside it, then the analysis views)."""
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
+    path = database_path(path)
     con = _open_ours(path, read_only)
     try:
-        create_events_view_from_files(con, events_dir_for(path.absolute()))
+        create_events_view_from_files(con, events_dir_for(path))
         create_views(con)
     except BaseException:
         con.close()
@@ -87,19 +94,98 @@ def _check_existing(path: Path) -> None:
     _open_ours(path, read_only=True).close()
 
 
+def database_path(path: Path) -> Path:
+    """The file a database path stands for: a symbolic link is followed, so that the database
+    is written through to its target and its pieces live beside the target."""
+    path = path.absolute()
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def lock_path(path: Path) -> Path:
+    """``.<name>.lock`` beside the database: the lock covers this database only."""
+    return path.with_name(f".{path.name}.lock")
+
+
+_HELD_LOCKS: set[int] = set()
+"""File descriptors of the database locks this process holds (closed in forked workers)."""
+
+
+def close_inherited_locks() -> None:
+    """In a forked worker: close the lock descriptors inherited from the parent, so that the
+    lock dies with the parent even if a worker outlives it for a moment."""
+    for fd in list(_HELD_LOCKS):
+        with suppress(OSError):
+            os.close(fd)
+    _HELD_LOCKS.clear()
+
+
 @contextmanager
-def _directory_lock(path: Path) -> Iterator[None]:
-    fd = os.open(path.parent, os.O_RDONLY)
+def database_lock(path: Path, what: str = "writing") -> Iterator[None]:
+    """Hold the exclusive lock of one database (``flock`` on :func:`lock_path`) or raise
+    :class:`DatabaseError` at once when another process holds it. The kernel releases the
+    lock when the holder dies, so a killed ingest never leaves a stale lock."""
+    path = database_path(path)
+    try:
+        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise DatabaseError(f"{path}: cannot create its lock file ({exc.strerror or exc})") from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            raise DatabaseError(
-                f"{path}: another trace-report process is writing a database in this folder"
-            ) from exc
+            raise DatabaseError(f"{path}: another trace-report process is {what} this database; "
+                                "try again when it has finished") from exc
+        _HELD_LOCKS.add(fd)
         yield
     finally:
+        _HELD_LOCKS.discard(fd)
         os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(path: Path) -> list[str]:
+    """Remove what a killed writer left beside the database (call with the lock held):
+    ``.<name>.tmp-<pid>`` copies of dead processes, and Parquet pieces in ``<name>.events/``
+    that the database does not list. Returns one note per kind of leftover removed."""
+    notes = []
+    stale = [p for p in path.parent.glob(f".{path.name}.tmp-*")
+             if p.suffix != ".wal" and p.name.rsplit("-", 1)[-1].isdigit()
+             and not _pid_alive(int(p.name.rsplit("-", 1)[-1]))]
+    for tmp in stale:
+        _remove(tmp)
+    if stale:
+        notes.append(f"{path}: removed {len(stale)} temporary copy(ies) left by an interrupted ingest")
+    folder = events_dir_for(path)
+    if folder.is_dir():
+        listed: set[str] = set()
+        if path.is_file():
+            con = _open_ours(path, read_only=True)
+            try:
+                listed = {f for (f,) in con.execute("SELECT file FROM event_files").fetchall()}
+            finally:
+                con.close()
+        orphans = [p for p in folder.glob("*.parquet") if p.name not in listed]
+        for piece in orphans:
+            piece.unlink(missing_ok=True)
+        if orphans:
+            notes.append(f"{path}: removed {len(orphans)} orphan event piece(s) left by an interrupted ingest")
+    return notes
+
+
+def _copy_owner_and_mode(src: Path, dst: Path) -> None:
+    st = src.stat()
+    os.chmod(dst, st.st_mode & 0o7777)
+    with suppress(PermissionError, AttributeError):
+        os.chown(dst, st.st_uid, st.st_gid)
 
 
 @contextmanager
@@ -107,35 +193,40 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a connection to a temporary copy of ``path``; on success rename it over ``path``.
 
     The database at ``path`` is never modified in place: on any error the copy is removed and
-    ``path`` stays byte for byte as it was. Raises :class:`DatabaseError` when ``path`` exists
-    but is not a trace-report database, is locked by another process, or cannot be written.
+    ``path`` stays byte for byte as it was. The replacement keeps the file's mode and owner; a
+    symbolic link is written through to its target. The caller holds :func:`database_lock`.
+    Raises :class:`DatabaseError` when ``path`` exists but is not a trace-report database or
+    cannot be written.
     """
-    path = path.absolute()
+    path = database_path(path)
     if path.is_dir():
         raise DatabaseError(f"{path}: is a directory, not a database file")
     if not path.parent.is_dir():
         raise DatabaseError(f"{path.parent}: no such directory for the database")
-    with _directory_lock(path):
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        _remove(tmp)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    _remove(tmp)
+    try:
         if path.exists():
             _check_existing(path)
             shutil.copyfile(path, tmp)
-        try:
-            con = duckdb.connect(str(tmp))
-        except duckdb.Error as exc:
-            _remove(tmp)
-            raise _friendly(exc, tmp) from exc
-        try:
-            create_schema(con)
-            yield con
-            con.execute("CHECKPOINT")
-            con.close()
-            os.replace(tmp, path)
-        except BaseException:
-            con.close()
-            _remove(tmp)
-            raise
+            _copy_owner_and_mode(path, tmp)
+        con = duckdb.connect(str(tmp))
+    except duckdb.Error as exc:
+        _remove(tmp)
+        raise _friendly(exc, tmp) from exc
+    except OSError as exc:
+        _remove(tmp)
+        raise DatabaseError(f"{path}: cannot copy the database to write it ({exc.strerror or exc})") from exc
+    try:
+        create_schema(con)
+        yield con
+        con.execute("CHECKPOINT")
+        con.close()
+        os.replace(tmp, path)
+    except BaseException:
+        con.close()
+        _remove(tmp)
+        raise
 
 
 def _remove(path: Path) -> None:

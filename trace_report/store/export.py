@@ -38,6 +38,7 @@ from trace_report.inputs import is_dataset
 from trace_report.store.database import create_schema
 from trace_report.store.pieces import MemoryStore
 from trace_report.store.runs import CSV_TABLES, attach_runs
+from trace_report.store.sandbox import record_event_dirs
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import create_views
 
@@ -183,6 +184,7 @@ def _events_view(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
     glob = _quote(folder / "events" / "**" / "*.parquet")
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} FROM read_parquet({glob}, "
                 "hive_partitioning = true, hive_types = {'run_id': VARCHAR, 'rank': INTEGER})")
+    record_event_dirs(con, [str(folder / "events")])
 
 
 def open_parquet_dataset(path: Path | str) -> TraceDB:

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from trace_report.errors import DatabaseError
 from trace_report.formats.schema import EVENTS_SCHEMA
+from trace_report.store.sandbox import record_event_dirs
 
 PARQUET_OPTIONS = {
     "compression": "lz4",
@@ -54,6 +55,7 @@ def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) 
         _empty_view(con)
         return
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({_sql_list(files)})")
+    record_event_dirs(con, [str(folder)])
 
 
 class ParquetStore:
@@ -63,6 +65,7 @@ class ParquetStore:
         self.folder = events_dir_for(db_path.absolute())
         self.token = secrets.token_hex(4)
         self.written: list[Path] = []
+        self.retired: list[Path] = []
 
     def path_for(self, trace_id: int, piece: int) -> Path:
         self.folder.mkdir(exist_ok=True)
@@ -81,6 +84,19 @@ class ParquetStore:
             "INSERT INTO event_files VALUES (?, ?, ?)",
             [(trace_id, p.name, rows) for p, rows in files],
         )
+
+    def retire(self, con: duckdb.DuckDBPyConnection, trace_id: int) -> None:
+        """Drop a trace's pieces from ``event_files``; the files go only at :meth:`commit`
+        (the old database, which still lists them, stays readable until then)."""
+        files = [f for (f,) in con.execute("SELECT file FROM event_files WHERE trace_id = ?", [trace_id]).fetchall()]
+        con.execute("DELETE FROM event_files WHERE trace_id = ?", [trace_id])
+        self.retired += [self.folder / f for f in files]
+
+    def commit(self) -> None:
+        """After the new database replaced the old one: delete the pieces it no longer lists."""
+        for path in self.retired:
+            path.unlink(missing_ok=True)
+        self.retired.clear()
 
     def rollback(self) -> None:
         for path in self.written:

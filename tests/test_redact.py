@@ -329,7 +329,8 @@ def _hostile_trace() -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def test_end_to_end_nothing_planted_is_written(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """ingest -> .duckdb + event files, export, sql -f json -o: no planted secret in any byte written."""
+    """ingest -> .duckdb + event files, export, sql -f json -o, report, charts, every command's
+    output: no planted secret in any byte written (or printed)."""
     import pyarrow.parquet as pq
     from conftest import run_cli
 
@@ -349,6 +350,15 @@ def test_end_to_end_nothing_planted_is_written(tmp_path: Any, capsys: pytest.Cap
         code, _, err = run_cli(["sql", str(db), f"select * from {table}", "-f", "json", "-o",
                                 str(out / f"{table}.json")], capsys)
         assert code == 0, err
+    code, _, err = run_cli(["report", str(db), "-o", str(out / "report.html")], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["compare", str(db), str(src), "--chart", str(out / "compare.html")], capsys)
+    assert code == 0, err
+    printed = ""
+    for command in (["top-kernels"], ["breakdown"], ["flags"], ["advise"], ["roofline"]):
+        code, stdout, stderr = run_cli([*command, str(db), "-f", "json"], capsys)
+        printed += stdout + stderr
+    assert not any(value in printed for value in planted.values())
     written = sorted(p for p in out.rglob("*") if p.is_file())
     assert any(p.suffix == ".parquet" for p in written) and (out / "h.duckdb.events").is_dir()
     assert any("export" in p.parts for p in written)

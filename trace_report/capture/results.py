@@ -75,6 +75,7 @@ def summarize(run: RunResult, **labels: Any) -> dict[str, Any]:
         "final_accuracy": run.epochs[-1].accuracy,
         "test_accuracy": run.epochs[-1].test_accuracy,
         "peak_memory_mb": peak / 2**20 if peak is not None else math.nan,
+        "forward_flop_per_image": run.manifest.get("flop", {}).get("forward_flop_per_image"),
         "run_dir": str(run.run_dir),
     }
 

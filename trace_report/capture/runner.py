@@ -10,6 +10,8 @@ from pathlib import Path
 
 from trace_report.capture import experiments, nsight
 from trace_report.capture.config import CaptureConfig, validate
+from trace_report.capture.data import resolve_classes
+from trace_report.capture.loop import amp_dtype
 from trace_report.capture.results import ExperimentResult, write_results
 from trace_report.capture.runtime import (
     environment,
@@ -94,7 +96,9 @@ def run_capture(cfg: CaptureConfig) -> ExperimentResult | NsightOutcome:
     if cfg.nsys or cfg.ncu:
         return _nsight(cfg)
     quiet_kineto_on_cpu()
-    resolve_device(cfg.device)  # a missing CUDA device fails before any folder is made
+    device = resolve_device(cfg.device)  # a missing CUDA device fails before any folder is made
+    cfg = resolve_classes(cfg)  # and so do a bad dataset folder and a wrong --num-classes
+    amp_dtype(replace(cfg, amp=cfg.amp or cfg.experiment == "amp"), device)
     run_dir = prepare_run_dir(cfg.out_dir, cfg.run_id)
     try:
         result = _registry()[cfg.experiment](cfg, run_dir)

@@ -25,9 +25,12 @@ _SHOWN = {
                "last_linear_in_features", "image_size", "forward_flop_per_image", "optimizer_state_tensors_sgd",
                "optimizer_state_tensors_sgd-nesterov", "optimizer_state_tensors_adagrad",
                "optimizer_state_tensors_adadelta", "optimizer_state_tensors_adam"],
-    "torchscript": ["variant", "median_ms", "mean_ms", "p90_ms", "min_ms", "outputs_equal"],
-    "compile": ["variant", "median_run_s", "first_run_s", "compile_s_estimate",
+    "torchscript": ["variant", "test_accuracy", "median_ms", "mean_ms", "p90_ms", "min_ms",
+                    "speedup", "outputs_equal", "accuracy_equal"],
+    "compile": ["variant", "compile_mode", "median_run_s", "first_run_s", "compile_s_estimate",
                 "median_run_samples_per_s", "speedup"],
+    "ddp": ["world_size", "backend", "threads_per_rank", "aggregate_samples_per_s",
+            "per_rank_samples_per_s", "scaling_efficiency", "final_loss", "test_accuracy"],
     "amp": ["variant", "batch_size", "precision", "median_samples_per_s", "peak_memory_mb",
             "final_loss"],
 }
@@ -225,6 +228,9 @@ def show(outcome, fmt: Format | None = None) -> None:
     if result.details and table_mode:
         typer.echo(result.details)
     shown = [c for c in _SHOWN.get(result.name, _DEFAULT_SHOWN) if c in result.table.columns]
+    if "repeats" in result.table.columns and result.table["repeats"].max() > 1:
+        spread = [c for c in result.table.columns if c.endswith(("_min", "_max"))]
+        shown += ["repeats", *spread]
     frame = result.table[shown] if table_mode else result.table
     emit(frame, OutputOptions(fmt), title=f"capture {result.name}")
     for note in result.notes:

@@ -80,6 +80,55 @@ def summarize(run: RunResult, **labels: Any) -> dict[str, Any]:
     }
 
 
+SPREAD_COLUMNS: tuple[str, ...] = ("mean_total_s", "samples_per_s", "median_samples_per_s")
+"""Columns that get ``_min`` and ``_max`` beside their median over ``--repeats`` runs."""
+TIMED_COLUMNS: tuple[str, ...] = (
+    "mean_data_s", "mean_compute_s", "mean_total_s", "samples_per_s", "median_step_s",
+    "median_samples_per_s",
+)
+"""Timing columns reported as the median over ``--repeats`` runs."""
+
+
+def combine_repeats(
+    rows: list[dict[str, Any]], *, timed: tuple[str, ...] = TIMED_COLUMNS,
+    spread: tuple[str, ...] = SPREAD_COLUMNS,
+) -> dict[str, Any]:
+    """One row from the rows of repeated runs of a variant: the ``timed`` columns are the
+    median over the runs, each ``spread`` column also gets ``<col>_min`` and ``<col>_max``,
+    and the rest come from the first run; ``repeats`` says how many runs there were."""
+    out = dict(rows[0])
+    for col in timed:
+        values = [r[col] for r in rows if r.get(col) is not None and not _isnan(r[col])]
+        if col not in out:
+            continue
+        out[col] = statistics.median(values) if values else math.nan
+        if col in spread:
+            out[f"{col}_min"] = min(values) if values else math.nan
+            out[f"{col}_max"] = max(values) if values else math.nan
+    out["repeats"] = len(rows)
+    return out
+
+
+def _isnan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def add_speedup(table: pd.DataFrame, time_col: str, *, base: Any = None, by: str | None = None,
+                base_col: str = "variant") -> pd.DataFrame:
+    """``speedup`` = time of the baseline row / time of each row (>1 means faster). The
+    baseline is the row whose ``base_col`` equals ``base`` (default: the first row); with
+    ``by``, one baseline per group (e.g. per device)."""
+    groups = table.groupby(by, sort=False) if by else [(None, table)]
+    speedup = pd.Series(math.nan, index=table.index)
+    for _, group in groups:
+        ref = group if base is None else group[group[base_col] == base]
+        if len(ref):
+            speedup[group.index] = ref[time_col].iloc[0] / group[time_col]
+    out = table.copy()
+    out["speedup"] = speedup
+    return out
+
+
 def write_results(result: ExperimentResult) -> list[Path]:
     """Write ``results.csv``, ``results.json`` (array of row objects) and the chart."""
     out = result.run_dir

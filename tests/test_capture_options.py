@@ -201,3 +201,30 @@ def test_data_on_device_run_has_no_dataloader_in_the_trace(capsys, tmp_path):
     assert not [n for n in names if n.startswith("enumerate(DataLoader)")]
     with open(run_dir / "steps.csv", newline="") as fh:
         assert len(list(csv.DictReader(fh))) == 2
+
+
+# ------------------------------------------------------------------------- DDP world sizes
+
+def test_ddp_world_sizes_beyond_the_gpu_count_are_an_input_error(monkeypatch):
+    from trace_report.capture.ddp import world_sizes
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert world_sizes(CaptureConfig(device="cuda", nproc_list=(1, 2, 4))) == (1, 2, 4)
+    assert world_sizes(CaptureConfig(device="cuda")) == (4,)
+    with pytest.raises(InputError, match="needs 8 GPUs; this machine has 4"):
+        world_sizes(CaptureConfig(device="cuda", nproc_list=(1, 2, 4, 8)))
+
+
+def test_scaling_efficiency_is_relative_to_one_process_or_the_smallest_world():
+    import pandas as pd
+
+    from trace_report.capture.ddp import add_scaling_efficiency
+
+    table = pd.DataFrame({"world_size": [1, 2, 4], "aggregate_samples_per_s": [100.0, 180, 300]})
+    out, how = add_scaling_efficiency(table)
+    assert list(out["scaling_efficiency"]) == pytest.approx([1.0, 180 / 200, 300 / 400])
+    assert "throughput(1)" in how
+    out, how = add_scaling_efficiency(table.iloc[1:])
+    assert list(out["scaling_efficiency"]) == pytest.approx([1.0, (300 / 4) / (180 / 2)])
+    assert "relative to world size 2" in how

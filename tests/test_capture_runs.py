@@ -327,18 +327,37 @@ def test_compile(capsys, tmp_path):
     assert compiled["compile"] is True and compiled["compile_mode"] == "default"
 
 
+def epoch_throughput(folder: Path, files: list[str]) -> float:
+    """Samples of every rank's (single) epoch over the slowest rank's epoch time."""
+    epochs = [metrics_file(folder / name)[0] for name in files]
+    return sum(int(e["samples"]) for e in epochs) / max(float(e["total_s"]) for e in epochs)
+
+
+def metrics_file(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 @pytest.mark.slow
-def test_ddp_gloo_two_ranks(capsys, tmp_path):
-    run_dir, _ = capture(capsys, tmp_path, "ddp", *TINY, "--nproc", "2")
-    rows = results(run_dir)
-    assert [int(r["rank"]) for r in rows] == [0, 1]
-    assert {r["backend"] for r in rows} == {"gloo"}
-    traces = traces_in(run_dir)
+def test_ddp_gloo_scaling_over_world_sizes(capsys, tmp_path):
+    run_dir, output = capture(capsys, tmp_path, "ddp", *TINY, "--nproc-list", "1,2")
+    rows = {int(r["world_size"]): r for r in results(run_dir)}
+    assert list(rows) == [1, 2] and {r["backend"] for r in rows.values()} == {"gloo"}
+    one = epoch_throughput(run_dir / "world-1", ["metrics.csv"])
+    two = epoch_throughput(run_dir / "world-2", ["metrics-rank0.csv", "metrics-rank1.csv"])
+    assert float(rows[1]["aggregate_samples_per_s"]) == pytest.approx(one)
+    assert float(rows[2]["aggregate_samples_per_s"]) == pytest.approx(two)
+    assert float(rows[1]["scaling_efficiency"]) == pytest.approx(1.0)
+    assert float(rows[2]["scaling_efficiency"]) == pytest.approx(two / (2 * one))
+    ranks = metrics_file(run_dir / "ranks.csv")
+    assert [(int(r["world_size"]), int(r["rank"])) for r in ranks] == [(1, 0), (2, 0), (2, 1)]
+    traces = traces_in(run_dir / "world-2")
     assert [re.search(r"_rank(\d)\.", t.name).group(1) for t in traces] == ["0", "1"]
     for rank, trace in enumerate(traces):
         data = read_trace(trace)
         assert set(annotation_names(data)) >= REGIONS
         assert data["distributedInfo"]["rank"] == rank
         assert data["distributedInfo"]["world_size"] == 2
-        manifest = json.loads((run_dir / f"run-rank{rank}.json").read_text())
+        manifest = json.loads((run_dir / "world-2" / f"run-rank{rank}.json").read_text())
         assert manifest["distributed"]["world_size"] == 2
+    assert "throughput(N) / (N x throughput(1))" in output

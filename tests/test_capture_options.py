@@ -228,3 +228,11 @@ def test_scaling_efficiency_is_relative_to_one_process_or_the_smallest_world():
     out, how = add_scaling_efficiency(table.iloc[1:])
     assert list(out["scaling_efficiency"]) == pytest.approx([1.0, (300 / 4) / (180 / 2)])
     assert "relative to world size 2" in how
+
+
+def test_overhead_benchmark_builds_its_tiny_model_with_the_dataset_classes():
+    from trace_report.capture.overhead import loop_fixed_cost
+
+    cfg = CaptureConfig(batch_size=4, profile=False, progress=False, threads=1)
+    result = loop_fixed_cost(cfg, repeats=1)
+    assert result["tiny_plain_step_us"] > 0

@@ -68,7 +68,7 @@ def capture(
         help="Synthetic test-set size.", rich_help_panel=_LOOP)] = DEFAULTS.synthetic_test,
     num_classes: Annotated[int | None, typer.Option(
         help="Classes of the model's last layer [default: the dataset's: 10, 100 for cifar100, "
-        "the class folders of an imagefolder tree].", rich_help_panel=_LOOP)] = None,
+        "the class folders of an imagefolder tree].", rich_help_panel=_LOOP)] = DEFAULTS.num_classes,
     epochs: Annotated[int, typer.Option(help="Training epochs.", rich_help_panel=_LOOP)]
     = DEFAULTS.epochs,
     steps: Annotated[int, typer.Option(
@@ -101,7 +101,7 @@ def capture(
         rich_help_panel=_LOOP)] = DEFAULTS.amp,
     amp_dtype: Annotated[str | None, typer.Option(
         help="Autocast dtype: fp16 (CUDA, with GradScaler) or bf16 [default: fp16 on CUDA, bf16 "
-        "on CPU].", rich_help_panel=_LOOP)] = None,
+        "on CPU].", rich_help_panel=_LOOP)] = DEFAULTS.amp_dtype,
     channels_last: Annotated[bool, typer.Option(
         help="channels_last memory format.", rich_help_panel=_LOOP)] = DEFAULTS.channels_last,
     compile: Annotated[bool, typer.Option(

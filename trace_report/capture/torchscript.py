@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,14 @@ from trace_report.errors import TraceReportError
 
 
 def script_and_reload(model: nn.Module, path: Path) -> torch.jit.ScriptModule:
-    """``torch.jit.script`` the model, save it to ``path`` and load it back (on the CPU)."""
-    scripted = torch.jit.script(model)
-    scripted.save(str(path))
-    return torch.jit.load(str(path), map_location="cpu")
+    """``torch.jit.script`` the model, save it to ``path`` and load it back (on the CPU).
+    Recent torch (2.14 here) marks torch.jit deprecated with a FutureWarning on every call; this experiment
+    measures TorchScript on purpose, so those two warnings are silenced here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, message=".*torch.jit")
+        scripted = torch.jit.script(model)
+        scripted.save(str(path))
+        return torch.jit.load(str(path), map_location="cpu")
 
 
 @torch.no_grad()
@@ -78,15 +83,27 @@ def dataset_accuracy(model: nn.Module, loader, device: torch.device) -> tuple[fl
     return (correct / seen if seen else float("nan")), seen
 
 
-def repeated_latency(model: nn.Module, image: torch.Tensor, cfg: CaptureConfig) -> dict[str, Any]:
-    """:func:`latency_ms` ``--repeats`` times: medians of the per-repeat figures; the spread of
-    the per-repeat medians in ``median_ms_min`` / ``median_ms_max``."""
-    runs = [latency_ms(model, image, runs=cfg.latency_runs, warmup=cfg.latency_warmup)
-            for _ in range(cfg.repeats)]
-    out = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-    out["median_ms_min"] = min(r["median_ms"] for r in runs)
-    out["median_ms_max"] = max(r["median_ms"] for r in runs)
-    out["repeats"] = cfg.repeats
+def interleaved_latency(
+    models: dict[str, nn.Module], image: torch.Tensor, cfg: CaptureConfig
+) -> dict[str, dict[str, Any]]:
+    """:func:`latency_ms` of every model ``--repeats`` times, the models taking turns (order
+    reversed on every other repeat), so that load from other processes falls on all of them
+    alike. Per model: the median of the per-repeat figures, and the spread of the per-repeat
+    medians in ``median_ms_min`` / ``median_ms_max``."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in models}
+    order = list(models)
+    for index in range(cfg.repeats):
+        for name in order if index % 2 == 0 else order[::-1]:
+            runs[name].append(latency_ms(models[name], image, runs=cfg.latency_runs,
+                                         warmup=cfg.latency_warmup))
+    out = {}
+    for name, measured in runs.items():
+        summary: dict[str, Any] = {k: statistics.median(r[k] for r in measured)
+                                   for k in measured[0]}
+        summary["median_ms_min"] = min(r["median_ms"] for r in measured)
+        summary["median_ms_max"] = max(r["median_ms"] for r in measured)
+        summary["repeats"] = cfg.repeats
+        out[name] = summary
     return out
 
 
@@ -124,16 +141,16 @@ def torchscript(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
         for device in devices:
             image = torch.randn(1, 3, size, size, device=device)
-            for mode, model in (("eager", eager), ("torchscript", loaded)):
-                model.to(device)
+            models = {"eager": eager.to(device), "torchscript": loaded.to(device)}
+            timings = interleaved_latency(models, image, cfg)
+            for mode, model in models.items():
                 accuracy, seen = dataset_accuracy(model, test_loader, torch.device(device))
-                timing = repeated_latency(model, image, cfg)
                 if cfg.profile:
                     profile_inference(cfg, model, image, run_dir / f"{device}-{mode}")
                 rows.append({"variant": f"{device}-{mode}", "device": device, "mode": mode,
                              "test_accuracy": accuracy, "test_samples": seen,
                              "train_steps": len(run.steps), "runs": cfg.latency_runs,
-                             "warmup": cfg.latency_warmup, **timing, **check})
+                             "warmup": cfg.latency_warmup, **timings[mode], **check})
             eager.to("cpu")
             loaded.to("cpu")
     table = add_speedup(pd.DataFrame(rows), "median_ms", base="eager", by="device",

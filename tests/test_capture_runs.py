@@ -273,6 +273,7 @@ def test_amp_batch_sweep(capsys, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*torch.jit:FutureWarning")
 def test_torchscript(capsys, tmp_path):
     from trace_report.capture.data import SyntheticCIFAR
     from trace_report.capture.models import build_model

@@ -54,7 +54,8 @@ def capture(
         "class folders).", rich_help_panel=_LOOP,
     )] = DEFAULTS.dataset,
     data_dir: Annotated[Path | None, typer.Option(
-        help="Folder of the cifar10 or imagefolder dataset.", rich_help_panel=_LOOP)] = None,
+        help="Folder of the cifar10, cifar100 or imagefolder dataset.", rich_help_panel=_LOOP,
+    )] = None,
     download: Annotated[bool, typer.Option(
         help="Download CIFAR-10/100 into --data-dir if it is missing.", rich_help_panel=_LOOP,
     )] = DEFAULTS.download,

@@ -230,9 +230,18 @@ def test_scaling_efficiency_is_relative_to_one_process_or_the_smallest_world():
     assert "relative to world size 2" in how
 
 
-def test_overhead_benchmark_builds_its_tiny_model_with_the_dataset_classes():
-    from trace_report.capture.overhead import loop_fixed_cost
+def test_overhead_benchmark_builds_its_tiny_model_with_the_dataset_classes(monkeypatch):
+    from trace_report.capture import overhead
 
+    seen = {}
+
+    def fake_compare(trainer, loaders, steps, repeats):  # skip the 800 timed tiny steps
+        seen["classes"] = trainer.model[-1].out_features
+        seen["labels"] = int(loaders.train.dataset.labels.max()) + 1
+        return {"plain": [(1e-3, 1e-3)], "shared": [(1.2e-3, 1e-3)]}
+
+    monkeypatch.setattr(overhead, "compare_loops", fake_compare)
     cfg = CaptureConfig(batch_size=4, profile=False, progress=False, threads=1)
-    result = loop_fixed_cost(cfg, repeats=1)
-    assert result["tiny_plain_step_us"] > 0
+    result = overhead.loop_fixed_cost(cfg, repeats=1)
+    assert seen["classes"] == seen["labels"] == 10  # the synthetic set's classes
+    assert result["loop_fixed_cost_us_per_step"] == pytest.approx(200)

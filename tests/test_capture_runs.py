@@ -185,7 +185,11 @@ def test_image_folder_layout(capsys, tmp_path):
 def test_params(capsys, tmp_path):
     run_dir, output = capture(capsys, tmp_path, "params", "--threads", "1")
     rows = {row["model"]: row for row in results(run_dir)}
-    assert set(rows) == {"resnet18", "resnet18-nobn", "resnet50", "alexnet"}
+    assert set(rows) == {"resnet18", "resnet18-nobn", "resnet18-imagenet", "resnet50", "alexnet"}
+    import torchvision
+
+    reference = sum(p.numel() for p in torchvision.models.resnet18(num_classes=10).parameters())
+    assert int(rows["resnet18-imagenet"]["trainable_params"]) == reference
     assert int(rows["resnet18"]["trainable_params"]) == 11_173_962
     assert int(rows["resnet18"]["params_with_grad"]) == 11_173_962
     assert int(rows["resnet18"]["conv_layers"]) == 20
@@ -362,3 +366,6 @@ def test_ddp_gloo_scaling_over_world_sizes(capsys, tmp_path):
         manifest = json.loads((run_dir / "world-2" / f"run-rank{rank}.json").read_text())
         assert manifest["distributed"]["world_size"] == 2
     assert "throughput(N) / (N x throughput(1))" in output
+    for n in (1, 2):  # each world size is a run folder for the run analyses
+        manifest = json.loads((run_dir / f"world-{n}" / "run.json").read_text())
+        assert manifest["variant"] == f"world-{n}" and manifest["world_size"] == n

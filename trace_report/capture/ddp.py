@@ -98,8 +98,19 @@ def launch(cfg: CaptureConfig, folder: Path, nproc: int) -> list[dict]:
         )
     rows = [json.loads((folder / f"summary-rank{rank}.json").read_text())
             for rank in range(nproc)]
+    write_world_manifest(folder, nproc)
     threads = int(env["OMP_NUM_THREADS"])
     return [{**row, "threads_per_rank": threads} for row in rows]
+
+
+def write_world_manifest(folder: Path, nproc: int) -> None:
+    """``run.json`` of a world-size folder (rank 0's manifest, labelled ``world-<N>``), so that
+    ``trace-report`` run analyses find the folder and its per-rank CSV files."""
+    source = folder / ("run.json" if nproc == 1 else "run-rank0.json")
+    manifest = json.loads(source.read_text())
+    manifest.update(variant=f"world-{nproc}", world_size=nproc,
+                    rank_manifests=[f"run-rank{r}.json" for r in range(nproc)] if nproc > 1 else [])
+    write_json(folder / "run.json", manifest)
 
 
 def aggregate(ranks: list[dict], world_size: int) -> dict:

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from trace_report.capture.config import CaptureConfig, validate
-from trace_report.capture.data import Loaders, build_loaders
+from trace_report.capture.data import Loaders, build_loaders, resolve_classes
 from trace_report.capture.loop import DistInfo, Trainer, run_epoch
 from trace_report.capture.models import build_optimizer
 from trace_report.capture.profiling import (
@@ -122,7 +122,8 @@ def loop_overhead(cfg: CaptureConfig, repeats: int) -> dict[str, Any]:
 
 def loop_fixed_cost(cfg: CaptureConfig, repeats: int) -> dict[str, Any]:
     """Microseconds the shared loop adds per step, measured on a tiny linear model."""
-    tiny_cfg = replace(cfg, image_size=8, steps=200, synthetic_train=cfg.batch_size * 200)
+    tiny_cfg = resolve_classes(
+        replace(cfg, image_size=8, steps=200, synthetic_train=cfg.batch_size * 200))
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     trainer = Trainer(tiny_cfg, device, DistInfo())

@@ -12,6 +12,7 @@ from trace_report.capture.models import (
     build_optimizer,
     count_convs,
     count_trainable,
+    forward_flop,
     last_linear_in_features,
     optimizer_state_tensors,
     resnet18,
@@ -85,3 +86,89 @@ def test_optimizer_state_counts_only_tensors():
     model(torch.randn(3, 4)).sum().backward()
     optimizer.step()
     assert optimizer_state_tensors(optimizer) == 3 * 2
+
+
+# ---------------------------------------------------------------- ResNet-18 (ImageNet) and FLOP
+
+def test_resnet18_imagenet_is_torchvision_resnet18():
+    import torchvision
+
+    ours = build_model("resnet18-imagenet", 1000)
+    reference = torchvision.models.resnet18()
+    assert count_trainable(ours) == count_trainable(reference) == 11_689_512  # published figure
+    assert isinstance(ours.maxpool, nn.MaxPool2d) and ours.conv1.kernel_size == (7, 7)
+    assert count_convs(ours) == 20
+    with torch.no_grad():
+        assert ours.eval()(torch.randn(1, 3, 64, 64)).shape == (1, 1000)
+
+
+def test_resnet18_imagenet_nobn_drops_exactly_the_batchnorm_parameters():
+    import torchvision
+
+    reference = torchvision.models.resnet18(num_classes=10)
+    bn = sum(p.numel() for m in reference.modules() if isinstance(m, nn.BatchNorm2d)
+             for p in m.parameters())
+    model = build_model("resnet18-imagenet-nobn", 10)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in model.modules())
+    assert count_trainable(model) == count_trainable(reference) - bn
+
+
+def hook_flop(model: nn.Module, images: torch.Tensor) -> int:
+    """FLOP of conv and linear layers by arithmetic on the shapes seen in a real forward pass:
+    2 x output elements x (input channels / groups) x kernel area; 2 x batch x in x out."""
+    total = 0
+
+    def conv(m: nn.Conv2d, _inp, out) -> None:
+        nonlocal total
+        kh, kw = m.kernel_size
+        total += 2 * out.numel() * (m.in_channels // m.groups) * kh * kw
+
+    def linear(m: nn.Linear, inp, _out) -> None:
+        nonlocal total
+        total += 2 * inp[0].shape[0] * m.in_features * m.out_features
+
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            m.register_forward_hook(conv)
+        elif isinstance(m, nn.Linear):
+            m.register_forward_hook(linear)
+    with torch.no_grad():
+        model.eval()(images)
+    return total
+
+
+@pytest.mark.parametrize(("name", "size"), [("alexnet", 64), ("resnet18-imagenet", 32),
+                                            ("resnet18", 16), ("resnet50", 32)])
+def test_forward_flop_matches_layer_arithmetic_on_a_real_pass(name, size):
+    with thread_count(1):
+        expected = hook_flop(build_model(name, 10), torch.randn(2, 3, size, size))
+    assert forward_flop(name, num_classes=10, image_size=size, batch_size=2) == expected
+
+
+def test_forward_flop_matches_flop_counter_on_real_tensors():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = build_model("resnet18-imagenet", 10).eval()
+    counter = FlopCounterMode(display=False)
+    with thread_count(1), counter, torch.no_grad():
+        model(torch.randn(1, 3, 32, 32))
+    assert forward_flop("resnet18-imagenet", num_classes=10, image_size=32) == \
+        counter.get_total_flops()
+
+
+@pytest.mark.parametrize(("name", "flop"), [("alexnet", 1_428_376_960),
+                                            ("resnet18-imagenet", 3_628_146_688)])
+def test_forward_flop_per_224_image_matches_the_reference(name, flop):
+    # torchvision AlexNet / ResNet-18, 1000 classes, one 224x224 image, forward only (issue 13)
+    per_batch = forward_flop(name, num_classes=1000, image_size=224, batch_size=8)
+    assert per_batch == 8 * forward_flop(name, num_classes=1000, image_size=224) == 8 * flop
+
+
+def test_params_reports_forward_flop_of_one_batch_per_image():
+    cfg = CaptureConfig(image_size=40, num_classes=7, batch_size=3)
+    with thread_count(1):
+        facts = model_facts("resnet18-imagenet", cfg)
+        expected = hook_flop(build_model("resnet18-imagenet", 7), torch.randn(3, 3, 40, 40))
+    assert facts["forward_flop_per_image"] * 3 == expected
+    assert facts["image_size"] == 40 and facts["num_classes"] == 7
+    assert facts["trainable_params"] == 11_689_512 - 993 * 513  # 1000 -> 7 classes: fc shrinks

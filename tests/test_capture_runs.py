@@ -185,7 +185,11 @@ def test_image_folder_layout(capsys, tmp_path):
 def test_params(capsys, tmp_path):
     run_dir, output = capture(capsys, tmp_path, "params", "--threads", "1")
     rows = {row["model"]: row for row in results(run_dir)}
-    assert set(rows) == {"resnet18", "resnet18-nobn", "resnet50", "alexnet"}
+    assert set(rows) == {"resnet18", "resnet18-nobn", "resnet18-imagenet", "resnet50", "alexnet"}
+    import torchvision
+
+    reference = sum(p.numel() for p in torchvision.models.resnet18(num_classes=10).parameters())
+    assert int(rows["resnet18-imagenet"]["trainable_params"]) == reference
     assert int(rows["resnet18"]["trainable_params"]) == 11_173_962
     assert int(rows["resnet18"]["params_with_grad"]) == 11_173_962
     assert int(rows["resnet18"]["conv_layers"]) == 20
@@ -231,6 +235,22 @@ def test_devices(capsys, tmp_path):
     assert rows["cpu-1-thread"]["threads"] == "1"
     assert rows[f"cpu-{cpus}-threads"]["threads"] == str(cpus)
     assert ("cuda" in rows) == torch.cuda.is_available()
+    one = float(rows["cpu-1-thread"]["mean_total_s"])
+    for row in rows.values():
+        assert float(row["speedup"]) == pytest.approx(one / float(row["mean_total_s"]))
+
+
+def test_repeats_give_median_min_and_max_per_row(capsys, tmp_path):
+    run_dir, output = capture(capsys, tmp_path, "workers", "--workers-list", "0", "--repeats",
+                              "3", *TINY, "--no-profile")
+    (row,) = results(run_dir)
+    totals = sorted(float(metrics(run_dir / "workers-0" / f"repeat-{i}")[0]["total_s"])
+                    for i in (1, 2, 3))
+    assert row["repeats"] == "3"
+    assert float(row["mean_total_s"]) == pytest.approx(totals[1])  # the median of three
+    assert float(row["mean_total_s_min"]) == pytest.approx(totals[0])
+    assert float(row["mean_total_s_max"]) == pytest.approx(totals[2])
+    assert "3 runs per variant: timing columns are medians" in output
 
 
 def test_optimizers(capsys, tmp_path):
@@ -256,16 +276,41 @@ def test_amp_batch_sweep(capsys, tmp_path):
         assert float(row["peak_memory_mb"]) > 0
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*torch.jit:FutureWarning")
 def test_torchscript(capsys, tmp_path):
+    from trace_report.capture.data import SyntheticCIFAR
+    from trace_report.capture.models import build_model
+
     run_dir, output = capture(capsys, tmp_path, "torchscript", *TINY, "--latency-runs", "5",
-                              "--latency-warmup", "2")
+                              "--latency-warmup", "2", "--repeats", "2")
     rows = {row["variant"]: row for row in results(run_dir)}
     assert list(rows) == ["cpu-eager", "cpu-torchscript"] + (
         ["cuda-eager", "cuda-torchscript"] if torch.cuda.is_available() else [])
     assert all(row["outputs_equal"] == "True" for row in rows.values())
     assert all(float(row["median_ms"]) > 0 and row["runs"] == "5" for row in rows.values())
+    assert all(row["repeats"] == "2" for row in rows.values())
+    for row in rows.values():
+        assert float(row["median_ms_min"]) <= float(row["median_ms"]) <= float(row["median_ms_max"])
+    # it trained first: the loaded model is the trained one, not a fresh initialisation
+    (train_epoch,) = metrics(run_dir / "train")
+    assert int(train_epoch["steps"]) == 2 and int(rows["cpu-eager"]["train_steps"]) == 2
     loaded = torch.jit.load(str(run_dir / "resnet18.torchscript.pt"))
-    assert loaded(torch.randn(1, 3, 16, 16)).shape == (1, 10)
+    fresh = build_model("resnet18", 10)
+    assert not torch.equal(loaded.state_dict()["linear.weight"], fresh.state_dict()["linear.weight"])
+    # test accuracy recomputed here, independently, from the saved model and the synthetic test set
+    test_set = SyntheticCIFAR(16, num_classes=10, image_size=16, seed=0, split="test")
+    images = torch.stack([test_set[i][0] for i in range(len(test_set))])
+    with torch.no_grad():
+        expected = float((loaded.eval()(images).argmax(1) == test_set.labels).float().mean())
+    assert float(rows["cpu-eager"]["test_accuracy"]) == pytest.approx(expected)
+    assert rows["cpu-torchscript"]["test_accuracy"] == rows["cpu-eager"]["test_accuracy"]
+    assert all(row["accuracy_equal"] == "True" for row in rows.values())
+    # speed-up: eager median / the row's median, per device
+    eager_ms = float(rows["cpu-eager"]["median_ms"])
+    assert float(rows["cpu-eager"]["speedup"]) == 1.0
+    assert float(rows["cpu-torchscript"]["speedup"]) == pytest.approx(
+        eager_ms / float(rows["cpu-torchscript"]["median_ms"]))
     assert "graph(" in output and (run_dir / "graph.txt").read_text().startswith("graph(")
     assert "forward" in annotation_names(read_trace(traces_in(run_dir / "cpu-torchscript")[0]))
 
@@ -273,28 +318,54 @@ def test_torchscript(capsys, tmp_path):
 @pytest.mark.slow
 def test_compile(capsys, tmp_path):
     run_dir, _ = capture(capsys, tmp_path, "compile", *TINY, "--steps", "1",
-                         "--timed-runs", "2")
+                         "--timed-runs", "2", "--warmup-epochs", "2")
     rows = variant_rows(run_dir)
     assert list(rows) == ["eager", "compiled"]
-    for row in rows.values():
-        assert int(row["timed_runs"]) == 2 and int(row["epochs"]) == 3
-        assert float(row["median_run_s"]) > 0
+    for variant, row in rows.items():
+        epochs = [float(m["total_s"]) for m in metrics(run_dir / variant)]
+        assert int(row["timed_runs"]) == 2 and int(row["epochs"]) == len(epochs) == 4
+        assert float(row["median_run_s"]) == pytest.approx(np.median(epochs[2:]))
+        assert float(row["first_run_s"]) == pytest.approx(epochs[0])
+    assert float(rows["compiled"]["speedup"]) == pytest.approx(
+        float(rows["eager"]["median_run_s"]) / float(rows["compiled"]["median_run_s"]))
     compiled = json.loads((run_dir / "compiled" / "run.json").read_text())["config"]
-    assert compiled["compile"] is True
+    assert compiled["compile"] is True and compiled["compile_mode"] == "default"
+
+
+def epoch_throughput(folder: Path, files: list[str]) -> float:
+    """Samples of every rank's (single) epoch over the slowest rank's epoch time."""
+    epochs = [metrics_file(folder / name)[0] for name in files]
+    return sum(int(e["samples"]) for e in epochs) / max(float(e["total_s"]) for e in epochs)
+
+
+def metrics_file(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 @pytest.mark.slow
-def test_ddp_gloo_two_ranks(capsys, tmp_path):
-    run_dir, _ = capture(capsys, tmp_path, "ddp", *TINY, "--nproc", "2")
-    rows = results(run_dir)
-    assert [int(r["rank"]) for r in rows] == [0, 1]
-    assert {r["backend"] for r in rows} == {"gloo"}
-    traces = traces_in(run_dir)
+def test_ddp_gloo_scaling_over_world_sizes(capsys, tmp_path):
+    run_dir, output = capture(capsys, tmp_path, "ddp", *TINY, "--nproc-list", "1,2")
+    rows = {int(r["world_size"]): r for r in results(run_dir)}
+    assert list(rows) == [1, 2] and {r["backend"] for r in rows.values()} == {"gloo"}
+    one = epoch_throughput(run_dir / "world-1", ["metrics.csv"])
+    two = epoch_throughput(run_dir / "world-2", ["metrics-rank0.csv", "metrics-rank1.csv"])
+    assert float(rows[1]["aggregate_samples_per_s"]) == pytest.approx(one)
+    assert float(rows[2]["aggregate_samples_per_s"]) == pytest.approx(two)
+    assert float(rows[1]["scaling_efficiency"]) == pytest.approx(1.0)
+    assert float(rows[2]["scaling_efficiency"]) == pytest.approx(two / (2 * one))
+    ranks = metrics_file(run_dir / "ranks.csv")
+    assert [(int(r["world_size"]), int(r["rank"])) for r in ranks] == [(1, 0), (2, 0), (2, 1)]
+    traces = traces_in(run_dir / "world-2")
     assert [re.search(r"_rank(\d)\.", t.name).group(1) for t in traces] == ["0", "1"]
     for rank, trace in enumerate(traces):
         data = read_trace(trace)
         assert set(annotation_names(data)) >= REGIONS
         assert data["distributedInfo"]["rank"] == rank
         assert data["distributedInfo"]["world_size"] == 2
-        manifest = json.loads((run_dir / f"run-rank{rank}.json").read_text())
+        manifest = json.loads((run_dir / "world-2" / f"run-rank{rank}.json").read_text())
         assert manifest["distributed"]["world_size"] == 2
+    assert "throughput(N) / (N x throughput(1))" in output
+    for n in (1, 2):  # each world size is a run folder for the run analyses
+        manifest = json.loads((run_dir / f"world-{n}" / "run.json").read_text())
+        assert manifest["variant"] == f"world-{n}" and manifest["distributed"]["world_size"] == n

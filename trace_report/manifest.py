@@ -32,7 +32,7 @@ SCHEMA_VERSION = 2
 """2: written through this module (``schema_version`` field); 1 or absent: earlier captures."""
 
 
-class Environment(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Environment(msgspec.Struct, kw_only=True):
     """Versions, device and host of the capturing process (``capture/runtime.environment``)."""
 
     torch_version: str | None = None
@@ -61,7 +61,7 @@ class Distributed(msgspec.Struct, kw_only=True):
     backend: str | None = None
 
 
-class Summary(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Summary(msgspec.Struct, kw_only=True):
     """End-of-run figures: losses and accuracies (fractions), peak memory in bytes."""
 
     epochs: int | None = None
@@ -103,6 +103,10 @@ class RunManifest(msgspec.Struct, kw_only=True):
     variants: list[VariantRef] = msgspec.field(default_factory=list)
     results: list[str] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
+    flop: dict[str, Any] | None = None
+    """Forward FLOP of one batch and per image (``capture/params.flop_facts``)."""
+    rank_manifests: list[str] = msgspec.field(default_factory=list)
+    """A DDP world-size folder's ``run-rank<N>.json`` files."""
 
     @property
     def kind(self) -> str:
@@ -111,7 +115,7 @@ class RunManifest(msgspec.Struct, kw_only=True):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (NaN as ``None``), as written to ``run.json``."""
-        return _nan_to_none(msgspec.to_builtins(self))
+        return _nan_to_none(msgspec.to_builtins(self, enc_hook=str))
 
 
 def _nan_to_none(value: Any) -> Any:

@@ -26,13 +26,19 @@ EXPERIMENTS: tuple[str, ...] = (
     "torchscript",
     "ddp",
 )
-MODELS: tuple[str, ...] = ("resnet18", "resnet18-nobn", "resnet50", "resnet50-nobn", "alexnet")
+MODELS: tuple[str, ...] = (
+    "resnet18", "resnet18-nobn", "resnet18-imagenet", "resnet18-imagenet-nobn",
+    "resnet50", "resnet50-nobn", "alexnet",
+)
 OPTIMIZERS: tuple[str, ...] = ("sgd", "sgd-nesterov", "adagrad", "adadelta", "adam")
 BASE_LR = 0.1  # the CIFAR ResNet recipe: SGD at lr 0.1 for batches of 128
 BASE_BATCH = 128
 OPTIMIZERS_LR = 0.1  # the `optimizers` experiment compares every optimizer at this lr
-DATASETS: tuple[str, ...] = ("synthetic", "cifar10", "imagefolder")
+DATASETS: tuple[str, ...] = ("synthetic", "cifar10", "cifar100", "imagefolder")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+COMPILE_MODES: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
+AMP_DTYPES: tuple[str, ...] = ("fp16", "bf16")
+SYNTHETIC_DATASETS: tuple[str, ...] = ("synthetic", "cifar100")  # cifar100 without --data-dir
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,7 @@ class CaptureConfig:
     experiment: str = "baseline"
     # model and data
     model: str = "resnet18"
-    num_classes: int = 10
+    num_classes: int | None = None  # None: the dataset's (10; 100 for cifar100; folder count)
     dataset: str = "synthetic"
     data_dir: Path | None = None
     download: bool = False
@@ -65,8 +71,11 @@ class CaptureConfig:
     threads: int | None = None  # torch intra-op threads; None keeps torch's default
     seed: int = 0
     amp: bool = False
+    amp_dtype: str | None = None  # None: fp16 on CUDA, bf16 on CPU
     channels_last: bool = False
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile(mode=...)
+    data_on_device: bool = False  # synthetic set resident on the device: no host-to-device copies
     # input-pipeline and runtime knobs that the `optimized` experiment switches on
     pin_memory: bool = False
     non_blocking: bool = False
@@ -91,10 +100,13 @@ class CaptureConfig:
     # experiment-specific
     workers_list: tuple[int, ...] = (0, 4, 8, 12, 16, 20, 24)
     batch_sizes: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
-    timed_runs: int = 3  # `compile`: timed epochs after the compiling one
+    timed_runs: int = 3  # `compile`: timed epochs after the compiling one(s)
+    warmup_epochs: int = 1  # `compile`: untimed (compiling) epochs first
     latency_runs: int = 200  # `torchscript`: timed single-image inferences
     latency_warmup: int = 50  # `torchscript`: untimed inferences first
     nproc: int | None = None  # `ddp`: processes; None: GPU count on CUDA, 2 on CPU
+    nproc_list: tuple[int, ...] | None = None  # `ddp`: world sizes to compare (scaling)
+    repeats: int = 1  # every sweep: runs per variant (median, min, max reported)
     # output
     out_dir: Path = Path("traces")
     run_id: str | None = None
@@ -155,6 +167,9 @@ def validate(cfg: CaptureConfig) -> CaptureConfig:
     _choice(cfg.dataset, DATASETS, "--dataset")
     _choice(cfg.optimizer, OPTIMIZERS, "--optimizer")
     _choice(cfg.device, DEVICES, "--device")
+    _choice(cfg.compile_mode, COMPILE_MODES, "--compile-mode")
+    if cfg.amp_dtype is not None:
+        _choice(cfg.amp_dtype, AMP_DTYPES, "--amp-dtype")
     for flag, value, low in (
         ("--epochs", cfg.epochs, 1),
         ("--steps", cfg.steps, 0),
@@ -172,6 +187,9 @@ def validate(cfg: CaptureConfig) -> CaptureConfig:
         ("--latency-runs", cfg.latency_runs, 1),
         ("--latency-warmup", cfg.latency_warmup, 0),
         ("--nproc", cfg.nproc, 1),
+        ("--num-classes", cfg.num_classes, 1),
+        ("--repeats", cfg.repeats, 1),
+        ("--warmup-epochs", cfg.warmup_epochs, 1),
         ("--synthetic-train", cfg.synthetic_train, 1),
         ("--synthetic-test", cfg.synthetic_test, 1),
     ):
@@ -180,8 +198,16 @@ def validate(cfg: CaptureConfig) -> CaptureConfig:
         raise InputError(f"--lr must be greater than 0, got {cfg.lr}")
     if cfg.nsys and cfg.ncu:
         raise InputError("--nsys and --ncu cannot be combined: run them one at a time")
-    if cfg.dataset != "synthetic" and cfg.data_dir is None:
+    if cfg.dataset not in SYNTHETIC_DATASETS and cfg.data_dir is None:
         raise InputError(f"--dataset {cfg.dataset} needs --data-dir")
+    if cfg.nproc is not None and cfg.nproc_list is not None:
+        raise InputError("--nproc and --nproc-list cannot be combined: use --nproc-list")
+    if cfg.data_on_device:
+        if cfg.dataset not in SYNTHETIC_DATASETS or cfg.data_dir is not None:
+            raise InputError("--data-on-device keeps a synthetic set on the device: use "
+                             "--dataset synthetic or cifar100 without --data-dir")
+        if cfg.workers:
+            raise InputError("--data-on-device has no DataLoader workers: drop --workers")
     if cfg.run_id is not None:
         validate_run_id(cfg.run_id)
     return cfg

@@ -14,9 +14,11 @@ import pandas as pd
 import torch
 
 from trace_report.capture.config import OPTIMIZERS, OPTIMIZERS_LR, CaptureConfig
-from trace_report.capture.loop import RunResult, train
+from trace_report.capture.loop import RunResult, amp_dtype_name, train
 from trace_report.capture.results import (
     ExperimentResult,
+    add_speedup,
+    combine_repeats,
     metric_chart,
     summarize,
     time_chart,
@@ -27,14 +29,31 @@ from trace_report.errors import InputError
 Variant = tuple[str, CaptureConfig, dict[str, Any]]  # (folder name, config, extra row labels)
 
 
+def repeat_dirs(folder: Path, repeats: int) -> list[Path]:
+    """Where the runs of one variant go: ``folder`` itself, or ``folder/repeat-<i>``."""
+    return [folder] if repeats == 1 else [folder / f"repeat-{i}" for i in range(1, repeats + 1)]
+
+
 def sweep(run_dir: Path, variants: list[Variant]) -> tuple[pd.DataFrame, list]:
-    """Train every variant in ``run_dir/<folder>``; one summary row per variant."""
+    """Train every variant ``--repeats`` times in ``run_dir/<folder>[/repeat-<i>]``; one row
+    per variant: timing columns are the median over the repeats (with min and max)."""
     rows, runs = [], []
     for folder, cfg, labels in variants:
-        run = train(cfg, run_dir / folder, variant=folder)
-        runs.append(run)
-        rows.append(summarize(run, variant=folder, **labels))
+        repeated = []
+        for where in repeat_dirs(run_dir / folder, cfg.repeats):
+            run = train(cfg, where, variant=folder)
+            runs.append(run)
+            repeated.append(summarize(run, variant=folder, **labels))
+        rows.append(combine_repeats(repeated))
     return pd.DataFrame(rows), runs
+
+
+def repeats_note(cfg: CaptureConfig) -> list[str]:
+    """The note that says how rows were combined, when there were repeats."""
+    if cfg.repeats == 1:
+        return []
+    return [f"{cfg.repeats} runs per variant: timing columns are medians (min/max beside); "
+            "'best' and speed-ups use the median"]
 
 
 def baseline(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
@@ -75,10 +94,11 @@ def optimized(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     """The baseline configuration against the optimised one."""
     fast, notes = optimized_config(cfg)
     table, runs = sweep(run_dir, [("baseline", cfg, {}), ("optimized", fast, {})])
-    table["speedup"] = table["mean_total_s"].iloc[0] / table["mean_total_s"]
+    table = add_speedup(table, "mean_total_s", base="baseline")
     chart = time_chart(table, "variant", "optimized against baseline: time per epoch")
     speedup = table.set_index("variant").loc["optimized", "speedup"]
     notes.insert(0, f"optimized epoch time: {speedup:.2f}x baseline speed")
+    notes += repeats_note(cfg)
     return ExperimentResult("optimized", run_dir, table, chart, notes=notes, runs=runs)
 
 
@@ -86,8 +106,9 @@ def workers(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     """DataLoader worker counts (``--workers-list``): mean data/compute/total time per epoch."""
     variants = [(f"workers-{n}", replace(cfg, workers=n), {}) for n in cfg.workers_list]
     table, runs = sweep(run_dir, variants)
-    best = table.loc[table["mean_total_s"].idxmin()]
-    notes = [f"best: {int(best['workers'])} workers ({best['mean_total_s']:.3f} s per epoch)"]
+    best = table.loc[table["mean_total_s"].idxmin()]  # the median over repeats
+    notes = [f"best: {int(best['workers'])} workers ({best['mean_total_s']:.3f} s per epoch"
+             f"{', median' if cfg.repeats > 1 else ''})", *repeats_note(cfg)]
     chart = time_chart(table, "workers", "DataLoader workers: time per epoch")
     return ExperimentResult("workers", run_dir, table, chart, notes=notes, runs=runs)
 
@@ -113,6 +134,8 @@ def devices(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     else:
         notes.append("no CUDA device: GPU row skipped")
     table, runs = sweep(run_dir, variants)
+    table = add_speedup(table, "mean_total_s", base="cpu-1-thread")
+    notes += ["speedup: epoch time of cpu-1-thread / epoch time of the row", *repeats_note(cfg)]
     chart = time_chart(table, "variant", "devices: time per epoch")
     return ExperimentResult("devices", run_dir, table, chart, notes=notes, runs=runs)
 
@@ -125,7 +148,8 @@ def optimizers(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     chart = time_chart(table, "optimizer", "optimizers: time per epoch") | metric_chart(
         table, "optimizer", "final_loss", "optimizers: final training loss"
     )
-    notes = [f"lr {lr}, momentum {cfg.momentum}, weight decay {cfg.weight_decay}"]
+    notes = [f"lr {lr}, momentum {cfg.momentum}, weight decay {cfg.weight_decay}",
+             *repeats_note(cfg)]
     return ExperimentResult("optimizers", run_dir, table, chart, notes=notes, runs=runs)
 
 
@@ -142,16 +166,17 @@ def no_bn(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     chart = time_chart(table, "variant", "BatchNorm: time per epoch") | metric_chart(
         table, "variant", "final_loss", "BatchNorm: final training loss"
     )
-    return ExperimentResult("no-bn", run_dir, table, chart, runs=runs)
+    return ExperimentResult("no-bn", run_dir, table, chart, notes=repeats_note(cfg), runs=runs)
 
 
 def amp(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
-    """fp32 against automatic mixed precision (fp16 on CUDA, bf16 on CPU) over batch sizes:
-    throughput (median unprofiled step) and peak memory."""
-    cuda = resolve_device(cfg.device).type == "cuda"
+    """fp32 against automatic mixed precision (``--amp-dtype``: fp16 on CUDA, bf16 on CPU by
+    default) over batch sizes: throughput (median unprofiled step) and peak memory."""
+    device = resolve_device(cfg.device)
+    cuda = device.type == "cuda"
     # on CPU the peak comes from the profiler's memory events
     base = replace(cfg, profile_memory=cfg.profile_memory or (cfg.profile and not cuda))
-    amp_name = "amp-fp16" if cuda else "amp-bf16"
+    amp_name = f"amp-{amp_dtype_name(cfg, device)}"
     variants = [
         (f"{name}-bs{bs}", replace(base, batch_size=bs, amp=on), {"precision": name})
         for bs in cfg.batch_sizes
@@ -166,38 +191,50 @@ def amp(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
     notes = [] if cuda or cfg.profile else ["peak memory on CPU needs profiling: drop --no-profile"]
     if not cuda:
         notes.append("CPU peak memory: bytes allocated during the profiled steps")
+    notes += repeats_note(cfg)
     return ExperimentResult("amp", run_dir, table, chart, notes=notes, runs=runs)
 
 
-def _compile_row(run: RunResult, mode: str) -> dict[str, Any]:
-    timed = [e.total_s for e in run.epochs[1:]]
+COMPILE_TIMED = ("median_run_s", "first_run_s", "compile_s_estimate",
+                 "median_run_samples_per_s", "mean_total_s", "samples_per_s")
+
+
+def _compile_row(run: RunResult, mode: str, warmup: int) -> dict[str, Any]:
+    timed = [e.total_s for e in run.epochs[warmup:]]
     median = statistics.median(timed)
+    warm = [e.total_s for e in run.epochs[:warmup]]
     row = summarize(run, variant=mode)
     row.update(
+        warmup_epochs=warmup,
         timed_runs=len(timed),
         median_run_s=median,
-        first_run_s=run.epochs[0].total_s,
-        compile_s_estimate=max(run.epochs[0].total_s - median, 0.0),
-        median_run_samples_per_s=run.epochs[1].samples / median,
+        first_run_s=warm[0],
+        compile_s_estimate=max(sum(warm) - warmup * median, 0.0),
+        median_run_samples_per_s=run.epochs[warmup].samples / median,
     )
     return row
 
 
 def compile_(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
-    """Eager against ``torch.compile``: the first epoch compiles and is excluded, then the
-    median of ``--timed-runs`` epochs."""
-    epochs = 1 + cfg.timed_runs
+    """Eager against ``torch.compile`` (``--compile-mode``): ``--warmup-epochs`` (compiling)
+    epochs are excluded, then the median of ``--timed-runs`` epochs; ``--repeats`` runs each."""
+    epochs = cfg.warmup_epochs + cfg.timed_runs
     rows, runs = [], []
     for mode, on in (("eager", False), ("compiled", True)):
-        run = train(replace(cfg, epochs=epochs, compile=on), run_dir / mode, variant=mode)
-        runs.append(run)
-        rows.append(_compile_row(run, mode))
-    table = pd.DataFrame(rows)
-    table["speedup"] = table["median_run_s"].iloc[0] / table["median_run_s"]
+        repeated = []
+        for where in repeat_dirs(run_dir / mode, cfg.repeats):
+            run = train(replace(cfg, epochs=epochs, compile=on), where, variant=mode)
+            runs.append(run)
+            repeated.append(_compile_row(run, mode, cfg.warmup_epochs))
+        rows.append(combine_repeats(repeated, timed=COMPILE_TIMED,
+                                    spread=("median_run_s", "median_run_samples_per_s")))
+    table = add_speedup(pd.DataFrame(rows), "median_run_s", base="eager")
+    table["compile_mode"] = ["-", cfg.compile_mode]
     chart = metric_chart(table, "variant", "median_run_s", "torch.compile: median epoch (s)")
     notes = [
-        f"median of {cfg.timed_runs} timed epochs of {runs[0].epochs[0].steps} steps; "
-        "the first (compiling) epoch is excluded",
+        f"median of {cfg.timed_runs} timed epochs of {runs[0].epochs[0].steps} steps; the first "
+        f"{cfg.warmup_epochs} (compiling) epoch(s) excluded; mode {cfg.compile_mode}",
         f"compiled speedup: {table['speedup'].iloc[1]:.2f}x",
+        *repeats_note(cfg),
     ]
     return ExperimentResult("compile", run_dir, table, chart, notes=notes, runs=runs)

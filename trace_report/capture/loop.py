@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import torch
 from torch import nn
 
 from trace_report.capture.config import CaptureConfig
-from trace_report.capture.data import Loaders, build_loaders
-from trace_report.capture.models import build_model, build_optimizer
+from trace_report.capture.data import Loaders, build_loaders, image_size_for, resolve_classes
+from trace_report.capture.models import build_model, build_optimizer, forward_flop
 from trace_report.capture.profiling import (
     CudaProfilerWindow,
     is_recording,
@@ -43,9 +44,9 @@ from trace_report.capture.runtime import (
     synchronize,
     thread_count,
     utc_now,
-    write_json,
 )
 from trace_report.errors import InputError
+from trace_report.manifest import RUN_SCHEMA, Distributed, Environment, RunManifest, Summary, write_manifest
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class RunResult:
     peak_memory_bytes: int | None = None
     peak_memory_source: str | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    model: nn.Module | None = field(default=None, repr=False)  # the trained (plain) module
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class Trainer:
     """Model, optimizer and precision settings; :meth:`step` runs one training step."""
 
     def __init__(self, cfg: CaptureConfig, device: torch.device, dist: DistInfo) -> None:
+        cfg = resolve_classes(cfg)
         self.cfg = cfg
         self.device = device
         self.nvtx = device.type == "cuda"
@@ -132,13 +135,17 @@ class Trainer:
         if dist.world_size > 1:
             ids = [dist.local_rank] if device.type == "cuda" else None
             model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        self.model = torch.compile(model) if cfg.compile else model
+        mode = None if cfg.compile_mode == "default" else cfg.compile_mode
+        self.model = torch.compile(model, mode=mode) if cfg.compile else model
         self.criterion = nn.CrossEntropyLoss()
-        self.amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
-        self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp and device.type == "cuda")
+        self.amp_dtype = amp_dtype(cfg, device)
+        self.scaler = torch.amp.GradScaler(
+            "cuda", enabled=cfg.amp and self.amp_dtype == torch.float16
+        )
 
     def autocast(self):
-        """Autocast context: fp16 on CUDA, bf16 on CPU; disabled without ``--amp``."""
+        """Autocast context in ``--amp-dtype`` (fp16 on CUDA, bf16 on CPU by default);
+        disabled without ``--amp``."""
         return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.cfg.amp)
 
     def to_device(self, images: torch.Tensor, labels: torch.Tensor):
@@ -177,6 +184,38 @@ class Trainer:
             seen += labels.size(0)
         self.eval_model.train()
         return (loss_sum / seen if seen else math.nan), (correct / seen if seen else math.nan), seen
+
+
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def amp_dtype_name(cfg: CaptureConfig, device: torch.device) -> str:
+    """``--amp-dtype``, or its default: fp16 on CUDA, bf16 on CPU."""
+    return cfg.amp_dtype or ("fp16" if device.type == "cuda" else "bf16")
+
+
+def amp_dtype(cfg: CaptureConfig, device: torch.device) -> torch.dtype:
+    """The autocast dtype; InputError for fp16 autocast on the CPU (bf16 is the CPU's)."""
+    name = amp_dtype_name(cfg, device)
+    if cfg.amp and name == "fp16" and device.type != "cuda":
+        raise InputError("--amp-dtype fp16 needs CUDA; on the CPU autocast runs in bf16: "
+                         "use --amp-dtype bf16")
+    return AMP_DTYPES[name]
+
+
+def flop_facts(cfg: CaptureConfig) -> dict[str, Any]:
+    """Forward FLOP of one training batch and per image (FlopCounterMode, meta device)."""
+    size = image_size_for(cfg)
+    per_batch = forward_flop(cfg.model, num_classes=cfg.num_classes or 10, image_size=size,
+                             batch_size=cfg.batch_size)
+    return {
+        "forward_flop_per_batch": per_batch,
+        "forward_flop_per_image": per_batch // cfg.batch_size,
+        "batch_size": cfg.batch_size,
+        "image_size": size,
+        "counted_by": "torch.utils.flop_counter.FlopCounterMode (forward pass only; "
+        "backward is about 2x more)",
+    }
 
 
 @contextlib.contextmanager
@@ -321,6 +360,7 @@ def train(
 ) -> RunResult:
     """Train ``cfg.model`` under the profiler and write the run's files into ``run_dir``."""
     dist = dist or DistInfo()
+    cfg = resolve_classes(cfg)
     device = _loop_device(cfg, dist)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -352,44 +392,33 @@ def train(
         env = environment(device)
     traces = [p for p in trace_files(run_dir) if p.name.startswith(f"{worker}.")]
     peak, source = _peak_memory(device, traces)
-    result = RunResult(run_dir, cfg, device.type, epochs, steps, traces, peak, source)
-    result.manifest = _manifest(result, env, dist, variant, started)
+    result = RunResult(run_dir, cfg, device.type, epochs, steps, traces, peak, source,
+                       model=trainer.eval_model)
+    manifest = _manifest(result, env, dist, variant, started)
+    write_manifest(result.run_dir / f"run{dist.suffix}.json", manifest)
+    result.manifest = manifest.to_dict()
     _write_run_files(result, dist)
     return result
 
 
 def _manifest(
     result: RunResult, env: dict[str, Any], dist: DistInfo, variant: str | None, started: str
-) -> dict[str, Any]:
+) -> RunManifest:
     cfg = result.config
     last = result.epochs[-1]
-    return {
-        "schema": "trace-report/run/1",
-        "run_id": cfg.run_id,
-        "experiment": cfg.experiment,
-        "variant": variant,
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "seed": cfg.seed,
-        "learning_rate": cfg.learning_rate,
-        "config": cfg.to_json(),
-        "environment": env,
-        "distributed": dataclasses.asdict(dist),
-        "traces": [p.name for p in result.traces],
-        "files": {"metrics": f"metrics{dist.suffix}.csv", "steps": f"steps{dist.suffix}.csv"},
-        "summary": {
-            "epochs": len(result.epochs),
-            "steps": len(result.steps),
-            "final_loss": last.loss,
-            "final_accuracy": last.accuracy,
-            "test_accuracy": last.test_accuracy,
-            "peak_memory_bytes": result.peak_memory_bytes,
-            "peak_memory_source": result.peak_memory_source,
-        },
-    }
+    return RunManifest(
+        schema=RUN_SCHEMA, run_id=cfg.run_id, experiment=cfg.experiment, variant=variant,
+        started_utc=started, finished_utc=utc_now(), seed=cfg.seed, learning_rate=cfg.learning_rate,
+        config=cfg.to_json(), flop=flop_facts(cfg), environment=msgspec.convert(env, Environment),
+        distributed=Distributed(**dataclasses.asdict(dist)), traces=[p.name for p in result.traces],
+        files={"metrics": f"metrics{dist.suffix}.csv", "steps": f"steps{dist.suffix}.csv"},
+        summary=Summary(epochs=len(result.epochs), steps=len(result.steps), final_loss=last.loss,
+                        final_accuracy=last.accuracy, test_accuracy=last.test_accuracy,
+                        peak_memory_bytes=result.peak_memory_bytes,
+                        peak_memory_source=result.peak_memory_source),
+    )
 
 
 def _write_run_files(result: RunResult, dist: DistInfo) -> None:
-    write_json(result.run_dir / f"run{dist.suffix}.json", result.manifest)
     write_records(result.run_dir / f"metrics{dist.suffix}.csv", result.epochs)
     write_records(result.run_dir / f"steps{dist.suffix}.csv", result.steps)

@@ -1,5 +1,6 @@
-"""Models: the project's CIFAR ResNet-18 (with and without BatchNorm), torchvision ResNet-50 and
-AlexNet, the optimizers, and the parameter facts that ``capture params`` prints."""
+"""Models: the project's CIFAR ResNet-18 (with and without BatchNorm), torchvision ResNet-18
+(ImageNet stem), ResNet-50 and AlexNet, the optimizers, the parameter facts that
+``capture params`` prints, and forward FLOP counts from ``torch.utils.flop_counter``."""
 
 from __future__ import annotations
 
@@ -77,14 +78,17 @@ def without_batchnorm(model: nn.Module) -> nn.Module:
 
 
 def build_model(name: str, num_classes: int = 10) -> nn.Module:
-    """Build a model by CLI name: ``resnet18``, ``resnet50``, ``alexnet``; a ``-nobn`` suffix
-    replaces every BatchNorm by Identity."""
+    """Build a model by CLI name: ``resnet18`` (CIFAR stem), ``resnet18-imagenet``
+    (torchvision: 7x7 stride-2 stem and max-pool), ``resnet50``, ``alexnet``; a ``-nobn``
+    suffix replaces every BatchNorm by Identity."""
     import torchvision
 
     if name.endswith("-nobn"):
         return without_batchnorm(build_model(name.removesuffix("-nobn"), num_classes))
     if name == "resnet18":
         return resnet18(num_classes)
+    if name == "resnet18-imagenet":
+        return torchvision.models.resnet18(num_classes=num_classes)
     if name == "resnet50":
         return torchvision.models.resnet50(num_classes=num_classes)
     if name == "alexnet":
@@ -141,3 +145,19 @@ def optimizer_state_tensors(optimizer: torch.optim.Optimizer) -> int:
         for state in optimizer.state.values()
         for value in state.values()
     )
+
+
+def forward_flop(name: str, *, num_classes: int, image_size: int, batch_size: int = 1) -> int:
+    """FLOP of one forward pass of model ``name`` over a batch of ``batch_size`` images of
+    ``image_size`` pixels, counted by ``torch.utils.flop_counter.FlopCounterMode`` (a
+    multiply-add is 2 FLOP; convolutions, matmuls and linear layers; elementwise, pooling and
+    BatchNorm are not counted). Built on the meta device: shapes only, no memory, no compute."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        model = build_model(name, num_classes).eval()
+        images = torch.empty(batch_size, 3, image_size, image_size)
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(images)
+    return int(counter.get_total_flops())

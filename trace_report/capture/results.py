@@ -13,6 +13,7 @@ import pandas as pd
 
 from trace_report.capture.loop import EpochRecord, RunResult, StepRecord
 from trace_report.capture.runtime import write_json
+from trace_report.present.charts.html import save_chart as save_offline
 from trace_report.present.tables import records
 
 
@@ -75,8 +76,58 @@ def summarize(run: RunResult, **labels: Any) -> dict[str, Any]:
         "final_accuracy": run.epochs[-1].accuracy,
         "test_accuracy": run.epochs[-1].test_accuracy,
         "peak_memory_mb": peak / 2**20 if peak is not None else math.nan,
+        "forward_flop_per_image": run.manifest.get("flop", {}).get("forward_flop_per_image"),
         "run_dir": str(run.run_dir),
     }
+
+
+SPREAD_COLUMNS: tuple[str, ...] = ("mean_total_s", "samples_per_s", "median_samples_per_s")
+"""Columns that get ``_min`` and ``_max`` beside their median over ``--repeats`` runs."""
+TIMED_COLUMNS: tuple[str, ...] = (
+    "mean_data_s", "mean_compute_s", "mean_total_s", "samples_per_s", "median_step_s",
+    "median_samples_per_s",
+)
+"""Timing columns reported as the median over ``--repeats`` runs."""
+
+
+def combine_repeats(
+    rows: list[dict[str, Any]], *, timed: tuple[str, ...] = TIMED_COLUMNS,
+    spread: tuple[str, ...] = SPREAD_COLUMNS,
+) -> dict[str, Any]:
+    """One row from the rows of repeated runs of a variant: the ``timed`` columns are the
+    median over the runs, each ``spread`` column also gets ``<col>_min`` and ``<col>_max``,
+    and the rest come from the first run; ``repeats`` says how many runs there were."""
+    out = dict(rows[0])
+    for col in timed:
+        values = [r[col] for r in rows if r.get(col) is not None and not _isnan(r[col])]
+        if col not in out:
+            continue
+        out[col] = statistics.median(values) if values else math.nan
+        if col in spread:
+            out[f"{col}_min"] = min(values) if values else math.nan
+            out[f"{col}_max"] = max(values) if values else math.nan
+    out["repeats"] = len(rows)
+    return out
+
+
+def _isnan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def add_speedup(table: pd.DataFrame, time_col: str, *, base: Any = None, by: str | None = None,
+                base_col: str = "variant") -> pd.DataFrame:
+    """``speedup`` = time of the baseline row / time of each row (>1 means faster). The
+    baseline is the row whose ``base_col`` equals ``base`` (default: the first row); with
+    ``by``, one baseline per group (e.g. per device)."""
+    groups = table.groupby(by, sort=False) if by else [(None, table)]
+    speedup = pd.Series(math.nan, index=table.index)
+    for _, group in groups:
+        ref = group if base is None else group[group[base_col] == base]
+        if len(ref):
+            speedup[group.index] = ref[time_col].iloc[0] / group[time_col]
+    out = table.copy()
+    out["speedup"] = speedup
+    return out
 
 
 def write_results(result: ExperimentResult) -> list[Path]:
@@ -95,8 +146,6 @@ def write_results(result: ExperimentResult) -> list[Path]:
 def save_chart(chart: Any, stem: Path) -> list[Path]:
     """Save ``chart`` as ``<stem>.html`` (self-contained: works offline, names escaped) and,
     when vl-convert works, ``<stem>.svg``."""
-    from trace_report.present.charts.html import save_chart as save_offline
-
     html = save_offline(chart, stem.with_suffix(".html"))
     files = [html]
     try:

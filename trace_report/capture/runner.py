@@ -8,8 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import msgspec
+
 from trace_report.capture import experiments, nsight
 from trace_report.capture.config import CaptureConfig, validate
+from trace_report.capture.data import resolve_classes
+from trace_report.capture.ddp import ddp
+from trace_report.capture.loop import amp_dtype
+from trace_report.capture.params import params
 from trace_report.capture.results import ExperimentResult, write_results
 from trace_report.capture.runtime import (
     environment,
@@ -18,17 +24,15 @@ from trace_report.capture.runtime import (
     quiet_kineto_on_cpu,
     resolve_device,
     utc_now,
-    write_json,
 )
+from trace_report.capture.torchscript import torchscript
 from trace_report.errors import InputError
+from trace_report.manifest import EXPERIMENT_SCHEMA, Environment, RunManifest, VariantRef, write_manifest
 
 Experiment = Callable[[CaptureConfig, Path], ExperimentResult]
 
 
 def _registry() -> dict[str, Experiment]:
-    from trace_report.capture.ddp import ddp
-    from trace_report.capture.params import params
-    from trace_report.capture.torchscript import torchscript
 
     return {
         "baseline": experiments.baseline,
@@ -55,23 +59,15 @@ class NsightOutcome:
     reports: list[Path] = field(default_factory=list)
 
 
-def _manifest(cfg: CaptureConfig, result: ExperimentResult, run_dir: Path) -> dict:
+def _manifest(cfg: CaptureConfig, result: ExperimentResult, run_dir: Path) -> RunManifest:
     device = resolve_device(cfg.device)
-    return {
-        "schema": "trace-report/experiment/1",
-        "run_id": cfg.run_id,
-        "experiment": cfg.experiment,
-        "finished_utc": utc_now(),
-        "seed": cfg.seed,
-        "config": cfg.to_json(),
-        "environment": environment(device),
-        "variants": [
-            {"variant": r.manifest.get("variant"), "dir": str(r.run_dir.relative_to(run_dir))}
-            for r in result.runs
-        ],
-        "results": [p.name for p in result.files],
-        "notes": result.notes,
-    }
+    return RunManifest(
+        schema=EXPERIMENT_SCHEMA, run_id=cfg.run_id, experiment=cfg.experiment, finished_utc=utc_now(),
+        seed=cfg.seed, config=cfg.to_json(), environment=msgspec.convert(environment(device), Environment),
+        variants=[VariantRef(variant=r.manifest.get("variant"), dir=str(r.run_dir.relative_to(run_dir)))
+                  for r in result.runs],
+        results=[p.name for p in result.files], notes=list(result.notes),
+    )
 
 
 def _nsight(cfg: CaptureConfig) -> NsightOutcome:
@@ -94,7 +90,9 @@ def run_capture(cfg: CaptureConfig) -> ExperimentResult | NsightOutcome:
     if cfg.nsys or cfg.ncu:
         return _nsight(cfg)
     quiet_kineto_on_cpu()
-    resolve_device(cfg.device)  # a missing CUDA device fails before any folder is made
+    device = resolve_device(cfg.device)  # a missing CUDA device fails before any folder is made
+    cfg = resolve_classes(cfg)  # and so do a bad dataset folder and a wrong --num-classes
+    amp_dtype(replace(cfg, amp=cfg.amp or cfg.experiment == "amp"), device)
     run_dir = prepare_run_dir(cfg.out_dir, cfg.run_id)
     try:
         result = _registry()[cfg.experiment](cfg, run_dir)
@@ -104,5 +102,5 @@ def run_capture(cfg: CaptureConfig) -> ExperimentResult | NsightOutcome:
         raise
     write_results(result)
     if cfg.experiment != "baseline":  # baseline's own run.json is already in run_dir
-        write_json(run_dir / "run.json", _manifest(cfg, result, run_dir))
+        write_manifest(run_dir / "run.json", _manifest(cfg, result, run_dir))
     return result

@@ -23,12 +23,15 @@ _KNOBS = "Input pipeline and runtime knobs"
 # Columns shown on the terminal per experiment (results.csv has them all).
 _SHOWN = {
     "params": ["model", "trainable_params", "params_with_grad", "conv_layers",
-               "last_linear_in_features", "optimizer_state_tensors_sgd",
+               "last_linear_in_features", "image_size", "forward_flop_per_image", "optimizer_state_tensors_sgd",
                "optimizer_state_tensors_sgd-nesterov", "optimizer_state_tensors_adagrad",
                "optimizer_state_tensors_adadelta", "optimizer_state_tensors_adam"],
-    "torchscript": ["variant", "median_ms", "mean_ms", "p90_ms", "min_ms", "outputs_equal"],
-    "compile": ["variant", "median_run_s", "first_run_s", "compile_s_estimate",
+    "torchscript": ["variant", "test_accuracy", "median_ms", "mean_ms", "p90_ms", "min_ms",
+                    "speedup", "outputs_equal", "accuracy_equal"],
+    "compile": ["variant", "compile_mode", "median_run_s", "first_run_s", "compile_s_estimate",
                 "median_run_samples_per_s", "speedup"],
+    "ddp": ["world_size", "backend", "threads_per_rank", "aggregate_samples_per_s",
+            "per_rank_samples_per_s", "scaling_efficiency", "final_loss", "test_accuracy"],
     "amp": ["variant", "batch_size", "precision", "median_samples_per_s", "peak_memory_mb",
             "final_loss"],
 }
@@ -44,16 +47,19 @@ def capture(
     )] = DEFAULTS.experiment,
     *,
     model: Annotated[str, typer.Option(
-        help="resnet18 (CIFAR), resnet18-nobn, resnet50, resnet50-nobn or alexnet.",
+        help="resnet18 (CIFAR stem), resnet18-nobn, resnet18-imagenet (torchvision), "
+        "resnet18-imagenet-nobn, resnet50, resnet50-nobn or alexnet.",
         rich_help_panel=_LOOP)] = DEFAULTS.model,
     dataset: Annotated[str, typer.Option(
-        help="synthetic (built in, no download), cifar10 (python-pickle layout) or "
-        "imagefolder (train/ and val/ class folders).", rich_help_panel=_LOOP,
+        help="synthetic (built in, no download), cifar10 / cifar100 (python-pickle layout; "
+        "cifar100 without --data-dir: 100 synthetic classes) or imagefolder (train/ and val/ "
+        "class folders).", rich_help_panel=_LOOP,
     )] = DEFAULTS.dataset,
     data_dir: Annotated[Path | None, typer.Option(
-        help="Folder of the cifar10 or imagefolder dataset.", rich_help_panel=_LOOP)] = None,
+        help="Folder of the cifar10, cifar100 or imagefolder dataset.", rich_help_panel=_LOOP,
+    )] = None,
     download: Annotated[bool, typer.Option(
-        help="Download CIFAR-10 into --data-dir if it is missing.", rich_help_panel=_LOOP,
+        help="Download CIFAR-10/100 into --data-dir if it is missing.", rich_help_panel=_LOOP,
     )] = DEFAULTS.download,
     image_size: Annotated[int | None, typer.Option(
         help="Input side in pixels [default: 32; 224 for imagefolder; at least 64 for alexnet].",
@@ -63,8 +69,9 @@ def capture(
         rich_help_panel=_LOOP)] = DEFAULTS.synthetic_train,
     synthetic_test: Annotated[int, typer.Option(
         help="Synthetic test-set size.", rich_help_panel=_LOOP)] = DEFAULTS.synthetic_test,
-    num_classes: Annotated[int, typer.Option(
-        help="Classes of the model's last layer.", rich_help_panel=_LOOP)] = DEFAULTS.num_classes,
+    num_classes: Annotated[int | None, typer.Option(
+        help="Classes of the model's last layer [default: the dataset's: 10, 100 for cifar100, "
+        "the class folders of an imagefolder tree].", rich_help_panel=_LOOP)] = DEFAULTS.num_classes,
     epochs: Annotated[int, typer.Option(help="Training epochs.", rich_help_panel=_LOOP)]
     = DEFAULTS.epochs,
     steps: Annotated[int, typer.Option(
@@ -96,10 +103,19 @@ def capture(
     amp: Annotated[bool, typer.Option(
         help="Automatic mixed precision (fp16 + GradScaler on CUDA, bf16 on CPU).",
         rich_help_panel=_LOOP)] = DEFAULTS.amp,
+    amp_dtype: Annotated[str | None, typer.Option(
+        help="Autocast dtype: fp16 (CUDA, with GradScaler) or bf16 [default: fp16 on CUDA, bf16 "
+        "on CPU].", rich_help_panel=_LOOP)] = DEFAULTS.amp_dtype,
     channels_last: Annotated[bool, typer.Option(
         help="channels_last memory format.", rich_help_panel=_LOOP)] = DEFAULTS.channels_last,
     compile: Annotated[bool, typer.Option(
         help="torch.compile the model.", rich_help_panel=_LOOP)] = DEFAULTS.compile,
+    compile_mode: Annotated[str, typer.Option(
+        help="torch.compile mode: default, reduce-overhead (CUDA graphs) or max-autotune.",
+        rich_help_panel=_LOOP)] = DEFAULTS.compile_mode,
+    data_on_device: Annotated[bool, typer.Option(
+        help="Keep the synthetic set on the device: no DataLoader, no host-to-device copies.",
+        rich_help_panel=_KNOBS)] = DEFAULTS.data_on_device,
     pin_memory: Annotated[bool, typer.Option(
         help="Pinned host memory (CUDA only).", rich_help_panel=_KNOBS)] = DEFAULTS.pin_memory,
     non_blocking: Annotated[bool, typer.Option(
@@ -151,8 +167,11 @@ def capture(
         help="amp: batch sizes to sweep.", rich_help_panel=_EXP,
     )] = ",".join(map(str, DEFAULTS.batch_sizes)),
     timed_runs: Annotated[int, typer.Option(
-        help="compile: timed epochs after the compiling one (median reported).",
+        help="compile: timed epochs after the warm-up ones (median reported).",
         rich_help_panel=_EXP)] = DEFAULTS.timed_runs,
+    warmup_epochs: Annotated[int, typer.Option(
+        help="compile: untimed (compiling) epochs first.", rich_help_panel=_EXP,
+    )] = DEFAULTS.warmup_epochs,
     latency_runs: Annotated[int, typer.Option(
         help="torchscript: timed single-image runs.", rich_help_panel=_EXP,
     )] = DEFAULTS.latency_runs,
@@ -162,6 +181,12 @@ def capture(
     nproc: Annotated[int | None, typer.Option(
         help="ddp: processes [default: GPU count on CUDA, 2 on CPU].", rich_help_panel=_EXP,
     )] = None,
+    nproc_list: Annotated[str | None, typer.Option(
+        help="ddp: world sizes to compare, e.g. 1,2,4,8 (aggregate samples/s and scaling "
+        "efficiency).", rich_help_panel=_EXP)] = None,
+    repeats: Annotated[int, typer.Option(
+        help="Runs per variant of a sweep: median, min and max per row; 'best' on the median.",
+        rich_help_panel=_EXP)] = DEFAULTS.repeats,
     out_dir: Annotated[Path, typer.Option(
         help="Folder that receives <run-id>/.", rich_help_panel=_OUT)] = DEFAULTS.out_dir,
     run_id: Annotated[str | None, typer.Option(
@@ -179,13 +204,14 @@ def capture(
     With no EXPERIMENT: a short CPU-friendly baseline (ResNet-18, synthetic CIFAR, 8 steps).
     """
     options = dict(locals())  # first statement: exactly the parameters, named as the config fields
-    del options["workers_list"], options["batch_sizes"], options["fmt"]
+    del options["workers_list"], options["batch_sizes"], options["fmt"], options["nproc_list"]
     from trace_report.capture.runner import run_capture
 
     cfg = CaptureConfig(
         **options,
         workers_list=parse_int_list(workers_list, "--workers-list"),
         batch_sizes=parse_int_list(batch_sizes, "--batch-sizes", low=1),
+        nproc_list=parse_int_list(nproc_list, "--nproc-list", low=1) if nproc_list else None,
     )
     show(run_capture(cfg), fmt)
 
@@ -207,6 +233,9 @@ def show(outcome, fmt: Format | None = None) -> None:
     if result.details and table_mode:
         typer.echo(result.details)
     shown = [c for c in _SHOWN.get(result.name, _DEFAULT_SHOWN) if c in result.table.columns]
+    if "repeats" in result.table.columns and result.table["repeats"].max() > 1:
+        spread = [c for c in result.table.columns if c.endswith(("_min", "_max"))]
+        shown += ["repeats", *spread]
     frame = result.table[shown] if table_mode else result.table
     emit(frame, OutputOptions(fmt), title=f"capture {result.name}")
     for note in result.notes:

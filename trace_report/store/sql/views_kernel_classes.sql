@@ -5,7 +5,7 @@
 -- class in `requires` (or lacks it, for '!class'). `requires` refers only to rules without one.
 -- Every rule is tested on a real kernel name from ../shared/data (tests/test_kernel_classes.py).
 CREATE OR REPLACE TEMP VIEW kernel_class_rules AS
-SELECT '1' AS version, * FROM (VALUES
+SELECT '2' AS version, * FROM (VALUES
     (10, 'tc_pyprof', 'tensor_core',
      'h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv|xmma_warp_specialized_implicit_gemm|xmma_gemm|xmma_sparse_gemm|c1688',
      NULL, NULL,
@@ -46,6 +46,13 @@ SELECT '1' AS version, * FROM (VALUES
      'cuDNN converts activations between NCHW and NHWC around NHWC (tensor-core) kernels; '
      || 'layout words inside GEMM/conv names (..._nhwckrsc_nchw_..., *_nchw) are not conversions',
      'FORMATS.md; cuDNN nchw2nhwc_params_t / nhwc2nchw_params_t'),
+    (41, 'miopen_batched_transpose', 'layout_conversion', '(^|[^A-Za-z_])batched_transpose_[0-9]+x[0-9]+_', NULL, NULL,
+     'MIOpen (ROCm) transposes activations and gradients between NCHW and NHWC around its NHWC '
+     || 'implicit-GEMM (igemm_*_gtcx*_nhwc) convolutions with batched_transpose_<tile>_<type> kernels: '
+     || 'the AMD counterpart of cuDNN nchwToNhwcKernel',
+     'MI300X ResNet-18 training trace (AMD-AGI/TraceLens tests/traces/mi300/ddp_resnet18_no_pool, '
+     || 'batched_transpose_32x32_half beside igemm_fwd_gtcx3_nhwc_bf16); ROCm MIOpen '
+     || 'src/kernels/batched_transpose.cpp and the NCHW<->NHWC transpose solutions of the NHWC igemm solvers'),
     (50, 'memcpy', 'memcpy', '^Memcpy ', NULL, NULL,
      'gpu_memcpy activity (CUPTI memcpy records: Memcpy HtoD/DtoH/DtoD)',
      'Kineto gpu_memcpy event names'),

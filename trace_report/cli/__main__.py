@@ -1,0 +1,5 @@
+"""``python -m trace_report.cli ARGS``: the ``trace-report`` command line."""
+
+from trace_report.cli.app import main
+
+main()

@@ -145,3 +145,49 @@ def a100_events() -> list[dict[str, Any]]:
     """Its complete events, by a plain pass over the JSON."""
     shared_or_skip()
     return folder_events("hta_a100_ddp_nccl")
+
+
+# ---------------------------------------------------------------- capture runs shared by tests
+
+TINY = ["--steps", "2", "--batch-size", "8", "--image-size", "16", "--wait", "0", "--warmup", "1", "--active", "1",
+        "--synthetic-test", "16", "--threads", "1", "--no-progress", "--format", "csv"]
+RUNS = {  # run id -> experiment and its own options
+    "base": ("baseline", ["--steps", "3"]),
+    "opt": ("optimizers", ["--epochs", "2"]),
+    "wk": ("workers", ["--workers-list", "0,1", "--no-profile"]),
+    "dev": ("devices", ["--no-profile"]),
+    "amp": ("amp", ["--batch-sizes", "4,8"]),
+    "cmp": ("compile", ["--steps", "1", "--timed-runs", "2", "--no-profile"]),
+}
+
+
+def captured_runs(factory: pytest.TempPathFactory) -> Path:
+    """Capture every experiment of :data:`RUNS` once per session (about 15 s on two cores).
+
+    ``compile`` runs torch.compile with the ``eager`` backend (Dynamo captures the graph,
+    Inductor does not generate code): a cold Inductor compile of ResNet-18 takes ~40 s here.
+    """
+    import functools
+    import shutil
+    from unittest import mock
+
+    import torch
+
+    from trace_report.capture.__main__ import main
+
+    root = factory.getbasetemp() / "captured-runs"
+    if (root / "done").is_file():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    eager = functools.partial(torch.compile, backend="eager")
+    out = io.StringIO()
+    with mock.patch.object(torch, "compile", eager), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            for run_id, (experiment, extra) in RUNS.items():
+                code = main([experiment, *TINY, *extra, "--out-dir", str(root), "--run-id", run_id])
+                assert code == 0, out.getvalue()[-2000:]
+        finally:
+            torch._dynamo.reset()  # leave no eager-backend graphs behind for other tests
+    (root / "done").write_text("")
+    return root

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "docs" / "notebooks" / "tour.ipynb"
 SHARED = REPO.parent / "shared" / "data" / "traces"
 BUDGET_S = 90

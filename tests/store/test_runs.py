@@ -1,25 +1,20 @@
-"""Several capture runs in one database (``open_runs``): runs, run_traces, run_metrics,
-run_results on real capture output (the capture library on the CPU with tiny settings).
-
-:func:`captured_runs` is shared by the chart, report, export and compare tests: it captures once
-per test session into the session's base temp folder.
+"""Several capture runs in one database (``trace_report.open``): runs, run_traces, run_metrics,
+run_results on real capture output (the capture library on the CPU with tiny settings, captured
+once per session by ``conftest.captured_runs``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import functools
-import io
 import json
 import shutil
 from pathlib import Path
-from unittest import mock
 
 import duckdb
 import pyarrow as pa
 import pytest
 import torch
+from conftest import captured_runs
 
 from trace_report.api import open as open_runs
 from trace_report.errors import InputError
@@ -27,43 +22,7 @@ from trace_report.ingest.pipeline import ingest_to_database
 from trace_report.store.notebook import magic_connection
 from trace_report.store.runs import RUN_COLUMNS, runs_frame
 
-TINY = ["--steps", "2", "--batch-size", "8", "--image-size", "16", "--wait", "0", "--warmup", "1", "--active", "1",
-        "--synthetic-test", "16", "--threads", "1", "--no-progress", "--format", "csv"]
-RUNS = {  # run id -> experiment and its own options
-    "base": ("baseline", ["--steps", "3"]),
-    "opt": ("optimizers", ["--epochs", "2"]),
-    "wk": ("workers", ["--workers-list", "0,1", "--no-profile"]),
-    "dev": ("devices", ["--no-profile"]),
-    "amp": ("amp", ["--batch-sizes", "4,8"]),
-    "cmp": ("compile", ["--steps", "1", "--timed-runs", "2", "--no-profile"]),
-}
 OPTIMIZERS = ["adadelta", "adagrad", "adam", "sgd", "sgd-nesterov"]
-
-
-def captured_runs(factory: pytest.TempPathFactory) -> Path:
-    """Capture every experiment of :data:`RUNS` once per session (about 15 s on two cores).
-
-    ``compile`` runs torch.compile with the ``eager`` backend (Dynamo captures the graph,
-    Inductor does not generate code): a cold Inductor compile of ResNet-18 takes ~40 s here.
-    """
-    from trace_report.capture.__main__ import main
-
-    root = factory.getbasetemp() / "captured-runs"
-    if (root / "done").is_file():
-        return root
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir()
-    eager = functools.partial(torch.compile, backend="eager")
-    out = io.StringIO()
-    with mock.patch.object(torch, "compile", eager), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            for run_id, (experiment, extra) in RUNS.items():
-                code = main([experiment, *TINY, *extra, "--out-dir", str(root), "--run-id", run_id])
-                assert code == 0, out.getvalue()[-2000:]
-        finally:
-            torch._dynamo.reset()  # leave no eager-backend graphs behind for other tests
-    (root / "done").write_text("")
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, invoke
-from test_report_runs import captured_runs
+from conftest import SHARED, captured_runs, invoke
 
 from trace_report.api import open as open_runs
 from trace_report.present.report import build_report, render_html, write_report

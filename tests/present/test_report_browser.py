@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import captured_runs
 from test_report import XSS, write_xss_trace
-from test_report_runs import captured_runs
 
 from trace_report.api import open as open_runs
 from trace_report.present.report import write_report
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 A100 = REPO.parent / "shared" / "data" / "traces" / "hta_a100_ddp_nccl"
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",

@@ -9,8 +9,7 @@ import duckdb
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-from conftest import TRACES, invoke
-from test_report_runs import captured_runs
+from conftest import TRACES, captured_runs, invoke
 
 from trace_report.analyses.regions import breakdown
 from trace_report.api import open as open_runs

@@ -8,8 +8,7 @@ import re
 
 import pandas as pd
 import pytest
-from conftest import TRACES
-from test_report_runs import captured_runs
+from conftest import TRACES, captured_runs
 
 import trace_report as tr
 from trace_report.analyses.compare import compare

@@ -136,7 +136,7 @@ def test_per_step_and_errors(pair, kernels):
 
 
 def test_cpu_only_runs_compare_operators(tmp_path_factory):
-    from test_report_runs import captured_runs
+    from conftest import captured_runs
 
     root = captured_runs(tmp_path_factory)
     with tr.open(root / "opt" / "sgd") as a, tr.open(root / "opt" / "adam") as b:

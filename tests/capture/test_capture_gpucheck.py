@@ -20,7 +20,7 @@ from trace_report.capture.__main__ import main as capture_main
 from trace_report.capture.config import EXPERIMENTS, CaptureConfig, validate
 from trace_report.capture.runner import NsightOutcome
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CAPTURE_ARGS = len(gpucheck.CAPTURE)
 
 

@@ -107,7 +107,8 @@ def apply_roofs(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuP
                    roof_pct(work, time_s, bytes, roof_flop_per_s, $bw) AS pct_of_roof
             FROM (SELECT precision, bytes, time_s, {_ROOF.format(p="precision")} AS roof_flop_per_s,
                          CASE WHEN precision = 'int8_tensor' THEN int_ops ELSE flop END AS work
-                  FROM _roofline_in)""", _peak_args(peaks, override)).df()
+                  FROM (SELECT * REPLACE (precision::VARCHAR AS precision) FROM _roofline_in))""",
+            _peak_args(peaks, override)).df()
     finally:
         con.unregister("_roofline_in")
     if "int_ops" not in frame:

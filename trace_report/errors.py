@@ -17,3 +17,7 @@ class TraceFormatError(InputError):
 
 class DatabaseError(TraceReportError):
     """A DuckDB file is not a trace-report database, is locked, or cannot be written."""
+
+
+class UsageError(InputError):
+    """An option value that does not fit the data (``--rank 7`` of a two-rank run): exit 2."""

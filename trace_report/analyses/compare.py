@@ -24,7 +24,7 @@ import pandas as pd
 
 from trace_report.analyses.regions import REGIONS, BreakdownOptions, breakdown
 from trace_report.analyses.top_kernels import TopKernelsOptions, cpu_self_time
-from trace_report.errors import InputError
+from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 
 KERNEL_COLUMNS = ["name", "status", "a_count", "b_count", "diff_count", "a_total_us", "b_total_us", "diff_us",
@@ -64,7 +64,7 @@ def _check_rank(con: duckdb.DuckDBPyConnection, rank: int | None, side: str) -> 
     if not ranks:
         raise InputError(f"{side}: no traces")
     if rank is not None and rank not in ranks:
-        raise InputError(f"{side}: no trace of rank {rank} (ranks: {', '.join(map(str, ranks))})")
+        raise UsageError(f"{side}: no trace of rank {rank} (ranks: {', '.join(map(str, ranks))})")
 
 
 def step_count(db: TraceDB, rank: int | None = None) -> int:

@@ -37,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from trace_report.errors import InputError
+from trace_report.errors import InputError, UsageError
 from trace_report.formats.kineto import is_gzip, open_stream
 from trace_report.formats.kineto_metadata import rank_from_name
 from trace_report.inputs import InputKind, Source, resolve
@@ -153,7 +153,7 @@ def _analysis(tmp: Path, files: dict[int, str], opts: HtaOptions) -> tuple[Any, 
     wanted = list(opts.ranks) or sorted(files)
     missing = [r for r in wanted if r not in files]
     if missing:
-        raise InputError(f"no trace of rank {', '.join(map(str, missing))} (ranks: "
+        raise UsageError(f"no trace of rank {', '.join(map(str, missing))} (ranks: "
                          f"{', '.join(map(str, sorted(files)))})")
     chosen = {r: files[r] for r in wanted}
     try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from trace_report.errors import InputError
+from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -80,7 +80,7 @@ def _check(db: TraceDB, opts: FlagsOptions) -> list[str]:
     if opts.rank is not None:
         ranks = [r for (r,) in db.con.execute("SELECT DISTINCT rank FROM traces ORDER BY 1").fetchall()]
         if opts.rank not in ranks:
-            raise InputError(f"no trace of rank {opts.rank} (ranks: {', '.join(map(str, ranks)) or 'none'})")
+            raise UsageError(f"no trace of rank {opts.rank} (ranks: {', '.join(map(str, ranks)) or 'none'})")
     return known
 
 

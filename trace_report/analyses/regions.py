@@ -32,7 +32,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from trace_report.errors import InputError
+from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 
 REGIONS = ("forward", "loss", "backward", "optimizer_step", "data_loading", "other")
@@ -159,7 +159,7 @@ def _traces(con: duckdb.DuckDBPyConnection, rank: int | None) -> pd.DataFrame:
         sel = traces[traces["rank"] == rank]
         if sel.empty:
             ranks = ", ".join(str(r) for r in sorted(traces["rank"].dropna().unique()))
-            raise InputError(f"no trace of rank {rank} (ranks: {ranks or 'none'})")
+            raise UsageError(f"no trace of rank {rank} (ranks: {ranks or 'none'})")
         traces = sel
     return traces.reset_index(drop=True)
 

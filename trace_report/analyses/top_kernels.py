@@ -42,6 +42,7 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
     (``kind = "cpu_op"``) and :attr:`TopKernelsResult.note` says so.
     """
     opts = options or TopKernelsOptions()
+    db.check_rank(opts.rank)
     params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit}
     frame = db.con.execute(sql_text("top_kernels.sql"), params).df()
     if len(frame):

@@ -32,7 +32,7 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
 )
 from trace_report.cli.options import err
 from trace_report.cli.registry import app
-from trace_report.errors import TraceReportError
+from trace_report.errors import TraceReportError, UsageError
 
 COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "roofline", "compare",
                  "report", "export", "sql", "hta"]
@@ -85,12 +85,31 @@ def run(call: Callable[[], object]) -> int:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         err.print(f"Error: {message}", markup=False)
         return getattr(exc, "exit_code", 2)
+    except UsageError as exc:
+        err.print(f"Error: {exc}", markup=False)
+        return 2
     except TraceReportError as exc:
         err.print(f"Error: {exc}", markup=False)
+        return 1
+    except Exception as exc:
+        damaged = _damaged_piece(exc)
+        if damaged is None:
+            raise
+        err.print(f"Error: {damaged}", markup=False)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _damaged_piece(exc: Exception) -> TraceReportError | None:
+    """A DuckDB error raised while a query read a damaged event piece of a database (one whose
+    footer is intact, so opening it worked) as the one-line error, else None."""
+    if type(exc).__module__.split(".")[0] not in ("duckdb", "_duckdb"):
+        return None
+    from trace_report.store.pieces import damaged_piece  # the storage layer loads only on this path
+
+    return damaged_piece(exc)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,23 @@ def command_names() -> list[str]:
     return [c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands]
 
 
+ERRORS = """## Errors, warnings and notes
+
+Bad input prints one line, `Error: ...`, on stderr and exits 1 (2 for a usage error, such as an
+unknown option or a `--rank` that no trace has: the message lists the ranks there are); an
+existing database and its `<db>.events/` folder are left as they were, byte for byte, also when
+the disk fills up. A file inside a tar archive is named `archive!member` in every message.
+What ingest decided about the data is said on stderr too:
+
+- `warning:` invalid UTF-8 in a trace (an event name, args or metadata) is not an error: each
+  invalid byte sequence is replaced by U+FFFD and the warning gives their count.
+- `note:` complete events with a negative or non-finite duration (or timestamp), a duration over
+  1e12 us, or one longer than twice the span of the rest of the trace plus a second are left out
+  of `events`; the note gives their count and one example (name, ts, dur).
+- `note:` exact duplicate events (same cat, name, pid, tid, ts, dur and args) are counted and kept
+  (docs/schema.md)."""
+
+
 def reference() -> str:
     """The whole reference as Markdown: the main help, then each command's."""
     os.environ["COLUMNS"] = "100"
@@ -34,6 +51,7 @@ def reference() -> str:
              "```text", _help([]), "```"]
     for name in command_names():
         parts += ["", f"## trace-report {name}", "", "```text", _help([name]), "```"]
+    parts += ["", ERRORS]
     return "\n".join(parts) + "\n"
 
 

@@ -74,6 +74,10 @@ class _HasPh(msgspec.Struct, gc=False):
 
 
 _DEC_CHECK = msgspec.json.Decoder(list[_HasPh])
+_DEC_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+TOO_DEEP = "invalid JSON (arrays or objects nested too deeply)"
+"""msgspec stops at a nesting depth that Python's recursion limit allows; no real trace nears it."""
 
 EVENT_SCHEMA = pa.schema([f for f in EVENTS_SCHEMA if f.name not in ("trace_id", "event_id")])
 """Arrow schema of one decoded piece: the complete (``ph: X``) events, in file order."""
@@ -90,6 +94,8 @@ class Piece:
     table: pa.Table
     n_events: int
     n_missing_time: int = 0
+    n_not_objects: int = 0
+    n_bad_utf8: int = 0
 
 
 @dataclass
@@ -131,8 +137,34 @@ def _text_column(raws: list[msgspec.Raw]) -> pa.Array:
     ).cast(pa.string())
 
 
+def replace_bad_utf8(data: bytes) -> tuple[bytes, int]:
+    """``data`` with each invalid UTF-8 sequence replaced by U+FFFD, and how many were."""
+    text = data.decode("utf-8", "replace")
+    return text.encode(), text.count("\ufffd") - data.count("\ufffd".encode())
+
+
 def decode_piece(data: bytes) -> Piece:
     """Decode ``data`` (a JSON array of events) into a :class:`Piece`.
+
+    Invalid UTF-8 is replaced by U+FFFD (counted in ``n_bad_utf8``) rather than failing the
+    trace: a name with one broken byte should not hide a day's profile. Raises
+    ``msgspec.DecodeError`` when ``data`` is not valid JSON and :class:`TraceFormatError` when
+    it is not an array or nests too deeply.
+    """
+    try:
+        try:
+            return _decode_piece(data)
+        except UnicodeDecodeError:
+            fixed, n_bad = replace_bad_utf8(data)
+            piece = _decode_piece(fixed)
+            piece.n_bad_utf8 = n_bad
+            return piece
+    except RecursionError:
+        raise TraceFormatError(TOO_DEEP) from None
+
+
+def _decode_piece(data: bytes) -> Piece:
+    """:func:`decode_piece` of valid UTF-8.
 
     Complete events (``ph == "X"``) and ``[memory]`` instant events become rows of :data:`EVENT_SCHEMA`; ``stream``,
     ``device``, ``correlation`` and ``external_id`` come from ``args`` (``External id`` or the
@@ -195,9 +227,10 @@ def _decode_piece_untyped(data: bytes) -> Piece:
     if not isinstance(events, list):
         raise TraceFormatError("traceEvents is not a JSON array")
     rows: dict[str, list[Any]] = {f.name: [] for f in EVENT_SCHEMA}
-    missing = 0
+    missing = not_objects = 0
     for e in events:
         if not isinstance(e, dict):
+            not_objects += 1
             continue
         instant = e.get("ph") in ("i", "I") and e.get("name") == MEMORY_EVENT
         if e.get("ph") != "X" and not instant:
@@ -218,7 +251,7 @@ def _decode_piece_untyped(data: bytes) -> Piece:
         rows["external_id"].append(_int_or_none(ext))
         rows["args"].append(msgspec.json.encode(e["args"]).decode() if "args" in e else None)
     table = pa.Table.from_pydict(rows, schema=EVENT_SCHEMA)
-    return Piece(table, len(events), missing)
+    return Piece(table, len(events), missing, not_objects)
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -318,9 +351,20 @@ def _skip_comma(buf: bytes, start: int) -> int:
     return j
 
 
+def _decode_any(text: bytes, path: Path) -> Any:
+    """Untyped decode of trace metadata: invalid UTF-8 replaced, too deep an error."""
+    try:
+        try:
+            return _DEC_ANY.decode(text)
+        except UnicodeDecodeError:
+            return _DEC_ANY.decode(replace_bad_utf8(text)[0])
+    except RecursionError:
+        raise TraceFormatError(f"{path}: {TOO_DEEP}") from None
+
+
 def _parse_object(text: bytes, what: str, path: Path) -> dict[str, Any]:
     try:
-        value = _DEC_ANY.decode(text)
+        value = _decode_any(text, path)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"{path}: invalid JSON in the trace {what} ({exc})") from exc
     if not isinstance(value, dict):
@@ -414,6 +458,22 @@ class PieceStream:
         """
         return next(self._tail(buf))
 
+    def _not_objects(self, buf: bytes) -> None:
+        """Before "not closed": say so when the array ends with ``]}`` but holds entries that are
+        not objects (``{"traceEvents": [1, 2, "x"]}``)."""
+        end = buf.rfind(b"]")
+        if end < 0 or buf[end + 1:].strip() != b"}":
+            return
+        try:
+            entries = _DEC_RAW_LIST.decode(b"[" + buf[:end] + b"]")
+        except msgspec.DecodeError:
+            return
+        except RecursionError:
+            raise TraceFormatError(f"{self.path}: {TOO_DEEP}") from None
+        n = sum(1 for e in entries if not bytes(e).lstrip().startswith(b"{"))
+        if n:
+            raise TraceFormatError(f"{self.path}: traceEvents holds {n} entries that are not event objects")
+
     def _tail(self, buf: bytes) -> Iterator[bytes]:
         """Split the last bytes into the end of the array and the metadata after it."""
         if self.envelope.top_level_array:
@@ -431,10 +491,14 @@ class PieceStream:
             if trailer.startswith(b","):
                 trailer = trailer[1:]
             try:
-                value = _DEC_ANY.decode(b"{" + trailer) if trailer != b"}" else {}
+                value = _decode_any(b"{" + trailer, self.path) if trailer != b"}" else {}
                 _DEC_CHECK.decode(b"[" + buf[:end] + b"]")
             except (msgspec.DecodeError, msgspec.ValidationError):
+                if end == 0 or buf.rfind(b"]", 0, end) < 0:
+                    self._not_objects(buf)
                 continue
+            except RecursionError:
+                raise TraceFormatError(f"{self.path}: {TOO_DEEP}") from None
             if isinstance(value, dict):
                 self.envelope.metadata.update(value)
                 break

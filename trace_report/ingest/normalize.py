@@ -6,14 +6,23 @@ the 2020/2021 capitalised categories become the PyTorch 2.x names, a ``stream`` 
 (``_Z...``) are demangled (the raw names are returned so that ``kernel_names`` keeps them).
 Secrets in ``name`` and ``args`` are replaced (:mod:`trace_report.redact`): one RE2 screen over
 each column, the Python redaction only for the rows it flags.
+
+Numbers are checked here too (``docs/schema.md``, "Excluded and duplicate events"): rows with a
+negative or non-finite duration, a non-finite timestamp or a duration over
+:data:`ABSURD_DUR_US` are dropped in the piece; the rows that could be longer than the rest of the
+trace (the :data:`EDGE_ROWS` latest ends and earliest starts of each piece) travel in
+:class:`PieceStats` so that :func:`overlong_events` can judge them once the whole trace is read.
+Exact duplicates are counted (and kept) by :func:`count_duplicates`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -34,6 +43,35 @@ CATEGORY_NAMES = {
 PIECE_ID_BITS = 24
 """``event_id = piece_number << 24 | row``: increasing in file order, unique within a trace."""
 
+ABSURD_DUR_US = 1e12
+"""A duration over this (11.6 days) is a broken number, whatever the trace."""
+OVERLONG_FACTOR = 2.0
+OVERLONG_SLACK_US = 1e6
+"""An event is longer than its trace when ``dur > OVERLONG_FACTOR * span + OVERLONG_SLACK_US``,
+``span`` = max(ts + dur) - min(ts) over the trace's other events. The factor keeps the events
+that enclose the whole trace (``PyTorch Profiler (0)``, a CPU-only trace's step: up to 1.03x
+in the real traces); the slack keeps tiny traces of a few events."""
+EDGE_ROWS = 16
+"""Rows with the latest ends and the earliest starts kept per piece for :func:`overlong_events`."""
+DUPLICATE_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us", "args"]
+"""Two rows equal in all of these are exact duplicates."""
+
+
+class EdgeRow(NamedTuple):
+    """A row that may be longer than the rest of its trace: ``end = ts + dur``."""
+
+    end: float
+    ts: float
+    dur: float
+    event_id: int
+    name: str | None
+
+
+def describe(row: EdgeRow | tuple[str | None, float, float]) -> str:
+    """``'name' (ts 1.0 us, dur -5.0 us)``: one example event for a note."""
+    name, ts, dur = (row.name, row.ts, row.dur) if isinstance(row, EdgeRow) else row
+    return f"{name!r} (ts {ts!r} us, dur {dur!r} us)"
+
 
 @dataclass
 class PieceStats:
@@ -47,6 +85,15 @@ class PieceStats:
     mangled: dict[str, str] = field(default_factory=dict)
     redactions: Counter[str] = field(default_factory=Counter)
     """Events with a secret replaced, by ``kind@events.name`` / ``kind@events.args``."""
+    n_bad_numbers: int = 0
+    """Rows dropped for a negative, non-finite or over-:data:`ABSURD_DUR_US` duration or timestamp."""
+    bad_example: tuple[str | None, float, float] | None = None
+    late_ends: list[EdgeRow] = field(default_factory=list)
+    early_starts: list[EdgeRow] = field(default_factory=list)
+    n_not_objects: int = 0
+    """Entries of ``traceEvents`` that are not JSON objects."""
+    n_bad_utf8: int = 0
+    """Invalid UTF-8 sequences replaced by U+FFFD."""
 
     def add(self, other: PieceStats) -> None:
         self.rows += other.rows
@@ -56,6 +103,12 @@ class PieceStats:
         self.kernel_devices.update(other.kernel_devices)
         self.mangled.update(other.mangled)
         self.redactions.update(other.redactions)
+        self.n_bad_numbers += other.n_bad_numbers
+        self.bad_example = self.bad_example or other.bad_example
+        self.late_ends = sorted(self.late_ends + other.late_ends, key=lambda r: (-r.end, r.event_id))[:EDGE_ROWS]
+        self.early_starts = sorted(self.early_starts + other.early_starts, key=lambda r: (r.ts, r.event_id))[:EDGE_ROWS]
+        self.n_not_objects += other.n_not_objects
+        self.n_bad_utf8 += other.n_bad_utf8
 
 
 def _normalise_categories(cat: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -133,8 +186,33 @@ def _stream(stream: pa.Array, tid: pa.Array) -> pa.Array:
     return pa.array(values, pa.int64())
 
 
+def _bad_numbers(ts: pa.Array, dur: pa.Array) -> pa.Array:
+    """True where ``dur`` is negative, not finite or over :data:`ABSURD_DUR_US`, or ``ts`` is not
+    finite (nulls are not judged here: a missing ``ts``/``dur`` is an error of its own)."""
+    broken = pc.or_kleene(pc.invert(pc.is_finite(ts)), pc.invert(pc.is_finite(dur)))
+    out_of_range = pc.or_kleene(pc.less(dur, 0.0), pc.greater(dur, ABSURD_DUR_US))
+    return pc.fill_null(pc.or_kleene(broken, out_of_range), False)
+
+
+def _edge_rows(table: pa.Table) -> tuple[list[EdgeRow], list[EdgeRow]]:
+    """The :data:`EDGE_ROWS` rows with the latest ends and those with the earliest starts."""
+    cols = table.select(["event_id", "name", "ts_us", "dur_us"]).filter(
+        pc.and_(pc.is_valid(table.column("ts_us")), pc.is_valid(table.column("dur_us"))))
+    if cols.num_rows == 0:
+        return [], []
+    cols = cols.append_column("end_us", pc.add(cols.column("ts_us"), cols.column("dur_us")))
+
+    def rows(key: str, order: str) -> list[EdgeRow]:
+        picked = pc.select_k_unstable(cols, min(EDGE_ROWS, cols.num_rows), [(key, order)])
+        sel = cols.take(picked).to_pydict()
+        return [EdgeRow(e, t, d, i, n) for e, t, d, i, n in zip(
+            sel["end_us"], sel["ts_us"], sel["dur_us"], sel["event_id"], sel["name"], strict=True)]
+
+    return rows("end_us", "descending"), rows("ts_us", "ascending")
+
+
 def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
-             n_missing: int) -> tuple[pa.Table, PieceStats]:
+             n_missing: int, *, n_not_objects: int = 0, n_bad_utf8: int = 0) -> tuple[pa.Table, PieceStats]:
     """Rows of ``events`` for one decoded piece (:data:`chrome.EVENT_SCHEMA`) and its stats."""
     n = raw.num_rows
     base = piece_number << PIECE_ID_BITS
@@ -161,11 +239,20 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         ],
         schema=EVENTS_SCHEMA,
     )
-    is_kernel = pc.fill_null(pc.equal(cat, "kernel"), False)
-    devices = pc.filter(cols["device"], is_kernel)
+    bad = _bad_numbers(cols["ts_us"], cols["dur_us"])
+    n_bad = int(pc.sum(bad).as_py() or 0)
+    bad_example = None
+    if n_bad:
+        first = table.filter(bad).slice(0, 1).to_pylist()[0]
+        bad_example = (first["name"], first["ts_us"], first["dur_us"])
+        keep = pc.invert(bad)
+        table = table.filter(keep)
+    late_ends, early_starts = _edge_rows(table)
+    is_kernel = pc.fill_null(pc.equal(table.column("cat"), "kernel"), False)
+    devices = pc.filter(table.column("device"), is_kernel)
     counts = pc.value_counts(devices.drop_null()) if len(devices) else []
     stats = PieceStats(
-        rows=n,
+        rows=table.num_rows,
         n_events=n_events,
         n_missing_time=n_missing,
         n_kernels=int(pc.sum(is_kernel).as_py() or 0),
@@ -173,8 +260,71 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         if len(devices) else Counter(),
         mangled=mangled,
         redactions=redactions,
+        n_bad_numbers=n_bad,
+        bad_example=bad_example,
+        late_ends=late_ends,
+        early_starts=early_starts,
+        n_not_objects=n_not_objects,
+        n_bad_utf8=n_bad_utf8,
     )
     return table, stats
+
+
+def overlong_events(stats: PieceStats) -> list[EdgeRow]:
+    """The rows of a whole trace (its merged :class:`PieceStats`) longer than the rest of it:
+    ``dur > OVERLONG_FACTOR * span + OVERLONG_SLACK_US``, ``span`` = max(ts + dur) - min(ts) over
+    its other rows. Judged latest end first, each row found leaving the span of the next ones.
+
+    Such a row ends after every other row or starts before all of them, so only the edge rows
+    need looking at; a trace with more than :data:`EDGE_ROWS` of them keeps the ones not reached.
+    """
+    ends, starts = list(stats.late_ends), list(stats.early_starts)
+    found: list[EdgeRow] = []
+    changed = True
+    while changed:
+        changed = False
+        for row in sorted({*ends[:EDGE_ROWS], *starts[:EDGE_ROWS]}, key=lambda r: (-r.dur, r.event_id)):
+            last_end = next((r.end for r in ends if r.event_id != row.event_id), None)
+            first_ts = next((r.ts for r in starts if r.event_id != row.event_id), None)
+            if last_end is None or first_ts is None:
+                continue
+            if row.dur > OVERLONG_FACTOR * (last_end - first_ts) + OVERLONG_SLACK_US:
+                found.append(row)
+                ends = [r for r in ends if r.event_id != row.event_id]
+                starts = [r for r in starts if r.event_id != row.event_id]
+                changed = True
+                break
+    return found
+
+
+def _time_keys(table: pa.Table) -> np.ndarray:
+    """One 64-bit key per row from the bits of ``ts_us`` and ``dur_us`` (equal rows, equal keys)."""
+    ts = table.column("ts_us").to_numpy(zero_copy_only=False).astype(np.float64).view(np.uint64)
+    dur = table.column("dur_us").to_numpy(zero_copy_only=False).astype(np.float64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        return ts * np.uint64(0x9E3779B97F4A7C15) ^ dur
+
+
+def count_duplicates(tables: Callable[[list[str]], Iterable[pa.Table]]) -> int:
+    """Rows of one trace equal to an earlier row in every :data:`DUPLICATE_COLUMNS` column.
+
+    ``tables(columns)`` yields the trace's events (those columns at least) piece by piece. A first
+    pass reads only ``ts_us``/``dur_us``; the exact comparison runs over the rows whose time pair
+    occurs more than once, which in real traces is few or none.
+    """
+    keys = [_time_keys(t) for t in tables(["ts_us", "dur_us"])]
+    if not keys:
+        return 0
+    uniq, counts = np.unique(np.concatenate(keys), return_counts=True)
+    shared = uniq[counts > 1]
+    if len(shared) == 0:
+        return 0
+    wanted = pa.array(shared, pa.uint64())
+    parts = [t.select(DUPLICATE_COLUMNS).filter(pc.is_in(pa.array(_time_keys(t), pa.uint64()), wanted))
+             for t in tables(DUPLICATE_COLUMNS)]
+    rows = pa.concat_tables(parts)
+    groups = rows.group_by(DUPLICATE_COLUMNS, use_threads=False).aggregate([([], "count_all")])
+    return rows.num_rows - groups.num_rows
 
 
 def empty_events() -> pa.Table:

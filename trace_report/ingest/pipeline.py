@@ -21,15 +21,24 @@ from pathlib import Path
 import duckdb
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from trace_report.errors import TraceFormatError
-from trace_report.formats.kineto import PIECE_BYTES, TraceEnvelope, decode_piece
+from trace_report.errors import InputError, TraceFormatError
+from trace_report.formats.kineto import (
+    PIECE_BYTES,
+    TOO_DEEP,
+    Piece,
+    TraceEnvelope,
+    decode_piece,
+    replace_bad_utf8,
+)
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.ingest.files import FileReader, sha256_of
 from trace_report.ingest.ncu import load_ncu
-from trace_report.ingest.normalize import PieceStats, finalize
+from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, finalize, overlong_events
 from trace_report.ingest.versions import Versions
 from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.manifest import manifest_for_trace
@@ -108,8 +117,9 @@ class JobResult:
 # ---------------------------------------------------------------- decoding (any process)
 
 
-def _finish(raw_table: pa.Table, n_events: int, n_missing: int, job: Job) -> JobResult:
-    table, stats = finalize(raw_table, job.trace_id, job.piece, n_events, n_missing)
+def _finish(piece: Piece, job: Job) -> JobResult:
+    table, stats = finalize(piece.table, job.trace_id, job.piece, piece.n_events, piece.n_missing_time,
+                            n_not_objects=piece.n_not_objects, n_bad_utf8=piece.n_bad_utf8)
     if job.out is not None:
         write_parquet(table, job.out)
         return JobResult(True, stats)
@@ -122,7 +132,9 @@ def decode_bytes(data: bytes, job: Job) -> JobResult:
         piece = decode_piece(data)
     except msgspec.DecodeError:
         return JobResult(False)
-    return _finish(piece.table, piece.n_events, piece.n_missing_time, job)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"{job.label}: {exc}") from None
+    return _finish(piece, job)
 
 
 def join_pieces(a: bytes, b: bytes) -> bytes:
@@ -137,6 +149,10 @@ def join_pieces(a: bytes, b: bytes) -> bytes:
 def raise_invalid(data: bytes, label: str) -> None:
     try:
         msgspec.json.decode(data)
+    except RecursionError:
+        raise TraceFormatError(f"{label}: {TOO_DEEP}") from None
+    except UnicodeDecodeError:
+        raise_invalid(replace_bad_utf8(data)[0], label)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"{label}: invalid JSON ({str(exc).split(' (byte')[0]})") from exc
     raise TraceFormatError(f"{label}: invalid trace events")
@@ -309,19 +325,26 @@ class Ingest:
             job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0))
             futures[s] = (job.out, pool.submit(run_job, job))  # type: ignore[union-attr]
         for src in todo:
-            if src.kind is InputKind.nsys_sqlite:
-                self._nsys_file(ids[src], src)
-            elif src in futures:
-                out, future = futures[src]
-                result = future.result()
-                if result.error is not None:
-                    raise result.error
-                self._finish(ids[src], src, result.envelope or TraceEnvelope(), [(out, result)])
-            else:
-                self._one_file(ids[src], src, pool)
+            try:
+                self._source(src, ids[src], futures, pool)
+            except InputError as exc:
+                raise _named(exc, src) from exc
             self.done += src.path.stat().st_size
             if self.opts.progress:
                 self.opts.progress(self.done, self.total)
+
+    def _source(self, src: Source, trace_id: int, futures: dict[Source, tuple[Path | None, Future[JobResult]]],
+                pool: ProcessPoolExecutor | None) -> None:
+        if src.kind is InputKind.nsys_sqlite:
+            self._nsys_file(trace_id, src)
+        elif src in futures:
+            out, future = futures[src]
+            result = future.result()
+            if result.error is not None:
+                raise result.error
+            self._finish(trace_id, src, result.envelope or TraceEnvelope(), [(out, result)])
+        else:
+            self._one_file(trace_id, src, pool)
 
     def _one_file(self, trace_id: int, src: Source, pool: ProcessPoolExecutor | None) -> None:
         progress = self.opts.progress
@@ -373,12 +396,16 @@ class Ingest:
             raise TraceFormatError(f"{src.label}: the trace has no events")
         if stats.n_missing_time:
             raise TraceFormatError(f"{src.label}: {stats.n_missing_time} complete events have no 'ts' or no 'dur'")
+        if stats.n_not_objects:
+            raise TraceFormatError(f"{src.label}: traceEvents holds {stats.n_not_objects} entries that are not "
+                                   "event objects")
         reason = self.versions.skip_reason(src.label, env.sha256)
         if reason:
             self._discard(parts)
             self.report.skipped.append((src.label, reason))
             return
         self.versions.replace_previous(src.label)
+        self._check_numbers(src, stats, parts)
         if isinstance(self.store, ParquetStore):
             self.store.record(self.con, trace_id, [(p, r.stats.rows) for p, r in parts if p is not None])
         else:
@@ -386,6 +413,29 @@ class Ingest:
         self._kernel_names(stats)
         self._trace_row(trace_id, src, env, stats)
         self.report.ingested.append((trace_id, src.label))
+
+    def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Path | None, JobResult]]) -> None:
+        """Drop events longer than the rest of the trace; note what was dropped and the duplicates."""
+        if stats.n_bad_utf8:
+            self.report.warnings.append(f"{src.label}: replaced {stats.n_bad_utf8} invalid UTF-8 sequence(s) "
+                                        "with U+FFFD")
+        overlong = overlong_events(stats)
+        if overlong:
+            drop = pa.array([r.event_id for r in overlong], pa.int64())
+            for path, result in parts:
+                _drop_rows(path, result, drop)
+            stats.rows -= len(overlong)
+        n_bad = stats.n_bad_numbers + len(overlong)
+        if n_bad:
+            example = describe(stats.bad_example) if stats.bad_example else describe(overlong[0])
+            self.report.notes.append(
+                f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
+                f"(longer than the rest of the trace or over 1e12 us), e.g. {example}")
+        n_dup = count_duplicates(lambda columns: _part_tables(parts, columns))
+        if n_dup:
+            self.report.notes.append(
+                f"{src.label}: {n_dup} event(s) are exact duplicates of another (same cat, name, pid, tid, "
+                "ts, dur, args); kept")
 
     def _discard(self, parts: list[tuple[Path | None, JobResult]]) -> None:
         if isinstance(self.store, ParquetStore):
@@ -426,6 +476,38 @@ class Ingest:
              stats.rows, stats.n_kernels, env.sha256, st.st_size, st.st_mtime_ns,
              facts.metadata_json, facts.redacted_keys + in_events],
         )
+
+
+def _named(exc: InputError, src: Source) -> InputError:
+    """``exc`` with a tar member's temporary path replaced by its label (``archive!member``)."""
+    text, tmp = str(exc), str(src.path)
+    if src.label == tmp or tmp not in text:
+        return exc
+    return type(exc)(text.replace(tmp, src.label))
+
+
+def _part_tables(parts: list[tuple[Path | None, JobResult]], columns: list[str]) -> Iterator[pa.Table]:
+    for path, result in parts:
+        if result.table is not None:
+            yield result.table.select(columns)
+        elif path is not None:
+            yield pq.read_table(path, columns=columns)
+
+
+def _drop_rows(path: Path | None, result: JobResult, event_ids: pa.Array) -> None:
+    """Remove rows by ``event_id`` from one part (its Arrow table, or its Parquet file rewritten)."""
+    table = result.table if result.table is not None else (pq.read_table(path) if path is not None else None)
+    if table is None:
+        return
+    keep = pc.invert(pc.is_in(table.column("event_id"), event_ids))
+    if pc.all(keep).as_py():
+        return
+    table = table.filter(keep)
+    result.stats.rows = table.num_rows
+    if result.table is not None:
+        result.table = table
+    elif path is not None:
+        write_parquet(table, path)
 
 
 def run_context(src: Source) -> RunContext:

@@ -290,7 +290,7 @@ def experiments_section(con: duckdb.DuckDBPyConnection) -> Section | None:
     sec = Section("Experiments")
     for run_key, experiment, notes in exps:
         chart = _attempt(sec, str(run_key), lambda k=run_key, e=experiment: _experiment_chart(con, k, str(e)))
-        results = con.execute("SELECT * EXCLUDE (run_key) FROM run_results WHERE run_key = ?", [run_key]).df()
+        results = con.execute("SELECT * FROM run_results WHERE run_key = ?", [run_key]).df().drop(columns="run_key")
         if chart is None and results.empty:
             continue
         sec.body += f"<h3>{html.escape(str(run_key))} ({html.escape(str(experiment))})</h3>"
@@ -359,6 +359,7 @@ def check_output(output: Path) -> None:
 def write_report(db: TraceDB, sources: list[str], output: Path, options: ReportOptions | None = None) -> Report:
     """Build the report of ``db`` and write it to ``output`` (atomically)."""
     check_output(output)
+    db.check_rank(options.rank if options else None)
     report = build_report(db, sources, options)
     write_atomic(output, render_html(report))
     return report

@@ -46,6 +46,13 @@ def _fmt_cell(value: Any) -> str:
     return str(value)
 
 
+def markdown_cell(text: str) -> str:
+    """One Markdown table cell: HTML's ``&``, ``<``, ``>`` as entities (kernel names are full of
+    C++ templates, which a renderer would take for tags), ``|`` escaped, line breaks as ``<br>``."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
+
+
 def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
     """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name."""
     if fmt is Format.json:
@@ -53,10 +60,10 @@ def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
     if fmt is Format.csv:
         return frame.to_csv(index=False)
     if fmt is Format.markdown:
-        head = "| " + " | ".join(map(str, frame.columns)) + " |"
+        head = "| " + " | ".join(markdown_cell(str(c)) for c in frame.columns) + " |"
         sep = "|" + "|".join("---" for _ in frame.columns) + "|"
         body = [
-            "| " + " | ".join(_fmt_cell(v).replace("|", "\\|") for v in row) + " |"
+            "| " + " | ".join(markdown_cell(_fmt_cell(v)) for v in row) + " |"
             for row in frame.itertuples(index=False)
         ]
         return "\n".join([head, sep, *body]) + "\n"

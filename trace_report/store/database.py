@@ -23,6 +23,8 @@ from trace_report.store.views import create_views, sql_text
 
 SCHEMA_VERSION = "1"
 APP = "trace-report"
+REQUIRED_TABLES = ("traces", "event_files")
+"""Tables every trace-report database has; one with the marker but without them is half made."""
 
 
 def create_schema(con: duckdb.DuckDBPyConnection, with_views: bool = False) -> None:
@@ -58,6 +60,12 @@ def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         row = None
     if not row or row[0] != APP:
         raise DatabaseError(f"{path}: a DuckDB database, but not one written by trace-report")
+    present = {n for (n,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
+    missing = [t for t in REQUIRED_TABLES if t not in present]
+    if missing:
+        raise DatabaseError(f"{path}: an incomplete trace-report database (no {' or '.join(missing)} table; "
+                            "was its ingest interrupted?); ingest into a new file")
 
 
 def _open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -211,22 +219,32 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             shutil.copyfile(path, tmp)
             _copy_owner_and_mode(path, tmp)
         con = duckdb.connect(str(tmp))
-    except duckdb.Error as exc:
+    except (OSError, duckdb.Error) as exc:
         _remove(tmp)
-        raise _friendly(exc, tmp) from exc
-    except OSError as exc:
-        _remove(tmp)
-        raise DatabaseError(f"{path}: cannot copy the database to write it ({exc.strerror or exc})") from exc
+        raise _write_error(exc, path) from exc
     try:
         create_schema(con)
         yield con
         con.execute("CHECKPOINT")
         con.close()
         os.replace(tmp, path)
+    except (OSError, duckdb.IOException) as exc:  # a full disk: DuckDB reports it as an IOException
+        con.close()
+        _remove(tmp)
+        raise _write_error(exc, path) from exc
     except BaseException:
         con.close()
         _remove(tmp)
         raise
+
+
+def _write_error(exc: Exception, path: Path) -> DatabaseError:
+    if isinstance(exc, duckdb.Error) and "lock" in str(exc).lower():
+        return _friendly(exc, path)
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+    if isinstance(exc, OSError) and exc.filename:
+        text += f": {exc.filename}"
+    return DatabaseError(f"{path}: cannot write the database, it is left as it was ({text})")
 
 
 def _remove(path: Path) -> None:

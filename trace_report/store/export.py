@@ -133,6 +133,10 @@ def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False)
         tmp.mkdir()
         _write_dataset(con, tmp, report)
         _replace(tmp, out)
+    except (OSError, duckdb.IOException) as exc:  # a full disk: DuckDB's COPY reports an IOException
+        shutil.rmtree(tmp, ignore_errors=True)
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+        raise InputError(f"{out}: cannot write the dataset, nothing was written ({text})") from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -7,6 +7,7 @@ Either way DuckDB sees one relation, the TEMP VIEW ``events`` (columns in
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 from pathlib import Path
 
@@ -54,8 +55,47 @@ def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) 
     if not files:
         _empty_view(con)
         return
-    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({_sql_list(files)})")
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({_sql_list(files)})")
+    except duckdb.Error as exc:
+        raise damaged_piece(exc, files) or DatabaseError(
+            f"{_database_of(folder)}: cannot read its event files ({_first_line(exc)})") from exc
     record_event_dirs(con, [str(folder)])
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _database_of(folder: Path) -> Path:
+    return folder.with_name(folder.name.removesuffix(".events"))
+
+
+_PIECE_PATH = re.compile(r"(/[^'\"\n]*?\.events)/([^/'\"\s]+\.parquet)")
+
+
+def damaged_piece(exc: BaseException, files: list[str] | None = None) -> DatabaseError | None:
+    """``Error: <db>: event piece <name> is damaged (...)`` for a DuckDB error that names one of a
+    database's Parquet event files (a truncated or overwritten piece), else None.
+
+    With ``files``, a piece the message does not name is found by reading each footer."""
+    m = _PIECE_PATH.search(str(exc))
+    if m is not None:
+        folder, name = Path(m.group(1)), m.group(2)
+    else:
+        bad = next((f for f in files or [] if not _footer_ok(f)), None)
+        if bad is None:
+            return None
+        folder, name = Path(bad).parent, Path(bad).name
+    return DatabaseError(f"{_database_of(folder)}: event piece {name} is damaged ({_first_line(exc)})")
+
+
+def _footer_ok(path: str) -> bool:
+    try:
+        pq.read_metadata(path)
+    except (OSError, pa.ArrowException):
+        return False
+    return True
 
 
 class ParquetStore:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from trace_report.errors import UsageError
+
 
 @dataclass
 class IngestReport:
@@ -51,6 +53,20 @@ class TraceDB:
         return bool(self.scalar(
             "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
             "SELECT view_name FROM duckdb_views()) WHERE n = ?", [name]))
+
+    def ranks(self) -> list[int]:
+        """The ranks of the traces, ascending."""
+        return [int(r) for (r,) in self.con.execute(
+            "SELECT DISTINCT rank FROM traces WHERE rank IS NOT NULL ORDER BY 1").fetchall()]
+
+    def check_rank(self, rank: int | None) -> None:
+        """Raise :class:`~trace_report.errors.UsageError` (exit 2) when ``rank`` is given and no
+        trace has it; the message lists the ranks there are."""
+        if rank is None:
+            return
+        ranks = self.ranks()
+        if rank not in ranks:
+            raise UsageError(f"no trace of rank {rank} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
     def close(self) -> None:
         self.con.close()

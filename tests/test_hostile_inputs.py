@@ -209,7 +209,7 @@ def test_disk_full_during_ingest(tmp_path: Path, good_db: Path, monkeypatch: pyt
     trace = write_trace(tmp_path / "new.json", [event("n")])
     line = fails_keeping(good_db, ["ingest", trace, "-o", good_db])
     assert "No space left on device" in line and str(good_db) in line
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary copy left
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.suffix != ".lock"]  # no temporary copy left
 
 
 def test_disk_full_when_the_database_is_saved(tmp_path: Path, good_db: Path,
@@ -222,7 +222,7 @@ def test_disk_full_when_the_database_is_saved(tmp_path: Path, good_db: Path,
     monkeypatch.setattr(database.os, "replace", full)
     line = fails_keeping(good_db, ["ingest", write_trace(tmp_path / "new.json", [event("n")]), "-o", good_db])
     assert "No space left on device" in line
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.suffix != ".lock"]
 
 
 class _FullFile(io.StringIO):
@@ -249,7 +249,7 @@ def test_disk_full_on_output(command: str, tmp_path: Path, good_db: Path, monkey
     monkeypatch.setattr(os, "fdopen", real_fdopen)
     assert "No space left on device" in line, line
     assert not target.exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.suffix != ".lock"]
 
 
 # ------------------------------------------------------------------ C: small things

@@ -120,7 +120,9 @@ def test_bad_sql_is_an_error(good_db: Path, capsys: pytest.CaptureFixture[str]) 
 def test_database_is_read_only_by_default(good_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = digest_tree(good_db)
     code, _, err = run_cli(["sql", str(good_db), "delete from traces returning *"], capsys)
-    assert code == 1 and "read-only" in err.lower()
+    assert code == 1 and "a DELETE statement is not allowed here (add --write" in err  # the sandbox
+    code, _, err = run_cli(["sql", str(good_db), "delete from traces returning *", "--unsafe"], capsys)
+    assert code == 1 and "read-only" in err.lower()  # and underneath, a read-only connection
     assert digest_tree(good_db) == before
 
 

@@ -62,7 +62,7 @@ def _summary(result: RooflineResult) -> None:
         err.print(f"gpu: {p.name} ({', '.join(x for x in parts if x)}; sources: {' '.join(p.sources)})",
                   markup=False)
     timed = "time_s" in result.frame and result.frame["time_s"].notna().any()
-    spent = f"in {result.total_time_s:.6g} s of kernel time" if timed else "(no GPU kernel time)"
+    spent = f"in {result.total_time_s:.6g} s of kernel time" if timed else "with no GPU kernel time"
     err.print(f"total: {result.total_flop:.6g} FLOP {spent} ({result.source})", markup=False)
     for r in result.per_run.to_dict("records"):
         err.print(_per_run_line(result, r), markup=False)

@@ -226,7 +226,8 @@ def test_cli_json_and_png(tmp_path: Path) -> None:
     assert {"kernel", "flop", "bytes", "time_s", "ai_flop_per_byte", "achieved_flop_per_s", "bound",
             "pct_of_roof", "flop_fp32", "tensor_flop"} <= set(rows[0])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "per sample: 1.17965e+06 FLOP (batch size 2)" in res.stderr
+    # every kernel of the report / batch size, said as such (not "per image" of a pass)
+    assert "all kernels / batch size: 1.17965e+06 FLOP per sample (every kernel in the report" in res.stderr
     assert "NVIDIA A100 PCIe 80GB" in res.stderr
 
 
@@ -258,3 +259,11 @@ def test_batch_size_from_run_json(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text("not json")
     assert batch_size_near(report) is None
     assert math.isclose(64, 64)
+
+
+def test_cli_region_on_a_report_says_how_to_get_one_pass() -> None:
+    """An ncu report has no ProfilerStep regions, and `capture --ncu` brackets whole steps: --region
+    is refused with the recipe for a forward-only report, in one Error line."""
+    res = invoke(["roofline", str(rep(A100)), "--region", "forward"])
+    assert res.exit_code != 0 and res.stderr.startswith("Error: --region applies to estimates from traces")
+    assert "--nvtx --nvtx-include forward/" in res.stderr and "Traceback" not in res.output

@@ -14,10 +14,13 @@ import trace_report as tr
 from trace_report.analyses.compare import compare
 from trace_report.analyses.kernel_classes import flags
 from trace_report.analyses.regions import BreakdownOptions, breakdown, kernel_regions
+from trace_report.analyses.roofline.measured import RooflineResult
+from trace_report.analyses.roofline.peaks import resolve_peaks
 from trace_report.api import open as open_runs
 from trace_report.errors import InputError
 from trace_report.present import charts
 from trace_report.present.charts.html import chart_html, script_json
+from trace_report.present.charts.roofline import ai_only_points
 from trace_report.present.charts.traces import short_name
 
 A100 = TRACES / "hta_a100_ddp_nccl"
@@ -235,3 +238,25 @@ def test_importing_charts_does_not_import_altair():
            "print('altair' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_roofline_chart_runs_points_and_rug() -> None:
+    """Two runs: a timed one (GPU) is drawn as points coloured by run and shaped by precision, an
+    untimed one (CPU capture) only as ticks at its estimated intensity: no invented FLOP/s."""
+    frame = pd.DataFrame({
+        "run": ["gpu-run", "gpu-run", "cpu-run"], "kernel": ["aten::conv2d", "aten::linear", "aten::conv2d"],
+        "flop": [4e9, 1e9, 4e9], "bytes": [1e8, 5e8, 1e8], "time_s": [1e-3, 2e-3, None],
+        "precision": ["tf32_tensor", "fp32", "fp32"]})
+    peaks = resolve_peaks(None, gpu="a100-sxm4-80gb")
+    result = RooflineResult(frame, "estimate", peaks, None, None, 9e9, 3e-3,
+                            roofs={"fp32": peaks.fp32_flop_per_s, "tf32_tensor": peaks.tf32_tensor_flop_per_s})
+    rug = ai_only_points(frame)
+    assert list(rug["run"]) == ["cpu-run"] and rug["ai"].tolist() == [40.0] and rug["perf"].isna().all()
+    assert charts.chart_points(frame)["run"].tolist() == ["gpu-run", "gpu-run"]
+    spec = charts.roofline_chart(result).to_dict()
+    marks = {layer["mark"]["type"]: layer for layer in spec["layer"]}
+    assert marks["point"]["encoding"]["color"]["field"] == "run"
+    assert marks["point"]["encoding"]["shape"]["field"] == "precision"
+    assert marks["point"]["encoding"]["color"]["scale"]["domain"] == ["cpu-run", "gpu-run"]
+    assert marks["tick"]["encoding"]["x"]["field"] == "ai" and "value" in marks["tick"]["encoding"]["y"]
+    assert "estimated" in spec["title"]["text"] and "1 operator(s) without GPU time" in spec["title"]["subtitle"][0]

@@ -6,6 +6,7 @@ every command (docs/architecture.md, Conventions).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -42,8 +43,9 @@ def _display(frame: pd.DataFrame, fmt: Format) -> pd.DataFrame:
 
     if fmt is not Format.table:
         return frame
-    keep = ["launches", "flop", "bytes", "time_us", "ai_flop_per_byte", "achieved_flop_per_s", "precision",
-            "bound", "pct_of_roof", "kernel"]
+    per_image = [c for c in frame.columns if c.endswith("_flop_per_image")]
+    keep = ["run", "step", "launches", "flop", "bytes", "time_us", "ai_flop_per_byte", "achieved_flop_per_s",
+            "precision", "bound", "pct_of_roof", *per_image, "kernel"]
     out = frame.assign(time_us=frame["time_s"] * 1e6)
     out = out[[c for c in keep if c in out]].copy()
     width = DISPLAY_NAME_CHARS // 2
@@ -59,11 +61,47 @@ def _summary(result: RooflineResult) -> None:
                  f"one roof {result.peak_flops / 1e12:.4g} TFLOP/s" if result.peak_flops else None]
         err.print(f"gpu: {p.name} ({', '.join(x for x in parts if x)}; sources: {' '.join(p.sources)})",
                   markup=False)
-    err.print(f"total: {result.total_flop:.6g} FLOP in {result.total_time_s:.6g} s of kernel time "
-              f"({result.source})", markup=False)
-    if result.flop_per_sample is not None:
-        err.print(f"per sample: {result.flop_per_sample:.6g} FLOP (batch size {result.batch_size})", markup=False)
+    timed = "time_s" in result.frame and result.frame["time_s"].notna().any()
+    spent = f"in {result.total_time_s:.6g} s of kernel time" if timed else "with no GPU kernel time"
+    err.print(f"total: {result.total_flop:.6g} FLOP {spent} ({result.source})", markup=False)
+    for r in result.per_run.to_dict("records"):
+        err.print(_per_run_line(result, r), markup=False)
+    if result.per_run.empty and result.flop_per_sample is not None:  # ncu reports outside a run folder
+        err.print(f"all rows / batch size: {result.flop_per_sample:.6g} FLOP per sample (batch size "
+                  f"{result.batch_size})", markup=False)
     notes(result.notes)
+
+
+def _per_run_line(result: RooflineResult, r: dict[str, object]) -> str:
+    """One summary line per run: the region's FLOP per image (median over steps), or, without a
+    region, what the total divided by the batch size really is."""
+    run = f"{r['run']}: " if len(result.per_run) > 1 or result.source == "ncu" else ""
+    batch, steps, flop = r["batch_size"], r["steps"], float(r["flop"])  # type: ignore[arg-type]
+    batch = None if _missing(batch) else int(batch)  # type: ignore[call-overload]
+    if result.region:
+        if _missing(r["flop_per_image"]) or batch is None:
+            return f"{run}{result.region}: {r['flop_per_step']:.6g} FLOP per step ({steps} steps); " \
+                   "batch size unknown (--batch-size) for FLOP per image"
+        spread = "" if r["flop_per_image_min"] == r["flop_per_image_max"] else \
+            f", min {r['flop_per_image_min']:.6g}, max {r['flop_per_image_max']:.6g}"
+        return (f"{run}{result.region}_flop_per_image: {r['flop_per_image']:.6g} FLOP (median over {steps} "
+                f"step(s) of {result.region} operators / batch size {batch}{spread})")
+    if batch is None:
+        return f"{run}total {flop:.6g} FLOP; batch size unknown (--batch-size)"
+    if result.source == "ncu":
+        return (f"{run}all kernels / batch size: {flop / batch:.6g} FLOP per sample (every kernel in the report "
+                f"divided by batch size {batch}: per image of one pass only if the report holds one pass)")
+    if not steps:
+        return (f"{run}all estimated operators / batch size: {flop / batch:.6g} FLOP per sample (every operator "
+                f"of the trace divided by batch size {batch})")
+    per_step = float(r["flop_per_step"])  # type: ignore[arg-type]
+    return (f"{run}all estimated operators: {flop:.6g} FLOP over {steps} profiled step(s), {per_step:.6g} per step, "
+            f"{per_step / batch:.6g} per sample per step (batch size {batch}; forward + backward of a training "
+            "step, not one pass: --region forward gives the forward FLOP per image)")
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 @app.command("roofline")
@@ -80,11 +118,16 @@ def roofline_cmd(
     batch_size: Annotated[int | None, typer.Option(
         min=1, help="Samples per step, for FLOP per sample (default: config.batch_size of run.json).")] = None,
     by_name: Annotated[bool, typer.Option("--by-name", help="One row per kernel name instead of per launch.")] = False,
+    region: Annotated[str | None, typer.Option(
+        help="Estimates only: keep the operators inside this region of each ProfilerStep "
+             "(forward, loss, backward, optimizer_step) and print its FLOP per image.")] = None,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
 ) -> None:
     """Roofline per kernel: FLOP, DRAM bytes, arithmetic intensity, achieved FLOP/s, bound.
+
+    Several runs (or reports) get a run column and one colour per run on the chart.
 
     Example: trace-report roofline report.ncu-rep --gpu a100-sxm4-80gb --chart roofline.png
     """
@@ -101,9 +144,11 @@ def roofline_cmd(
         return
     if not targets:
         raise InputError("give an Nsight Compute report, traces or a database (or --gpu list)")
+    several = len(targets) > 1
     opts = RooflineOptions(gpu=gpu, peak_flops=parse_si(peak_flops, "--peak-flops"),
                            peak_bw=parse_si(peak_bw, "--peak-bw"),
-                           batch_size=batch_size or batch_size_near(targets[0]), by_name=by_name)
+                           batch_size=batch_size or (None if several else batch_size_near(targets[0])),
+                           by_name=by_name, region=region, by_run=several)
     reports = [detect(p).kind in (InputKind.ncu_report, InputKind.ncu_csv) for p in targets]
     if any(reports) and not all(reports):
         raise InputError("give either Nsight Compute reports or traces/a database, not both")

@@ -19,6 +19,10 @@ Minimum bytes = every input and output tensor read or written once (element size
 also its ``aten::addmm``). GPU time = the kernels whose launch (runtime call, joined by
 ``correlation``) lies inside the operator's interval on its thread, else the kernels carrying
 the operator's ``External id``.
+
+With a region (``forward``, ...), only the operators whose CPU interval lies inside a marker or
+span of that region of the ``regions`` view (``store/sql/views_regions.sql``) are kept, each
+with the ProfilerStep (``step``, ``window_id``) it belongs to.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any
 
 import duckdb
 import pandas as pd
+
+from trace_report.errors import InputError
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"}
 CONV_ARGS: dict[str, dict[str, int]] = {
@@ -57,6 +63,7 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "l
                  "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::complex<float>": 8}
 TENSOR_CORE_KERNEL = re.compile(
     r"tf32|h884|s884|h1688|s1688|16816|hmma|i8816|xmma|tensorop|wgmma|gmma|nvjet|_tc_|mfma", re.IGNORECASE)
+REGIONS = ("forward", "loss", "backward", "optimizer_step")
 ESTIMATE_COLUMNS = ["trace_id", "event_id", "op", "input_dims", "dtype", "precision", "flop", "bytes",
                     "time_s", "n_kernels", "ai_flop_per_byte", "achieved_flop_per_s", "source", "note"]
 
@@ -243,20 +250,46 @@ FROM k GROUP BY trace_id, event_id
 """
 
 
-def estimate_ops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+# The region interval (marker or span of the regions view) each operator lies in, on its
+# process and thread when the marker names them; the innermost one when markers nest.
+_IN_REGION = """
+SELECT o.trace_id, o.event_id, r.window_id, r.step
+FROM _estimate_ops o JOIN regions r
+  ON r.trace_id = o.trace_id AND r.region = $region
+ AND o.ts_us >= r.ts_us AND o.ts_us + o.dur_us <= r.end_us
+ AND (r.pid IS NULL OR r.pid = o.pid) AND (r.tid IS NULL OR r.tid = o.tid)
+QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.event_id ORDER BY r.ts_us DESC) = 1
+"""
+
+
+def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> pd.DataFrame:
     """One row per outermost GEMM/convolution operator: :data:`ESTIMATE_COLUMNS`.
 
     ``flop`` (FLOP), ``bytes`` (minimum DRAM bytes), ``time_s`` (GPU kernel seconds, NULL when
     the operator launched no kernel, e.g. CPU-only traces), ``precision`` (roofline class),
-    ``note`` (why a row has no FLOP count).
+    ``note`` (why a row has no FLOP count). With ``region`` (one of :data:`REGIONS`), only the
+    operators inside that region of a step, plus ``window_id`` (the ProfilerStep's event id,
+    -1 for a trace without steps), ``step`` and ``region``.
     """
+    if region is not None and region not in REGIONS:
+        raise InputError(f"unknown region {region!r}: choose one of {', '.join(REGIONS)}")
     names = ", ".join(f"'{n}'" for n in sorted(ESTIMATED_OPS))
     ops = con.execute(
         "SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id, args FROM events "
         f"WHERE cat = 'cpu_op' AND name IN ({names}) AND dur_us IS NOT NULL ORDER BY trace_id, event_id").df()
+    extra = ["window_id", "step", "region"] if region else []
     if ops.empty:
-        return pd.DataFrame(columns=ESTIMATE_COLUMNS)
+        return pd.DataFrame(columns=ESTIMATE_COLUMNS + extra)
     ops = _outermost(ops).reset_index(drop=True)
+    if region:
+        con.register("_estimate_ops", ops.drop(columns=["args"]))
+        try:
+            inside = con.execute(_IN_REGION, {"region": region}).df()
+        finally:
+            con.unregister("_estimate_ops")
+        ops = ops.merge(inside, on=["trace_id", "event_id"], how="inner").assign(region=region)
+        if ops.empty:
+            return pd.DataFrame(columns=ESTIMATE_COLUMNS + extra)
     con.register("_estimate_ops", ops.drop(columns=["args"]))
     try:
         times = con.execute(_KERNEL_TIME).df()
@@ -280,5 +313,6 @@ def estimate_ops(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             "ai_flop_per_byte": count.flop / count.bytes if count.flop and count.bytes else None,
             "achieved_flop_per_s": count.flop / time_s if count.flop is not None and time_s else None,
             "source": "estimate", "note": count.note,
+            **{c: getattr(r, c) for c in extra},
         })
-    return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
+    return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS + extra)

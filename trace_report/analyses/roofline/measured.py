@@ -34,20 +34,26 @@ COLUMNS = ["kernel", "launches", "flop_fp64", "flop_fp32", "flop_fp16", "tensor_
            "time_s", "ai_flop_per_byte", "achieved_flop_per_s", "precision", "roof_flop_per_s", "ridge_ai",
            "bound", "pct_of_roof", "source"]
 DISPLAY_NAME_CHARS = 120
+PER_RUN_COLUMNS = ["run", "region", "steps", "batch_size", "flop", "flop_per_step", "flop_per_image",
+                   "flop_per_image_min", "flop_per_image_max"]
 
 
 @dataclass(frozen=True)
 class RooflineOptions:
     """``gpu``: peak-table key or device name overriding the recorded device; ``peak_flops``
     (FLOP/s, one roof for every precision) and ``peak_bw`` (byte/s) override the table;
-    ``batch_size`` (samples) gives FLOP per sample; ``by_name`` aggregates launches per
-    kernel (or operator) name."""
+    ``batch_size`` (samples per step) overrides each run's ``config.batch_size``; ``by_name``
+    aggregates launches per kernel (or operator) name; ``region`` (``forward``, ...) keeps the
+    estimated operators inside that region of each ProfilerStep and gives FLOP per image of it;
+    ``by_run`` adds a ``run`` column (the run's model and key, else the trace or report file)."""
 
     gpu: str | None = None
     peak_flops: float | None = None
     peak_bw: float | None = None
     batch_size: int | None = None
     by_name: bool = False
+    region: str | None = None
+    by_run: bool = False
 
 
 @dataclass
@@ -65,11 +71,25 @@ class RooflineResult:
     notes: list[str] = field(default_factory=list)
     roofs: dict[str, float | None] = field(default_factory=dict)
     """The roof of every precision class (FLOP/s; OP/s for int8), for charts."""
+    region: str | None = None
+    per_run: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PER_RUN_COLUMNS))
+    """One row per run (:data:`PER_RUN_COLUMNS`): profiled steps, batch size and, with a region,
+    the region's FLOP per step and per image (median, min, max over steps and ranks)."""
 
     @property
     def flop_per_sample(self) -> float | None:
-        """Total FLOP over the profiled range divided by the batch size (when known)."""
+        """Total FLOP of every row (every profiled step, every pass: forward, backward, and what
+        else was counted) divided by one batch size; not FLOP per image of one pass (that is
+        :attr:`region_flop_per_image` with ``region='forward'``)."""
         return self.total_flop / self.batch_size if self.batch_size else None
+
+    @property
+    def region_flop_per_image(self) -> float | None:
+        """FLOP per image of the region (median over steps) when the result holds one run."""
+        if self.region is None or len(self.per_run) != 1:
+            return None
+        value = self.per_run["flop_per_image"].iloc[0]
+        return None if pd.isna(value) else float(value)
 
 
 def _peak_args(peaks: GpuPeaks | None, override: float | None) -> dict[str, float | None]:
@@ -143,9 +163,9 @@ def _fill_peaks(con: duckdb.DuckDBPyConnection, opts: RooflineOptions) -> tuple[
 
 
 def _aggregate(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuPeaks | None,
-               override: float | None) -> pd.DataFrame:
+               override: float | None, by_run: bool = False) -> pd.DataFrame:
     sums = ["launches", "flop_fp64", "flop_fp32", "flop_fp16", "tensor_flop", "int_ops", "flop", "bytes", "time_s"]
-    keys = ["kernel", "precision", "source"]
+    keys = ["kernel", "precision", "source", *(["run"] if by_run else [])]
     present = [c for c in sums if c in frame]
     agg = frame.groupby(keys, dropna=False)[present].sum(min_count=1).reset_index()
     agg["ai_flop_per_byte"] = agg["flop"] / agg["bytes"].where(agg["bytes"] > 0)
@@ -155,14 +175,142 @@ def _aggregate(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuPe
 
 
 def _order(frame: pd.DataFrame) -> pd.DataFrame:
-    first = [c for c in COLUMNS if c in frame]
+    first = [c for c in ["run", *COLUMNS] if c in frame]
     return frame[first + [c for c in frame.columns if c not in first]]
+
+
+# ------------------------------------------------------------------ runs
+
+
+def run_label(run_key: object, model: object, path: object) -> str:
+    """A point's run: ``model (run_key)`` of its capture run, the run key alone when the model is
+    unknown, else the file name of the trace or report (an archive member's own name)."""
+    if isinstance(run_key, str) and run_key:
+        return f"{model} ({run_key})" if isinstance(model, str) and model and model != run_key else run_key
+    return Path(str(path).split("!")[-1]).name
+
+
+def _runs_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    try:
+        return con.execute("SELECT run_key, model, batch_size, path FROM runs").df()
+    except duckdb.CatalogException:
+        return pd.DataFrame(columns=["run_key", "model", "batch_size", "path"])
+
+
+def trace_runs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """``trace_id``, ``run`` (:func:`run_label`) and ``batch_size`` (the run's
+    ``config.batch_size``, NULL outside a capture run) of every trace."""
+    try:
+        frame = con.execute("""
+            SELECT t.trace_id, t.path, rt.run_key, r.model, r.batch_size
+            FROM traces t LEFT JOIN run_traces rt USING (trace_id) LEFT JOIN runs r USING (run_key)""").df()
+    except duckdb.CatalogException:
+        frame = con.execute("SELECT trace_id, path, NULL AS run_key, NULL AS model, NULL AS batch_size "
+                            "FROM traces").df()
+    frame["run"] = [run_label(k, m, p) for k, m, p in zip(frame["run_key"], frame["model"], frame["path"],
+                                                          strict=True)]
+    return frame[["trace_id", "run", "batch_size"]]
+
+
+def report_runs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """``report_id``, ``run`` and ``batch_size`` of every Nsight Compute report: the capture run
+    whose folder holds the report, else the report's file name."""
+    reports = con.execute("SELECT report_id, any_value(path) AS path FROM ncu_kernels GROUP BY 1").df()
+    runs = _runs_table(con)
+    by_folder = {_resolved(Path(str(p))): (k, m, b) for k, m, b, p in
+                 zip(runs["run_key"], runs["model"], runs["batch_size"], runs["path"], strict=True)}
+    rows = []
+    for report_id, path in zip(reports["report_id"], reports["path"], strict=True):
+        key, model, batch = by_folder.get(_resolved(Path(str(path)).parent), (None, None, None))
+        rows.append({"report_id": report_id, "run": run_label(key, model, path), "batch_size": batch})
+    return pd.DataFrame(rows, columns=["report_id", "run", "batch_size"])
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
+
+
+def _batch(value: object, override: int | None) -> int | None:
+    if override is not None:
+        return override
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number > 0 and not math.isnan(number) else None
+
+
+def _steps_per_trace(con: duckdb.DuckDBPyConnection) -> dict[int, int]:
+    try:
+        rows = con.execute("SELECT trace_id, count(*) FROM steps GROUP BY 1").fetchall()
+    except duckdb.Error:
+        return {}
+    return {int(t): int(n) for t, n in rows}
+
+
+def per_run_figures(rows: pd.DataFrame, runs: pd.DataFrame, region: str | None, batch_override: int | None,
+                    steps: dict[int, int]) -> pd.DataFrame:
+    """:data:`PER_RUN_COLUMNS` from the estimated operator rows (``trace_id``, ``run``, ``flop``;
+    with a region also ``window_id``): FLOP per step of each trace (a rank's own batch) divided by
+    the run's batch size, median, min and max over steps and ranks."""
+    out = []
+    for run, part in runs.groupby("run", sort=True):
+        batch = _batch(part["batch_size"].dropna().iloc[0] if part["batch_size"].notna().any() else None,
+                       batch_override)
+        mine = rows[rows["run"] == run]
+        flop = float(mine["flop"].sum())
+        if region:
+            per_step = mine.groupby(["trace_id", "window_id"])["flop"].sum(min_count=1).dropna()
+            n_steps = len(per_step)
+        else:
+            n_steps = sum(steps.get(int(t), 0) for t in part["trace_id"])
+            per_step = pd.Series([flop / n_steps] if n_steps else [], dtype="float64")
+        per_image = per_step / batch if batch else pd.Series([], dtype="float64")
+        out.append({"run": run, "region": region, "steps": n_steps, "batch_size": batch, "flop": flop,
+                    "flop_per_step": float(per_step.median()) if len(per_step) else None,
+                    "flop_per_image": float(per_image.median()) if len(per_image) else None,
+                    "flop_per_image_min": float(per_image.min()) if len(per_image) else None,
+                    "flop_per_image_max": float(per_image.max()) if len(per_image) else None})
+    return pd.DataFrame(out, columns=PER_RUN_COLUMNS)
+
+
+NCU_REGION_NOTE = (
+    "--region applies to estimates from traces: an Nsight Compute report has no ProfilerStep regions, "
+    "and `capture --ncu` brackets whole profiled steps (cudaProfilerStart/Stop around forward, loss, "
+    "backward and optimizer step). For the forward pass alone profile with ncu's NVTX filter "
+    "(`capture --ncu --print-command`, then add `--nvtx --nvtx-include forward/`: on CUDA the capture "
+    "marks each region with an NVTX range) and run roofline on that report without --region "
+    "(docs/roofline.md, Regions)")
+
+
+def _finish(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, opts: RooflineOptions,
+            by_run: bool, peaks: GpuPeaks | None, per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per-name aggregation, the region's per-image figures on every row, the ``run`` column
+    (kept with ``by_run``), in the order of :data:`COLUMNS`."""
+    if opts.by_name:
+        frame = _aggregate(con, frame, peaks, opts.peak_flops, by_run)
+    if opts.region:
+        column = f"{opts.region}_flop_per_image"
+        figures = per_run.rename(columns={"flop_per_image": column})[["run", "batch_size", column]]
+        if "run" in frame:
+            frame = frame.merge(figures, on="run", how="left")
+        else:  # aggregated without runs: one run at most (several make by_run)
+            one = figures.iloc[0] if len(figures) == 1 else {"batch_size": None, column: None}
+            frame = frame.assign(batch_size=one["batch_size"], **{column: one[column]})
+    if not by_run:
+        frame = frame.drop(columns=["run"], errors="ignore")
+    return _order(frame)
 
 
 def ncu_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = None) -> RooflineResult:
     """Roofline of the Nsight Compute launches in ``con`` (one row per launch, or per kernel
-    name with ``by_name``)."""
+    name with ``by_name``; a ``run`` column with ``by_run``)."""
     opts = opts or RooflineOptions()
+    if opts.region is not None:
+        raise InputError(NCU_REGION_NOTE)
     peaks, device = _fill_peaks(con, opts)
     frame = con.execute("SELECT * FROM roofline").df()
     frame["launches"] = 1
@@ -174,25 +322,37 @@ def ncu_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = 
     if (frame["flop"].fillna(0) == 0).all() and frame["int_ops"].isna().all():
         notes.append("the report holds no floating-point instruction metrics (profile with --set full "
                      "or the roofline sections)")
-    if opts.by_name:
-        frame = _aggregate(con, frame, peaks, opts.peak_flops)
-    return RooflineResult(_order(frame), "ncu", peaks, opts.peak_flops, device,
+    runs = report_runs(con)
+    frame = frame.merge(runs[["report_id", "run"]], on="report_id", how="left")
+    per_run = per_run_figures(frame.assign(trace_id=frame["report_id"]), runs.assign(trace_id=runs["report_id"]),
+                              None, opts.batch_size, {})
+    frame = _finish(con, frame, opts, opts.by_run, peaks, per_run)
+    return RooflineResult(frame, "ncu", peaks, opts.peak_flops, device,
                           float(frame["flop"].sum()), float(frame["time_s"].sum()), opts.batch_size, notes,
-                          roofs_by_precision(con, peaks, opts.peak_flops))
+                          roofs_by_precision(con, peaks, opts.peak_flops), None, per_run)
 
 
 def estimate_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = None) -> RooflineResult:
     """Roofline estimated from operator shapes of the Chrome traces in ``con``
-    (:mod:`trace_report.analyses.roofline.estimate`)."""
+    (:mod:`trace_report.analyses.roofline.estimate`); with ``opts.region`` only the operators of
+    that region of each step, and its FLOP per image per run in ``per_run``."""
     opts = opts or RooflineOptions()
-    rows = estimate_ops(con)
+    rows = estimate_ops(con, opts.region)
     device = None
     names = con.execute("SELECT DISTINCT device_name FROM traces WHERE device_name IS NOT NULL").fetchall()
     if names:
         device = names[0][0]
     peaks = resolve_peaks(device, gpu=opts.gpu, peak_flops=opts.peak_flops, peak_bw=opts.peak_bw)
+    runs = trace_runs(con)
     frame = rows.rename(columns={"op": "kernel"}).assign(launches=1, int_ops=math.nan)
+    frame = frame.merge(runs[["trace_id", "run"]], on="trace_id", how="left")
     notes = ["FLOP and bytes are estimates from operator shapes (record_shapes=True), not measurements"]
+    if rows.empty and opts.region:
+        raise InputError(
+            f"no GEMM/convolution operator with shapes inside a {opts.region!r} region of the traces: "
+            f"the region comes from record_function('{opts.region}') labels (trace-report capture adds them) "
+            "or the forward/backward spans of docs/analysis.md, and shapes need record_shapes=True "
+            "(capture --record-shapes)")
     if rows.empty:
         notes.append("no GEMM/convolution operators with shapes in the trace (record_shapes=True?)")
     else:
@@ -202,13 +362,22 @@ def estimate_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | No
         if rows["time_s"].isna().all():
             notes.append("no GPU kernels linked to these operators: time and FLOP/s are empty")
     if len(names) > 1:
-        notes.append(f"traces from {len(names)} different GPUs; peaks of {device!r} used")
+        notes.append(f"traces from {len(names)} different devices; peaks of {device!r} used")
+    per_run = per_run_figures(frame, runs, opts.region, opts.batch_size, _steps_per_trace(con))
+    if opts.region:
+        per_run = per_run[per_run["steps"] > 0].reset_index(drop=True)
+        if per_run["batch_size"].isna().any():
+            notes.append("batch size unknown for some runs (no run.json with config.batch_size): "
+                         "give --batch-size for FLOP per image")
     frame = apply_roofs(con, frame, peaks, opts.peak_flops)
-    if opts.by_name:
-        frame = _aggregate(con, frame, peaks, opts.peak_flops)
-    return RooflineResult(_order(frame), "estimate", peaks, opts.peak_flops, device,
-                          float(frame["flop"].sum()), float(frame["time_s"].sum()), opts.batch_size, notes,
-                          roofs_by_precision(con, peaks, opts.peak_flops))
+    by_run = opts.by_run or (opts.region is not None and len(per_run) > 1)
+    frame = _finish(con, frame, opts, by_run, peaks, per_run)
+    batch = opts.batch_size
+    if batch is None and len(per_run) == 1 and pd.notna(per_run["batch_size"].iloc[0]):
+        batch = int(per_run["batch_size"].iloc[0])
+    return RooflineResult(frame, "estimate", peaks, opts.peak_flops, device,
+                          float(frame["flop"].sum()), float(frame["time_s"].sum()), batch, notes,
+                          roofs_by_precision(con, peaks, opts.peak_flops), opts.region, per_run)
 
 
 def roofline(db: TraceDB, opts: RooflineOptions | None = None) -> RooflineResult:

@@ -1,6 +1,11 @@
 """The roofline chart (Altair): DRAM-bandwidth slope, one ceiling per precision, ridge points,
 one point per kernel (or operator) and precision class. Data from
 :func:`trace_report.analyses.roofline.measured.roofline`.
+
+With a ``run`` column (several runs) the points are coloured by run and shaped by precision.
+Rows without GPU time (estimates from CPU-only traces) have an arithmetic intensity but no
+achieved FLOP/s: they are drawn as ticks along the bottom of the chart (a rug on the x axis),
+never as invented points, and the title says so.
 """
 
 from __future__ import annotations
@@ -32,21 +37,50 @@ def chart_points(frame: pd.DataFrame) -> pd.DataFrame:
     """One point per (row, precision class with work > 0): ``ai`` (FLOP/byte), ``perf``
     (FLOP/s), ``precision``, ``kernel`` (shortened, HTML-safe), ``label`` (short name and
     launch id), ``time_s``."""
-    classes = [("fp64", "flop_fp64"), ("fp32", "flop_fp32"), ("fp16", "flop_fp16"), (None, "tensor_flop"),
-               ("int8_tensor", "int_ops")]
+    classes = _CLASSES
     pts = []
     for r in frame.to_dict("records"):
         bytes_, time_s = r.get("bytes"), r.get("time_s")
         if not bytes_ or not time_s or pd.isna(bytes_) or pd.isna(time_s):
             continue
-        works = [(c or r.get("tensor_precision") or r.get("precision"), r.get(col)) for c, col in classes if col in r]
-        if all(w is None or pd.isna(w) for _, w in works):
-            works = [(r.get("precision"), r.get("flop"))]
-        for cls, work in works:
-            if cls and work and not pd.isna(work) and work > 0:
-                pts.append({"kernel": _safe(r.get("kernel")), "label": _label(r), "precision": LABELS.get(cls, cls),
-                            "ai": work / bytes_, "perf": work / time_s, "time_s": time_s})
-    return pd.DataFrame(pts, columns=["kernel", "label", "precision", "ai", "perf", "time_s"])
+        for cls, work in _works(r, classes):
+            pts.append({"kernel": _safe(r.get("kernel")), "label": _label(r), "precision": LABELS.get(cls, cls),
+                        "run": _run(r), "ai": work / bytes_, "perf": work / time_s, "time_s": time_s})
+    return pd.DataFrame(pts, columns=POINT_COLUMNS)
+
+
+POINT_COLUMNS = ["kernel", "label", "precision", "run", "ai", "perf", "time_s"]
+_CLASSES = [("fp64", "flop_fp64"), ("fp32", "flop_fp32"), ("fp16", "flop_fp16"), (None, "tensor_flop"),
+            ("int8_tensor", "int_ops")]
+
+
+def _works(r: dict[str, object], classes: list[tuple[str | None, str]]) -> list[tuple[str, float]]:
+    """(precision class, work) of a row's classes with work > 0; the row's own precision and
+    ``flop`` when it has no per-class columns (estimates)."""
+    works = [(c or r.get("tensor_precision") or r.get("precision"), r.get(col)) for c, col in classes if col in r]
+    if all(w is None or pd.isna(w) for _, w in works):
+        works = [(r.get("precision"), r.get("flop"))]
+    return [(str(c), float(w)) for c, w in works if c and w and not pd.isna(w) and w > 0]  # type: ignore[arg-type]
+
+
+def _run(r: dict[str, object]) -> str | None:
+    run = r.get("run")
+    return _safe(run) if isinstance(run, str) else None
+
+
+def ai_only_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows that have FLOP and bytes but no GPU time (estimates from CPU-only traces): their
+    arithmetic intensity ``ai`` only, no performance (:data:`POINT_COLUMNS` with ``perf`` and
+    ``time_s`` empty)."""
+    pts = []
+    for r in frame.to_dict("records"):
+        bytes_, time_s = r.get("bytes"), r.get("time_s")
+        if not bytes_ or pd.isna(bytes_) or (time_s and not pd.isna(time_s)):
+            continue
+        for cls, work in _works(r, _CLASSES):
+            pts.append({"kernel": _safe(r.get("kernel")), "label": _label(r), "precision": LABELS.get(cls, cls),
+                        "run": _run(r), "ai": work / bytes_, "perf": None, "time_s": None})
+    return pd.DataFrame(pts, columns=POINT_COLUMNS)
 
 
 def _label(row: dict[str, object]) -> str:
@@ -84,35 +118,49 @@ def _ceilings(peaks: GpuPeaks, roofs: dict[str, float | None], classes: list[str
 
 def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.LayerChart:
     """Log-log roofline: DRAM-bandwidth slope, one flat ceiling per precision present, ridge
-    points, one point per kernel (or kernel name with ``by_name``) and precision class."""
+    points, one point per kernel (or kernel name with ``by_name``) and precision class; with a
+    ``run`` column one colour per run (shape per precision); rows without GPU time as ticks on
+    the x axis (estimated intensity only)."""
     import altair as alt  # imported here: altair takes about a second to import
 
     pts = chart_points(result.frame)
+    rug = ai_only_points(result.frame)
+    by_run = "run" in result.frame.columns
     peaks = result.peaks
-    xs = list(pts["ai"]) + ([p / peaks.dram_bytes_per_s for p in _peak_values(peaks, result.peak_flops)]
-                            if peaks and peaks.dram_bytes_per_s else [])
+    xs = list(pts["ai"]) + list(rug["ai"]) + (
+        [p / peaks.dram_bytes_per_s for p in _peak_values(peaks, result.peak_flops)]
+        if peaks and peaks.dram_bytes_per_s else [])
     x_min = 10 ** math.floor(math.log10(min(xs))) / 10 if xs else 0.01
     x_max = 10 ** math.ceil(math.log10(max(xs) * 20)) if xs else 1000.0
     scale_x = alt.Scale(type="log", domain=[x_min, x_max])
+    scale_y = alt.Y("perf:Q", scale=alt.Scale(type="log"), title="Performance (FLOP/s)", axis=alt.Axis(format="~s"))
     layers: list[alt.Chart] = []
     if peaks and peaks.dram_bytes_per_s:
-        names = {k for k, v in LABELS.items() if v in set(pts["precision"])}
+        names = {k for k, v in LABELS.items() if v in set(pts["precision"]) | set(rug["precision"])}
         lines, ridges = _ceilings(peaks, result.roofs, sorted(names), result.peak_flops, x_min, x_max)
         if not lines.empty:
             layers.append(alt.Chart(lines).mark_line(strokeDash=[6, 3], color="gray").encode(
-                x=alt.X("ai:Q", scale=scale_x), y="perf:Q", detail="roof:N"))
+                x=alt.X("ai:Q", scale=scale_x), y=scale_y, detail="roof:N"))
             layers.append(alt.Chart(ridges).mark_point(shape="diamond", color="black", size=50).encode(
                 x=alt.X("ai:Q", scale=scale_x), y="perf:Q", tooltip=["text:N"]))
             layers.append(alt.Chart(ridges).mark_text(align="right", dx=-4, dy=-7, fontSize=10).encode(
                 x=alt.X("end:Q", scale=scale_x), y="perf:Q", text="text:N"))
     gpu = peaks.name if peaks else (result.device_name or "unknown GPU")
-    layers.append(alt.Chart(pts).mark_circle(size=90, opacity=0.85).encode(
-        x=alt.X("ai:Q", scale=scale_x, title="Arithmetic intensity (FLOP/byte, DRAM)"),
-        y=alt.Y("perf:Q", scale=alt.Scale(type="log"), title="Performance (FLOP/s)", axis=alt.Axis(format="~s")),
-        color=alt.Color("precision:N", title="Work"),
-        tooltip=["kernel:N", "precision:N", alt.Tooltip("ai:Q", format=".3g"),
-                 alt.Tooltip("perf:Q", format=".3s"), alt.Tooltip("time_s:Q", format=".3g")]))
-    if 0 < len(pts) <= 30:
+    estimated = result.source == "estimate"
+    runs = sorted(set(pts["run"].dropna()) | set(rug["run"].dropna()))
+    color = alt.Color("run:N", title="Run (estimated)" if estimated else "Run", scale=alt.Scale(domain=runs)) \
+        if by_run else alt.Color("precision:N", title="Work")
+    tooltip = [*(["run:N"] if by_run else []), "kernel:N", "precision:N", alt.Tooltip("ai:Q", format=".3g")]
+    x_title = "Arithmetic intensity (FLOP/byte, DRAM" + (", estimated)" if estimated else ")")
+    if len(pts) or not len(rug):
+        point = alt.Chart(pts).mark_point(size=90, opacity=0.85, filled=True) if by_run else \
+            alt.Chart(pts).mark_circle(size=90, opacity=0.85)
+        encoding = {"shape": alt.Shape("precision:N", title="Work")} if by_run else {}
+        layers.append(point.encode(
+            x=alt.X("ai:Q", scale=scale_x, title=x_title),
+            y=scale_y, color=color, **encoding,
+            tooltip=[*tooltip, alt.Tooltip("perf:Q", format=".3s"), alt.Tooltip("time_s:Q", format=".3g")]))
+    if 0 < len(pts) <= 30 and not by_run:
         near = pts.assign(kx=lambda d: d["ai"].map(lambda v: round(math.log10(v), 1)),
                           ky=lambda d: d["perf"].map(lambda v: round(math.log10(v), 1)))
         texts = near.groupby(["kx", "ky"], sort=False).agg(
@@ -120,9 +168,21 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
         marks = alt.Chart(texts.reset_index(drop=True)).mark_text(align="left", dx=8, dy=8, fontSize=10, color="#333")
         layers.append(marks.encode(
             x=alt.X("ai:Q", scale=scale_x), y=alt.Y("perf:Q", scale=alt.Scale(type="log")), text="label:N"))
-    label = "estimated from operator shapes" if result.source == "estimate" else "Nsight Compute"
+    if len(rug):
+        # No GPU time, so no achieved FLOP/s: a tick per operator at its intensity, on the x axis.
+        layers.append(alt.Chart(rug.drop(columns=["perf", "time_s"])).mark_tick(
+            thickness=2, size=18, opacity=0.7).encode(
+            x=alt.X("ai:Q", scale=scale_x, title=x_title), y=alt.value(HEIGHT - 9), color=color,
+            tooltip=tooltip))
+    label = "estimated from operator shapes" if estimated else "Nsight Compute"
+    text = title or f"Roofline, {gpu} ({label})"
+    subtitle = [f"ticks on the x axis: estimated intensity of {len(rug)} operator(s) without GPU time "
+                "(CPU capture): no achieved FLOP/s"] if len(rug) else []
     return alt.layer(*layers).properties(
-        title=title or f"Roofline, {gpu} ({label})", width=640, height=420)
+        title=alt.TitleParams(text, subtitle=subtitle) if subtitle else text, width=640, height=HEIGHT)
+
+
+HEIGHT = 420
 
 
 def _peak_values(peaks: GpuPeaks, override: float | None) -> list[float]:

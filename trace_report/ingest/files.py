@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trace_report.errors import TraceFormatError
-from trace_report.formats.kineto import PieceStream, TailBytes, TraceEnvelope, is_gzip
+from trace_report.formats.kineto import MAX_RATIO, PieceStream, TailBytes, TraceEnvelope, is_gzip
 from trace_report.formats.kineto_pieces import plan_ranges
 
 
@@ -32,13 +32,15 @@ class FileReader:
     file, ``("tail", (raw end, splitter))`` for one file.
 
     Plain files are planned by byte ranges (workers read them) while a thread computes the
-    file's SHA-256; gzip files (and plain files the planner cannot cut) are streamed. After
-    iteration :attr:`envelope` holds the metadata and digest.
+    file's SHA-256; gzip files (and plain files the planner cannot cut) are streamed, a piece at a
+    time as the caller asks for the next one (``max_ratio``: see :data:`~trace_report.formats.kineto.MAX_RATIO`).
+    After iteration :attr:`envelope` holds the metadata and digest.
     """
 
-    def __init__(self, path: Path, piece_bytes: int) -> None:
+    def __init__(self, path: Path, piece_bytes: int, max_ratio: float = MAX_RATIO) -> None:
         self.path = path
         self.piece_bytes = piece_bytes
+        self.max_ratio = max_ratio
         self.envelope = TraceEnvelope()
         self._stream: PieceStream | None = None
         self._pos = 0
@@ -58,7 +60,7 @@ class FileReader:
             if plan is not None:
                 yield from self._ranges(plan)
                 return
-        self._stream = PieceStream(self.path, self.piece_bytes)
+        self._stream = PieceStream(self.path, self.piece_bytes, max_ratio=self.max_ratio)
         for data in self._stream:
             if isinstance(data, TailBytes):
                 yield "tail", (bytes(data), self._stream.split_tail)

@@ -421,20 +421,23 @@ class PieceStream:
                 raise TraceFormatError(f"{self.path}: no 'traceEvents' array in the trace")
 
     def _pieces(self, reader: _HashingReader) -> Iterator[bytes]:
-        header, buf = self._head(reader)
+        header, first = self._head(reader)
         if header:
             meta = _parse_object(header + b'"traceEvents": []}', "header", self.path)
             meta.pop("traceEvents", None)
             self.envelope.metadata.update(meta)
+        buf = bytearray(first)  # grows in place; consumed pieces are deleted from its front
+        del first
         eof = False
         want = self.block
         searched = 0  # buf[:searched] holds no event boundary (a long event being read on)
-        held: list[bytes] = []  # the last pieces, kept back: a cut may have landed in metadata after the array
+        held: list[bytes] = []  # the last pieces ([...]), kept back: a cut may have landed in metadata after the array
         while not eof:
             while len(buf) < want and not eof:
                 data = reader.read()
                 eof = not data
                 buf += data
+                del data
             if eof:
                 break
             cut = _find_cut(buf, len(buf), searched)
@@ -444,14 +447,13 @@ class PieceStream:
                 want = len(buf) + self.block
                 continue
             want, searched = self.block, 0
-            held.append(buf[:cut])
-            buf = buf[_skip_comma(buf, cut) :]
+            with memoryview(buf) as view:
+                held.append(b"".join((b"[", view[:cut], b"]")))
+            del buf[: _skip_comma(buf, cut)]
             while len(held) > 1 and sum(map(len, held)) - len(held[0]) > self.block:
-                yield b"[" + held.pop(0) + b"]"
+                yield held.pop(0)
         self._check_event_size(len(buf) - 2 * self.block, reader)  # the last blocks: events, then the trailer
-        if held:
-            buf = b",".join(held) + b"," + buf
-        yield TailBytes(buf)
+        yield TailBytes(b",".join([*(h[1:-1] for h in held), buf]) if held else buf)
 
     def _check_event_size(self, size: int, reader: _HashingReader) -> None:
         """Refuse a run of bytes without an event boundary longer than :data:`MAX_EVENT_BYTES`

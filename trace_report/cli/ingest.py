@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +24,10 @@ def ingest_cmd(
         typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: on a terminal)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not list the files skipped.")] = False,
+    max_ratio: Annotated[float | None, typer.Option(
+        "--max-ratio", min=0,
+        help="Refuse a .gz trace that decompresses to more than this many times its size, as a "
+             "decompression bomb (default 300; real traces are under 30). 0: no limit.")] = None,
 ) -> None:
     """Load traces into a DuckDB database; unchanged files already in it are skipped.
 
@@ -32,6 +37,8 @@ def ingest_cmd(
 
     bar = make_progress(progress)
     opts = IngestOptions(workers=workers, progress=progress_callback(bar) if bar else None)
+    if max_ratio is not None:
+        opts = replace(opts, max_ratio=max_ratio)
     if bar is None:
         report = ingest_to_database(targets, output, opts)
     else:

@@ -20,6 +20,23 @@ def _hash_file(path: Path, out: list[str]) -> None:
     out.append(digest.hexdigest())
 
 
+GZIP_RATIO_GUESS = 8
+"""Least ratio assumed for a gzip trace when guessing its decoded size (real ones: 10-30)."""
+
+
+def decoded_size(path: Path) -> int:
+    """About how many bytes ``path`` decodes to, for choosing between one process and workers:
+    its size, or for gzip the larger of its trailer's ISIZE (the last member's size modulo 4 GiB)
+    and :data:`GZIP_RATIO_GUESS` times its size. A guess only: limits are enforced while reading."""
+    size = path.stat().st_size
+    if size < 18 or not is_gzip(path):
+        return size
+    with open(path, "rb") as fh:
+        fh.seek(-4, 2)
+        isize = int.from_bytes(fh.read(4), "little")
+    return max(isize, GZIP_RATIO_GUESS * size)
+
+
 def sha256_of(path: Path) -> str:
     """SHA-256 of a file as stored (hex)."""
     out: list[str] = []

@@ -29,7 +29,7 @@ from trace_report.formats.kineto import MAX_EVENT_BYTES, MAX_RATIO, PIECE_BYTES,
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
-from trace_report.ingest.files import FileReader, sha256_of
+from trace_report.ingest.files import FileReader, decoded_size, sha256_of
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, finalize
 from trace_report.inputs import InputKind, Resolution, Source, resolve
@@ -40,7 +40,8 @@ from trace_report.store.tracedb import IngestReport
 from trace_report.store.views import create_views
 
 PARALLEL_MIN_BYTES = 48 << 20
-"""Inputs smaller than this (in total) are decoded in the calling process."""
+"""Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
+:func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
 
 INFLIGHT = 4
 """Pieces of one file submitted to the workers and not yet accepted: with the stream's own
@@ -321,7 +322,7 @@ class Ingest:
             ids[src] = self.next_id
             self.next_id += 1
         small = {s for s in todo
-                 if pool is not None and s.kind is InputKind.trace and s.path.stat().st_size < self.opts.piece_bytes}
+                 if pool is not None and s.kind is InputKind.trace and decoded_size(s.path) < self.opts.piece_bytes}
         futures = {}
         for s in small:
             job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
@@ -478,7 +479,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     written (``ingest_to_database`` discards it all).
     """
     opts = options or IngestOptions()
-    total = sum(s.path.stat().st_size for s in found.sources)
+    total = sum(decoded_size(s.path) for s in found.sources)
     workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
     pool = _make_pool(workers) if total >= PARALLEL_MIN_BYTES else None
     job = Ingest(con, opts, store)

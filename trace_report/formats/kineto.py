@@ -29,6 +29,14 @@ import pyarrow as pa
 from trace_report.errors import TraceFormatError
 from trace_report.formats.schema import EVENTS_SCHEMA
 
+try:  # ISA-L's inflate (python-isal) is ~3x zlib's; it is a dependency, zlib the fallback
+    from isal import isal_zlib as _inflate
+
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
+except ImportError:  # pragma: no cover - an install without isal
+    _inflate = zlib  # type: ignore[assignment]
+    _INFLATE_ERRORS = (zlib.error,)
+
 MEMORY_EVENT = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
 """Besides complete (``ph: X``) events, the allocator's ``[memory]`` instant events are kept
@@ -271,7 +279,7 @@ class _HashingReader:
         self._raw = open(path, "rb")  # noqa: SIM115 - closed by close(), read block by block
         head = self._raw.read(2)
         self._raw.seek(0)
-        self._gz = zlib.decompressobj(wbits=31) if head == GZIP_MAGIC else None
+        self._gz = _inflate.decompressobj(wbits=31) if head == GZIP_MAGIC else None
         self._in = b""  # compressed bytes read but not yet inflated
         self._raw_eof = False
 
@@ -297,12 +305,12 @@ class _HashingReader:
                         raise TraceFormatError(f"{self.path}: truncated gzip file")
                     return self._count(out)
                 if self._gz.eof:  # concatenated gzip members
-                    self._gz = zlib.decompressobj(wbits=31)
+                    self._gz = _inflate.decompressobj(wbits=31)
                 out = self._gz.decompress(self._in, self.block)
                 self._in = self._gz.unused_data if self._gz.eof else self._gz.unconsumed_tail
                 if out:
                     return self._count(out)
-        except zlib.error as exc:
+        except _INFLATE_ERRORS as exc:
             raise TraceFormatError(f"{self.path}: corrupt gzip data ({exc})") from exc
 
     def _count(self, out: bytes) -> bytes:

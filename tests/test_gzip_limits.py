@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, invoke
 
+from trace_report.errors import TraceFormatError
 from trace_report.formats.kineto import MAX_EVENT_BYTES, MAX_RATIO
+from trace_report.ingest import pipeline
+from trace_report.ingest.files import decoded_size
 from trace_report.ingest.pipeline import decode_file
 
 RSS_LIMIT_MB = 512
@@ -120,3 +123,26 @@ def test_concatenated_gzip_members(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(text[:1000]) + gzip.compress(text[1000:]))
     _, results = decode_file(path, path.name, 1, piece_bytes=2048)
     assert sum(r.stats.rows for _, r in results) == 500
+
+
+def test_decoded_size_of_gzip_counts_its_content(tmp_path: Path) -> None:
+    text = json.dumps({"traceEvents": events(2000)}).encode()
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    assert decoded_size(plain) == len(text)
+    assert decoded_size(packed) >= len(text) > packed.stat().st_size
+
+
+def test_invalid_piece_is_not_carried_to_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A piece that no merge can repair is reported once the merge passes its bound, instead
+    of collecting the rest of the file in memory."""
+    good = json.dumps(events(3000))
+    broken = good.replace('"name": "k3"', '"name": "k3" "oops"', 1)
+    path = tmp_path / "bad.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": ' + broken.encode() + b"}"))
+    monkeypatch.setattr(pipeline, "MAX_EVENT_BYTES", 0)  # the bound: two pieces
+    pieces: list[int] = []
+    with pytest.raises(TraceFormatError, match="invalid JSON"):
+        decode_file(path, path.name, 1, piece_bytes=4096, on_piece=pieces.append)
+    assert len(pieces) < 20  # of ~100 pieces in the file

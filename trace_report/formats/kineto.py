@@ -304,7 +304,10 @@ class _HashingReader:
                     if not out and not self._gz.eof:
                         raise TraceFormatError(f"{self.path}: truncated gzip file")
                     return self._count(out)
-                if self._gz.eof:  # concatenated gzip members
+                if self._gz.eof:  # concatenated gzip members, maybe zero-padded (as gzip allows)
+                    self._in = self._in.lstrip(b"\0")
+                    if not self._in:
+                        continue
                     self._gz = _inflate.decompressobj(wbits=31)
                 out = self._gz.decompress(self._in, self.block)
                 self._in = self._gz.unused_data if self._gz.eof else self._gz.unconsumed_tail

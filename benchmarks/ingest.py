@@ -6,14 +6,17 @@ time and peak RSS (summed over the process and its workers, sampled every 20 ms)
   * ``trace-report ingest BIG.json -o DB``,
   * HTA's ``TraceAnalysis`` loading the same file (traceinsight, default json backend),
 and prints both ratios, plus the time of ``top-kernels`` on the database (the query alone,
-and the whole command). Results go in docs/benchmarks.md by hand, with the machine and date.
+and the whole command). With ``--gz`` both tools read the same trace gzip-compressed
+(``BIG.json.gz``, built once from BIG.json), the streamed path of the ingest. Results go in
+docs/benchmarks.md by hand, with the machine and date.
 
-Usage: python benchmarks/ingest.py [--copies 40] [--work DIR] [--skip-hta]
+Usage: python benchmarks/ingest.py [--copies 40] [--work DIR] [--skip-hta] [--gz]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import platform
 import shutil
@@ -62,11 +65,27 @@ def measure(cmd: list[str]) -> tuple[float, float]:
     return wall, peak / 1e9
 
 
+def gzip_file(plain: Path, out: Path) -> None:
+    """``out`` = ``plain`` gzip-compressed (level 6, as ``gzip`` and Kineto's ``use_gzip``)."""
+    part = out.with_suffix(".part")
+    with open(plain, "rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 8 << 20)
+    part.rename(out)
+
+
+def decoded(path: Path) -> str:
+    """The decompressed size of a gzip file as its trailer records it (modulo 4 GiB)."""
+    with open(path, "rb") as fh:
+        fh.seek(-4, 2)
+        return f"{int.from_bytes(fh.read(4), 'little') / 1e9:.2f} GB decoded"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=40)
     parser.add_argument("--work", type=Path, default=HERE / "out")
     parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--gz", action="store_true", help="ingest the trace gzip-compressed (BIG.json.gz)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of our ingest; the median is reported")
     args = parser.parse_args(argv)
     if not SOURCE.is_file():
@@ -74,13 +93,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.work.mkdir(parents=True, exist_ok=True)
     big = args.work / f"rn50x{args.copies}.json"
-    if not big.is_file():
+    if not big.is_file() and not (args.gz and big.with_suffix(".json.gz").is_file()):
         subprocess.run([sys.executable, str(HERE / "make_big_trace.py"), str(SOURCE), str(big),
                         "--copies", str(args.copies)], check=True)
+    if args.gz:
+        if not big.with_suffix(".json.gz").is_file():
+            gzip_file(big, big.with_suffix(".json.gz"))
+        big = big.with_suffix(".json.gz")
     db = args.work / "bench.duckdb"
     cli = shutil.which("trace-report") or str(Path(sys.executable).with_name("trace-report"))
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
-          f"trace {big.stat().st_size / 1e9:.2f} GB")
+          f"trace {big.stat().st_size / 1e9:.2f} GB{' gzip, ' + decoded(big) if args.gz else ''}")
     runs = []
     for _ in range(max(1, args.repeat)):
         shutil.rmtree(args.work / "bench.duckdb.events", ignore_errors=True)
@@ -96,9 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     hta_dir = args.work / "hta"
     hta_dir.mkdir(exist_ok=True)
-    link = hta_dir / "rank-0.json"
-    if not link.exists():
-        link.symlink_to(big.resolve())
+    for old in hta_dir.iterdir():  # one trace in the folder: the plain or the gzip one
+        old.unlink()
+    link = hta_dir / ("rank-0.json.gz" if args.gz else "rank-0.json")
+    link.symlink_to(big.resolve())
     hta = measure([sys.executable, "-c", HTA_SNIPPET, str(hta_dir)])
     print(f"HTA TraceAnalysis:   {hta[0]:.2f} s, peak RSS {hta[1]:.2f} GB")
     print(f"ratio: {hta[0] / ours[0]:.1f}x faster, {ours[1] / hta[1]:.2f} of HTA's peak RSS")

@@ -94,15 +94,14 @@ def test_whole_trace_annotation_is_kept(tmp_path: Path) -> None:
     assert result.stdout.split()[-1] == "3" and "excluded" not in result.stderr
 
 
-def test_real_traces_lose_nothing_but_the_overlong_triton_step() -> None:
+def test_real_traces_lose_nothing() -> None:
     shared_or_skip()
     for folder in ("hta_cpu_only", "hta_amd_mi250", "hta_trace_diff", "tracelens_h100_bert_small"):
         result = invoke(["sql", TRACES / folder, "select count(*) from events", "-f", "csv"])
         assert result.exit_code == 0 and "excluded" not in result.stderr and "duplicate" not in result.stderr
     result = invoke(["sql", TRACES / "hta_triton_example", "select count(*) from steps", "-f", "csv"])
-    # ProfilerStep#1 lasts 13.3 s, 37 times the 0.36 s the profiler itself ran
-    assert "excluded 1 event(s)" in result.stderr and "'ProfilerStep#1'" in result.stderr
-    assert result.stdout.split()[-1] == "0"
+    # ProfilerStep#1 lasts 13.3 s around 0.36 s of other events: a real step enclosing idle time, kept
+    assert "excluded" not in result.stderr and result.stdout.split()[-1] == "1"
 
 
 def test_exact_duplicates_are_kept_and_counted(tmp_path: Path) -> None:

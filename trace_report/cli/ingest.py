@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +28,10 @@ def ingest_cmd(
         "--force", help="Read files again even when unchanged (their old traces are replaced).")] = False,
     append_versions: Annotated[bool, typer.Option(
         "--append-versions", help="Keep the old trace of a changed file beside the new one.")] = False,
+    max_ratio: Annotated[float | None, typer.Option(
+        "--max-ratio", min=0,
+        help="Refuse a .gz trace that decompresses to more than this many times its size, as a "
+             "decompression bomb (default 300; real traces are under 30). 0: no limit.")] = None,
 ) -> None:
     """Load traces into a DuckDB database; unchanged files already in it are skipped.
 
@@ -42,6 +47,8 @@ def ingest_cmd(
     bar = make_progress(progress)
     opts = IngestOptions(workers=workers, progress=progress_callback(bar) if bar else None, force=force,
                          append_versions=append_versions)
+    if max_ratio is not None:
+        opts = replace(opts, max_ratio=max_ratio)
     if bar is None:
         report = ingest_to_database(targets, output, opts)
     else:

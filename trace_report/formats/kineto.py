@@ -29,6 +29,14 @@ import pyarrow as pa
 from trace_report.errors import TraceFormatError
 from trace_report.formats.schema import EVENTS_SCHEMA
 
+try:  # ISA-L's inflate (python-isal) is ~3x zlib's; it is a dependency, zlib the fallback
+    from isal import isal_zlib as _inflate
+
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
+except ImportError:  # pragma: no cover - an install without isal
+    _inflate = zlib  # type: ignore[assignment]
+    _INFLATE_ERRORS = (zlib.error,)
+
 MEMORY_EVENT = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
 """Besides complete (``ph: X``) events, the allocator's ``[memory]`` instant events are kept
@@ -37,6 +45,23 @@ MEMORY_CAT = "cpu_instant_event"
 PIECE_BYTES = 8 << 20
 """Target size of one piece (the unit of decoding), and the bytes read from the (decompressed)
 stream at a time."""
+
+MAX_EVENT_BYTES = 64 << 20
+"""Largest single event (and largest header before ``traceEvents`` or trailer after it) that the
+streaming reader accepts. Real events are at most a few KB (the largest seen in ../shared is
+under 1 MB); a bigger one is a damaged file or a bomb, and holding it would cost memory without
+bound, so it is a :class:`TraceFormatError` naming the file."""
+
+MAX_RATIO = 300
+"""Largest accepted ratio of decompressed to compressed bytes of a gzip trace. Real Kineto traces
+compress 10-30:1 (28:1 at most in ../shared); deflate cannot exceed ~1032:1, which a bomb of one
+repeated byte reaches. Override per ingest (``trace-report ingest --max-ratio N``; 0 = no limit)."""
+
+RATIO_CHECK_AFTER = 8 << 20
+"""Decompressed bytes after which :data:`MAX_RATIO` is enforced (small files are never refused)."""
+
+RAW_BLOCK = 1 << 20
+"""Compressed bytes read from a gzip file at a time (inflated at most a piece at a time)."""
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
@@ -269,48 +294,72 @@ def open_stream(path: Path) -> IO[bytes]:
 
 
 class _HashingReader:
-    """Reads blocks from a stream and hashes the bytes of the file as stored on disk."""
+    """Reads blocks of decoded bytes from a file (gunzipped when it is gzip) and hashes the bytes
+    of the file as stored on disk.
 
-    def __init__(self, path: Path, block: int) -> None:
+    A gzip file is inflated at most ``block`` bytes per :meth:`read` (``max_length``), whatever
+    its compression ratio, and refused once the ratio passes ``max_ratio`` (after
+    :data:`RATIO_CHECK_AFTER` bytes): memory never depends on what one compressed block expands to.
+    """
+
+    def __init__(self, path: Path, block: int, max_ratio: float = MAX_RATIO) -> None:
         self.path = path
         self.block = block
+        self.max_ratio = max_ratio
         self.digest = hashlib.sha256()
         self.raw_bytes = 0
+        self.out_bytes = 0
         self._raw = open(path, "rb")  # noqa: SIM115 - closed by close(), read block by block
         head = self._raw.read(2)
         self._raw.seek(0)
-        self._gz = zlib.decompressobj(wbits=31) if head == GZIP_MAGIC else None
-        self._pending = b""
+        self._gz = _inflate.decompressobj(wbits=31) if head == GZIP_MAGIC else None
+        self._in = b""  # compressed bytes read but not yet inflated
+        self._raw_eof = False
+
+    def _read_raw(self, size: int) -> bytes:
+        raw = self._raw.read(size)
+        if raw:
+            self.digest.update(raw)
+            self.raw_bytes += len(raw)
+        return raw
 
     def read(self) -> bytes:
-        """Return the next block of decoded bytes, ``b""`` at the end."""
-        while True:
-            raw = self._raw.read(self.block if self._gz is None else self.block // 4)
-            if raw:
-                self.digest.update(raw)
-                self.raw_bytes += len(raw)
-            if self._gz is None:
-                return raw
-            out = self._decompress(raw)
-            if out or not raw:
-                return out
-
-    def _decompress(self, raw: bytes) -> bytes:
-        assert self._gz is not None
+        """Return the next block of decoded bytes (at most ``block`` of them), ``b""`` at the end."""
+        if self._gz is None:
+            return self._read_raw(self.block)
         try:
-            if not raw:
-                out = self._gz.flush()
-                if not self._gz.eof:
-                    raise TraceFormatError(f"{self.path}: truncated gzip file")
-                return out
-            out = self._gz.decompress(raw)
-            while self._gz.eof and self._gz.unused_data:  # concatenated gzip members
-                rest = self._gz.unused_data
-                self._gz = zlib.decompressobj(wbits=31)
-                out += self._gz.decompress(rest)
-            return out
-        except zlib.error as exc:
+            while True:
+                if not self._in and not self._raw_eof:
+                    self._in = self._read_raw(RAW_BLOCK)
+                    self._raw_eof = not self._in
+                if not self._in:  # end of the file: what the inflater still holds, then the end
+                    out = self._gz.flush()
+                    if not out and not self._gz.eof:
+                        raise TraceFormatError(f"{self.path}: truncated gzip file")
+                    return self._count(out)
+                if self._gz.eof:  # concatenated gzip members, maybe zero-padded (as gzip allows)
+                    self._in = self._in.lstrip(b"\0")
+                    if not self._in:
+                        continue
+                    self._gz = _inflate.decompressobj(wbits=31)
+                out = self._gz.decompress(self._in, self.block)
+                self._in = self._gz.unused_data if self._gz.eof else self._gz.unconsumed_tail
+                if out:
+                    return self._count(out)
+        except _INFLATE_ERRORS as exc:
             raise TraceFormatError(f"{self.path}: corrupt gzip data ({exc})") from exc
+
+    def _count(self, out: bytes) -> bytes:
+        self.out_bytes += len(out)
+        if self.max_ratio and self.out_bytes > RATIO_CHECK_AFTER:
+            ratio = self.out_bytes / max(1, self.raw_bytes - len(self._in))
+            if ratio > self.max_ratio:
+                raise TraceFormatError(
+                    f"{self.path}: looks like a decompression bomb (ratio {ratio:.0f}:1 after "
+                    f"{self.out_bytes >> 20} MB, limit {self.max_ratio:g}:1); if the file is genuine, "
+                    "pass --max-ratio to `trace-report ingest` to override"
+                )
+        return out
 
     def close(self) -> None:
         self._raw.close()
@@ -331,11 +380,11 @@ def is_boundary(buf: bytes, after: int) -> bool:
     return j < n and buf[j] == 0x7B  # '{'
 
 
-def _find_cut(buf: bytes, end: int) -> int:
-    """Index just past the last ``}`` before ``end`` that is followed by ``,`` and ``{``."""
+def _find_cut(buf: bytes, end: int, lo: int = 0) -> int:
+    """Index just past the last ``}`` in ``buf[lo:end]`` that is followed by ``,`` and ``{``."""
     pos = end
     while True:
-        pos = buf.rfind(b"}", 0, pos)
+        pos = buf.rfind(b"}", lo, pos)
         if pos < 0:
             return -1
         if is_boundary(buf, pos + 1):
@@ -380,9 +429,12 @@ class PieceStream:
     after ``traceEvents``) and the SHA-256 of the file as stored.
     """
 
-    def __init__(self, path: Path, block: int = PIECE_BYTES) -> None:
+    def __init__(self, path: Path, block: int = PIECE_BYTES, *, max_ratio: float = MAX_RATIO,
+                 max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self.path = path
         self.block = block
+        self.max_ratio = max_ratio
+        self.max_event_bytes = max_event_bytes
         self.envelope = TraceEnvelope()
         self._reader: _HashingReader | None = None
 
@@ -391,7 +443,7 @@ class PieceStream:
         return self._reader.raw_bytes if self._reader is not None else 0
 
     def __iter__(self) -> Iterator[bytes]:
-        reader = _HashingReader(self.path, self.block)
+        reader = _HashingReader(self.path, self.block, self.max_ratio)
         self._reader = reader
         try:
             yield from self._pieces(reader)
@@ -415,39 +467,58 @@ class PieceStream:
             m = _EVENTS_KEY.search(buf)
             if m:
                 return buf[: m.start()], buf[m.end() :]
+            if len(buf) > self.max_event_bytes:
+                raise TraceFormatError(
+                    f"{self.path}: no 'traceEvents' array in the first {self.max_event_bytes >> 20} MB")
             if not data:
                 if not stripped:
                     raise TraceFormatError(f"{self.path}: empty file")
                 raise TraceFormatError(f"{self.path}: no 'traceEvents' array in the trace")
 
     def _pieces(self, reader: _HashingReader) -> Iterator[bytes]:
-        header, buf = self._head(reader)
+        header, first = self._head(reader)
         if header:
             meta = _parse_object(header + b'"traceEvents": []}', "header", self.path)
             meta.pop("traceEvents", None)
             self.envelope.metadata.update(meta)
+        buf = bytearray(first)  # grows in place; consumed pieces are deleted from its front
+        del first
         eof = False
         want = self.block
-        held: list[bytes] = []  # the last pieces, kept back: a cut may have landed in metadata after the array
+        searched = 0  # buf[:searched] holds no event boundary (a long event being read on)
+        held: list[bytes] = []  # the last pieces ([...]), kept back: a cut may have landed in metadata after the array
         while not eof:
             while len(buf) < want and not eof:
                 data = reader.read()
                 eof = not data
                 buf += data
+                del data
             if eof:
                 break
-            cut = _find_cut(buf, len(buf))
-            if cut < 0:  # one event larger than a block: read on
+            cut = _find_cut(buf, len(buf), searched)
+            if cut < 0:  # one event larger than a block: read on, up to the limit
+                self._check_event_size(len(buf), reader)
+                searched = max(0, len(buf) - 4096)  # a boundary's white space may run past the end
                 want = len(buf) + self.block
                 continue
-            want = self.block
-            held.append(buf[:cut])
-            buf = buf[_skip_comma(buf, cut) :]
+            want, searched = self.block, 0
+            with memoryview(buf) as view:
+                held.append(b"".join((b"[", view[:cut], b"]")))
+            del buf[: _skip_comma(buf, cut)]
             while len(held) > 1 and sum(map(len, held)) - len(held[0]) > self.block:
-                yield b"[" + held.pop(0) + b"]"
-        if held:
-            buf = b",".join(held) + b"," + buf
-        yield TailBytes(buf)
+                yield held.pop(0)
+        self._check_event_size(len(buf) - 2 * self.block, reader)  # the last blocks: events, then the trailer
+        yield TailBytes(b",".join([*(h[1:-1] for h in held), buf]) if held else buf)
+
+    def _check_event_size(self, size: int, reader: _HashingReader) -> None:
+        """Refuse a run of bytes without an event boundary longer than :data:`MAX_EVENT_BYTES`
+        (the last event and the metadata after the array count as one)."""
+        if size > self.max_event_bytes:
+            raise TraceFormatError(
+                f"{self.path}: an event (or the metadata after traceEvents) is larger than "
+                f"{self.max_event_bytes >> 20} MB, near byte {reader.out_bytes or reader.raw_bytes:,} of the "
+                "decoded trace; the file is damaged or not a real trace"
+            )
 
     def split_tail(self, buf: bytes) -> bytes:
         """The events piece (``[...]``) at the start of the file's raw end ``buf``.

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trace_report.errors import TraceFormatError
-from trace_report.formats.kineto import PieceStream, TailBytes, TraceEnvelope, is_gzip
+from trace_report.formats.kineto import MAX_RATIO, PieceStream, TailBytes, TraceEnvelope, is_gzip
 from trace_report.formats.kineto_pieces import plan_ranges
 
 
@@ -18,6 +18,23 @@ def _hash_file(path: Path, out: list[str]) -> None:
         while block := fh.read(8 << 20):
             digest.update(block)
     out.append(digest.hexdigest())
+
+
+GZIP_RATIO_GUESS = 8
+"""Least ratio assumed for a gzip trace when guessing its decoded size (real ones: 10-30)."""
+
+
+def decoded_size(path: Path) -> int:
+    """About how many bytes ``path`` decodes to, for choosing between one process and workers:
+    its size, or for gzip the larger of its trailer's ISIZE (the last member's size modulo 4 GiB)
+    and :data:`GZIP_RATIO_GUESS` times its size. A guess only: limits are enforced while reading."""
+    size = path.stat().st_size
+    if size < 18 or not is_gzip(path):
+        return size
+    with open(path, "rb") as fh:
+        fh.seek(-4, 2)
+        isize = int.from_bytes(fh.read(4), "little")
+    return max(isize, GZIP_RATIO_GUESS * size)
 
 
 def sha256_of(path: Path) -> str:
@@ -32,13 +49,15 @@ class FileReader:
     file, ``("tail", (raw end, splitter))`` for one file.
 
     Plain files are planned by byte ranges (workers read them) while a thread computes the
-    file's SHA-256; gzip files (and plain files the planner cannot cut) are streamed. After
-    iteration :attr:`envelope` holds the metadata and digest.
+    file's SHA-256; gzip files (and plain files the planner cannot cut) are streamed, a piece at a
+    time as the caller asks for the next one (``max_ratio``: see :data:`~trace_report.formats.kineto.MAX_RATIO`).
+    After iteration :attr:`envelope` holds the metadata and digest.
     """
 
-    def __init__(self, path: Path, piece_bytes: int) -> None:
+    def __init__(self, path: Path, piece_bytes: int, max_ratio: float = MAX_RATIO) -> None:
         self.path = path
         self.piece_bytes = piece_bytes
+        self.max_ratio = max_ratio
         self.envelope = TraceEnvelope()
         self._stream: PieceStream | None = None
         self._pos = 0
@@ -58,7 +77,7 @@ class FileReader:
             if plan is not None:
                 yield from self._ranges(plan)
                 return
-        self._stream = PieceStream(self.path, self.piece_bytes)
+        self._stream = PieceStream(self.path, self.piece_bytes, max_ratio=self.max_ratio)
         for data in self._stream:
             if isinstance(data, TailBytes):
                 yield "tail", (bytes(data), self._stream.split_tail)

@@ -47,10 +47,13 @@ ABSURD_DUR_US = 1e12
 """A duration over this (11.6 days) is a broken number, whatever the trace."""
 OVERLONG_FACTOR = 2.0
 OVERLONG_SLACK_US = 1e6
-"""An event is longer than its trace when ``dur > OVERLONG_FACTOR * span + OVERLONG_SLACK_US``,
-``span`` = max(ts + dur) - min(ts) over the trace's other events. The factor keeps the events
-that enclose the whole trace (``PyTorch Profiler (0)``, a CPU-only trace's step: up to 1.03x
-in the real traces); the slack keeps tiny traces of a few events."""
+OVERLONG_FLOOR_US = 60e6
+"""An event is longer than its trace when ``dur > OVERLONG_FACTOR * span + OVERLONG_SLACK_US``
+and ``dur > OVERLONG_FLOOR_US``, ``span`` = max(ts + dur) - min(ts) over the trace's other
+events. The factor keeps the events that enclose the whole trace (``PyTorch Profiler (0)``, a
+CPU-only trace's step: up to 1.03x in the real traces); the slack keeps tiny traces of a few
+events; the floor (one minute) keeps a real ProfilerStep that encloses idle time (HTA's
+triton example: a 13.3 s step around 0.36 s of events)."""
 EDGE_ROWS = 16
 """Rows with the latest ends and the earliest starts kept per piece for :func:`overlong_events`."""
 DUPLICATE_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us", "args"]
@@ -272,7 +275,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
 
 def overlong_events(stats: PieceStats) -> list[EdgeRow]:
     """The rows of a whole trace (its merged :class:`PieceStats`) longer than the rest of it:
-    ``dur > OVERLONG_FACTOR * span + OVERLONG_SLACK_US``, ``span`` = max(ts + dur) - min(ts) over
+    ``dur > max(OVERLONG_FACTOR * span + OVERLONG_SLACK_US, OVERLONG_FLOOR_US)``,
+    ``span`` = max(ts + dur) - min(ts) over
     its other rows. Judged latest end first, each row found leaving the span of the next ones.
 
     Such a row ends after every other row or starts before all of them, so only the edge rows
@@ -288,7 +292,7 @@ def overlong_events(stats: PieceStats) -> list[EdgeRow]:
             first_ts = next((r.ts for r in starts if r.event_id != row.event_id), None)
             if last_end is None or first_ts is None:
                 continue
-            if row.dur > OVERLONG_FACTOR * (last_end - first_ts) + OVERLONG_SLACK_US:
+            if row.dur > max(OVERLONG_FACTOR * (last_end - first_ts) + OVERLONG_SLACK_US, OVERLONG_FLOOR_US):
                 found.append(row)
                 ends = [r for r in ends if r.event_id != row.event_id]
                 starts = [r for r in starts if r.event_id != row.event_id]

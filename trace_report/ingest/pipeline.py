@@ -5,7 +5,9 @@ normalise each piece into Arrow (in worker processes when the input is large) ->
 Parquet file beside the database (or keep it in memory) -> one ``traces`` row per file.
 A plain ``.json`` file is cut by byte ranges that workers read themselves, so it is never
 held whole; a ``.json.gz`` file is decompressed in one stream whose pieces are decoded in
-parallel; small files are decoded one file per worker.
+parallel, at most ``INFLIGHT`` pieces at a time, each piece's bytes dropped once its Parquet
+piece is written (only a piece cut inside an event is kept, to merge with the next one); small
+files are decoded one file per worker.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import pyarrow.parquet as pq
 
 from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import (
+    MAX_EVENT_BYTES,
+    MAX_RATIO,
     PIECE_BYTES,
     TOO_DEEP,
     Piece,
@@ -36,7 +40,7 @@ from trace_report.formats.kineto import (
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
-from trace_report.ingest.files import FileReader, sha256_of
+from trace_report.ingest.files import FileReader, decoded_size, sha256_of
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, finalize, overlong_events
 from trace_report.ingest.versions import Versions
@@ -56,14 +60,21 @@ from trace_report.store.views import create_views
 from trace_report.sysutil import die_with_parent
 
 PARALLEL_MIN_BYTES = 48 << 20
-"""Inputs smaller than this (in total) are decoded in the calling process."""
+"""Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
+:func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
+
+INFLIGHT = 4
+"""Pieces of one file submitted to the workers and not yet accepted: with the stream's own
+look-ahead, a streamed (gzip) file holds about ``INFLIGHT + 3`` pieces of decoded bytes at once."""
 
 
 @dataclass(frozen=True)
 class IngestOptions:
     """Options of an ingest: ``workers`` = decoding processes (default: CPU count);
     ``progress(done_bytes, total_bytes)`` is called as files are read; ``force`` and
-    ``append_versions``: see :mod:`trace_report.ingest.versions`."""
+    ``append_versions``: see :mod:`trace_report.ingest.versions`; ``max_ratio``: the largest
+    decompression ratio accepted for a gzip trace (0 = no limit; see
+    :data:`~trace_report.formats.kineto.MAX_RATIO`)."""
 
     workers: int | None = None
     piece_bytes: int = PIECE_BYTES
@@ -72,6 +83,7 @@ class IngestOptions:
     """Read files again even when their path, size and time are unchanged (replacing them)."""
     append_versions: bool = False
     """Keep the old trace of a changed file beside the new one instead of replacing it."""
+    max_ratio: float = MAX_RATIO
 
 
 @dataclass
@@ -89,6 +101,7 @@ class Job:
     end: int = 0
     out: Path | None = None
     split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
+    max_ratio: float = MAX_RATIO  # kind 'file' only
 
     def raw(self) -> bytes:
         if self.kind == "bytes":
@@ -161,7 +174,7 @@ def raise_invalid(data: bytes, label: str) -> None:
 def read_whole(job: Job) -> JobResult:
     """Decode a whole (small) file in this process into one table or one Parquet file."""
     assert job.path is not None
-    envelope, results = decode_file(job.path, job.label, job.trace_id)
+    envelope, results = decode_file(job.path, job.label, job.trace_id, max_ratio=job.max_ratio)
     stats = PieceStats()
     for _, r in results:
         stats.add(r.stats)
@@ -186,17 +199,26 @@ def run_job(job: Job) -> JobResult:
 
 
 class PieceRunner:
-    """Runs the piece jobs of one file (in a pool or here) and merges bad cuts, in order."""
+    """Runs the piece jobs of one file (in a pool or here) and merges bad cuts, in order.
 
-    def __init__(self, pool: ProcessPoolExecutor | None, store: ParquetStore | None, label: str):
+    At most ``inflight`` jobs are submitted and not yet accepted; the next job is pulled from
+    the (lazy) job iterator only when one is accepted, so a streamed file is read no faster than
+    it is decoded. An accepted job's bytes are dropped (``results`` keeps only where each piece
+    went); the bytes of a piece cut inside an event are kept until the next piece completes it,
+    and refused past ``MAX_EVENT_BYTES`` plus two pieces (an invalid file, not a long event).
+    """
+
+    def __init__(self, pool: ProcessPoolExecutor | None, store: ParquetStore | None, label: str,
+                 piece_bytes: int = PIECE_BYTES):
         self.pool = pool
         self.store = store
         self.label = label
         self.results: list[tuple[Job, JobResult]] = []
         self._pending: Job | None = None
         self._pending_bytes = b""
+        self._max_pending = MAX_EVENT_BYTES + 2 * piece_bytes
 
-    def run(self, jobs: Iterator[Job], inflight: int = 4) -> None:
+    def run(self, jobs: Iterator[Job], inflight: int = INFLIGHT) -> None:
         queue: deque[tuple[Job, Future[JobResult] | None]] = deque()
         for job in jobs:
             if job.kind == "tail":
@@ -221,6 +243,7 @@ class PieceRunner:
             self._pending, self._pending_bytes = None, b""
         else:
             data = job.split_tail(job.data)
+        job.data = b""
         result = decode_bytes(data, job)
         if not result.ok:
             raise_invalid(data, self.label)
@@ -235,15 +258,19 @@ class PieceRunner:
                 assert self.store is not None
                 self.store.forget(job.out)
             self._pending_bytes = join_pieces(self._pending_bytes, job.raw())
+            job.data = b""
             merged = decode_bytes(self._pending_bytes, self._pending)
             if merged.ok:
                 self.results.append((self._pending, merged))
                 self._pending, self._pending_bytes = None, b""
+            elif len(self._pending_bytes) > self._max_pending:
+                raise_invalid(self._pending_bytes, self.label)
             return
         if result.ok:
             self.results.append((job, result))
         else:
             self._pending, self._pending_bytes = job, job.raw()
+        job.data = b""  # the piece is written (or kept in _pending_bytes): drop its bytes
 
 
 def decode_file(
@@ -255,14 +282,15 @@ def decode_file(
     pool: ProcessPoolExecutor | None = None,
     store: ParquetStore | None = None,
     on_piece: Callable[[int], None] | None = None,
+    max_ratio: float = MAX_RATIO,
 ) -> tuple[TraceEnvelope, list[tuple[Job, JobResult]]]:
     """Cut one file into jobs (:class:`FileReader`), decode them in order (:class:`PieceRunner`).
 
     Pieces go to ``store`` as Parquet files when given, else their tables stay in the results.
     ``on_piece(bytes of the file handed out so far)`` is called after each job.
     """
-    runner = PieceRunner(pool, store, label)
-    reader = FileReader(path, piece_bytes)
+    runner = PieceRunner(pool, store, label, piece_bytes)
+    reader = FileReader(path, piece_bytes, max_ratio)
 
     def jobs() -> Iterator[Job]:
         for k, (kind, payload) in enumerate(reader.pieces()):
@@ -319,10 +347,11 @@ class Ingest:
             ids[src] = self.next_id
             self.next_id += 1
         small = {s for s in todo
-                 if pool is not None and s.kind is InputKind.trace and s.path.stat().st_size < self.opts.piece_bytes}
+                 if pool is not None and s.kind is InputKind.trace and decoded_size(s.path) < self.opts.piece_bytes}
         futures = {}
         for s in small:
-            job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0))
+            job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
+                      max_ratio=self.opts.max_ratio)
             futures[s] = (job.out, pool.submit(run_job, job))  # type: ignore[union-attr]
         for src in todo:
             try:
@@ -352,6 +381,7 @@ class Ingest:
             src.path, src.label, trace_id, piece_bytes=self.opts.piece_bytes, pool=pool,
             store=self.store if isinstance(self.store, ParquetStore) else None,
             on_piece=(lambda pos: progress(self.done + pos, self.total)) if progress else None,
+            max_ratio=self.opts.max_ratio,
         )
         self._finish(trace_id, src, envelope, [(job.out, r) for job, r in results])
 
@@ -550,7 +580,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     written (``ingest_to_database`` discards it all).
     """
     opts = options or IngestOptions()
-    total = sum(s.path.stat().st_size for s in found.sources)
+    total = sum(decoded_size(s.path) for s in found.sources)
     workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
     pool = _make_pool(workers) if total >= PARALLEL_MIN_BYTES else None
     job = Ingest(con, opts, store)

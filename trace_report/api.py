@@ -81,20 +81,20 @@ def _from_resolution(found: Resolution, read_only: bool, workers: int | None,
                      progress: Callable[[int, int], None] | None) -> TraceDB:
     if found.dataset is not None:
         opened = open_parquet_dataset(found.dataset)  # carries its own run tables
-        return TraceDB(opened.con, opened.report)
+        return TraceDB(opened.con, opened.summary)
     if found.database is not None:
         db = TraceDB(connect_existing(found.database, read_only=read_only))
         attach_runs(db.con, [])
         return db
     if found.sources:
-        con, report = open_in_memory(found, IngestOptions(workers=workers, progress=progress))
-        db = TraceDB(con, report)
+        con, summary = open_in_memory(found, IngestOptions(workers=workers, progress=progress))
+        db = TraceDB(con, summary)
     else:
         con = duckdb.connect(":memory:")
         create_schema(con, with_views=True)
         db = TraceDB(con)
-        db.report.skipped.extend(found.skipped)
-        db.report.notes.extend(found.notes)
+        db.summary.skipped.extend(found.skipped)
+        db.summary.notes.extend(found.notes)
     attach_runs(db.con, found.run_folders)
     return db
 

@@ -57,7 +57,7 @@ def test_capture_folder_with_ncu_report_needs_no_extra_step(tmp_path: Path) -> N
     with tr.open(run) as handle:
         assert handle.con.execute("SELECT run_id, rank_source FROM traces").fetchall() == [("run-1", "run.json")]
         assert handle.con.execute("SELECT count(DISTINCT report_id) FROM ncu_kernels").fetchone()[0] == 1
-        assert handle.report.ncu_reports and handle.report.ncu_reports[0][1] > 0
+        assert handle.summary.ncu_reports and handle.summary.ncu_reports[0][1] > 0
 
 
 def test_kernsum_csv_top_kernels(capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,7 +36,7 @@ def database(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dataset(database, tmp_path_factory) -> tuple[Path, export.ExportReport]:
+def dataset(database, tmp_path_factory) -> tuple[Path, export.ExportSummary]:
     out = tmp_path_factory.mktemp("export") / "dataset"
     with open_runs(database) as db:
         report = export_parquet(db, out)

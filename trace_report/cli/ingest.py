@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import err, make_progress, print_report, progress_callback
+from trace_report.cli.options import err, make_progress, print_summary, progress_callback
 from trace_report.cli.registry import app
 
 
@@ -50,11 +50,11 @@ def ingest_cmd(
     if max_ratio is not None:
         opts = replace(opts, max_ratio=max_ratio)
     if bar is None:
-        report = ingest_to_database(targets, output, opts)
+        summary = ingest_to_database(targets, output, opts)
     else:
         with bar:
-            report = ingest_to_database(targets, output, opts)
-    print_report(report, verbose=True, quiet=quiet)
-    ncu_part = f", {len(report.ncu_reports)} Nsight Compute report(s)" if report.ncu_reports else ""
-    err.print(f"{output}: {len(report.ingested)} trace(s) ingested{ncu_part}, "
-              f"{len(report.skipped)} skipped", markup=False)
+            summary = ingest_to_database(targets, output, opts)
+    print_summary(summary, verbose=True, quiet=quiet)
+    ncu_part = f", {len(summary.ncu_reports)} Nsight Compute report(s)" if summary.ncu_reports else ""
+    err.print(f"{output}: {len(summary.ingested)} trace(s) ingested{ncu_part}, "
+              f"{len(summary.skipped)} skipped", markup=False)

@@ -21,7 +21,7 @@ from trace_report.present.format import Format
 
 if TYPE_CHECKING:
     from trace_report.api import TraceDB
-    from trace_report.store.tracedb import IngestReport
+    from trace_report.store.tracedb import IngestSummary
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -74,7 +74,7 @@ def make_progress(enabled: bool | None) -> Progress | None:
     )
 
 
-def print_report(report: IngestReport, *, verbose: bool, quiet: bool = False) -> None:
+def print_summary(report: IngestSummary, *, verbose: bool, quiet: bool = False) -> None:
     """Warnings and notes always; with ``verbose`` each trace read and each file skipped
     (``quiet`` hides the skipped list)."""
     for message in report.warnings:
@@ -101,5 +101,5 @@ def load(targets: list[Path], progress: bool | None = None, *, read_only: bool =
     else:
         with bar:
             db = open_traces(targets, read_only=read_only, progress=progress_callback(bar))
-    print_report(db.report, verbose=False)
+    print_summary(db.summary, verbose=False)
     return db

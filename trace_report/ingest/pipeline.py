@@ -55,7 +55,7 @@ from trace_report.store.database import (
     database_path,
 )
 from trace_report.store.pieces import MemoryStore, ParquetStore, write_parquet
-from trace_report.store.tracedb import IngestReport
+from trace_report.store.tracedb import IngestSummary
 from trace_report.store.views import create_views
 from trace_report.sysutil import die_with_parent
 
@@ -320,8 +320,8 @@ class Ingest:
         self.con = con
         self.opts = opts
         self.store = store
-        self.report = IngestReport()
-        self.versions = Versions(con, store, self.report, opts.force, opts.append_versions)
+        self.summary = IngestSummary()
+        self.versions = Versions(con, store, self.summary, opts.force, opts.append_versions)
         row = con.execute("SELECT coalesce(max(trace_id), 0) FROM traces").fetchone()
         self.next_id = int(row[0]) + 1 if row else 1
         self.total = 0
@@ -333,12 +333,12 @@ class Ingest:
     def run(self, sources: list[Source], pool: ProcessPoolExecutor | None) -> None:
         ncu_kinds = (InputKind.ncu_report, InputKind.ncu_csv)
         for src in (s for s in sources if s.kind in ncu_kinds):
-            self.report.ncu_reports.append((src.label, load_ncu(self.con, src.path)))
+            self.summary.ncu_reports.append((src.label, load_ncu(self.con, src.path)))
         sources = [s for s in sources if s.kind not in ncu_kinds]
         todo = []
         for src in sources:
             if self.versions.unchanged(src):
-                self.report.skipped.append((src.label, "already ingested"))
+                self.summary.skipped.append((src.label, "already ingested"))
             else:
                 todo.append(src)
         self.total = sum(s.path.stat().st_size for s in todo)
@@ -397,7 +397,7 @@ class Ingest:
         sha = sha256_of(src.path)
         reason = self.versions.skip_reason(src.label, sha)
         if reason:
-            self.report.skipped.append((src.label, reason))
+            self.summary.skipped.append((src.label, reason))
             return
         self.versions.replace_previous(src.label)
         if isinstance(self.store, ParquetStore):
@@ -415,7 +415,7 @@ class Ingest:
              facts["n_complete_events"], facts["n_kernels"], sha, st.st_size, st.st_mtime_ns,
              facts["metadata"], facts["redacted_keys"]],
         )
-        self.report.ingested.append((trace_id, src.label))
+        self.summary.ingested.append((trace_id, src.label))
 
     def _finish(self, trace_id: int, src: Source, env: TraceEnvelope,
                 parts: list[tuple[Path | None, JobResult]]) -> None:
@@ -432,7 +432,7 @@ class Ingest:
         reason = self.versions.skip_reason(src.label, env.sha256)
         if reason:
             self._discard(parts)
-            self.report.skipped.append((src.label, reason))
+            self.summary.skipped.append((src.label, reason))
             return
         self.versions.replace_previous(src.label)
         self._check_numbers(src, stats, parts)
@@ -442,12 +442,12 @@ class Ingest:
             self.store.add([r.table for _, r in parts if r.table is not None])
         self._kernel_names(stats)
         self._trace_row(trace_id, src, env, stats)
-        self.report.ingested.append((trace_id, src.label))
+        self.summary.ingested.append((trace_id, src.label))
 
     def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Path | None, JobResult]]) -> None:
         """Drop events longer than the rest of the trace; note what was dropped and the duplicates."""
         if stats.n_bad_utf8:
-            self.report.warnings.append(f"{src.label}: replaced {stats.n_bad_utf8} invalid UTF-8 sequence(s) "
+            self.summary.warnings.append(f"{src.label}: replaced {stats.n_bad_utf8} invalid UTF-8 sequence(s) "
                                         "with U+FFFD")
         overlong = overlong_events(stats)
         if overlong:
@@ -458,12 +458,12 @@ class Ingest:
         n_bad = stats.n_bad_numbers + len(overlong)
         if n_bad:
             example = describe(stats.bad_example) if stats.bad_example else describe(overlong[0])
-            self.report.notes.append(
+            self.summary.notes.append(
                 f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
                 f"(longer than the rest of the trace or over 1e12 us), e.g. {example}")
         n_dup = count_duplicates(lambda columns: _part_tables(parts, columns))
         if n_dup:
-            self.report.notes.append(
+            self.summary.notes.append(
                 f"{src.label}: {n_dup} event(s) are exact duplicates of another (same cat, name, pid, tid, "
                 "ts, dur, args); kept")
 
@@ -485,15 +485,15 @@ class Ingest:
         run = run_context(src)
         facts, warning = trace_facts(env.metadata, src.label, run)
         if warning:
-            self.report.warnings.append(warning)
+            self.summary.warnings.append(warning)
         if facts.redacted_keys:
-            self.report.warnings.append(
+            self.summary.warnings.append(
                 f"{src.label}: redacted {len(facts.redacted_keys)} secret-looking metadata "
                 f"value(s): {', '.join(facts.redacted_keys[:5])}"
             )
         in_events = [f"{key} ({n} events)" for key, n in sorted(stats.redactions.items())]
         if in_events:
-            self.report.warnings.append(f"{src.label}: redacted secrets in events: {', '.join(in_events[:5])}")
+            self.summary.warnings.append(f"{src.label}: redacted secrets in events: {', '.join(in_events[:5])}")
         device = stats.kernel_devices.most_common(1)[0][0] if stats.kernel_devices else None
         device_name, cc = device_for(env.metadata, device)
         if device_name is None:
@@ -570,7 +570,7 @@ def _make_pool(workers: int) -> ProcessPoolExecutor | None:
 
 
 def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: ParquetStore | MemoryStore,
-                   options: IngestOptions | None = None) -> IngestReport:
+                   options: IngestOptions | None = None) -> IngestSummary:
     """Ingest resolved sources (:func:`trace_report.inputs.resolve`) into ``con`` (schema
     created) and ``store``.
 
@@ -584,17 +584,17 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
     pool = _make_pool(workers) if total >= PARALLEL_MIN_BYTES else None
     job = Ingest(con, opts, store)
-    job.report.skipped.extend(found.skipped)
-    job.report.notes.extend(found.notes)
+    job.summary.skipped.extend(found.skipped)
+    job.summary.notes.extend(found.notes)
     try:
         job.run(found.sources, pool)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return job.report
+    return job.summary
 
 
-def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None) -> IngestReport:
+def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None) -> IngestSummary:
     """Ingest the inputs in ``paths`` into the database file ``db_path`` (created if absent),
     all or nothing.
 
@@ -609,27 +609,27 @@ def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions 
         store = ParquetStore(db_path)
         try:
             with atomic_database(db_path) as con:
-                report = ingest_sources(con, found, store, options)
+                summary = ingest_sources(con, found, store, options)
         except BaseException:
             store.rollback()
             raise
         store.commit()
-    report.notes[:0] = notes
-    return report
+    summary.notes[:0] = notes
+    return summary
 
 
 def open_in_memory(
     found: Resolution, options: IngestOptions | None = None
-) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
+) -> tuple[duckdb.DuckDBPyConnection, IngestSummary]:
     """An in-memory database with the resolved sources (the ``events`` view over Arrow)."""
     con = duckdb.connect(":memory:")
     try:
         create_schema(con, with_views=False)
         store = MemoryStore()
-        report = ingest_sources(con, found, store, options)
+        summary = ingest_sources(con, found, store, options)
         store.publish(con)
         create_views(con)
     except BaseException:
         con.close()
         raise
-    return con, report
+    return con, summary

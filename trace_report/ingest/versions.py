@@ -19,7 +19,7 @@ import duckdb
 
 from trace_report.inputs import Source
 from trace_report.store.pieces import MemoryStore, ParquetStore
-from trace_report.store.tracedb import IngestReport
+from trace_report.store.tracedb import IngestSummary
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Versions:
 
     con: duckdb.DuckDBPyConnection
     store: ParquetStore | MemoryStore
-    report: IngestReport
+    summary: IngestSummary
     force: bool = False
     append_versions: bool = False
 
@@ -65,4 +65,4 @@ class Versions:
             self.con.execute("DELETE FROM traces WHERE trace_id = ?", [trace_id])
         if old:
             why = "read again (--force)" if self.force else "its content changed"
-            self.report.notes.append(f"{label}: replaced trace {', '.join(map(str, old))} ({why})")
+            self.summary.notes.append(f"{label}: replaced trace {', '.join(map(str, old))} ({why})")

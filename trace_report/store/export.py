@@ -49,7 +49,7 @@ PARQUET = "FORMAT parquet, COMPRESSION zstd"
 
 
 @dataclass
-class ExportReport:
+class ExportSummary:
     """What an export wrote: the folder, rows per table, event rows and partitions."""
 
     path: Path
@@ -100,7 +100,7 @@ def _write_events(con: duckdb.DuckDBPyConnection, folder: Path) -> tuple[int, in
     return int(n), int(parts)
 
 
-def _write_dataset(con: duckdb.DuckDBPyConnection, tmp: Path, report: ExportReport) -> None:
+def _write_dataset(con: duckdb.DuckDBPyConnection, tmp: Path, report: ExportSummary) -> None:
     report.events, report.partitions = _write_events(con, tmp / "events")
     for table in _tables(con):
         query = f"SELECT * FROM {_ident(table)}"
@@ -112,7 +112,7 @@ def _write_dataset(con: duckdb.DuckDBPyConnection, tmp: Path, report: ExportRepo
     (tmp / "_SUCCESS").touch()
 
 
-def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False) -> ExportReport:
+def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False) -> ExportSummary:
     """Write every table of ``db`` and its events as a Parquet
     dataset in ``out_dir`` (layout in the module docstring), atomically.
 
@@ -128,7 +128,7 @@ def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-    report = ExportReport(out)
+    report = ExportSummary(out)
     try:
         tmp.mkdir()
         _write_dataset(con, tmp, report)

@@ -17,7 +17,7 @@ from trace_report.errors import UsageError
 
 
 @dataclass
-class IngestReport:
+class IngestSummary:
     """What opening or ingesting did: (trace_id, label) of new traces, (label, reason) of files
     seen and not read, warnings and notes for the user, Nsight Compute reports (label, launches)."""
 
@@ -32,12 +32,12 @@ class TraceDB:
     """Traces in DuckDB behind one connection.
 
     ``con`` is the duckdb connection itself; :meth:`sql` returns a DuckDB relation
-    (``.df()``, ``.arrow()``, ``.fetchall()``); ``report`` says what was read to make it.
+    (``.df()``, ``.arrow()``, ``.fetchall()``); ``summary`` says what was read to make it.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, report: IngestReport | None = None) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, summary: IngestSummary | None = None) -> None:
         self.con = con
-        self.report = report or IngestReport()
+        self.summary = summary or IngestSummary()
 
     def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
         """Run ``query`` against the schema and return the relation."""

@@ -207,14 +207,21 @@ def _wait_for_workers(proc: subprocess.Popen[str]) -> list[int]:
     raise AssertionError("the ingest never started its workers")
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_cleans_up_and_says_so(db: Path, tmp_path: Path, sig: int, code: int) -> None:
+def _running_ingest(db: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], list[int], dict[str, str]]:
+    """An ingest of a large trace into ``db`` that has started its workers: (process, worker
+    pids, the database's snapshot before it)."""
     big = tmp_path / "big.json"
-    _big_trace(big, 400_000)
+    _big_trace(big, 800_000)
     before = snapshot(db)
     proc = _ingest_process(big, db)
-    kids = _wait_for_workers(proc)
+    return proc, _wait_for_workers(proc), before
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_cleans_up_and_says_so(db: Path, tmp_path: Path, sig: int, code: int) -> None:
+    proc, kids, before = _running_ingest(db, tmp_path)
     time.sleep(0.3)
+    assert proc.poll() is None, "the ingest finished before the signal: make the trace larger"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
@@ -236,12 +243,9 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_kill_9_leaves_nothing_that_blocks_or_inflates(db: Path, tmp_path: Path) -> None:
-    big = tmp_path / "big.json"
-    _big_trace(big, 400_000)
-    before = snapshot(db)
-    proc = _ingest_process(big, db)
-    kids = _wait_for_workers(proc)
-    time.sleep(1.0)
+    proc, kids, before = _running_ingest(db, tmp_path)
+    time.sleep(0.3)
+    assert proc.poll() is None, "the ingest finished before the kill: make the trace larger"
     proc.kill()
     proc.wait()
     deadline = time.time() + 2

@@ -6,7 +6,7 @@ A capture writes ``traces/<run-id>/run.json`` for a single run (``schema =
 (``"trace-report/experiment/1"``) in the folder of a multi-variant experiment. Every field is
 optional when read, so ``run.json`` files written by earlier versions (no ``schema_version``)
 load unchanged; unknown fields are ignored. Environment variables are never written here, and
-whatever is read is passed through :func:`~trace_report.formats.kineto_metadata.redact`.
+whatever is read is passed through :func:`trace_report.redact.redact_value`.
 
 Errors: :func:`read_manifest` returns ``None`` for a missing or unreadable file (a folder
 without a manifest is simply not a run); :func:`write_manifest` raises ``OSError`` as the file
@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from trace_report.formats.kineto_metadata import redact
+from trace_report.redact import redact_value
 
 MANIFEST = "run.json"
 RUN_SCHEMA = "trace-report/run/1"
@@ -131,7 +131,7 @@ def _nan_to_none(value: Any) -> Any:
 def from_dict(data: dict[str, Any]) -> RunManifest:
     """A manifest from decoded JSON, secret-looking values redacted; fields of the wrong type
     are dropped rather than failing the whole file (old or hand-edited manifests)."""
-    clean, _ = redact(data)
+    clean, _ = redact_value(data)
     try:
         return msgspec.convert(clean, RunManifest, strict=False)
     except msgspec.ValidationError:
@@ -164,7 +164,7 @@ def raw_manifest(path: Path) -> dict[str, Any]:
         data = json.loads((path / MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
-    return redact(data)[0] if isinstance(data, dict) else {}
+    return redact_value(data)[0] if isinstance(data, dict) else {}
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> Path:

@@ -285,7 +285,7 @@ def test_cli_breakdown_by_rank_and_bad_rank(dlrm_path):
     assert ok.exit_code == 0
     assert {r["rank"] for r in json.loads(ok.stdout)} == set(range(8))
     bad = invoke(["breakdown", str(dlrm_path), "--rank", "42"])
-    assert bad.exit_code == 1 and bad.stderr.startswith("Error:")
+    assert bad.exit_code == 2 and bad.stderr.startswith("Error: no trace of rank 42")  # a usage error
 
 
 def test_breakdown_on_an_ingested_database(dlrm, dlrm_path, tmp_path):

@@ -114,3 +114,19 @@ def test_report_command(tmp_path):
     assert "charts" in res.output and "<title>&lt;t&gt;</title>" in (tmp_path / "r.html").read_text()
     res = invoke(["report", str(trace), "-o", str(tmp_path / "r.txt")])
     assert res.stderr.startswith("Error:") and "HTML page" in res.stderr
+
+
+def test_report_of_an_experiment_folder_without_results_csv(tmp_path_factory, tmp_path):
+    """An experiment folder whose results.csv was deleted still gives a page (or one Error line), never a
+    traceback; the run tables are simply empty for it."""
+    import shutil
+
+    experiment = tmp_path / "opt"
+    shutil.copytree(captured_runs(tmp_path_factory) / "opt", experiment)
+    for results in experiment.rglob("results.*"):
+        results.unlink()
+    page = tmp_path / "page.html"
+    result = invoke(["report", experiment, "-o", page])
+    assert result.exit_code == 0, result.stderr
+    assert "Traceback" not in result.stderr and page.is_file()
+    assert "Where the time goes" in page.read_text()

@@ -128,10 +128,11 @@ def _nan_to_none(value: Any) -> Any:
     return value
 
 
-def from_dict(data: dict[str, Any]) -> RunManifest:
-    """A manifest from decoded JSON, secret-looking values redacted; fields of the wrong type
-    are dropped rather than failing the whole file (old or hand-edited manifests)."""
-    clean, _ = redact_value(data)
+def from_dict(data: dict[str, Any], *, redacted: bool = False) -> RunManifest:
+    """A manifest from decoded JSON, secret-looking values redacted (unless ``redacted`` says
+    they already are); fields of the wrong type are dropped rather than failing the whole file
+    (old or hand-edited manifests)."""
+    clean = data if redacted else redact_value(data)[0]
     try:
         return msgspec.convert(clean, RunManifest, strict=False)
     except msgspec.ValidationError:
@@ -146,25 +147,22 @@ def from_dict(data: dict[str, Any]) -> RunManifest:
         return msgspec.convert(good, RunManifest, strict=False)
 
 
-def read_manifest(path: Path) -> RunManifest | None:
-    """The manifest in ``path`` (a ``run*.json`` file, or a folder holding ``run.json``);
-    ``None`` when there is none or it is not a JSON object."""
+def raw_manifest(path: Path) -> dict[str, Any] | None:
+    """The decoded manifest in ``path`` (a ``run*.json`` file, or a folder holding ``run.json``)
+    as stored, every field kept, secrets redacted; ``None`` when there is none or it is not a
+    JSON object. The ``runs.manifest`` JSON column shows this."""
     file = path / MANIFEST if path.is_dir() else path
     try:
         data = json.loads(file.read_text())
     except (OSError, ValueError):
         return None
-    return from_dict(data) if isinstance(data, dict) else None
+    return redact_value(data)[0] if isinstance(data, dict) else None
 
 
-def raw_manifest(path: Path) -> dict[str, Any]:
-    """The decoded ``run.json`` of a folder as stored, redacted ({} when unreadable); for the
-    ``runs.manifest`` JSON column, which keeps every field, known or not."""
-    try:
-        data = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return {}
-    return redact_value(data)[0] if isinstance(data, dict) else {}
+def read_manifest(path: Path) -> RunManifest | None:
+    """The typed manifest in ``path`` (as :func:`raw_manifest`); ``None`` when there is none."""
+    raw = raw_manifest(path)
+    return None if raw is None else from_dict(raw, redacted=True)
 
 
 def write_manifest(path: Path, manifest: RunManifest) -> Path:

@@ -31,7 +31,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.errors import InputError
-from trace_report.manifest import MANIFEST, RunManifest, raw_manifest, read_manifest
+from trace_report.manifest import MANIFEST, RunManifest, from_dict, raw_manifest
 from trace_report.store.tracedb import TraceDB
 
 RUN_COLUMNS = ["run_key", "run_id", "experiment", "variant", "kind", "path", "model", "batch_size", "epochs",
@@ -90,8 +90,9 @@ def _run_key(folder: Path, manifest: RunManifest) -> str:
 
 def load_run_folder(folder: Path) -> RunFolder:
     """A run folder with its manifest and its ``metrics``, ``steps`` and ``results`` tables."""
-    manifest = read_manifest(folder) or RunManifest(schema="")
-    run = RunFolder(folder, _run_key(folder, manifest), manifest, raw_manifest(folder))
+    raw = raw_manifest(folder)  # read once: the typed view and the stored JSON come from it
+    manifest = from_dict(raw, redacted=True) if raw is not None else RunManifest(schema="")
+    run = RunFolder(folder, _run_key(folder, manifest), manifest, raw or {})
     for table, stem in CSV_TABLES.items():
         run.tables[table] = read_csv_table(folder, stem)
     return run

@@ -8,48 +8,41 @@ held whole; a ``.json.gz`` file is decompressed in one stream whose pieces are d
 parallel, at most ``INFLIGHT`` pieces at a time, each piece's bytes dropped once its Parquet
 piece is written (only a piece cut inside an event is kept, to merge with the next one); small
 files are decoded one file per worker.
+
+The jobs (:mod:`trace_report.ingest.jobs`) run on an engine (:mod:`trace_report.ingest.engine`:
+local worker processes by default, or Ray tasks); whatever the engine, this module (the driver)
+writes the catalog: the ``traces`` rows and ``event_files``, under the database lock, through
+an atomic copy of the database.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from trace_report.errors import InputError, TraceFormatError
-from trace_report.formats.kineto import (
-    MAX_EVENT_BYTES,
-    MAX_RATIO,
-    PIECE_BYTES,
-    TOO_DEEP,
-    Piece,
-    TraceEnvelope,
-    decode_piece,
-    replace_bad_utf8,
-)
+from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
-from trace_report.ingest.files import FileReader, decoded_size, sha256_of
+from trace_report.ingest.engine import Engine, JobFuture, local_engine
+from trace_report.ingest.files import decoded_size, sha256_of
+from trace_report.ingest.jobs import Job, JobResult, decode_file, run_job
 from trace_report.ingest.ncu import load_ncu
-from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, finalize, overlong_events
+from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, overlong_events
 from trace_report.ingest.versions import Versions
 from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.manifest import manifest_for_trace
 from trace_report.store.database import (
     atomic_database,
     clean_leftovers,
-    close_inherited_locks,
     create_schema,
     database_lock,
     database_path,
@@ -57,15 +50,13 @@ from trace_report.store.database import (
 from trace_report.store.pieces import MemoryStore, ParquetStore, write_parquet
 from trace_report.store.tracedb import IngestSummary
 from trace_report.store.views import create_views
-from trace_report.sysutil import die_with_parent
+
+__all__ = ["IngestOptions", "decode_file", "ingest_sources", "ingest_to_database", "open_in_memory"]
 
 PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
 :func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
 
-INFLIGHT = 4
-"""Pieces of one file submitted to the workers and not yet accepted: with the stream's own
-look-ahead, a streamed (gzip) file holds about ``INFLIGHT + 3`` pieces of decoded bytes at once."""
 
 
 @dataclass(frozen=True)
@@ -84,229 +75,6 @@ class IngestOptions:
     append_versions: bool = False
     """Keep the old trace of a changed file beside the new one instead of replacing it."""
     max_ratio: float = MAX_RATIO
-
-
-@dataclass
-class Job:
-    """One unit of decoding work. ``kind``: ``bytes`` (a piece), ``range`` (bytes of a plain
-    file) or ``file`` (a whole small file). ``out``: Parquet path, or None to return the table."""
-
-    kind: str
-    trace_id: int
-    piece: int
-    label: str
-    data: bytes = b""
-    path: Path | None = None
-    start: int = 0
-    end: int = 0
-    out: Path | None = None
-    split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
-    max_ratio: float = MAX_RATIO  # kind 'file' only
-
-    def raw(self) -> bytes:
-        if self.kind == "bytes":
-            return self.data
-        assert self.path is not None
-        size = self.end - self.start
-        buf = bytearray(size + 2)
-        buf[0], buf[-1] = 0x5B, 0x5D  # '[' ... ']'
-        with open(self.path, "rb") as fh:
-            fh.seek(self.start)
-            fh.readinto(memoryview(buf)[1:-1])
-        return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
-
-
-@dataclass
-class JobResult:
-    """Outcome of a :class:`Job`: ``ok`` False when its bytes were not valid JSON on their own."""
-
-    ok: bool
-    stats: PieceStats = field(default_factory=PieceStats)
-    table: pa.Table | None = None
-    envelope: TraceEnvelope | None = None
-    error: Exception | None = None
-
-
-# ---------------------------------------------------------------- decoding (any process)
-
-
-def _finish(piece: Piece, job: Job) -> JobResult:
-    table, stats = finalize(piece.table, job.trace_id, job.piece, piece.n_events, piece.n_missing_time,
-                            n_not_objects=piece.n_not_objects, n_bad_utf8=piece.n_bad_utf8)
-    if job.out is not None:
-        write_parquet(table, job.out)
-        return JobResult(True, stats)
-    return JobResult(True, stats, table)
-
-
-def decode_bytes(data: bytes, job: Job) -> JobResult:
-    """Decode one piece; ``ok=False`` (not an exception) when it is not valid JSON alone."""
-    try:
-        piece = decode_piece(data)
-    except msgspec.DecodeError:
-        return JobResult(False)
-    except TraceFormatError as exc:
-        raise TraceFormatError(f"{job.label}: {exc}") from None
-    return _finish(piece, job)
-
-
-def join_pieces(a: bytes, b: bytes) -> bytes:
-    """Two JSON arrays of events as one (a piece cut inside an event, merged with the next)."""
-    if b == b"[]":
-        return a
-    if a == b"[]":
-        return b
-    return a[:-1] + b"," + b[1:]
-
-
-def raise_invalid(data: bytes, label: str) -> None:
-    try:
-        msgspec.json.decode(data)
-    except RecursionError:
-        raise TraceFormatError(f"{label}: {TOO_DEEP}") from None
-    except UnicodeDecodeError:
-        raise_invalid(replace_bad_utf8(data)[0], label)
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(f"{label}: invalid JSON ({str(exc).split(' (byte')[0]})") from exc
-    raise TraceFormatError(f"{label}: invalid trace events")
-
-
-def read_whole(job: Job) -> JobResult:
-    """Decode a whole (small) file in this process into one table or one Parquet file."""
-    assert job.path is not None
-    envelope, results = decode_file(job.path, job.label, job.trace_id, max_ratio=job.max_ratio)
-    stats = PieceStats()
-    for _, r in results:
-        stats.add(r.stats)
-    table: pa.Table | None = pa.concat_tables([r.table for _, r in results if r.table is not None])
-    if job.out is not None:
-        write_parquet(table, job.out)
-        table = None
-    return JobResult(True, stats, table, envelope)
-
-
-def run_job(job: Job) -> JobResult:
-    """Worker entry point: never raises for bad input, returns the error instead."""
-    try:
-        if job.kind == "file":
-            return read_whole(job)
-        return decode_bytes(job.raw(), job)
-    except TraceFormatError as exc:
-        return JobResult(False, error=exc)
-
-
-# ---------------------------------------------------------------- ordering and merging
-
-
-class PieceRunner:
-    """Runs the piece jobs of one file (in a pool or here) and merges bad cuts, in order.
-
-    At most ``inflight`` jobs are submitted and not yet accepted; the next job is pulled from
-    the (lazy) job iterator only when one is accepted, so a streamed file is read no faster than
-    it is decoded. An accepted job's bytes are dropped (``results`` keeps only where each piece
-    went); the bytes of a piece cut inside an event are kept until the next piece completes it,
-    and refused past ``MAX_EVENT_BYTES`` plus two pieces (an invalid file, not a long event).
-    """
-
-    def __init__(self, pool: ProcessPoolExecutor | None, store: ParquetStore | None, label: str,
-                 piece_bytes: int = PIECE_BYTES):
-        self.pool = pool
-        self.store = store
-        self.label = label
-        self.results: list[tuple[Job, JobResult]] = []
-        self._pending: Job | None = None
-        self._pending_bytes = b""
-        self._max_pending = MAX_EVENT_BYTES + 2 * piece_bytes
-
-    def run(self, jobs: Iterator[Job], inflight: int = INFLIGHT) -> None:
-        queue: deque[tuple[Job, Future[JobResult] | None]] = deque()
-        for job in jobs:
-            if job.kind == "tail":
-                while queue:
-                    self._accept(*queue.popleft())
-                self._tail(job)
-                continue
-            queue.append((job, None if self.pool is None else self.pool.submit(run_job, job)))
-            while len(queue) >= (inflight if self.pool is not None else 1):
-                self._accept(*queue.popleft())
-        while queue:
-            self._accept(*queue.popleft())
-        if self._pending is not None:
-            raise_invalid(self._pending_bytes, self.label)
-
-    def _tail(self, job: Job) -> None:
-        """The end of a streamed file: merge any pending piece, find the array's end, decode."""
-        assert job.split_tail is not None
-        if self._pending is not None:
-            data = job.split_tail(self._pending_bytes[1:-1] + b"," + job.data)
-            job = self._pending
-            self._pending, self._pending_bytes = None, b""
-        else:
-            data = job.split_tail(job.data)
-        job.data = b""
-        result = decode_bytes(data, job)
-        if not result.ok:
-            raise_invalid(data, self.label)
-        self.results.append((job, result))
-
-    def _accept(self, job: Job, future: Future[JobResult] | None) -> None:
-        result = run_job(job) if future is None else future.result()
-        if result.error is not None:
-            raise result.error
-        if self._pending is not None:  # merge with the earlier piece that was cut inside an event
-            if result.ok and job.out is not None:
-                assert self.store is not None
-                self.store.forget(job.out)
-            self._pending_bytes = join_pieces(self._pending_bytes, job.raw())
-            job.data = b""
-            merged = decode_bytes(self._pending_bytes, self._pending)
-            if merged.ok:
-                self.results.append((self._pending, merged))
-                self._pending, self._pending_bytes = None, b""
-            elif len(self._pending_bytes) > self._max_pending:
-                raise_invalid(self._pending_bytes, self.label)
-            return
-        if result.ok:
-            self.results.append((job, result))
-        else:
-            self._pending, self._pending_bytes = job, job.raw()
-        job.data = b""  # the piece is written (or kept in _pending_bytes): drop its bytes
-
-
-def decode_file(
-    path: Path,
-    label: str,
-    trace_id: int,
-    *,
-    piece_bytes: int = PIECE_BYTES,
-    pool: ProcessPoolExecutor | None = None,
-    store: ParquetStore | None = None,
-    on_piece: Callable[[int], None] | None = None,
-    max_ratio: float = MAX_RATIO,
-) -> tuple[TraceEnvelope, list[tuple[Job, JobResult]]]:
-    """Cut one file into jobs (:class:`FileReader`), decode them in order (:class:`PieceRunner`).
-
-    Pieces go to ``store`` as Parquet files when given, else their tables stay in the results.
-    ``on_piece(bytes of the file handed out so far)`` is called after each job.
-    """
-    runner = PieceRunner(pool, store, label, piece_bytes)
-    reader = FileReader(path, piece_bytes, max_ratio)
-
-    def jobs() -> Iterator[Job]:
-        for k, (kind, payload) in enumerate(reader.pieces()):
-            job = Job(kind, trace_id, k, label, out=store.path_for(trace_id, k) if store else None)
-            if kind == "tail":
-                job.data, job.split_tail = payload  # type: ignore[misc]
-            elif kind == "bytes":
-                job.data = payload  # type: ignore[assignment]
-            else:
-                job.path, job.start, job.end = payload  # type: ignore[misc]
-            yield job
-            if on_piece:
-                on_piece(reader.position())
-
-    runner.run(jobs())
-    return reader.envelope, runner.results
 
 
 # ---------------------------------------------------------------- database side
@@ -330,7 +98,7 @@ class Ingest:
     def out_path(self, trace_id: int, piece: int) -> Path | None:
         return self.store.path_for(trace_id, piece) if isinstance(self.store, ParquetStore) else None
 
-    def run(self, sources: list[Source], pool: ProcessPoolExecutor | None) -> None:
+    def run(self, sources: list[Source], pool: Engine | None) -> None:
         ncu_kinds = (InputKind.ncu_report, InputKind.ncu_csv)
         for src in (s for s in sources if s.kind in ncu_kinds):
             self.summary.ncu_reports.append((src.label, load_ncu(self.con, src.path)))
@@ -346,13 +114,7 @@ class Ingest:
         for src in todo:
             ids[src] = self.next_id
             self.next_id += 1
-        small = {s for s in todo
-                 if pool is not None and s.kind is InputKind.trace and decoded_size(s.path) < self.opts.piece_bytes}
-        futures = {}
-        for s in small:
-            job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
-                      max_ratio=self.opts.max_ratio)
-            futures[s] = (job.out, pool.submit(run_job, job))  # type: ignore[union-attr]
+        futures = self._submit_files(todo, ids, pool)
         for src in todo:
             try:
                 self._source(src, ids[src], futures, pool)
@@ -362,8 +124,31 @@ class Ingest:
             if self.opts.progress:
                 self.opts.progress(self.done, self.total)
 
-    def _source(self, src: Source, trace_id: int, futures: dict[Source, tuple[Path | None, Future[JobResult]]],
-                pool: ProcessPoolExecutor | None) -> None:
+    def _submit_files(self, todo: list[Source], ids: dict[Source, int],
+                      pool: Engine | None) -> dict[Source, tuple[Path | None, JobFuture]]:
+        """Submit the files that go to one job each, before any is awaited: every small trace
+        (kind ``file``) and, with an engine that has ``file_tasks`` and at least ``slots`` large
+        traces to write, every large one (kind ``pieces``); the others are cut here."""
+        if pool is None:
+            return {}
+        traces = [s for s in todo if s.kind is InputKind.trace]
+        small = [s for s in traces if decoded_size(s.path) < self.opts.piece_bytes]
+        large = [s for s in traces if s not in small]
+        whole = (pool.file_tasks and isinstance(self.store, ParquetStore) and len(large) >= pool.slots)
+        futures = {}
+        for s in small:
+            job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
+                      max_ratio=self.opts.max_ratio)
+            futures[s] = (job.out, pool.submit(run_job, job))
+        for s in large if whole else []:
+            assert isinstance(self.store, ParquetStore)
+            job = Job("pieces", ids[s], 0, s.label, path=s.path, max_ratio=self.opts.max_ratio,
+                      store=self.store.sibling(), piece_bytes=self.opts.piece_bytes)
+            futures[s] = (None, pool.submit(run_job, job))
+        return futures
+
+    def _source(self, src: Source, trace_id: int, futures: dict[Source, tuple[Path | None, JobFuture]],
+                pool: Engine | None) -> None:
         if src.kind is InputKind.nsys_sqlite:
             self._nsys_file(trace_id, src)
         elif src in futures:
@@ -371,11 +156,12 @@ class Ingest:
             result = future.result()
             if result.error is not None:
                 raise result.error
-            self._finish(trace_id, src, result.envelope or TraceEnvelope(), [(out, result)])
+            parts = result.parts if result.parts is not None else [(out, result)]
+            self._finish(trace_id, src, result.envelope or TraceEnvelope(), parts)
         else:
             self._one_file(trace_id, src, pool)
 
-    def _one_file(self, trace_id: int, src: Source, pool: ProcessPoolExecutor | None) -> None:
+    def _one_file(self, trace_id: int, src: Source, pool: Engine | None) -> None:
         progress = self.opts.progress
         envelope, results = decode_file(
             src.path, src.label, trace_id, piece_bytes=self.opts.piece_bytes, pool=pool,
@@ -555,24 +341,14 @@ def run_context(src: Source) -> RunContext:
     )
 
 
-def _worker_init(parent_pid: int) -> None:
-    """Each decoding worker dies with its parent (even after ``kill -9``), leaves Ctrl-C to the
-    parent, and drops the database lock descriptor it inherited through ``fork``."""
-    close_inherited_locks()
-    die_with_parent(parent_pid)
-
-
-def _make_pool(workers: int) -> ProcessPoolExecutor | None:
-    if workers <= 1:
-        return None
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_init, initargs=(os.getpid(),))
-
-
 def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: ParquetStore | MemoryStore,
-                   options: IngestOptions | None = None) -> IngestSummary:
+                   options: IngestOptions | None = None, engine: Engine | None = None) -> IngestSummary:
     """Ingest resolved sources (:func:`trace_report.inputs.resolve`) into ``con`` (schema
     created) and ``store``.
+
+    ``engine`` runs the decoding jobs (:mod:`trace_report.ingest.engine`; it is shut down,
+    outstanding jobs cancelled, on return); by default a :class:`~trace_report.ingest.engine.LocalEngine`
+    of ``options.workers`` processes when the input is large, else this process.
 
     Unchanged files already in the database (same path, size and mtime, or same SHA-256)
     are skipped. Raises :class:`~trace_report.errors.InputError` (or its subclass
@@ -582,7 +358,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     opts = options or IngestOptions()
     total = sum(decoded_size(s.path) for s in found.sources)
     workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
-    pool = _make_pool(workers) if total >= PARALLEL_MIN_BYTES else None
+    pool = engine if engine is not None else local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
     job = Ingest(con, opts, store)
     job.summary.skipped.extend(found.skipped)
     job.summary.notes.extend(found.notes)
@@ -594,9 +370,10 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     return job.summary
 
 
-def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None) -> IngestSummary:
+def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None,
+                       engine: Engine | None = None) -> IngestSummary:
     """Ingest the inputs in ``paths`` into the database file ``db_path`` (created if absent),
-    all or nothing.
+    all or nothing, decoding on ``engine`` (see :func:`ingest_sources`).
 
     The database is written through a temporary copy that replaces it only on success; event
     files written by a failed ingest are removed, so an existing database is left as it was.
@@ -609,7 +386,7 @@ def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions 
         store = ParquetStore(db_path)
         try:
             with atomic_database(db_path) as con:
-                summary = ingest_sources(con, found, store, options)
+                summary = ingest_sources(con, found, store, options, engine)
         except BaseException:
             store.rollback()
             raise

@@ -107,6 +107,13 @@ class ParquetStore:
         self.written: list[Path] = []
         self.retired: list[Path] = []
 
+    def sibling(self) -> ParquetStore:
+        """A store writing into the same folder under the same token, with nothing recorded: what
+        a job that writes a whole file's pieces itself (possibly on another machine) is given."""
+        other = object.__new__(ParquetStore)
+        other.folder, other.token, other.written, other.retired = self.folder, self.token, [], []
+        return other
+
     def path_for(self, trace_id: int, piece: int) -> Path:
         self.folder.mkdir(exist_ok=True)
         path = self.folder / f"t{trace_id:06d}-{self.token}-p{piece:05d}.parquet"
@@ -139,9 +146,14 @@ class ParquetStore:
         self.retired.clear()
 
     def rollback(self) -> None:
+        """Delete every piece this ingest wrote: those it named, and those its jobs named
+        themselves (:meth:`sibling`; found by this ingest's token)."""
         for path in self.written:
             path.unlink(missing_ok=True)
         self.written.clear()
+        if self.folder.is_dir():
+            for path in self.folder.glob(f"t*-{self.token}-p*.parquet"):
+                path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.folder.rmdir()  # only when empty
 

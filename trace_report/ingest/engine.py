@@ -1,0 +1,77 @@
+"""Where decoding jobs run: the engine seam of the ingest pipeline (``docs/architecture.md``).
+
+The pipeline (:mod:`trace_report.ingest.pipeline`) cuts sources into typed jobs (a whole small
+file, a byte range or a piece of a large file) and hands each one to an *engine* with
+``submit(run_job, job)``; it reads the outcome with ``future.result()``. Everything around the
+jobs (dedup and changed-file rules, the ``traces`` rows, the catalog of Parquet pieces, the
+atomic replacement of the database under its lock) stays on the calling process, the *driver*,
+whatever the engine.
+
+- :class:`LocalEngine`: worker processes on this machine (the default; nothing to install).
+- ``RayEngine`` (:mod:`trace_report.ingest.engine_ray`, optional extra ``[ray]``): the same
+  jobs as Ray tasks on a cluster; every task writes its Parquet piece itself, so the pieces
+  folder must be on a filesystem the workers share with the driver.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Protocol
+
+from trace_report.store.database import close_inherited_locks
+from trace_report.sysutil import die_with_parent
+
+INFLIGHT = 4
+"""Pieces of one file submitted to the local workers and not yet accepted: with the stream's own
+look-ahead, a streamed (gzip) file holds about ``INFLIGHT + 3`` pieces of decoded bytes at once."""
+
+
+class JobFuture(Protocol):
+    """What ``submit`` returns: ``result()`` waits for the job's outcome (a ``JobResult``)."""
+
+    def result(self) -> Any: ...
+
+
+class Engine(Protocol):
+    """An executor of decoding jobs.
+
+    ``slots``: jobs that run at once; ``inflight``: pieces of one file submitted and not yet
+    accepted; ``file_tasks``: whether a large file may go to one job whole (its pieces decoded
+    and written by that job) when there are at least ``slots`` large files, so that the driver
+    never streams them.
+    """
+
+    slots: int
+    inflight: int
+    file_tasks: bool
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> JobFuture: ...
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None: ...
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Each decoding worker dies with its parent (even after ``kill -9``), leaves Ctrl-C to the
+    parent, and drops the database lock descriptor it inherited through ``fork``."""
+    close_inherited_locks()
+    die_with_parent(parent_pid)
+
+
+class LocalEngine(ProcessPoolExecutor):
+    """``workers`` forked decoding processes on this machine."""
+
+    file_tasks = False
+    inflight = INFLIGHT
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers, mp_context=multiprocessing.get_context("fork"),
+                         initializer=_worker_init, initargs=(os.getpid(),))
+        self.slots = workers
+
+
+def local_engine(workers: int) -> LocalEngine | None:
+    """A :class:`LocalEngine`, or None (decode in this process) for one worker."""
+    return LocalEngine(workers) if workers > 1 else None

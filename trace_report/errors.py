@@ -21,3 +21,8 @@ class DatabaseError(TraceReportError):
 
 class UsageError(InputError):
     """An option value that does not fit the data (``--rank 7`` of a two-rank run): exit 2."""
+
+
+class EngineError(TraceReportError):
+    """A distributed engine failed: the Ray cluster cannot be reached, or a task was lost beyond
+    its retries."""

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
-from trace_report.analyses.regions import BreakdownOptions, _traces, breakdown, gpu_timeline
+from trace_report.analyses.regions import BreakdownOptions, breakdown, gpu_timeline, selected_traces
 from trace_report.store.tracedb import TraceDB
 
 ADVICE_COLUMNS = ["rank", "finding", "value", "threshold", "unit", "evidence", "recommendation"]
@@ -257,7 +257,7 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False,
     """
     con = db.con
     th = thresholds or Thresholds()
-    traces = _traces(con, rank)
+    traces = selected_traces(con, rank)
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
     fl = flags(db, FlagsOptions(rank=rank, by_rank=True)).summary
     ids = [int(t) for t in traces["trace_id"]]

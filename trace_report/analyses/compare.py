@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from trace_report.analyses.regions import REGIONS, BreakdownOptions, breakdown
+from trace_report.analyses.regions import REGIONS, BreakdownOptions, BreakdownResult, breakdown
 from trace_report.analyses.top_kernels import TopKernelsOptions, cpu_self_time
 from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
@@ -59,7 +59,8 @@ class CompareResult:
 
 
 
-def _check_rank(con: duckdb.DuckDBPyConnection, rank: int | None, side: str) -> None:
+def check_side(con: duckdb.DuckDBPyConnection, rank: int | None, side: str) -> None:
+    """Raise :class:`InputError` when a side has no traces, :class:`UsageError` for an unknown rank."""
     ranks = [r for (r,) in con.execute("SELECT DISTINCT rank FROM traces ORDER BY 1").fetchall()]
     if not ranks:
         raise InputError(f"{side}: no traces")
@@ -132,18 +133,26 @@ def diff_tables(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int
 def compare_kernels(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> CompareResult:
     """Per GPU operation name, A against B (see the module docstring)."""
     opts = options or CompareOptions()
-    _check_rank(a.con, opts.rank, "A")
-    _check_rank(b.con, opts.rank, "B")
+    check_side(a.con, opts.rank, "A")
+    check_side(b.con, opts.rank, "B")
     ta = gpu_op_totals(a, opts.rank, steps_only=opts.steps_only)
     tb = gpu_op_totals(b, opts.rank, steps_only=opts.steps_only)
-    notes = []
-    if ta.empty and tb.empty:
+    cpu = ta.empty and tb.empty
+    if cpu:
         ta, tb = _cpu_totals(a, opts.rank), _cpu_totals(b, opts.rank)
+    return kernels_diff(ta, tb, step_count(a, opts.rank), step_count(b, opts.rank), opts, cpu=cpu)
+
+
+def kernels_diff(ta: pd.DataFrame, tb: pd.DataFrame, sa: int, sb: int, opts: CompareOptions, *,
+                 cpu: bool = False) -> CompareResult:
+    """The kernel-level :class:`CompareResult` of each side's ``name, count, total_us, kind`` totals
+    and step counts (``cpu``: the totals are CPU operators' self times)."""
+    notes = []
+    if cpu:
         notes.append("no GPU operations on either side: CPU operators compared by self time")
     elif ta.empty or tb.empty:
         notes.append(f"{'A' if ta.empty else 'B'} has no GPU operations: every GPU operation is "
                      f"{'new' if ta.empty else 'vanished'}")
-    sa, sb = step_count(a, opts.rank), step_count(b, opts.rank)
     frame = diff_tables(ta, tb, *((sa, sb) if opts.per_step else (1, 1)))
     if opts.per_step:
         notes.append(f"per step: A has {sa} step(s), B has {sb}")
@@ -155,6 +164,11 @@ def compare_regions(a: TraceDB, b: TraceDB, options: CompareOptions | None = Non
     opts = options or CompareOptions()
     ra = breakdown(a, BreakdownOptions(rank=opts.rank))
     rb = breakdown(b, BreakdownOptions(rank=opts.rank))
+    return regions_diff(ra, rb, opts)
+
+
+def regions_diff(ra: BreakdownResult, rb: BreakdownResult, opts: CompareOptions) -> CompareResult:
+    """The region-level :class:`CompareResult` of each side's breakdown summed over steps."""
     sa, sb = int(ra.frame["steps"].max()), int(rb.frame["steps"].max())
     da, db_ = (sa, sb) if opts.per_step else (1, 1)
     m = ra.frame.merge(rb.frame, on="region", suffixes=("_a", "_b"))

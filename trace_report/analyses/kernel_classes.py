@@ -72,7 +72,8 @@ def classify(db: TraceDB, names: list[str], compute_capability: float | None = N
     return out[["name", "classes", "rules"]]
 
 
-def _check(db: TraceDB, opts: FlagsOptions) -> list[str]:
+def check_options(db: TraceDB, opts: FlagsOptions) -> list[str]:
+    """The known classes in rule order; raises for an unknown class or rank in ``opts``."""
     known = list(dict.fromkeys(rules(db)["class"]))
     bad = [c for c in opts.classes if c not in known]
     if bad:
@@ -143,8 +144,13 @@ def flags(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     """
     opts = options or FlagsOptions()
     con = db.con
-    known = _check(db, opts)
+    known = check_options(db, opts)
     long = con.execute(sql_text("kernel_flags.sql"), {"rank": opts.rank, "by_rank": opts.by_rank}).df()
+    return flags_from_rows(db, long, opts, known)
+
+
+def flags_from_rows(db: TraceDB, long: pd.DataFrame, opts: FlagsOptions, known: list[str]) -> FlagsResult:
+    """The :class:`FlagsResult` of ``kernel_flags.sql``'s rows (``db`` gives the rule table)."""
     totals = long[long["name"].isna()][["rank", "gpu_us"]]
     long = long[long["name"].notna()]
     order = {c: i for i, c in enumerate(known)}

@@ -151,7 +151,9 @@ class Partition:
 # Queries
 
 
-def _traces(con: duckdb.DuckDBPyConnection, rank: int | None) -> pd.DataFrame:
+def selected_traces(con: duckdb.DuckDBPyConnection, rank: int | None) -> pd.DataFrame:
+    """``trace_id``, ``rank``, ``device_name``, ``path`` of the traces of ``rank`` (all when None),
+    by ``trace_id``. Raises :class:`InputError` for no traces, :class:`UsageError` for an unknown rank."""
     traces = con.execute("SELECT trace_id, rank, device_name, path FROM traces ORDER BY trace_id").df()
     if traces.empty:
         raise InputError("no traces in the database")
@@ -252,7 +254,7 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     - ``no_launch``: no launch and nothing encloses the kernel -> ``other``
     """
     con = db.con
-    traces = _traces(con, rank)
+    traces = selected_traces(con, rank)
     rows = _fetch(con, _ids(traces), "windows", "regions", "kernels", "gpu_markers")
     return _attribute(rows)
 
@@ -398,9 +400,32 @@ def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> Breakdown
     """
     opts = options or BreakdownOptions()
     con = db.con
-    traces = _traces(con, opts.rank)
+    traces = selected_traces(con, opts.rank)
     table, facts = region_table(con, traces)
+    return breakdown_from(table, facts, traces, opts)
+
+
+def breakdown_from(table: pd.DataFrame, facts: dict, traces: pd.DataFrame,
+                   opts: BreakdownOptions) -> BreakdownResult:
+    """The breakdown of :func:`region_table`'s per-window rows and facts (of one part of the traces,
+    or of several parts joined with :func:`merge_region_tables`)."""
     return BreakdownResult(_aggregate(table, traces, opts), _notes(traces, facts))
+
+
+def merge_region_tables(parts: list[tuple[pd.DataFrame, dict]]) -> tuple[pd.DataFrame, dict]:
+    """:func:`region_table` results of disjoint sets of traces as one: rows in ``trace_id`` order (as
+    one call over all the traces gives them), facts summed."""
+    table = pd.concat([t for t, _ in parts], ignore_index=True)
+    table = table.sort_values("trace_id", kind="stable").reset_index(drop=True)
+    facts = [f for _, f in parts]
+    bases = pd.concat([f["bases"] for f in facts])
+    merged = {
+        "bases": bases.groupby(level=0).sum() if len(bases) else facts[0]["bases"],
+        "no_gpu": sorted(t for f in facts for t in f["no_gpu"]),
+        "no_steps": sorted(t for f in facts for t in f["no_steps"]),
+        "fwd_spans": sum(f["fwd_spans"] for f in facts),
+    }
+    return table, merged
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,7 +442,7 @@ def gpu_timeline(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     have NULL times.
     """
     con = db.con
-    traces = _traces(con, rank)
+    traces = selected_traces(con, rank)
     ops = con.execute(
         "SELECT trace_id, cat, ts_us, ts_us + dur_us AS end_us, dur_us FROM gpu_ops "
         "WHERE list_contains($ids, trace_id)", {"ids": _ids(traces)}).df()

@@ -46,11 +46,12 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
     params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit}
     frame = db.con.execute(sql_text("top_kernels.sql"), params).df()
     if len(frame):
-        return TopKernelsResult(_shape(frame, opts.by_rank))
-    return TopKernelsResult(_shape(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
+        return TopKernelsResult(shape(frame, opts.by_rank))
+    return TopKernelsResult(shape(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
 
 
-def _shape(frame: pd.DataFrame, by_rank: bool) -> pd.DataFrame:
+def shape(frame: pd.DataFrame, by_rank: bool) -> pd.DataFrame:
+    """The output columns (``rank`` first with ``by_rank``, then :data:`KERNEL_COLUMNS`), integer counts."""
     cols = (["rank"] if by_rank else []) + KERNEL_COLUMNS
     out = frame[cols].copy()
     out["count"] = out["count"].astype("int64")

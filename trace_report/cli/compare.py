@@ -8,7 +8,19 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, load, notes
+from trace_report.cli.options import (
+    EngineName,
+    EngineOpt,
+    FormatOpt,
+    LimitOpt,
+    OutputOpt,
+    RankOpt,
+    RayAddressOpt,
+    load,
+    notes,
+    ray_load,
+    ray_session,
+)
 from trace_report.cli.registry import app
 
 
@@ -33,15 +45,27 @@ def compare_cmd(
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
+    engine: EngineOpt = EngineName.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
-    largest time difference first."""
+    largest time difference first.
+
+    Example: trace-report compare runs/a.duckdb runs/b.duckdb --by region
+    Example: trace-report compare a.duckdb b.duckdb --engine ray (each side's traces in Ray tasks)
+    """
     from trace_report.analyses.compare import CompareOptions, compare
     from trace_report.present.tables import OutputOptions, emit
 
     opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only)
-    with load([a]) as da, load([b]) as db:
-        result = compare(da, db, opts)
+    if engine is EngineName.ray:
+        from trace_report.analyses.distributed import compare_ray
+
+        with ray_session(ray_address), ray_load([a]) as da, ray_load([b]) as db:
+            result = compare_ray(da, db, opts)
+    else:
+        with load([a]) as da, load([b]) as db:
+            result = compare(da, db, opts)
     notes([f"A = {a}", f"B = {b}", *result.notes])
     if chart is not None:
         from trace_report.present.charts import compare_chart, save_chart

@@ -8,14 +8,19 @@ import typer
 
 from trace_report.cli.options import (
     ByRankOpt,
+    EngineName,
+    EngineOpt,
     FormatOpt,
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RayAddressOpt,
     TargetsArg,
     err,
     load,
     notes,
+    ray_load,
+    ray_session,
 )
 from trace_report.cli.registry import app
 
@@ -32,17 +37,30 @@ def flags_cmd(
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
+    engine: EngineOpt = EngineName.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Flag GPU kernels by class (TF32, tensor core, BF16/FP16, layout conversion, GEMM, conv, NCCL,
-    ...) with count and time, then the TF32, tensor-core and layout-conversion shares of GPU time."""
+    ...) with count and time, then the TF32, tensor-core and layout-conversion shares of GPU time.
+
+    Example: trace-report flags traces/run-42 --class tf32 --explain
+    Example: trace-report flags runs.duckdb --summary --engine ray
+    """
     import sys
 
     from trace_report.analyses.kernel_classes import FlagsOptions, flags
     from trace_report.present.format import Format
     from trace_report.present.tables import OutputOptions, emit, render, text_lists, write_atomic
 
-    with load(targets) as db:
-        result = flags(db, FlagsOptions(rank=rank, by_rank=by_rank, classes=tuple(classes or ()), limit=limit))
+    fopts = FlagsOptions(rank=rank, by_rank=by_rank, classes=tuple(classes or ()), limit=limit)
+    if engine is EngineName.ray:
+        from trace_report.analyses.distributed import flags_ray
+
+        with ray_session(ray_address), ray_load(targets) as db:
+            result = flags_ray(db, fopts)
+    else:
+        with load(targets) as db:
+            result = flags(db, fopts)
     notes(result.notes)
     opts = OutputOptions(fmt, None, output)
     fmt_used = opts.resolve()

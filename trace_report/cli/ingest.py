@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_report.cli.options import err, make_progress, print_summary, progress_callback
+from trace_report.cli.options import (
+    EngineName,
+    EngineOpt,
+    RayAddressOpt,
+    err,
+    make_progress,
+    print_summary,
+    progress_callback,
+)
 from trace_report.cli.registry import app
+
+if TYPE_CHECKING:
+    from trace_report.store.tracedb import IngestSummary
 
 
 @app.command("ingest")
@@ -18,7 +29,9 @@ def ingest_cmd(
         help="Trace files, folders (searched recursively; files are recognised by their content), tar "
              "archives, Nsight Compute reports and Nsight Systems SQLite exports.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="DuckDB file to create or add to.")],
-    workers: Annotated[int | None, typer.Option(min=1, help="Decoding processes (default: CPU count).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Decoding processes (default: CPU count); with --engine ray and no --ray-address, the CPUs "
+                    "of the local Ray runtime.")] = None,
     progress: Annotated[
         bool | None,
         typer.Option("--progress/--no-progress", help="Progress bar on stderr (default: on a terminal)."),
@@ -32,6 +45,8 @@ def ingest_cmd(
         "--max-ratio", min=0,
         help="Refuse a .gz trace that decompresses to more than this many times its size, as a "
              "decompression bomb (default 300; real traces are under 30). 0: no limit.")] = None,
+    engine: EngineOpt = EngineName.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Load traces into a DuckDB database; unchanged files already in it are skipped.
 
@@ -40,7 +55,12 @@ def ingest_cmd(
     content changed replaces its old trace. One writer at a time per database (a lock file
     .DB.lock beside it); an interrupted ingest leaves the database as it was.
 
+    With --engine ray every file (or piece of a large file) is decoded by a Ray task that writes its
+    Parquet piece beside the database, and this process writes the catalog: the database, its
+    pieces folder and the inputs must be on a filesystem every Ray worker shares (docs/scaling.md).
+
     Example: trace-report ingest traces/ -o runs.duckdb
+    Example: trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 
@@ -49,11 +69,18 @@ def ingest_cmd(
                          append_versions=append_versions)
     if max_ratio is not None:
         opts = replace(opts, max_ratio=max_ratio)
+    def run() -> IngestSummary:
+        if engine is EngineName.ray:
+            from trace_report.ingest.engine_ray import ingest_with_ray
+
+            return ingest_with_ray(targets, output, opts, address=ray_address, num_cpus=workers)
+        return ingest_to_database(targets, output, opts)
+
     if bar is None:
-        summary = ingest_to_database(targets, output, opts)
+        summary = run()
     else:
         with bar:
-            summary = ingest_to_database(targets, output, opts)
+            summary = run()
     print_summary(summary, verbose=True, quiet=quiet)
     ncu_part = f", {len(summary.ncu_reports)} Nsight Compute report(s)" if summary.ncu_reports else ""
     err.print(f"{output}: {len(summary.ingested)} trace(s) ingested{ncu_part}, "

@@ -8,8 +8,10 @@ Nothing here imports pandas or the analysis layers at start-up.
 
 from __future__ import annotations
 
+import enum
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -42,6 +44,19 @@ TargetsArg = Annotated[
                         "or one .duckdb database written by 'trace-report ingest'."),
 ]
 RankOpt = Annotated[int | None, typer.Option("--rank", help="Only this rank.")]
+
+
+class EngineName(str, enum.Enum):
+    local = "local"
+    ray = "ray"
+
+
+EngineOpt = Annotated[EngineName, typer.Option(
+    "--engine", help="Where the work runs: local (this machine), or ray (one Ray task per trace or partition, "
+                     "merged here; needs pip install \"trace-report[ray]\"; docs/scaling.md).")]
+RayAddressOpt = Annotated[str | None, typer.Option(
+    "--ray-address", help="With --engine ray: the cluster (auto, ray://HOST:10001 or HOST:6379); default "
+                          "$RAY_ADDRESS, else a Ray runtime started on this machine.")]
 ByRankOpt = Annotated[bool, typer.Option("--by-rank", help="One group of rows per rank (else summed over ranks).")]
 
 
@@ -88,6 +103,26 @@ def print_summary(report: IngestSummary, *, verbose: bool, quiet: bool = False) 
     if verbose and not quiet:
         for label, reason in report.skipped:
             err.print(f"skipped: {label} ({reason})", markup=False)
+
+
+@contextmanager
+def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[None]:
+    """A Ray runtime for ``--engine ray`` (:func:`trace_report.ingest.engine_ray.ray_runtime`)."""
+    from trace_report.ingest.engine_ray import ray_runtime  # Ray loads only with --engine ray
+
+    with ray_runtime(address, num_cpus):
+        yield
+
+
+@contextmanager
+def ray_load(targets: list[Path]) -> Iterator[TraceDB]:
+    """Open the targets of an analysis for the Ray engine (inside :func:`ray_session`): a database or
+    dataset as it is, traces ingested by Ray tasks into a temporary database."""
+    from trace_report.analyses.distributed import open_for_ray
+
+    with open_for_ray(targets) as db:
+        print_summary(db.summary, verbose=False)
+        yield db  # type: ignore[misc]
 
 
 def load(targets: list[Path], progress: bool | None = None, *, read_only: bool = True) -> TraceDB:

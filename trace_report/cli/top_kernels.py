@@ -6,7 +6,20 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import ByRankOpt, FormatOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import (
+    ByRankOpt,
+    EngineName,
+    EngineOpt,
+    FormatOpt,
+    OutputOpt,
+    RankOpt,
+    RayAddressOpt,
+    TargetsArg,
+    load,
+    notes,
+    ray_load,
+    ray_session,
+)
 from trace_report.cli.registry import app
 
 
@@ -18,11 +31,15 @@ def top_kernels_cmd(
     by_rank: ByRankOpt = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
+    engine: EngineOpt = EngineName.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Rank GPU kernels by total time (CPU operators by self time on CPU-only traces).
 
-    Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly.
+    Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly. With --engine ray
+    each trace is aggregated by a Ray task and the partial sums merged here (same rows).
     Example: trace-report top-kernels traces/run-42 --by-rank -f json
+    Example: trace-report top-kernels runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
     from trace_report.formats.nsys import read_kernsum_csv
@@ -32,7 +49,14 @@ def top_kernels_cmd(
     if len(targets) == 1 and detect(targets[0]).kind is InputKind.nsys_kernsum:
         emit(read_kernsum_csv(targets[0]).head(limit), OutputOptions(fmt, None, output), title="Top kernels")
         return
-    with load(targets) as db:
-        result = top_kernels(db, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank))
+    opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank)
+    if engine is EngineName.ray:
+        from trace_report.analyses.distributed import top_kernels_ray
+
+        with ray_session(ray_address), ray_load(targets) as db:
+            result = top_kernels_ray(db, opts)
+    else:
+        with load(targets) as db:
+            result = top_kernels(db, opts)
     notes([result.note] if result.note else [])
     emit(result.frame, OutputOptions(fmt, None, output), title="Top kernels")

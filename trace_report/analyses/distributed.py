@@ -1,0 +1,238 @@
+"""``top-kernels``, ``breakdown``, ``flags`` and ``compare`` on Ray (``--engine ray``; docs/scaling.md).
+
+Map: each partition of the database (:func:`~trace_report.store.partitions.event_partitions`: one
+trace of a ``.duckdb`` database, one ``run_id=/rank=`` folder of an exported dataset) is opened
+by a Ray task as its own in-memory DuckDB over its Parquet files, and the analysis' own SQL or
+per-trace code runs there (``store/sql/top_kernels.sql``, ``kernel_flags.sql``, the region views
+and :func:`~trace_report.analyses.regions.region_table`, :func:`~trace_report.analyses.compare.gpu_op_totals`,
+:func:`~trace_report.analyses.top_kernels.cpu_self_time`). Reduce, on the driver: counts and sums
+are summed, minima and maxima taken, and every mean and percentage is computed again from the
+merged sums (never averaged); the same functions as the local engine then shape the rows. So the
+output is the local engine's, up to the last bits of floating-point sums taken in another order
+(as between two DuckDB runs on several threads).
+
+The driver holds a :class:`~trace_report.store.tracedb.TraceDB` of the database (its small tables:
+``traces``, ``event_files``) and never scans ``events``. Needs a Ray runtime
+(:func:`~trace_report.ingest.engine_ray.ray_runtime`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trace_report.analyses.compare import (
+    CompareOptions,
+    CompareResult,
+    check_side,
+    gpu_op_totals,
+    kernels_diff,
+    regions_diff,
+    step_count,
+)
+from trace_report.analyses.kernel_classes import FlagsOptions, FlagsResult, check_options, flags_from_rows
+from trace_report.analyses.regions import (
+    BreakdownOptions,
+    BreakdownResult,
+    breakdown_from,
+    merge_region_tables,
+    region_table,
+    selected_traces,
+)
+from trace_report.analyses.top_kernels import (
+    NO_KERNELS_NOTE,
+    TopKernelsOptions,
+    TopKernelsResult,
+    cpu_self_time,
+    shape,
+)
+from trace_report.errors import InputError
+from trace_report.ingest.engine_ray import RayEngine, map_tasks
+from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+from trace_report.inputs import resolve
+from trace_report.store.database import connect_existing
+from trace_report.store.export import open_parquet_dataset
+from trace_report.store.partitions import EventPartition, event_partitions, open_partition
+from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import sql_text
+
+# ---------------------------------------------------------------- map: what a task computes
+
+
+def _kernels(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
+    """Per (rank, kernel name) count/sum/min/max of ``dur_us`` (``top_kernels.sql``, no limit)."""
+    return db.con.execute(sql_text("top_kernels.sql"), {"rank": p["rank"], "by_rank": p["by_rank"],
+                                                         "limit": None}).df()
+
+
+def _cpu(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
+    """Per (rank, CPU operator) count/sum/min/max of self time."""
+    return cpu_self_time(db.con, TopKernelsOptions(limit=None, rank=p["rank"], by_rank=p["by_rank"]))
+
+
+def _regions(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
+    """Per (trace, window, region) wall/GPU/idle/CPU µs and kernels, and the facts for the notes."""
+    return region_table(db.con, selected_traces(db.con, None))
+
+
+def _flags(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
+    """``kernel_flags.sql``'s rows: per (rank, trace, name, class, rule) count and sum, and the
+    partition's GPU time per rank (rows without a name)."""
+    return db.con.execute(sql_text("kernel_flags.sql"), {"rank": p["rank"], "by_rank": p["by_rank"]}).df()
+
+
+def _gpu_ops(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, int]:
+    """Per GPU operation name count and sum, and the ProfilerStep windows."""
+    return gpu_op_totals(db, p["rank"], steps_only=p["steps_only"]), step_count(db, p["rank"])
+
+
+TASKS: dict[str, Callable[[TraceDB, dict[str, Any]], Any]] = {
+    "kernels": _kernels, "cpu": _cpu, "regions": _regions, "flags": _flags, "gpu_ops": _gpu_ops,
+}
+
+
+def run_partition(kind: str, part: EventPartition, params: dict[str, Any]) -> Any:
+    """The body of one Ray task: open the partition, run :data:`TASKS` ``[kind]`` on it."""
+    with open_partition(part) as db:
+        return TASKS[kind](db, params)
+
+
+def _map(db: TraceDB, kind: str, params: dict[str, Any], rank: int | None = None) -> list[Any]:
+    ids = [int(t) for (t,) in db.con.execute(
+        "SELECT trace_id FROM traces WHERE $rank IS NULL OR rank = $rank ORDER BY trace_id", {"rank": rank}).fetchall()]
+    parts = event_partitions(db, ids)
+    return map_tasks(run_partition, [(kind, part, params) for part in parts], what=kind) if parts else []
+
+
+# ---------------------------------------------------------------- reduce
+
+
+def merge_stats(partials: list[pd.DataFrame], keys: list[str], *, zero_pct: bool = False) -> pd.DataFrame:
+    """Partial ``count, total_us, min_us, max_us`` rows merged per ``keys`` (the last key is the
+    name): sums summed, min of minima, max of maxima, ``mean_us = total_us / count`` and ``pct`` of
+    the total of the group (``keys[:-1]``). ``zero_pct``: a group summing to 0 gives 0 %, not NULL."""
+    frames = [f for f in partials if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=[*keys, "count", "total_us", "mean_us", "min_us", "max_us", "pct"])
+    rows = pd.concat(frames, ignore_index=True)
+    out = rows.groupby(keys, dropna=False, sort=False).agg(
+        count=("count", "sum"), total_us=("total_us", "sum"), min_us=("min_us", "min"),
+        max_us=("max_us", "max")).reset_index()
+    out["mean_us"] = out["total_us"] / out["count"]
+    group = keys[:-1]
+    denom = out.groupby(group, dropna=False)["total_us"].transform("sum") if group else \
+        pd.Series(out["total_us"].sum(), index=out.index)
+    out["pct"] = 100.0 * out["total_us"] / (denom.where(denom > 0, 1.0) if zero_pct else denom.where(denom != 0))
+    return out
+
+
+def _ranked(frame: pd.DataFrame, limit: int | None, kind: str) -> pd.DataFrame:
+    out = frame.sort_values(["rank", "total_us", "name"], ascending=[True, False, True], na_position="first")
+    if limit is not None:
+        out = out.groupby("rank", dropna=False, sort=False).head(limit)
+    return out.assign(kind=kind).reset_index(drop=True)
+
+
+def top_kernels_ray(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
+    """:func:`~trace_report.analyses.top_kernels.top_kernels` with one Ray task per partition."""
+    opts = options or TopKernelsOptions()
+    db.check_rank(opts.rank)
+    params = {"rank": opts.rank, "by_rank": opts.by_rank}
+    merged = merge_stats(_map(db, "kernels", params, opts.rank), ["rank", "name"])
+    if len(merged):
+        return TopKernelsResult(shape(_ranked(merged, opts.limit, "kernel"), opts.by_rank))
+    merged = merge_stats(_map(db, "cpu", params, opts.rank), ["rank", "name"], zero_pct=True)
+    return TopKernelsResult(shape(_ranked(merged, opts.limit, "cpu_op"), opts.by_rank), NO_KERNELS_NOTE)
+
+
+def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> BreakdownResult:
+    """:func:`~trace_report.analyses.regions.breakdown` with one Ray task per partition."""
+    opts = options or BreakdownOptions()
+    traces = selected_traces(db.con, opts.rank)
+    table, facts = merge_region_tables(_map(db, "regions", {}, opts.rank))
+    return breakdown_from(table, facts, traces, opts)
+
+
+def flags_ray(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
+    """:func:`~trace_report.analyses.kernel_classes.flags` with one Ray task per partition: the
+    per-name rows are the partitions' own; the GPU time of each rank (the denominator) is summed."""
+    opts = options or FlagsOptions()
+    known = check_options(db, opts)
+    long = pd.concat(_map(db, "flags", {"rank": opts.rank, "by_rank": opts.by_rank}, opts.rank), ignore_index=True)
+    is_total = long["name"].isna()
+    totals = long[is_total].groupby("rank", dropna=False, sort=True)["gpu_us"].sum().reset_index()
+    rows = long[~is_total].drop(columns="gpu_us").merge(totals, on="rank", how="left")
+    merged = pd.concat([rows, totals.reindex(columns=long.columns)], ignore_index=True)[list(long.columns)]
+    merged["count"] = merged["count"].fillna(0).astype(long["count"].dtype)
+    merged["total_us"] = merged["total_us"].fillna(0.0)
+    return flags_from_rows(db, merged, opts, known)
+
+
+def _gpu_totals(db: TraceDB, opts: CompareOptions) -> tuple[pd.DataFrame, int]:
+    parts = _map(db, "gpu_ops", {"rank": opts.rank, "steps_only": opts.steps_only}, opts.rank)
+    frames = [f for f, _ in parts if len(f)]
+    steps = sum(n for _, n in parts)
+    if not frames:
+        return pd.DataFrame(columns=["name", "count", "total_us", "kind"]), steps
+    totals = pd.concat(frames, ignore_index=True).groupby("name", sort=False).agg(
+        count=("count", "sum"), total_us=("total_us", "sum"), kind=("kind", "first")).reset_index()
+    return totals, steps
+
+
+def _cpu_totals(db: TraceDB, rank: int | None) -> pd.DataFrame:
+    merged = merge_stats(_map(db, "cpu", {"rank": rank, "by_rank": False}, rank), ["rank", "name"], zero_pct=True)
+    return merged[["name", "count", "total_us"]].assign(kind="cpu_op")
+
+
+def compare_ray(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> CompareResult:
+    """:func:`~trace_report.analyses.compare.compare` with one Ray task per partition of each side."""
+    opts = options or CompareOptions()
+    if opts.by not in ("kernel", "region"):
+        raise InputError(f"unknown comparison level {opts.by!r} (levels: kernel, region)")
+    if opts.by == "region":
+        bopts = BreakdownOptions(rank=opts.rank)
+        return regions_diff(breakdown_ray(a, bopts), breakdown_ray(b, bopts), opts)
+    check_side(a.con, opts.rank, "A")
+    check_side(b.con, opts.rank, "B")
+    (ta, sa), (tb, sb) = _gpu_totals(a, opts), _gpu_totals(b, opts)
+    cpu = ta.empty and tb.empty
+    if cpu:
+        ta, tb = _cpu_totals(a, opts.rank), _cpu_totals(b, opts.rank)
+    return kernels_diff(ta, tb, sa, sb, opts, cpu=cpu)
+
+
+# ---------------------------------------------------------------- opening inputs for the Ray engine
+
+
+@contextmanager
+def open_for_ray(paths: list[Path], *, workdir: Path | None = None) -> Iterator[TraceDB]:
+    """A :class:`TraceDB` whose events are in Parquet files that Ray tasks can read: the database
+    or exported dataset given, else the traces given ingested by Ray tasks into a temporary
+    database in ``workdir`` (default: the system's temporary folder; on a cluster it must be a
+    shared path, e.g. ``TMPDIR=/shared/tmp``), removed on exit. Needs a Ray runtime."""
+    with resolve([Path(p) for p in paths]) as found:
+        database, dataset = found.database, found.dataset
+    if database is not None:
+        with TraceDB(connect_existing(database)) as db:
+            yield db
+        return
+    if dataset is not None:
+        with open_parquet_dataset(dataset) as db:
+            yield db
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="trace-report-ray-", dir=workdir))
+    try:
+        db_path = tmp / "traces.duckdb"
+        summary = ingest_to_database([Path(p) for p in paths], db_path, IngestOptions(), engine=RayEngine())
+        if not summary.ingested:
+            raise InputError(f"{', '.join(map(str, paths))}: no trace to analyse")
+        with TraceDB(connect_existing(db_path), summary) as db:
+            yield db
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -36,7 +36,7 @@ from trace_report.analyses.compare import (
     regions_diff,
     step_count,
 )
-from trace_report.analyses.kernel_classes import FlagsOptions, FlagsResult, check_options, flags_from_rows
+from trace_report.analyses.kernel_classes import FlagsOptions, FlagsResult, check_options, flags, flags_from_rows
 from trace_report.analyses.regions import (
     BreakdownOptions,
     BreakdownResult,
@@ -164,7 +164,10 @@ def flags_ray(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     per-name rows are the partitions' own; the GPU time of each rank (the denominator) is summed."""
     opts = options or FlagsOptions()
     known = check_options(db, opts)
-    long = pd.concat(_map(db, "flags", {"rank": opts.rank, "by_rank": opts.by_rank}, opts.rank), ignore_index=True)
+    partials = _map(db, "flags", {"rank": opts.rank, "by_rank": opts.by_rank}, opts.rank)
+    if not partials:  # no traces: nothing to distribute, the local answer is the empty one
+        return flags(db, opts)
+    long = pd.concat(partials, ignore_index=True)
     is_total = long["name"].isna()
     totals = long[is_total].groupby("rank", dropna=False, sort=True)["gpu_us"].sum().reset_index()
     rows = long[~is_total].drop(columns="gpu_us").merge(totals, on="rank", how="left")

@@ -13,12 +13,13 @@ Partition values are URL-encoded; a trace without a run id goes to
 repeated inside the event files. The dataset is written to a temporary folder beside ``DIR``
 and renamed into place, so ``DIR`` is either complete or absent.
 
-Readers::
+Readers (docs/scaling.md has the Trino table definition)::
 
     duckdb:  SELECT * FROM read_parquet('DIR/events/**/*.parquet', hive_partitioning = true)
     pyarrow: pyarrow.dataset.dataset('DIR/events', partitioning=export.partitioning())
     pandas:  pd.read_parquet('DIR/events', partitioning=export.partitioning())
-    spark:   spark.read.parquet('DIR/events')
+    spark:   spark.read.parquet('DIR/events')   (run_id and rank become columns)
+    trace-report: top-kernels DIR --engine ray  (one Ray task per run_id=/rank= folder)
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
 """Scale benchmark of the Ray engine (issue 12, docs/scaling.md): ingest and top-kernels of 8, 32
 and 128 synthetic ranks with 1 and 2 Ray workers, and the local engine for reference.
 
-The ranks are real: the 8 DLRM ranks of ../shared (param_dlrm_kineto_v100x8) replicated, each copy
-with its rank, correlation and External ids shifted, written as .json.gz (as PyTorch writes them).
+The ranks are real traces replicated, each copy with its rank, correlation and External ids
+shifted, written as .json.gz (as PyTorch writes them): ``--source dlrm`` (default) the 8 DLRM
+ranks of ../shared (param_dlrm_kineto_v100x8, 0.8 MB decoded each: per-file costs dominate);
+``--source rn50`` a V100 ResNet-50 trace (kineto_rn50_nw4_2021jun, 31 MB decoded, 71 k events:
+larger than a piece, so each rank is a "large" file, cut into pieces where it is decoded).
 For each configuration it reports the wall time of the ingest (the runtime already up), ranks and
 decoded MB per second per worker, and the driver's share of the wall time: the time the driver
 was not waiting for a task (cutting jobs, the dedup checks, the catalog, the merges), measured
 around every ``result()`` of the engine. Then the same for ``top-kernels --by-rank`` over the
 database (one task per trace, merged on the driver).
 
-Usage: python benchmarks/scale.py [--ranks 8,32,128] [--workers 1,2] [--work DIR] [--json OUT]
+Usage: python benchmarks/scale.py [--ranks 8,32,128] [--workers 1,2] [--source dlrm|rn50] [--work DIR]
+                                 [--json OUT]
 The machine is shared: note its load average with the results (printed).
 """
 
@@ -29,15 +33,27 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ARCHIVE = HERE.parent.parent / "shared/data/traces/param_dlrm_kineto_v100x8/dlrm_kineto.tar.gz"
+TRACES = HERE.parent.parent / "shared/data/traces"
+ARCHIVE = TRACES / "param_dlrm_kineto_v100x8/dlrm_kineto.tar.gz"
+RN50 = TRACES / "kineto_rn50_nw4_2021jun/worker0.1623212756351.pt.trace.json.gz"
 
 
-def make_ranks(folder: Path, n: int) -> int:
-    """``n`` rank files (copies of the 8 real ranks, ids shifted per copy); returns decoded bytes."""
+def source_docs(source: str) -> list[dict[str, Any]]:
+    """The real traces a rank is copied from, as JSON objects with ``distributedInfo``."""
+    if source == "rn50":
+        with gzip.open(RN50, "rt") as fh:
+            doc = json.load(fh)
+        doc = doc if isinstance(doc, dict) else {"traceEvents": doc}
+        return [{**doc, "distributedInfo": {"rank": 0, "world_size": 1}}]
     with tarfile.open(ARCHIVE) as tar:
         docs = [json.load(tar.extractfile(m)) for m in tar.getmembers()  # type: ignore[arg-type]
                 if m.isfile() and m.name.endswith(".json")]
-    docs.sort(key=lambda d: d["distributedInfo"]["rank"])
+    return sorted(docs, key=lambda d: d["distributedInfo"]["rank"])
+
+
+def make_ranks(folder: Path, n: int, source: str = "dlrm") -> int:
+    """``n`` rank files (copies of the real ranks, ids shifted per copy); returns decoded bytes."""
+    docs = source_docs(source)
     total = 0
     for rank in range(n):
         k, doc = divmod(rank, len(docs))[0], docs[rank % len(docs)]
@@ -140,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="8,32,128")
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--source", choices=("dlrm", "rn50"), default="dlrm")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -155,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = work / f"ranks{n}"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
-        folders[n] = (folder, make_ranks(folder, n))
+        folders[n] = (folder, make_ranks(folder, n, args.source))
         print(f"built {n} ranks: {folders[n][1] / 1e6:.1f} MB decoded", file=sys.stderr)
     for w in workers:
         ray.init(num_cpus=w, include_dashboard=False, logging_level="warning", log_to_driver=False)
@@ -168,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in ranks:
         rows.append(run_local(folders[n][0], work, folders[n][1], n, max(workers)))
         print(rows[-1], file=sys.stderr)
-    meta = {"machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
+    meta = {"source": args.source, "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
             "python": platform.python_version(), "ray": ray.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average": os.getloadavg()}
     print(json.dumps(meta))

@@ -1,8 +1,9 @@
 """``top-kernels``, ``breakdown``, ``flags`` and ``compare`` on Ray (``--engine ray``; docs/scaling.md).
 
-Map: each partition of the database (:func:`~trace_report.store.partitions.event_partitions`: one
-trace of a ``.duckdb`` database, one ``run_id=/rank=`` folder of an exported dataset) is opened
-by a Ray task as its own in-memory DuckDB over its Parquet files, and the analysis' own SQL or
+Map: the partitions of the database (:func:`~trace_report.store.partitions.event_partitions`: one
+trace of a ``.duckdb`` database, one ``run_id=/rank=`` folder of an exported dataset; consecutive
+ones joined into at most :data:`TASKS_PER_CPU` tasks per CPU of the cluster) are each opened by a
+Ray task as its own in-memory DuckDB over its Parquet files, and the analysis' own SQL or
 per-trace code runs there (``store/sql/top_kernels.sql``, ``kernel_flags.sql``, the region views
 and :func:`~trace_report.analyses.regions.region_table`, :func:`~trace_report.analyses.compare.gpu_op_totals`,
 :func:`~trace_report.analyses.top_kernels.cpu_self_time`). Reduce, on the driver: counts and sums
@@ -53,14 +54,18 @@ from trace_report.analyses.top_kernels import (
     shape,
 )
 from trace_report.errors import InputError
-from trace_report.ingest.engine_ray import RayEngine, map_tasks
+from trace_report.ingest.engine_ray import RayEngine, cluster_cpus, map_tasks
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 from trace_report.inputs import resolve
 from trace_report.store.database import connect_existing
 from trace_report.store.export import open_parquet_dataset
-from trace_report.store.partitions import EventPartition, event_partitions, open_partition
+from trace_report.store.partitions import EventPartition, batches, event_partitions, open_partition
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
+
+TASKS_PER_CPU = 4
+"""Partitions are joined into at most this many tasks per CPU of the cluster: enough for balance,
+few enough that opening DuckDB and its views (~0.1 s a task here) stays small."""
 
 # ---------------------------------------------------------------- map: what a task computes
 
@@ -106,7 +111,7 @@ def run_partition(kind: str, part: EventPartition, params: dict[str, Any]) -> An
 def _map(db: TraceDB, kind: str, params: dict[str, Any], rank: int | None = None) -> list[Any]:
     ids = [int(t) for (t,) in db.con.execute(
         "SELECT trace_id FROM traces WHERE $rank IS NULL OR rank = $rank ORDER BY trace_id", {"rank": rank}).fetchall()]
-    parts = event_partitions(db, ids)
+    parts = batches(event_partitions(db, ids), TASKS_PER_CPU * cluster_cpus())
     return map_tasks(run_partition, [(kind, part, params) for part in parts], what=kind) if parts else []
 
 

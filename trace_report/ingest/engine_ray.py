@@ -71,6 +71,11 @@ def ray_runtime(address: str | None = None, num_cpus: int | None = None) -> Iter
             ray.shutdown()
 
 
+def cluster_cpus() -> int:
+    """CPUs of the Ray cluster this process is connected to (at least 1)."""
+    return max(1, int(require_ray().cluster_resources().get("CPU", 1)))
+
+
 def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """The one remote function: run ``fn(*args)`` in a Ray worker."""
     return fn(*args)
@@ -129,7 +134,7 @@ class RayEngine:
         self.ray = require_ray()
         if not self.ray.is_initialized():
             raise EngineError("the Ray engine needs a Ray runtime (trace_report.ingest.engine_ray.ray_runtime)")
-        self.slots = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+        self.slots = cluster_cpus()
         self.inflight = max(INFLIGHT, 2 * self.slots)
         self.remote = _remote(self.ray, max_retries)
         self.pending: dict[int, RayFuture] = {}

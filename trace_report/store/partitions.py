@@ -114,6 +114,20 @@ def event_partitions(db: TraceDB, trace_ids: list[int] | None = None) -> list[Ev
                      "database first (trace-report ingest PATHS -o DB --engine ray)")
 
 
+def batches(parts: list[EventPartition], n: int) -> list[EventPartition]:
+    """``parts`` joined into at most ``n`` partitions of consecutive parts (fewer, larger tasks:
+    each task pays for opening DuckDB and creating the views once)."""
+    if n <= 0 or len(parts) <= n:
+        return parts
+    size = -(-len(parts) // n)
+    out = []
+    for i in range(0, len(parts), size):
+        group = parts[i:i + size]
+        out.append(EventPartition(f"{group[0].key} .. {group[-1].key}", pa.concat_tables([p.traces for p in group]),
+                                  tuple(f for p in group for f in p.files)))
+    return out
+
+
 def open_partition(part: EventPartition) -> TraceDB:
     """An in-memory database of one partition: its ``traces`` rows, ``events`` over its files, every
     view. DuckDB runs on one thread (a task has one CPU; sums are then in file order)."""

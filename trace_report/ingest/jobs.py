@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from trace_report.errors import TraceFormatError
 from trace_report.formats.kineto import (
@@ -30,7 +31,7 @@ from trace_report.formats.kineto import (
 )
 from trace_report.ingest.engine import INFLIGHT, Engine, JobFuture
 from trace_report.ingest.files import FileReader
-from trace_report.ingest.normalize import PieceStats, finalize
+from trace_report.ingest.normalize import PieceStats, count_duplicates, finalize
 from trace_report.store.pieces import ParquetStore, write_parquet
 
 
@@ -79,6 +80,10 @@ class JobResult:
     error: Exception | None = None
     parts: list[tuple[Path | None, JobResult]] | None = None
     """Kind ``pieces``: each piece's Parquet path and result, in order."""
+    duplicates: int | None = None
+    """Kinds ``file`` and ``pieces``: events that exactly repeat an earlier one of the file
+    (:func:`~trace_report.ingest.normalize.count_duplicates`), counted where the job ran so that
+    the driver need not read the pieces again."""
 
 
 # ---------------------------------------------------------------- decoding (any process)
@@ -133,10 +138,12 @@ def read_whole(job: Job) -> JobResult:
     for _, r in results:
         stats.add(r.stats)
     table: pa.Table | None = pa.concat_tables([r.table for _, r in results if r.table is not None])
+    assert table is not None
+    duplicates = count_duplicates(lambda columns: [table.select(columns)])
     if job.out is not None:
         write_parquet(table, job.out)
         table = None
-    return JobResult(True, stats, table, envelope)
+    return JobResult(True, stats, table, envelope, duplicates=duplicates)
 
 
 def read_pieces(job: Job) -> JobResult:
@@ -145,7 +152,9 @@ def read_pieces(job: Job) -> JobResult:
     assert job.path is not None and job.store is not None
     envelope, results = decode_file(job.path, job.label, job.trace_id, piece_bytes=job.piece_bytes,
                                     store=job.store, max_ratio=job.max_ratio)
-    return JobResult(True, envelope=envelope, parts=[(j.out, r) for j, r in results])
+    parts = [(j.out, r) for j, r in results]
+    duplicates = count_duplicates(lambda columns: (pq.read_table(p, columns=columns) for p, _ in parts if p))
+    return JobResult(True, envelope=envelope, parts=parts, duplicates=duplicates)
 
 
 def run_job(job: Job) -> JobResult:

@@ -157,7 +157,7 @@ class Ingest:
             if result.error is not None:
                 raise result.error
             parts = result.parts if result.parts is not None else [(out, result)]
-            self._finish(trace_id, src, result.envelope or TraceEnvelope(), parts)
+            self._finish(trace_id, src, result.envelope or TraceEnvelope(), parts, result.duplicates)
         else:
             self._one_file(trace_id, src, pool)
 
@@ -204,7 +204,7 @@ class Ingest:
         self.summary.ingested.append((trace_id, src.label))
 
     def _finish(self, trace_id: int, src: Source, env: TraceEnvelope,
-                parts: list[tuple[Path | None, JobResult]]) -> None:
+                parts: list[tuple[Path | None, JobResult]], duplicates: int | None = None) -> None:
         stats = PieceStats()
         for _, r in parts:
             stats.add(r.stats)
@@ -221,7 +221,7 @@ class Ingest:
             self.summary.skipped.append((src.label, reason))
             return
         self.versions.replace_previous(src.label)
-        self._check_numbers(src, stats, parts)
+        self._check_numbers(src, stats, parts, duplicates)
         if isinstance(self.store, ParquetStore):
             self.store.record(self.con, trace_id, [(p, r.stats.rows) for p, r in parts if p is not None])
         else:
@@ -230,8 +230,10 @@ class Ingest:
         self._trace_row(trace_id, src, env, stats)
         self.summary.ingested.append((trace_id, src.label))
 
-    def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Path | None, JobResult]]) -> None:
-        """Drop events longer than the rest of the trace; note what was dropped and the duplicates."""
+    def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Path | None, JobResult]],
+                       duplicates: int | None = None) -> None:
+        """Drop events longer than the rest of the trace; note what was dropped and the duplicates
+        (``duplicates``: as counted by the job, used unless events were dropped here)."""
         if stats.n_bad_utf8:
             self.summary.warnings.append(f"{src.label}: replaced {stats.n_bad_utf8} invalid UTF-8 sequence(s) "
                                         "with U+FFFD")
@@ -247,7 +249,8 @@ class Ingest:
             self.summary.notes.append(
                 f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
                 f"(longer than the rest of the trace or over 1e12 us), e.g. {example}")
-        n_dup = count_duplicates(lambda columns: _part_tables(parts, columns))
+        n_dup = duplicates if duplicates is not None and not overlong else \
+            count_duplicates(lambda columns: _part_tables(parts, columns))
         if n_dup:
             self.summary.notes.append(
                 f"{src.label}: {n_dup} event(s) are exact duplicates of another (same cat, name, pid, tid, "

@@ -31,6 +31,8 @@ DLRM = "param_dlrm_kineto_v100x8"
 A100 = "hta_a100_ddp_nccl"
 ANALYSES = (["top-kernels", "--limit", "1000"], ["top-kernels", "--by-rank"], ["breakdown"],
             ["breakdown", "--by-step", "--by-rank"], ["flags"], ["flags", "--summary", "--by-rank"])
+FAST = (["top-kernels", "--by-rank"], ["breakdown"], ["flags", "--summary", "--by-rank"])
+"""What the default run compares (each command once, by rank); the slow tests compare :data:`ANALYSES`."""
 
 
 @pytest.fixture(scope="session")
@@ -97,14 +99,14 @@ def test_ray_ingest_and_analyses_match_local_on_the_8_rank_archive(ray_up: Any, 
     # a second ingest of the same files skips them all, as locally
     again = invoke(["ingest", folder, "-o", ray_db, "--engine", "ray"])
     assert again.exit_code == 0 and "0 trace(s) ingested, 8 skipped" in again.stderr
-    _same_analyses(folder, ray_db)
+    _same_analyses(folder, ray_db, FAST)
     top = _json(["top-kernels", ray_db, "--limit", "1000", "--engine", "ray"])
     assert sum(r["count"] for r in top) == n_kernels
     # an exported dataset (hive-partitioned run_id=/rank=) is aggregated one partition per task
     dataset = tmp_path / "dataset"
     assert invoke(["export", ray_db, "-o", dataset]).exit_code == 0
     assert len(list((dataset / "events").glob("run_id=*/rank=*"))) == 8
-    _same_analyses(folder, dataset, ANALYSES[:3])
+    _same_analyses(folder, dataset, FAST[:1])
 
 
 def test_engine_ray_without_ray_is_one_error_line(tmp_path: Path) -> None:
@@ -139,6 +141,39 @@ def test_ray_matches_local_on_the_a100_ddp_trace(ray_up: Any, tmp_path: Path) ->
         local = _json(["compare", folder, TRACES / DLRM, "--by", by])
         distributed = _json(["compare", ray_db, TRACES / DLRM, "--by", by, "--engine", "ray"])
         assert not differences(local, distributed, f"compare --by {by}")
+
+
+@pytest.mark.slow
+def test_ray_decodes_large_files_whole_in_tasks_like_local(ray_up: Any, tmp_path: Path) -> None:
+    """Two ranks larger than a piece (as many as the runtime's CPUs): each goes to one task whole
+    (job kind ``pieces``), which cuts, decodes and writes its pieces and counts its duplicates."""
+    from trace_report.ingest.engine_ray import RayEngine
+
+    source = shared_or_skip() / "data" / "traces" / A100 / "nccl_data.json.gz"
+    with gzip.open(source, "rt") as fh:
+        doc = json.load(fh)
+    folder = tmp_path / "two"
+    folder.mkdir()
+    for rank in (0, 1):
+        with gzip.open(folder / f"rank{rank}.json.gz", "wt") as fh:
+            json.dump({**doc, "distributedInfo": {**doc["distributedInfo"], "rank": rank}}, fh)
+    kinds: list[str] = []
+
+    class Recording(RayEngine):
+        def submit(self, fn: Any, /, *args: Any) -> Any:
+            kinds.append(args[0].kind)
+            return super().submit(fn, *args)
+
+    from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+
+    local_db, ray_db = tmp_path / "local.duckdb", tmp_path / "ray.duckdb"
+    local = ingest_to_database([folder], local_db, IngestOptions(piece_bytes=1 << 20))
+    distributed = ingest_to_database([folder], ray_db, IngestOptions(piece_bytes=1 << 20), engine=Recording())
+    assert kinds == ["pieces", "pieces"]
+    assert (local.notes, local.warnings) == (distributed.notes, distributed.warnings)
+    assert _tables(local_db) == _tables(ray_db)
+    assert len(list((tmp_path / "ray.duckdb.events").glob("t000001-*.parquet"))) > 1  # cut into pieces
+    _same_analyses(folder, ray_db, ANALYSES[:1])
 
 
 def _replicated_ranks(folder: Path, copies: int) -> int:

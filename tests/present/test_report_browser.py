@@ -1,6 +1,8 @@
 """The report in a real browser: headless Chromium driven through chromedriver (a few lines of
 WebDriver over HTTP). The pages load with no console errors, every chart renders to a non-empty
-SVG, and a kernel named ``<script>alert(1)</script>`` shows as text and runs nothing.
+SVG, a kernel named ``<script>alert(1)</script>`` shows as text and runs nothing, and at 1280 px
+the page never scrolls sideways (a wide table scrolls inside its own box) and every URL shown is
+a link. Each page is screenshot at 1280 px.
 
 Chromium comes from Debian (``chromium``, ``chromium-driver``); when absent the test installs
 them with apt-get if it can (root, apt-get present), else it is skipped with the reason.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,17 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import captured_runs
+from conftest import TRACES, captured_runs
 from test_report import XSS, write_xss_trace
 
+from trace_report.analyses.advise import advise
 from trace_report.api import open as open_runs
 from trace_report.present.report import write_report
 
 REPO = Path(__file__).resolve().parents[2]
-A100 = REPO.parent / "shared" / "data" / "traces" / "hta_a100_ddp_nccl"
+PAGE_WIDTH = 1280
+REAL_TRACES = ["hta_a100_ddp_nccl", "param_dlrm_kineto_v100x8", "tracelens_h100_timesformer"]
+URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:!?)]")
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-               "--window-size=1280,1000"]
+               f"--window-size={PAGE_WIDTH},1000"]
 RENDER_TIMEOUT_S = 30
 
 
@@ -108,11 +114,16 @@ class WebDriver:
     def console(self) -> list[dict[str, Any]]:
         return self._call("POST", self.session + "/se/log", {"type": "browser"})
 
+    def resize(self, width: int, height: int) -> None:
+        self._call("POST", self.session + "/window/rect", {"width": width, "height": height})
+
     def screenshot(self, path: Path) -> None:
-        self._call("POST", self.session + "/window/rect", {"width": 1280, "height": 800})
+        """The whole page at :data:`PAGE_WIDTH` (the window made as tall as the page, at most 9000 px)."""
+        self.resize(PAGE_WIDTH, 800)
         height = self.script("return document.documentElement.scrollHeight")
-        self._call("POST", self.session + "/window/rect", {"width": 1280, "height": min(int(height) + 140, 9000)})
+        self.resize(PAGE_WIDTH, min(int(height) + 140, 9000))
         path.write_bytes(base64.b64decode(self._call("GET", self.session + "/screenshot")))
+        self.resize(PAGE_WIDTH, 1000)
 
     def quit(self) -> None:
         try:
@@ -129,6 +140,47 @@ return Array.from(document.querySelectorAll('div.chart')).map(function (d) {
           svg: d.querySelectorAll('svg').length};
 });
 """
+
+
+PAGE_LAYOUT = """
+var bare = [], walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), node;
+while ((node = walker.nextNode())) {
+  if (/https?:\\/\\//i.test(node.textContent) && !node.parentElement.closest('a, script, style, svg')) {
+    bare.push(node.textContent);
+  }
+}
+return {scroll_width: document.documentElement.scrollWidth, inner_width: window.innerWidth, bare_urls: bare,
+        links: Array.from(document.querySelectorAll('a')).map(function (a) {
+          return {href: a.getAttribute('href'), protocol: a.protocol, text: a.textContent};
+        })};
+"""
+
+
+def png_width(path: Path) -> int:
+    """Width of a PNG image, from its IHDR chunk."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return int.from_bytes(head[16:20], "big")
+
+
+def layout(browser: WebDriver) -> dict[str, Any]:
+    """At :data:`PAGE_WIDTH`: the page's scroll width, URL text outside links, and its links."""
+    browser.resize(PAGE_WIDTH, 1000)
+    return browser.script(PAGE_LAYOUT)
+
+
+def assert_fits_with_links(browser: WebDriver, urls: set[str] | None = None) -> list[dict[str, str]]:
+    """No sideways scrolling at 1280 px; every URL on the page is an ``http(s)`` link that shows
+    its own address; with ``urls``, each of them is one of the links."""
+    page = layout(browser)
+    assert page["inner_width"] == PAGE_WIDTH
+    assert page["scroll_width"] <= PAGE_WIDTH, page["scroll_width"]
+    assert page["bare_urls"] == []
+    for link in page["links"]:
+        assert link["protocol"] in ("http:", "https:") and link["href"] == link["text"], link
+    if urls is not None:
+        assert urls <= {link["href"] for link in page["links"]}
+    return page["links"]
 
 
 @pytest.fixture(scope="module")
@@ -166,18 +218,33 @@ def test_report_of_captured_runs_renders(browser, tmp_path_factory, tmp_path):
         write_report(db, [str(root)], tmp_path / "runs.html")
     charts = render(browser, tmp_path / "runs.html")
     assert_rendered(browser, charts, 8)
+    assert_fits_with_links(browser)  # the wide run-configuration table scrolls in its own box
     if os.environ.get("TRACE_REPORT_UPDATE_SCREENSHOTS"):
         browser.screenshot(REPO / "docs" / "img" / "report-runs.png")
 
 
-@pytest.mark.skipif(not A100.is_dir(), reason="../shared/data is not present")
-def test_gpu_report_renders_and_names_stay_text(browser, tmp_path):
-    trace = write_xss_trace(tmp_path)
-    with open_runs(A100) as db:
-        write_report(db, [str(A100)], tmp_path / "a100.html")
-    assert_rendered(browser, render(browser, tmp_path / "a100.html"), 4)
+@pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_report_of_real_trace_fits_1280_px(browser, tmp_path, name):
+    """Reports of an A100 DDP trace, an 8-rank V100 DLRM archive and an H100 inference trace:
+    every chart renders, nothing scrolls sideways at 1280 px, and each URL of the advice (read
+    from :func:`advise` itself) is a link; the screenshot is 1280 px wide."""
+    with open_runs(TRACES / name) as db:
+        write_report(db, [str(TRACES / name)], tmp_path / "page.html")
+        urls = {u for text in advise(db).frame["recommendation"] for u in URL.findall(str(text))}
+    charts = render(browser, tmp_path / "page.html")
+    assert_rendered(browser, charts, len(charts))
+    assert len(charts) >= 3
+    assert_fits_with_links(browser, urls)
+    shot = tmp_path / "page.png"
+    browser.screenshot(shot)
+    assert png_width(shot) == PAGE_WIDTH
     if os.environ.get("TRACE_REPORT_UPDATE_SCREENSHOTS"):
-        browser.screenshot(REPO / "docs" / "img" / "report.png")
+        shutil.copyfile(shot, REPO / "docs" / "img" / f"report-{name}.png")
+
+
+def test_hostile_names_stay_text(browser, tmp_path):
+    trace = write_xss_trace(tmp_path)
     with open_runs(trace) as db:
         write_report(db, [str(trace)], tmp_path / "xss.html")
     charts = render(browser, tmp_path / "xss.html")

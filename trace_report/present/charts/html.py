@@ -36,7 +36,7 @@ table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } th { background: #f5f5f5; }
 td { max-width: 40em; }
-.name { font-family: ui-monospace, monospace; word-break: break-all; max-width: 60em; }
+.name { font-family: ui-monospace, monospace; word-break: break-all; min-width: 18em; max-width: 60em; }
 .note { color: #666; font-size: 0.9em; } .chart { margin: 1em 0; }
 a { color: #1a5fb4; }
 .chart-error { color: #b00; font-family: monospace; }

@@ -42,8 +42,8 @@ def steps_note(db: TraceDB, steps_only: bool) -> list[str]:
     kept = db.scalar("SELECT count(*) FROM steps_only_gpu_ops") or 0
     if n == kept:
         return []
-    return [f"HTA's selection: {kept} of {n} GPU operations, those launched before the last ProfilerStep "
-            "(--all-steps keeps every one)"]
+    return [f"HTA's selection: {kept} of {n} GPU operations, those launched within the trace and before the "
+            "last ProfilerStep when there are two or more (--all-steps keeps every one)"]
 
 
 def overlap(db: TraceDB, options: OverlapOptions | None = None) -> Result:

@@ -20,11 +20,16 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
     advise,
     breakdown,
     capture,
+    collectives,
     compare,
     export,
     flags,
     hta,
     ingest,
+    memory,
+    ops,
+    overlap,
+    queue,
     report,
     roofline,
     sql,
@@ -34,8 +39,8 @@ from trace_report.cli.options import err
 from trace_report.cli.registry import app
 from trace_report.errors import TraceReportError, UsageError
 
-COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "roofline", "compare",
-                 "report", "export", "sql", "hta"]
+COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "ops", "overlap", "queue",
+                 "collectives", "memory", "roofline", "compare", "report", "export", "sql", "hta"]
 """The order of ``trace-report --help`` (registration order depends on which module loads first)."""
 app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
 

@@ -31,6 +31,7 @@ from trace_report.errors import InputError, TraceReportError
 from trace_report.present import charts
 from trace_report.present.charts import html as chart_html
 from trace_report.present.charts.traces import short_name
+from trace_report.present.report_comm import comm_section
 from trace_report.present.tables import write_atomic
 from trace_report.store.tracedb import TraceDB
 
@@ -316,7 +317,8 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
     title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
     report = Report(title, sources)
     builders = [lambda: config_section(con), lambda: headline_section(db, con, opts),
-                lambda: trace_charts_section(db, con, opts), lambda: experiments_section(con),
+                lambda: trace_charts_section(db, con, opts), lambda: comm_section(db, opts.rank, Section, table_html),
+                lambda: experiments_section(con),
                 lambda: flags_section(db, opts), lambda: advice_section(db, opts)]
     for build in builders:
         section = build()

@@ -29,8 +29,9 @@ from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResul
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, resolve
 from trace_report.store import tracedb
-from trace_report.store.database import connect_existing, create_schema
+from trace_report.store.database import create_schema
 from trace_report.store.export import open_parquet_dataset
+from trace_report.store.handle import open_database
 from trace_report.store.notebook import MagicConnection, magic_connection
 from trace_report.store.runs import attach_runs
 
@@ -116,15 +117,15 @@ def _as_paths(paths: PathArg | Sequence[PathArg]) -> list[Path]:
     return [Path(paths)] if isinstance(paths, (str, PathLike)) else [Path(p) for p in paths]
 
 
-def _from_resolution(found: Resolution, read_only: bool, workers: int | None,
-                     progress: Callable[[int, int], None] | None) -> TraceDB:
+def open_resolution(found: Resolution, *, read_only: bool = True, workers: int | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> TraceDB:
+    """:func:`open` on what :func:`trace_report.inputs.resolve` found (the caller keeps
+    ``found`` open while this runs: tar members live in its temporary folders)."""
     if found.dataset is not None:
         opened = open_parquet_dataset(found.dataset)  # carries its own run tables
         return TraceDB(opened.con, opened.summary)
     if found.database is not None:
-        db = TraceDB(connect_existing(found.database, read_only=read_only))
-        attach_runs(db.con, [])
-        return db
+        return open_database(found.database, read_only=read_only, cls=TraceDB)
     if found.sources:
         con, summary = open_in_memory(found, IngestOptions(workers=workers, progress=progress))
         db = TraceDB(con, summary)
@@ -157,4 +158,4 @@ def open(  # noqa: A001 - the name docs/report.md gives
     for unusable input.
     """
     with resolve(_as_paths(paths)) as found:
-        return _from_resolution(found, read_only, workers, progress)
+        return open_resolution(found, read_only=read_only, workers=workers, progress=progress)

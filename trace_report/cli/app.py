@@ -112,7 +112,7 @@ def _damaged_piece(exc: Exception) -> TraceReportError | None:
     footer is intact, so opening it worked) as the one-line error, else None."""
     if type(exc).__module__.split(".")[0] not in ("duckdb", "_duckdb"):
         return None
-    from trace_report.store.pieces import damaged_piece  # the storage layer loads only on this path
+    from trace_report.store.events_view import damaged_piece  # the storage layer loads only on this path
 
     return damaged_piece(exc)
 

@@ -25,7 +25,7 @@ import pytest
 from conftest import REPO, TRACES, invoke, shared_or_skip, tar_ranks
 
 from tests.golden.cases import differences
-from trace_report.ingest.jobs import Job, JobResult, run_job
+from trace_report.ingest.decoding import Job, JobResult, run_job
 
 DLRM = "param_dlrm_kineto_v100x8"
 A100 = "hta_a100_ddp_nccl"

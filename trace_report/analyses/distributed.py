@@ -51,7 +51,7 @@ from trace_report.analyses.top_kernels import (
     TopKernelsOptions,
     TopKernelsResult,
     cpu_self_time,
-    shape,
+    rows_from_frame,
 )
 from trace_report.errors import InputError
 from trace_report.ingest.engine_ray import RayEngine, cluster_cpus, map_tasks
@@ -151,9 +151,9 @@ def top_kernels_ray(db: TraceDB, options: TopKernelsOptions | None = None) -> To
     params = {"rank": opts.rank, "by_rank": opts.by_rank}
     merged = merge_stats(_map(db, "kernels", params, opts.rank), ["rank", "name"])
     if len(merged):
-        return TopKernelsResult(shape(_ranked(merged, opts.limit, "kernel"), opts.by_rank))
+        return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit, "kernel"), opts.by_rank))
     merged = merge_stats(_map(db, "cpu", params, opts.rank), ["rank", "name"], zero_pct=True)
-    return TopKernelsResult(shape(_ranked(merged, opts.limit, "cpu_op"), opts.by_rank), NO_KERNELS_NOTE)
+    return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit, "cpu_op"), opts.by_rank), NO_KERNELS_NOTE)
 
 
 def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> BreakdownResult:

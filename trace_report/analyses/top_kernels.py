@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import duckdb
-import numpy as np
-import pandas as pd
 
+from trace_report.store.rows import Rows
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct", "kind"]
 NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
@@ -26,10 +31,17 @@ class TopKernelsOptions:
 
 @dataclass
 class TopKernelsResult:
-    """The ranked rows and a note for the user (set when CPU operators were ranked instead)."""
+    """The ranked rows and a note for the user (set when CPU operators were ranked instead).
 
-    frame: pd.DataFrame
+    ``rows`` come straight from DuckDB (what the command prints, no pandas); ``frame`` is the
+    same rows as a pandas DataFrame, built on first use (notebooks)."""
+
+    rows: Rows
     note: str | None = None
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        return self.rows.df()
 
 
 def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
@@ -44,20 +56,35 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
     opts = options or TopKernelsOptions()
     db.check_rank(opts.rank)
     params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit}
-    frame = db.con.execute(sql_text("top_kernels.sql"), params).df()
-    if len(frame):
-        return TopKernelsResult(shape(frame, opts.by_rank))
-    return TopKernelsResult(shape(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
+    rows = Rows.fetch(db.con, sql_text("top_kernels.sql"), params)
+    if len(rows):
+        return TopKernelsResult(_shape(rows, opts.by_rank))
+    return TopKernelsResult(rows_from_frame(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
 
 
-def shape(frame: pd.DataFrame, by_rank: bool) -> pd.DataFrame:
-    """The output columns (``rank`` first with ``by_rank``, then :data:`KERNEL_COLUMNS`), integer counts."""
-    cols = (["rank"] if by_rank else []) + KERNEL_COLUMNS
-    out = frame[cols].copy()
-    out["count"] = out["count"].astype("int64")
-    if by_rank:
-        out["rank"] = out["rank"].astype("int64")
-    return out.reset_index(drop=True)
+def _columns(by_rank: bool) -> list[str]:
+    return (["rank"] if by_rank else []) + KERNEL_COLUMNS
+
+
+def _shape(rows: Rows, by_rank: bool) -> Rows:
+    """The printed columns; ``rank`` as BIGINT (int64 in the notebook frame) like ``count``."""
+    out = rows.select(_columns(by_rank))
+    return Rows(out.columns, ["BIGINT" if c == "rank" else t for c, t in zip(out.columns, out.types, strict=True)],
+                out.data)
+
+
+def rows_from_frame(frame: pd.DataFrame, by_rank: bool) -> Rows:
+    """A frame with the columns of :data:`KERNEL_COLUMNS` (and ``rank``) as the printed rows: ``count``
+    (and ``rank``) BIGINT, times DOUBLE (the CPU fallback's frame, or partial sums merged in pandas)."""
+    cols = _columns(by_rank)
+    types = {"rank": "BIGINT", "count": "BIGINT", "name": "VARCHAR", "kind": "VARCHAR"}
+    data = [tuple(_plain(v) for v in row) for row in frame[cols].itertuples(index=False)]
+    return Rows(cols, [types.get(c, "DOUBLE") for c in cols], data)
+
+
+def _plain(value: object) -> object:
+    """A numpy scalar as the Python value DuckDB's ``fetchall`` would give."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
 
 
 def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -66,6 +93,7 @@ def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
     Intervals must be sorted by start, then by longer first. A stack holds the open
     ancestors; each interval is charged to its innermost enclosing one.
     """
+    import numpy as np  # only the CPU-only fallback needs numpy
     self_t = dur.copy()
     stack: list[int] = []
     for i in range(len(ts)):
@@ -83,6 +111,7 @@ def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd
     Self time = ``dur`` minus the time of directly nested ``cpu_op``/``user_annotation`` events
     on the same pid/tid (what ``torch.profiler``'s ``self_cpu_time_total`` reports).
     """
+    import pandas as pd  # only the CPU-only fallback builds frames; GPU traces never load pandas
     ev = con.execute(
         "SELECT t.rank, e.trace_id, e.pid, e.tid, e.cat, e.name, e.ts_us, e.dur_us "
         "FROM events e JOIN traces t USING (trace_id) "

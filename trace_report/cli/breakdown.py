@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Annotated
 
 import typer
@@ -30,6 +31,8 @@ def breakdown_cmd(
     by_step: Annotated[bool, typer.Option("--by-step", help="One group of rows per ProfilerStep.")] = False,
     rank: RankOpt = None,
     by_rank: ByRankOpt = False,
+    stragglers: Annotated[bool, typer.Option(
+        "--stragglers", help="Step time per rank instead: behind the fastest rank, slowest rank per step.")] = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -38,21 +41,30 @@ def breakdown_cmd(
 ) -> None:
     """Wall, GPU-kernel, GPU-idle and CPU time per region (forward, loss, backward, optimizer_step,
     data_loading, other) of each ProfilerStep; kernels belong to the region of their launch.
+    With --by-rank, the spread of step time between ranks is noted; --stragglers lists it per rank.
+    With --engine ray the regions of each trace are computed in a Ray task and summed here
+    (--stragglers and the spread note still read the database on this machine).
 
-    Example: trace-report breakdown traces/run-42 --by-rank
-    Example: trace-report breakdown runs.duckdb --engine ray (one Ray task per trace)
+    Example: trace-report breakdown traces/ddp-run/ --stragglers
+    Example: trace-report breakdown runs.duckdb --engine ray
     """
     from trace_report.analyses.regions import BreakdownOptions, breakdown
+    from trace_report.analyses.stragglers import StragglerOptions
+    from trace_report.analyses.stragglers import stragglers as straggler_rows
     from trace_report.present.tables import OutputOptions, emit
 
     opts = BreakdownOptions(by_step=by_step, rank=rank, by_rank=by_rank)
-    if engine is EngineName.ray:
+    ray = engine is EngineName.ray
+    if ray:
         from trace_report.analyses.distributed import breakdown_ray
-
-        with ray_session(ray_address), ray_load(targets) as db:
-            result = breakdown_ray(db, opts)
-    else:
-        with load(targets) as db:
-            result = breakdown(db, opts)
-    notes(result.notes)
+    with ray_session(ray_address) if ray else nullcontext(), ray_load(targets) if ray else load(targets) as db:
+        if stragglers:
+            result = straggler_rows(db, StragglerOptions(rank=rank))
+            notes(result.notes)
+            emit(result.frame, OutputOptions(fmt, limit, output), title="Step time per rank")
+            return
+        result = breakdown_ray(db, opts) if ray else breakdown(db, opts)
+        spread = straggler_rows(db, StragglerOptions()).notes if by_rank and len(db.ranks()) > 1 else []
+    notes(result.notes + [f"stragglers: {line} (--stragglers for every rank)" for line in spread
+                          if line.startswith("step ")])
     emit(result.frame, OutputOptions(fmt, limit, output), title="Step breakdown by region")

@@ -42,11 +42,12 @@ def top_kernels_cmd(
     Example: trace-report top-kernels runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
-    from trace_report.formats.nsys import read_kernsum_csv
     from trace_report.inputs import InputKind, detect
     from trace_report.present.tables import OutputOptions, emit
 
     if len(targets) == 1 and detect(targets[0]).kind is InputKind.nsys_kernsum:
+        from trace_report.formats.nsys import read_kernsum_csv  # pandas: only for this input
+
         emit(read_kernsum_csv(targets[0]).head(limit), OutputOptions(fmt, None, output), title="Top kernels")
         return
     opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank)
@@ -59,4 +60,4 @@ def top_kernels_cmd(
         with load(targets) as db:
             result = top_kernels(db, opts)
     notes([result.note] if result.note else [])
-    emit(result.frame, OutputOptions(fmt, None, output), title="Top kernels")
+    emit(result.rows, OutputOptions(fmt, None, output), title="Top kernels")

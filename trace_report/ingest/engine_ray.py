@@ -7,7 +7,7 @@ it. Without Ray, asking for it raises :class:`~trace_report.errors.UsageError` w
 - :func:`ray_runtime`: connect to a cluster (``address``: ``auto``, ``ray://host:10001``, or
   ``host:6379``) or start a local one; leave a runtime that was already up alone.
 - :class:`RayEngine`: the :class:`~trace_report.ingest.engine.Engine` of the ingest pipeline.
-  Each job (:class:`~trace_report.ingest.jobs.Job`: a small file, a piece of a large file, or a
+  Each job (:class:`~trace_report.ingest.decoding.Job`: a small file, a piece of a large file, or a
   whole large file when there are at least as many large files as CPUs in the cluster) is one
   task that writes its own Parquet piece into the database's pieces folder: that folder and the
   inputs must be on a filesystem shared by the driver and every worker. A task whose worker dies

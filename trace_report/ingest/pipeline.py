@@ -7,12 +7,12 @@ A plain ``.json`` file is cut by byte ranges that workers read themselves, so it
 held whole; a ``.json.gz`` file is decompressed in one stream whose pieces are decoded in
 parallel, at most ``INFLIGHT`` pieces at a time, each piece's bytes dropped once its Parquet
 piece is written (only a piece cut inside an event is kept, to merge with the next one); small
-files are decoded one file per worker.
+files are decoded one file per worker. Jobs, their decoding and the order of pieces are in
+:mod:`trace_report.ingest.decoding`; this module plans them and writes the catalog.
 
-The jobs (:mod:`trace_report.ingest.jobs`) run on an engine (:mod:`trace_report.ingest.engine`:
-local worker processes by default, or Ray tasks); whatever the engine, this module (the driver)
-writes the catalog: the ``traces`` rows and ``event_files``, under the database lock, through
-an atomic copy of the database.
+The jobs run on an engine (:mod:`trace_report.ingest.engine`: local worker processes by default,
+or Ray tasks); whatever the engine, this module (the driver) writes the ``traces`` rows and
+``event_files``, under the database lock, through an atomic copy of the database.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
+from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
 from trace_report.ingest.engine import Engine, JobFuture, local_engine
 from trace_report.ingest.files import decoded_size, sha256_of
-from trace_report.ingest.jobs import Job, JobResult, decode_file, run_job
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, overlong_events
 from trace_report.ingest.versions import Versions
@@ -58,7 +58,6 @@ PARALLEL_MIN_BYTES = 48 << 20
 :func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
 
 
-
 @dataclass(frozen=True)
 class IngestOptions:
     """Options of an ingest: ``workers`` = decoding processes (default: CPU count);
@@ -75,9 +74,6 @@ class IngestOptions:
     append_versions: bool = False
     """Keep the old trace of a changed file beside the new one instead of replacing it."""
     max_ratio: float = MAX_RATIO
-
-
-# ---------------------------------------------------------------- database side
 
 
 class Ingest:

@@ -1,29 +1,47 @@
-"""Row output shared by every command: table, csv, json, markdown (docs/cli.md)."""
+"""Row output shared by every command: table, csv, json, markdown (docs/cli.md).
+
+Prints a pandas DataFrame or a :class:`~trace_report.store.rows.Rows` (a result fetched straight
+from DuckDB) the same way; this module does not import pandas, so a command whose analysis
+returns rows starts without it.
+"""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from trace_report.errors import InputError
 from trace_report.present.format import Format, OutputOptions
+from trace_report.store.rows import Rows
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Printable: TypeAlias = "pd.DataFrame | Rows"
+"""What :func:`emit` prints: a pandas DataFrame or rows fetched from DuckDB."""
+
+_PANDAS_MISSING = ("NAType", "NaTType")
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
-    if value is pd.NA or value is pd.NaT:
+    if type(value).__name__ in _PANDAS_MISSING:  # pd.NA, pd.NaT (checked by name: no pandas import)
         return None
+    if isinstance(value, Decimal):
+        return _clean(float(value))
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         try:
             return value.item()
@@ -32,9 +50,37 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def records(frame: Printable) -> list[dict[str, Any]]:
     """Rows as plain Python dicts (NaN -> None, numpy scalars -> Python)."""
-    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+    dicts = frame.records() if isinstance(frame, Rows) else frame.to_dict(orient="records")
+    return [{k: _clean(v) for k, v in row.items()} for row in dicts]
+
+
+def _columns(frame: Printable) -> list[str]:
+    return list(frame.columns)
+
+
+def _tuples(frame: Printable) -> Iterable[tuple[Any, ...]]:
+    return iter(frame) if isinstance(frame, Rows) else frame.itertuples(index=False)
+
+
+def _numeric(frame: Printable) -> list[bool]:
+    if isinstance(frame, Rows):
+        return frame.numeric()
+    from pandas.api.types import is_numeric_dtype  # a frame's caller has loaded pandas already
+
+    return [bool(is_numeric_dtype(frame[c])) for c in frame.columns]
+
+
+def _csv(frame: Printable) -> str:
+    if not isinstance(frame, Rows):
+        return str(frame.to_csv(index=False))
+    buf = io.StringIO()  # as pandas' to_csv writes them: repr of floats, empty for None/NaN
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(frame.columns)
+    for row in frame:
+        writer.writerow(["" if (c := _clean(v)) is None else c for v in row])
+    return buf.getvalue()
 
 
 def _fmt_cell(value: Any) -> str:
@@ -53,27 +99,28 @@ def markdown_cell(text: str) -> str:
     return text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
 
 
-def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
+def render(frame: Printable, fmt: Format, title: str | None = None) -> str:
     """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name."""
     if fmt is Format.json:
         return json.dumps(records(frame), indent=2, default=str) + "\n"
     if fmt is Format.csv:
-        return frame.to_csv(index=False)
+        return _csv(frame)
     if fmt is Format.markdown:
-        head = "| " + " | ".join(markdown_cell(str(c)) for c in frame.columns) + " |"
-        sep = "|" + "|".join("---" for _ in frame.columns) + "|"
+        head = "| " + " | ".join(markdown_cell(str(c)) for c in _columns(frame)) + " |"
+        sep = "|" + "|".join("---" for _ in _columns(frame)) + "|"
         body = [
             "| " + " | ".join(markdown_cell(_fmt_cell(v)) for v in row) + " |"
-            for row in frame.itertuples(index=False)
+            for row in _tuples(frame)
         ]
         return "\n".join([head, sep, *body]) + "\n"
-    if "name" in frame.columns:  # long kernel names read best last, as in `nsys stats`
-        frame = frame[[c for c in frame.columns if c != "name"] + ["name"]]
+    columns = _columns(frame)
+    if "name" in columns:  # long kernel names read best last, as in `nsys stats`
+        columns = [c for c in columns if c != "name"] + ["name"]
+        frame = frame.select(columns) if isinstance(frame, Rows) else frame[columns]
     table = Table(title=title, show_lines=False)
-    for col in frame.columns:
-        numeric = pd.api.types.is_numeric_dtype(frame[col])
+    for col, numeric in zip(columns, _numeric(frame), strict=True):
         table.add_column(str(col), justify="right" if numeric else "left", overflow="fold")
-    for row in frame.itertuples(index=False):
+    for row in _tuples(frame):
         table.add_row(*(_fmt_cell(v) for v in row), end_section=False)
     buf = io.StringIO()
     width = None if sys.stdout.isatty() else 200
@@ -109,7 +156,7 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         raise
 
 
-def emit(frame: pd.DataFrame, opts: OutputOptions, title: str | None = None) -> None:
+def emit(frame: Printable, opts: OutputOptions, title: str | None = None) -> None:
     """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
     if opts.limit is not None:
         frame = frame.head(opts.limit)

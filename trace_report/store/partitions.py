@@ -26,7 +26,7 @@ import pyarrow as pa
 from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.store.database import create_schema
-from trace_report.store.pieces import events_dir_for
+from trace_report.store.events_view import events_dir_for
 from trace_report.store.sandbox import EVENT_DIRS
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import create_views

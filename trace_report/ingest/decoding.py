@@ -1,12 +1,13 @@
-"""Decoding jobs, in any process: a whole small file, a byte range or a piece of a large file,
-or a whole large file cut here (``docs/architecture.md``, the engine seam).
+"""Decoding jobs and the order of their pieces (the worker side of :mod:`trace_report.ingest.pipeline`).
 
-A :class:`Job` is what an engine (:mod:`trace_report.ingest.engine`) runs with :func:`run_job`;
-it decodes and normalises its events and writes them as one Parquet piece (or returns the Arrow
-table). :func:`decode_file` cuts one file into jobs (:class:`~trace_report.ingest.files.FileReader`)
-and runs them in order (:class:`PieceRunner`), merging the pieces cut inside an event.
+A :class:`Job` is one unit of decoding work (a piece of bytes, a byte range of a plain file, a
+whole small file, or a whole large file cut where the job runs); an engine
+(:mod:`trace_report.ingest.engine`: local processes or Ray tasks) runs it with :func:`run_job`,
+which returns a :class:`JobResult` (never raising for bad input). :class:`PieceRunner` hands one
+file's pieces to the engine in order, at most ``inflight`` at a time, merges a piece cut inside
+an event with the next one, and drops each piece's bytes once it is accepted; :func:`decode_file`
+decodes one file with it.
 """
-
 from __future__ import annotations
 
 from collections import deque

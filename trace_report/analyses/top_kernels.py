@@ -8,20 +8,27 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from trace_report.errors import InputError
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
-KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct", "kind"]
+KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_gpu_time", "kind"]
+CPU_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_cpu_self_time", "kind"]
 NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
+STEPS_ONLY_NOTE = ("steps only (HTA's rule): kernels launched before the last ProfilerStep starts; "
+                   "pct_of_gpu_time is of the GPU time so selected")
 
 
 @dataclass(frozen=True)
 class TopKernelsOptions:
-    """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank."""
+    """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank;
+    ``steps_only``: HTA's iteration rule (kernels launched before the last ProfilerStep starts,
+    view ``gpu_op_launches.hta_kept``)."""
 
     limit: int | None = 20
     rank: int | None = None
     by_rank: bool = False
+    steps_only: bool = False
 
 
 @dataclass
@@ -36,22 +43,27 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
     """Rank GPU kernels by total time.
 
     Columns: ``name``, ``count``, ``total_us``, ``mean_us``, ``min_us``, ``max_us`` (µs, from the
-    ``dur`` of ``kernel`` events), ``pct`` (percent of all kernel time in the selection, or of
+    ``dur`` of ``kernel`` events), ``pct_of_gpu_time`` (percent of the selection's GPU time:
+    kernels + memcpy + memset, view ``gpu_time``, as ``flags`` and HTA's kernel breakdown; of
     that rank's with ``by_rank``), ``kind`` = ``"kernel"``; ``rank`` first with ``by_rank``.
     Without GPU kernels, CPU operators (``cpu_op``) are ranked by self time instead
-    (``kind = "cpu_op"``) and :attr:`TopKernelsResult.note` says so.
+    (``kind = "cpu_op"``, ``pct_of_cpu_self_time``) and :attr:`TopKernelsResult.note` says so.
+    ``steps_only`` on traces without ProfilerStep raises :class:`InputError`.
     """
     opts = options or TopKernelsOptions()
     db.check_rank(opts.rank)
-    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit}
+    if opts.steps_only and not db.con.execute("SELECT count(*) FROM steps").fetchall()[0][0]:
+        raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
+    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit, "steps_only": opts.steps_only}
     frame = db.con.execute(sql_text("top_kernels.sql"), params).df()
     if len(frame):
-        return TopKernelsResult(_shape(frame, opts.by_rank))
-    return TopKernelsResult(_shape(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
+        note = STEPS_ONLY_NOTE if opts.steps_only else None
+        return TopKernelsResult(_shape(frame, opts.by_rank, KERNEL_COLUMNS), note)
+    return TopKernelsResult(_shape(cpu_self_time(db.con, opts), opts.by_rank, CPU_COLUMNS), NO_KERNELS_NOTE)
 
 
-def _shape(frame: pd.DataFrame, by_rank: bool) -> pd.DataFrame:
-    cols = (["rank"] if by_rank else []) + KERNEL_COLUMNS
+def _shape(frame: pd.DataFrame, by_rank: bool, columns: list[str]) -> pd.DataFrame:
+    cols = (["rank"] if by_rank else []) + columns
     out = frame[cols].copy()
     out["count"] = out["count"].astype("int64")
     if by_rank:
@@ -77,7 +89,7 @@ def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd.DataFrame:
-    """CPU operators ranked by total self time (µs), same columns as kernels, ``kind='cpu_op'``.
+    """CPU operators ranked by total self time (µs), :data:`CPU_COLUMNS`, ``kind='cpu_op'``.
 
     Self time = ``dur`` minus the time of directly nested ``cpu_op``/``user_annotation`` events
     on the same pid/tid (what ``torch.profiler``'s ``self_cpu_time_total`` reports).
@@ -90,7 +102,7 @@ def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd
         {"rank": opts.rank},
     ).df()
     if ev.empty:
-        return pd.DataFrame(columns=["rank", *KERNEL_COLUMNS])
+        return pd.DataFrame(columns=["rank", *CPU_COLUMNS])
     parts = []
     for _, g in ev.groupby(["trace_id", "pid", "tid"], sort=False):
         ts, dur = g["ts_us"].to_numpy(float), g["dur_us"].to_numpy(float)
@@ -106,7 +118,7 @@ def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd
     if not opts.by_rank:
         agg["rank"] = None
     denom = agg.groupby("rank", dropna=False)["total_us"].transform("sum")
-    agg["pct"] = 100.0 * agg["total_us"] / denom.where(denom > 0, 1.0)
+    agg["pct_of_cpu_self_time"] = 100.0 * agg["total_us"] / denom.where(denom > 0, 1.0)
     agg["kind"] = "cpu_op"
     agg = agg.sort_values(["rank", "total_us", "name"], ascending=[True, False, True])
     if opts.limit is not None:

@@ -64,4 +64,4 @@ def flags_cmd(
     for r in result.summary.to_dict(orient="records"):
         who = f"rank {r['rank']} " if by_rank else ""
         err.print(f"summary: {who}{r['class']}: {r['count']} ops, {r['total_us']:,.1f} us, "
-                  f"{r['pct']:.2f}% of GPU time", markup=False)
+                  f"{r['pct_of_gpu_time']:.2f}% of GPU time", markup=False)

@@ -16,12 +16,16 @@ def top_kernels_cmd(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Rows (per rank with --by-rank).")] = 20,
     rank: RankOpt = None,
     by_rank: ByRankOpt = False,
+    steps_only: Annotated[bool, typer.Option(
+        "--steps-only", help="Only kernels launched before the last ProfilerStep starts (HTA's rule: it drops "
+                             "the last step and kernels without a launch).")] = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
 ) -> None:
     """Rank GPU kernels by total time (CPU operators by self time on CPU-only traces).
 
     Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly.
+    pct_of_gpu_time is of all GPU time (kernels + memcpy + memset), as in flags and HTA.
     Example: trace-report top-kernels traces/run-42 --by-rank -f json
     """
     from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
@@ -33,6 +37,6 @@ def top_kernels_cmd(
         emit(read_kernsum_csv(targets[0]).head(limit), OutputOptions(fmt, None, output), title="Top kernels")
         return
     with load(targets) as db:
-        result = top_kernels(db, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank))
+        result = top_kernels(db, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only))
     notes([result.note] if result.note else [])
     emit(result.frame, OutputOptions(fmt, None, output), title="Top kernels")

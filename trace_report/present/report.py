@@ -24,9 +24,10 @@ import pandas as pd
 
 from trace_report.analyses.advise import advise
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
-from trace_report.analyses.regions import BreakdownOptions, breakdown, gpu_timeline
+from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
+from trace_report.analyses.utilization import gpu_utilization
 from trace_report.errors import InputError, TraceReportError
 from trace_report.present import charts
 from trace_report.present.charts import html as chart_html
@@ -169,24 +170,65 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     traces = _trace_facts(con)
     if traces.empty:
         return None
-    steps = con.execute("SELECT count(*), median(dur_us) FROM steps JOIN traces USING (trace_id) "
-                        "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}).fetchall()[0]
-    gpu = gpu_timeline(db, opts.rank)
-    busy, span = gpu["busy_us"].dropna().sum(), gpu["span_us"].dropna().sum()
+    steps = con.execute("SELECT rank, count(*) AS n, median(dur_us) AS median_us FROM steps JOIN traces USING "
+                        "(trace_id) WHERE $rank IS NULL OR rank = $rank GROUP BY rank ORDER BY rank",
+                        {"rank": opts.rank}).df()
+    gpu = gpu_time(con, opts.rank)
+    util = gpu_utilization(db, opts.rank)
     devices = ", ".join(sorted({d for d in traces["device_name"].dropna()})) or "CPU only"
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
-             ("ProfilerSteps", f"{steps[0]}"), ("median step", _dur(steps[1])),
+             ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
+             ("median step", _dur(_scalar_p(con, "SELECT median(dur_us) FROM steps JOIN traces USING (trace_id) "
+                                          "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}))),
              ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
-             ("GPU kernel time", _dur(gpu["kernel_us"].dropna().sum()) if span else "n/a"),
-             ("GPU busy (first to last GPU op)", f"{100 * busy / span:.1f}%" if span else "n/a")]
+             ("GPU kernel time", _dur(gpu) if gpu else "n/a"),
+             *_utilization_items(util)]
     top = top_kernels(db, TopKernelsOptions(limit=1, rank=opts.rank))
     if len(top.frame):
         row = top.frame.iloc[0]
         what = "top CPU operator (self time)" if row["kind"] == "cpu_op" else "top kernel"
-        items.append((what, f"{row['pct']:.1f}% {short_name(row['name'], 60)}"))
+        pct = row.get("pct_of_gpu_time", row.get("pct_of_cpu_self_time"))
+        where = "CPU self time" if row["kind"] == "cpu_op" else "GPU time"
+        items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60)}"))
     sec = Section("Headline numbers", _headline_html(items))
     sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
     return sec
+
+
+def gpu_time(con: duckdb.DuckDBPyConnection, rank: int | None) -> float:
+    """Summed kernel time (µs) of the selection (view ``gpu_time``)."""
+    return float(_scalar_p(con, "SELECT coalesce(sum(kernel_us), 0) FROM gpu_time WHERE $rank IS NULL OR rank = $rank",
+                           {"rank": rank}) or 0.0)
+
+
+def _scalar_p(con: duckdb.DuckDBPyConnection, query: str, params: dict) -> Any:
+    rows = con.execute(query, params).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _per_rank(counts: list[int], ranks: int) -> str:
+    """``3`` on one rank; ``1 per rank (8 ranks)`` or ``2-3 per rank (4 ranks)`` on several: ranks
+    are never counted as steps."""
+    if not counts:
+        return "0"
+    if ranks <= 1:
+        return f"{counts[0]}"
+    lo, hi = min(counts), max(counts)
+    return f"{lo if lo == hi else f'{lo}-{hi}'} per rank ({ranks} ranks)"
+
+
+def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
+    """The GPU utilisation headline (view ``gpu_utilization_by_rank``, the figure ``advise``
+    checks): busy / step time, with the range over ranks when there are several."""
+    util = util[util["gpu_util_pct"].notna()]
+    if util.empty:
+        return [("GPU busy (of step time)", "n/a")]
+    basis = "step time" if (util["basis"] == "ProfilerStep").all() else "step time or GPU span"
+    total = 100.0 * util["busy_us"].sum() / util["wall_us"].sum()
+    text = f"{total:.1f}%"
+    if len(util) > 1:
+        text += f" (ranks {util['gpu_util_pct'].min():.1f}-{util['gpu_util_pct'].max():.1f}%)"
+    return [(f"GPU busy (of {basis})", text)]
 
 
 def _attempt(sec: Section, what: str, build: Callable[[], Any]) -> Any:
@@ -212,7 +254,9 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
     if len(top.frame):
         sec.charts.append(("top-kernels", charts.top_kernels_chart(top.frame, limit=opts.limit)))
         sec.tail += "<h3>Top kernels</h3>" + table_html(top.frame)
-    bd = _attempt(sec, "regions", lambda: breakdown(db, BreakdownOptions(by_step=True, rank=opts.rank)))
+    by_rank = opts.rank is None and _scalar(con, "SELECT count(DISTINCT rank) FROM traces") > 1
+    bd = _attempt(sec, "regions", lambda: breakdown(db, BreakdownOptions(by_step=True, rank=opts.rank,
+                                                                         by_rank=by_rank)))
     if bd is not None and len(bd.frame):
         sec.charts.append(("regions", charts.regions_chart(bd.frame)))
         sec.notes += bd.notes

@@ -103,12 +103,14 @@ def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None
     data["label"] = unique_labels(data["name"])
     cpu = bool(len(data)) and (data["kind"] == "cpu_op").all()
     default = "Top CPU operators by self time (no GPU kernels)" if cpu else "Top GPU kernels by total time"
+    pct = next(c for c in data.columns if c.startswith("pct"))
     return alt.Chart(data, title=title or default).mark_bar().encode(
         y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
         x=alt.X("total_us:Q", title="self time (µs)" if cpu else "total time (µs)"),
-        color=alt.Color("pct:Q", title="% of time", scale=alt.Scale(scheme="blues")),
+        color=alt.Color(f"{pct}:Q", title="% of CPU self time" if cpu else "% of GPU time",
+                        scale=alt.Scale(scheme="blues")),
         tooltip=[alt.Tooltip("name:N", title="name"), "count:Q", alt.Tooltip("total_us:Q", format=",.1f"),
-                 alt.Tooltip("mean_us:Q", format=",.2f"), alt.Tooltip("pct:Q", format=".2f")],
+                 alt.Tooltip("mean_us:Q", format=",.2f"), alt.Tooltip(f"{pct}:Q", format=".2f")],
     ).properties(width=WIDTH)
 
 
@@ -120,6 +122,8 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
 
     data = frame.copy()
     data["step"] = data["step"].map(lambda s: "whole trace" if pd.isna(s) else str(int(s)))
+    if "rank" in data.columns:  # one bar per step of each rank: ranks are never stacked as one step
+        data["step"] = "rank " + data["rank"].astype(str) + " · " + data["step"]
     measures = ["wall_us"] + (["gpu_us"] if data["gpu_us"].notna().any() else [])
     long = data.melt(id_vars=["step", "region", "kernels"], value_vars=measures, var_name="measure",
                      value_name="us")
@@ -127,7 +131,7 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
     long["order"] = long["region"].map({r: i for i, r in enumerate(REGIONS)})
     steps = list(dict.fromkeys(data["step"]))
     return alt.Chart(long, title=title or "Time per region in each step").mark_bar().encode(
-        x=alt.X("step:N", sort=steps, title="ProfilerStep", axis=alt.Axis(labelAngle=0)),
+        x=alt.X("step:N", sort=steps, title="ProfilerStep", axis=alt.Axis(labelAngle=0 if len(steps) < 8 else -45)),
         y=alt.Y("us:Q", stack="zero", title="µs"),
         color=alt.Color("region:N", scale=region_scale(), sort=list(REGIONS)),
         order=alt.Order("order:Q"),
@@ -141,13 +145,13 @@ def kernel_classes_chart(summary: pd.DataFrame, *, title: str | None = None) -> 
     can belong to several classes (tensor_core and tf32), so shares do not add up to 100."""
     import altair as alt
 
-    data = summary[summary["pct"].notna()].copy()
+    data = summary[summary["pct_of_gpu_time"].notna()].copy()
     return alt.Chart(data, title=title or "Share of GPU time by kernel class").mark_bar().encode(
         y=alt.Y("class:N", sort=list(data["class"]), title=None),
-        x=alt.X("pct:Q", title="% of GPU time", scale=alt.Scale(domain=[0, 100])),
+        x=alt.X("pct_of_gpu_time:Q", title="% of GPU time", scale=alt.Scale(domain=[0, 100])),
         color=alt.Color("class:N", legend=None),
         tooltip=["class:N", "count:Q", "names:Q", alt.Tooltip("total_us:Q", format=",.1f"),
-                 alt.Tooltip("pct:Q", format=".2f")],
+                 alt.Tooltip("pct_of_gpu_time:Q", format=".2f")],
     ).properties(width=WIDTH)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, load, notes
+from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, RankOpt, load, notes
 from trace_report.cli.registry import app
 
 
@@ -30,6 +30,7 @@ def compare_cmd(
         "--steps-only", help="kernel: only GPU operations launched inside a ProfilerStep (HTA TraceDiff's rule).")]
     = False,
     chart: Annotated[Path | None, typer.Option("--chart", help="Also write a chart (.html, .png or .svg).")] = None,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -47,4 +48,4 @@ def compare_cmd(
         from trace_report.present.charts import compare_chart, save_chart
 
         save_chart(compare_chart(result.frame, limit=limit or 20), chart)
-    emit(result.frame, OutputOptions(fmt, limit, output), title=f"B - A by {by.value}")
+    emit(result.frame, OutputOptions(fmt, limit, output, full_names), title=f"B - A by {by.value}")

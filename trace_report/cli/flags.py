@@ -9,6 +9,7 @@ import typer
 from trace_report.cli.options import (
     ByRankOpt,
     FormatOpt,
+    FullNamesOpt,
     LimitOpt,
     OutputOpt,
     RankOpt,
@@ -29,6 +30,7 @@ def flags_cmd(
         "--class", "-c", help="Only names with this class (repeatable): tf32, tensor_core, ...")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show the rule and source behind each class.")] = False,
     summary: Annotated[bool, typer.Option("--summary", help="Print only the per-class summary.")] = False,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -44,7 +46,7 @@ def flags_cmd(
     with load(targets) as db:
         result = flags(db, FlagsOptions(rank=rank, by_rank=by_rank, classes=tuple(classes or ()), limit=limit))
     notes(result.notes)
-    opts = OutputOptions(fmt, None, output)
+    opts = OutputOptions(fmt, None, output, full_names)
     fmt_used = opts.resolve()
     if explain:
         emit(result.explain, opts, title="Kernel class rules")
@@ -54,7 +56,8 @@ def flags_cmd(
         return
     rows = text_lists(result.frame, fmt_used, ["classes"])
     if fmt_used in (Format.table, Format.markdown):
-        text = render(rows, fmt_used, "Flagged kernels") + "\n" + render(result.summary, fmt_used, "Share of GPU time")
+        text = render(rows, fmt_used, "Flagged kernels", full_names=full_names) + "\n" + \
+            render(result.summary, fmt_used, "Share of GPU time")
         if output is None:
             sys.stdout.write(text)
         else:

@@ -42,6 +42,9 @@ TargetsArg = Annotated[
                         "or one .duckdb database written by 'trace-report ingest'."),
 ]
 RankOpt = Annotated[int | None, typer.Option("--rank", help="Only this rank.")]
+FullNamesOpt = Annotated[bool, typer.Option(
+    "--full-names", help="Whole kernel names in table and Markdown output (else short ones: templates and "
+                         "arguments elided; CSV and JSON always hold whole names).")]
 ByRankOpt = Annotated[bool, typer.Option("--by-rank", help="One group of rows per rank (else summed over ranks).")]
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, load
+from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, load
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
 
@@ -20,6 +20,7 @@ def sql_cmd(
         "--write", help="Open a database read-write (waits for no one: refused while an ingest writes it).")] = False,
     unsafe: Annotated[bool, typer.Option(
         "--unsafe", help="Allow file access, COPY, ATTACH, INSTALL/LOAD and any statement.")] = False,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -58,4 +59,4 @@ def sql_cmd(
         if write:
             return
         raise InputError("the statement returned no rows")
-    emit(frame, OutputOptions(fmt, limit, output))
+    emit(frame, OutputOptions(fmt, limit, output, full_names, keep_order=True))

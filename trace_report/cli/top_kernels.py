@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import ByRankOpt, FormatOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import ByRankOpt, FormatOpt, FullNamesOpt, OutputOpt, RankOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
 
 
@@ -19,6 +19,7 @@ def top_kernels_cmd(
     steps_only: Annotated[bool, typer.Option(
         "--steps-only", help="Only kernels launched before the last ProfilerStep starts (HTA's rule: it drops "
                              "the last step and kernels without a launch).")] = False,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -34,9 +35,10 @@ def top_kernels_cmd(
     from trace_report.present.tables import OutputOptions, emit
 
     if len(targets) == 1 and detect(targets[0]).kind is InputKind.nsys_kernsum:
-        emit(read_kernsum_csv(targets[0]).head(limit), OutputOptions(fmt, None, output), title="Top kernels")
+        frame = read_kernsum_csv(targets[0]).head(limit)
+        emit(frame, OutputOptions(fmt, None, output, full_names), title="Top kernels")
         return
     with load(targets) as db:
         result = top_kernels(db, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only))
     notes([result.note] if result.note else [])
-    emit(result.frame, OutputOptions(fmt, None, output), title="Top kernels")
+    emit(result.frame, OutputOptions(fmt, None, output, full_names), title="Top kernels")

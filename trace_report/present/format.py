@@ -19,11 +19,15 @@ class Format(str, enum.Enum):
 @dataclass(frozen=True)
 class OutputOptions:
     """Shared output options: format (None = from ``output``'s suffix, else table), row limit
-    and output file (None = stdout)."""
+    and output file (None = stdout); ``full_names``: table and Markdown show whole kernel names
+    (else short ones; CSV and JSON always hold the whole names); ``keep_order``: the columns as
+    given (``sql``), else a table shows the name column last, as ``nsys stats`` does."""
 
     fmt: Format | None = None
     limit: int | None = None
     output: Path | None = None
+    full_names: bool = False
+    keep_order: bool = False
 
     def resolve(self) -> Format:
         """The format to use: the one asked for, else by the output file's suffix, else table."""

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trace_report.errors import InputError
+from trace_report.present import fit
 from trace_report.present.format import Format, OutputOptions
 
 
@@ -53,12 +54,19 @@ def markdown_cell(text: str) -> str:
     return text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
 
 
-def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
-    """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name."""
+def render(frame: pd.DataFrame, fmt: Format, title: str | None = None, *, full_names: bool = False,
+           keep_order: bool = False) -> str:
+    """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name.
+
+    Table and Markdown show short kernel names unless ``full_names`` (:mod:`present.fit`); a
+    table fits the terminal width (``COLUMNS`` when piped), at most two lines per row, with the
+    name column last unless ``keep_order``; ``full_names`` rows may take more lines."""
     if fmt is Format.json:
         return json.dumps(records(frame), indent=2, default=str) + "\n"
     if fmt is Format.csv:
         return frame.to_csv(index=False)
+    if not full_names:
+        frame = _short_names(frame)
     if fmt is Format.markdown:
         head = "| " + " | ".join(markdown_cell(str(c)) for c in frame.columns) + " |"
         sep = "|" + "|".join("---" for _ in frame.columns) + "|"
@@ -67,18 +75,32 @@ def render(frame: pd.DataFrame, fmt: Format, title: str | None = None) -> str:
             for row in frame.itertuples(index=False)
         ]
         return "\n".join([head, sep, *body]) + "\n"
-    if "name" in frame.columns:  # long kernel names read best last, as in `nsys stats`
+    if "name" in frame.columns and not keep_order:  # long kernel names read best last, as in `nsys stats`
         frame = frame[[c for c in frame.columns if c != "name"] + ["name"]]
+    headers = [str(c) for c in frame.columns]
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
+    rows = [[_fmt_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    width = fit.table_width()
+    widths = fit.fit_widths(headers, rows, numeric, width)
     table = Table(title=title, show_lines=False)
-    for col in frame.columns:
-        numeric = pd.api.types.is_numeric_dtype(frame[col])
-        table.add_column(str(col), justify="right" if numeric else "left", overflow="fold")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(_fmt_cell(v) for v in row), end_section=False)
+    for col, num, w in zip(headers, numeric, widths, strict=True):
+        table.add_column(col, justify="right" if num else "left", overflow="fold", width=w)
+    for row in fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES):
+        table.add_row(*row, end_section=False)
     buf = io.StringIO()
-    width = None if sys.stdout.isatty() else 200
     Console(file=buf, width=width, force_terminal=False, highlight=False).print(table)
     return buf.getvalue()
+
+
+def _short_names(frame: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in fit.NAME_COLUMNS if c in frame.columns and not pd.api.types.is_numeric_dtype(frame[c])]
+    if not cols:
+        return frame
+    out = frame.copy()
+    for c in cols:
+        out[c] = fit.short_names([v if isinstance(v, str) else "" for v in out[c]])
+        out.loc[frame[c].isna(), c] = None
+    return out
 
 
 def _umask() -> int:
@@ -113,7 +135,7 @@ def emit(frame: pd.DataFrame, opts: OutputOptions, title: str | None = None) -> 
     """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
     if opts.limit is not None:
         frame = frame.head(opts.limit)
-    text = render(frame, opts.resolve(), title)
+    text = render(frame, opts.resolve(), title, full_names=opts.full_names, keep_order=opts.keep_order)
     if opts.output is None:
         sys.stdout.write(text)
     else:

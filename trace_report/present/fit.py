@@ -1,0 +1,109 @@
+"""Fitting a text table into the terminal: short kernel names, column widths, at most two lines
+per row. Plain Python on lists of cell strings (no pandas), used by :mod:`present.tables`.
+
+- Width: the terminal's on a TTY; for piped output ``COLUMNS`` when set (as ``ls`` and ``git``
+  honour it), else :data:`PIPE_WIDTH`.
+- Names: the name columns (:data:`NAME_COLUMNS`) show :func:`short_kernel_name` unless
+  ``--full-names``; different names that shorten alike get `` [2]``, `` [3]``... suffixes.
+- Rows: when the table is wider than the width, the text columns share what the numbers leave
+  (numbers are never cut); a cell longer than :data:`MAX_LINES` lines of its column is cut in
+  the middle with ``…`` (the end often tells kernels apart) and folded to whole lines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from trace_report.formats.names import short_kernel_name
+
+NAME_COLUMNS = ("name", "kernel", "kernel_name")
+PIPE_WIDTH = 200
+MAX_LINES = 2
+MIN_TEXT_WIDTH = 12
+
+
+def table_width() -> int:
+    """Columns available: the terminal's on a TTY, else ``COLUMNS``, else :data:`PIPE_WIDTH`."""
+    if sys.stdout.isatty():
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    try:
+        value = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return PIPE_WIDTH
+    return value if value >= 20 else PIPE_WIDTH
+
+
+def short_names(names: list[str]) -> list[str]:
+    """:func:`short_kernel_name` of each name, made unique with `` [2]``, `` [3]``... suffixes."""
+    seen: dict[str, int] = {}
+    short: dict[str, str] = {}
+    out = []
+    for name in names:
+        if name not in short:
+            label = short_kernel_name(name) if name else name
+            seen[label] = seen.get(label, 0) + 1
+            short[name] = label if seen[label] == 1 else f"{label} [{seen[label]}]"
+        out.append(short[name])
+    return out
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters in the middle, marked ``…``."""
+    if len(text) <= limit:
+        return text
+    head = (2 * limit) // 3
+    return text[:head] + "…" + text[len(text) - (limit - head - 1):]
+
+
+def _fold(text: str, width: int, max_lines: int | None = MAX_LINES) -> str:
+    """``text`` as lines of at most ``width`` characters: at spaces where a line would be at
+    least half full, else hard cut; hard cuts only when breaking at spaces needs more than
+    ``max_lines`` lines (None: any number of lines)."""
+    lines, rest = [], text
+    while len(rest) > width:
+        cut = rest.rfind(" ", 0, width + 1)
+        cut = cut if cut >= width // 2 else width
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if max_lines is not None and len(lines) + 1 > max_lines:
+        lines, rest = [text[k:k + width] for k in range(0, len(text) - width, width)], ""
+        rest = text[len(lines) * width:]
+    return "\n".join([*lines, rest])
+
+
+def fit_widths(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int) -> list[int | None]:
+    """The width of each column so that the table fits ``width`` (None = as wide as it needs).
+
+    Numeric columns keep their width; text columns share the rest (at least
+    :data:`MIN_TEXT_WIDTH` each), the narrow ones keeping theirs (water-filling)."""
+    natural = [max([len(h) for h in headers[i].split()] + [max((len(line) for line in r[i].split("\n")), default=0)
+                                                           for r in rows]) for i in range(len(headers))]
+    overhead = 3 * len(headers) + 1  # rich: a border and two spaces of padding per column
+    if sum(natural) + overhead <= width:
+        return [None] * len(headers)
+    text = [i for i, num in enumerate(numeric) if not num]
+    budget = width - overhead - sum(natural[i] for i, num in enumerate(numeric) if num)
+    out: list[int | None] = [None] * len(headers)
+    pending = sorted(text, key=lambda i: natural[i])
+    while pending:
+        share = max(MIN_TEXT_WIDTH, budget // len(pending))
+        i = pending.pop(0)
+        out[i] = min(natural[i], share)
+        budget -= out[i]
+    return out
+
+
+def fit_rows(rows: list[list[str]], widths: list[int | None], lines: int | None = MAX_LINES) -> list[list[str]]:
+    """Each cell of a column with a width cut to ``lines`` lines of that width and folded (None:
+    folded, never cut)."""
+    out = []
+    for row in rows:
+        cells = []
+        for text, w in zip(row, widths, strict=True):
+            if w is None or len(text) <= w:
+                cells.append(text)
+            else:
+                cells.append(_fold(text if lines is None else _cut(text, w * lines - lines), w, lines))
+        out.append(cells)
+    return out

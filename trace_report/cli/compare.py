@@ -12,6 +12,11 @@ from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOp
 from trace_report.cli.registry import app
 
 
+class Match(str, enum.Enum):
+    exact = "exact"
+    short = "short"
+
+
 class Level(str, enum.Enum):
     kernel = "kernel"
     region = "region"
@@ -24,8 +29,12 @@ def compare_cmd(
     by: Annotated[Level, typer.Option("--by", help="kernel: per GPU operation name; region: per step region.")]
     = Level.kernel,
     rank: RankOpt = None,
-    per_step: Annotated[bool, typer.Option("--per-step", help="Counts and times per ProfilerStep of each side.")]
-    = False,
+    per_step: Annotated[bool | None, typer.Option(
+        "--per-step/--no-per-step", help="Counts and times per ProfilerStep of each side (default: per step for "
+                                         "--by region, totals for --by kernel).", show_default=False)] = None,
+    match: Annotated[Match, typer.Option(
+        "--match", help="kernel: pair by exact name, or by short name (argument lists and nested templates elided: "
+                        "kernels that only differ by PyTorch version pair up).")] = Match.exact,
     steps_only: Annotated[bool, typer.Option(
         "--steps-only", help="kernel: only GPU operations launched inside a ProfilerStep (HTA TraceDiff's rule).")]
     = False,
@@ -36,11 +45,14 @@ def compare_cmd(
     output: OutputOpt = None,
 ) -> None:
     """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
-    largest time difference first."""
+    largest time difference first. Regions are compared per step by default.
+
+    Example: trace-report compare runs/torch-2.0 runs/torch-2.4 --match short -n 20
+    """
     from trace_report.analyses.compare import CompareOptions, compare
     from trace_report.present.tables import OutputOptions, emit
 
-    opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only)
+    opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only, match=match.value)
     with load([a]) as da, load([b]) as db:
         result = compare(da, db, opts)
     notes([f"A = {a}", f"B = {b}", *result.notes])

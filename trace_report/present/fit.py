@@ -5,8 +5,9 @@ per row. Plain Python on lists of cell strings (no pandas), used by :mod:`presen
   honour it), else :data:`PIPE_WIDTH`.
 - Names: the name columns (:data:`NAME_COLUMNS`) show :func:`short_kernel_name` unless
   ``--full-names``; different names that shorten alike get `` [2]``, `` [3]``... suffixes.
-- Rows: when the table is wider than the width, the text columns share what the numbers leave
-  (numbers are never cut); a cell longer than :data:`MAX_LINES` lines of its column is cut in
+- Rows: when the table is wider than the width, headers wrap at ``_`` and the text columns share
+  what the numbers leave (numbers never wrap: a table whose numbers alone do not fit is wider
+  than the width rather than taller); a cell longer than :data:`MAX_LINES` lines of its column is cut in
   the middle with ``…`` (the end often tells kernels apart) and folded to whole lines.
 """
 
@@ -21,6 +22,8 @@ NAME_COLUMNS = ("name", "kernel", "kernel_name")
 PIPE_WIDTH = 200
 MAX_LINES = 2
 MIN_TEXT_WIDTH = 12
+SHORT_TEXT = 20
+"""Text columns at most this wide (regions, statuses, kinds) never wrap."""
 
 
 def table_width() -> int:
@@ -72,26 +75,50 @@ def _fold(text: str, width: int, max_lines: int | None = MAX_LINES) -> str:
     return "\n".join([*lines, rest])
 
 
-def fit_widths(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int) -> list[int | None]:
-    """The width of each column so that the table fits ``width`` (None = as wide as it needs).
+def header_lines(header: str, width: int) -> str:
+    """A column header wrapped at ``_`` (never inside a word) into lines of about ``width``."""
+    chunks = [c + "_" for c in header.split("_")[:-1]] + [header.split("_")[-1]]
+    lines = [""]
+    for chunk in chunks:
+        if lines[-1] and len(lines[-1]) + len(chunk) > width:
+            lines.append("")
+        lines[-1] += chunk
+    return "\n".join(lines)
 
-    Numeric columns keep their width; text columns share the rest (at least
-    :data:`MIN_TEXT_WIDTH` each), the narrow ones keeping theirs (water-filling)."""
-    natural = [max([len(h) for h in headers[i].split()] + [max((len(line) for line in r[i].split("\n")), default=0)
-                                                           for r in rows]) for i in range(len(headers))]
+
+def _header_min(header: str) -> int:
+    """The narrowest a header can be when wrapped at ``_`` into at most :data:`MAX_LINES` lines."""
+    w = max(len(c) for c in header.split("_")) + 1
+    while w < len(header) and header_lines(header, w).count("\n") >= MAX_LINES:
+        w += 1
+    return min(w, len(header))
+
+
+def fit_widths(headers: list[str], rows: list[list[str]], numeric: list[bool],
+               width: int) -> tuple[list[int | None], int]:
+    """The width of each column (None = as wide as it needs) and the table's width.
+
+    Numbers never wrap: a numeric column is as wide as its widest cell (its header wraps at
+    ``_``). Text columns share the rest (at least :data:`MIN_TEXT_WIDTH` each), the narrow ones
+    keeping theirs (water-filling). A table whose numbers alone do not fit is wider than ``width``
+    rather than taller."""
+    cells = [max((max((len(line) for line in r[i].split("\n")), default=0) for r in rows), default=0)
+             for i in range(len(headers))]
+    natural = [max(c, len(h)) for c, h in zip(cells, headers, strict=True)]
     overhead = 3 * len(headers) + 1  # rich: a border and two spaces of padding per column
     if sum(natural) + overhead <= width:
-        return [None] * len(headers)
+        return [None] * len(headers), width
+    fixed = [max(c, _header_min(h)) if num else 0 for c, h, num in zip(cells, headers, numeric, strict=True)]
     text = [i for i, num in enumerate(numeric) if not num]
-    budget = width - overhead - sum(natural[i] for i, num in enumerate(numeric) if num)
-    out: list[int | None] = [None] * len(headers)
+    budget = width - overhead - sum(fixed)
+    out: list[int | None] = [f if num else None for f, num in zip(fixed, numeric, strict=True)]
     pending = sorted(text, key=lambda i: natural[i])
     while pending:
         share = max(MIN_TEXT_WIDTH, budget // len(pending))
         i = pending.pop(0)
-        out[i] = min(natural[i], share)
+        out[i] = natural[i] if natural[i] <= SHORT_TEXT else min(natural[i], share)
         budget -= out[i]
-    return out
+    return out, max(width, overhead + sum(w or 0 for w in out))
 
 
 def fit_rows(rows: list[list[str]], widths: list[int | None], lines: int | None = MAX_LINES) -> list[list[str]]:

@@ -42,8 +42,10 @@ def _fmt_cell(value: Any) -> str:
     value = _clean(value)
     if value is None:
         return ""
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 1e15 else f"{value:.6g}"
+    if isinstance(value, float):  # three decimals below 1,000; one above (µs: 0.1 µs is plenty)
+        if abs(value) >= 1e15:
+            return f"{value:.6g}"
+        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.1f}"
     return str(value)
 
 
@@ -81,10 +83,11 @@ def render(frame: pd.DataFrame, fmt: Format, title: str | None = None, *, full_n
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
     rows = [[_fmt_cell(v) for v in row] for row in frame.itertuples(index=False)]
     width = fit.table_width()
-    widths = fit.fit_widths(headers, rows, numeric, width)
+    widths, width = fit.fit_widths(headers, rows, numeric, width)
     table = Table(title=title, show_lines=False)
     for col, num, w in zip(headers, numeric, widths, strict=True):
-        table.add_column(col, justify="right" if num else "left", overflow="fold", width=w)
+        table.add_column(col if w is None else fit.header_lines(col, w), justify="right" if num else "left",
+                         overflow="fold", width=w)
     for row in fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES):
         table.add_row(*row, end_section=False)
     buf = io.StringIO()

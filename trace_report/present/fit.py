@@ -14,6 +14,7 @@ per row. Plain Python on lists of cell strings (no pandas), used by :mod:`presen
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from trace_report.formats.names import short_kernel_name
@@ -35,6 +36,16 @@ def table_width() -> int:
     except ValueError:
         return PIPE_WIDTH
     return value if value >= 20 else PIPE_WIDTH
+
+
+_QUANTITY = re.compile(r"^-?[0-9][0-9.,]*(e[+-]?[0-9]+)? ?[PTGMkmµn]?[A-Za-z/]{0,8}$")
+
+
+def is_quantity(cells: list[str]) -> bool:
+    """Whether a text column holds numbers with SI prefixes (``624 T``, ``11.2 µs``): laid out as
+    numbers (right-aligned, never wrapped)."""
+    filled = [c for c in cells if c]
+    return bool(filled) and all(_QUANTITY.match(c) for c in filled)
 
 
 def short_names(names: list[str]) -> list[str]:

@@ -80,8 +80,9 @@ def render(frame: pd.DataFrame, fmt: Format, title: str | None = None, *, full_n
     if "name" in frame.columns and not keep_order:  # long kernel names read best last, as in `nsys stats`
         frame = frame[[c for c in frame.columns if c != "name"] + ["name"]]
     headers = [str(c) for c in frame.columns]
-    numeric = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
     rows = [[_fmt_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) or fit.is_quantity([r[i] for r in rows])
+               for i, c in enumerate(frame.columns)]
     width = fit.table_width()
     widths, width = fit.fit_widths(headers, rows, numeric, width)
     table = Table(title=title, show_lines=False)

@@ -43,12 +43,12 @@ SI_COLUMNS = {"flop": "", "int_op": "", "bytes": "", "time_s": "s", "achieved_fl
 
 
 def _display(frame: pd.DataFrame, fmt: Format) -> pd.DataFrame:
-    """Table output: the main columns, big and small numbers with SI prefixes (624 T, 11.2 µs),
+    """Table and Markdown output: the main columns, big and small numbers with SI prefixes (624 T, 11.2 µs),
     kernel names last (shortened by the table); other formats get every column in base units.
     Every format has the same columns' units: seconds, FLOP, OP, bytes."""
     from trace_report.present.format import si
 
-    if fmt is not Format.table:
+    if fmt not in (Format.table, Format.markdown):
         return frame
     per_image = [c for c in frame.columns if c.endswith("_flop_per_image")]
     keep = ["run", "step", "launches", "flop", "int_op", "bytes", "time_s", "ai_op_per_byte", "achieved_op_per_s",
@@ -72,7 +72,7 @@ def _peaks_display(fmt: Format) -> pd.DataFrame:
     from trace_report.present.format import si
 
     frame = pd.DataFrame(peaks_table())
-    if fmt is not Format.table:
+    if fmt not in (Format.table, Format.markdown):
         return frame
     cols = {"key": "key", "name": "name", "fp64_flop_per_s": "fp64_flop_per_s", "fp32_flop_per_s": "fp32_flop_per_s",
             "tf32_tensor_flop_per_s": "tf32_tensor_flop_per_s", "fp16_tensor_flop_per_s": "fp16_tensor_flop_per_s",

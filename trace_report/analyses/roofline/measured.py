@@ -125,8 +125,8 @@ def apply_roofs(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuP
     ``roofline`` view of Nsight Compute results uses); the work is ``int_ops`` for
     ``int8_tensor`` rows, else ``flop``."""
     out = frame.drop(columns=[c for c in ROOF_COLUMNS if c in frame])
-    if "int_ops" not in out:
-        out = out.assign(int_ops=math.nan)
+    if "int_ops" not in out:  # results name it int_op
+        out = out.assign(int_ops=out.get("int_op", math.nan))
     con.register("_roofline_in", out)
     try:
         roofs = con.execute(f"""

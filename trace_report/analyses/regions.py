@@ -46,11 +46,13 @@ BREAKDOWN_COLUMNS = ["step", "region", "wall_us", "wall_pct", "gpu_us", "gpu_pct
 @dataclass(frozen=True)
 class BreakdownOptions:
     """``by_step``: one group of rows per step (else summed over steps); ``rank``: only that rank;
-    ``by_rank``: one group per rank (else summed over ranks)."""
+    ``by_rank``: one group per rank (else summed over ranks); ``trace_ids``: only these traces
+    (one run of several)."""
 
     by_step: bool = False
     rank: int | None = None
     by_rank: bool = False
+    trace_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -411,6 +413,10 @@ def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> Breakdown
     opts = options or BreakdownOptions()
     con = db.con
     traces = _traces(con, opts.rank)
+    if opts.trace_ids is not None:
+        traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
+        if traces.empty:
+            raise InputError("none of the selected traces is in the database")
     table, facts = region_table(con, traces)
     return BreakdownResult(_aggregate(table, traces, opts), _notes(traces, facts))
 

@@ -23,12 +23,13 @@ STEPS_ONLY_NOTE = ("steps only (HTA's rule): kernels launched before the last Pr
 class TopKernelsOptions:
     """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank;
     ``steps_only``: HTA's iteration rule (kernels launched before the last ProfilerStep starts,
-    view ``gpu_op_launches.hta_kept``)."""
+    view ``gpu_op_launches.hta_kept``); ``trace_ids``: only these traces (one run of several)."""
 
     limit: int | None = 20
     rank: int | None = None
     by_rank: bool = False
     steps_only: bool = False
+    trace_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -54,7 +55,8 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
     db.check_rank(opts.rank)
     if opts.steps_only and not db.con.execute("SELECT count(*) FROM steps").fetchall()[0][0]:
         raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
-    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit, "steps_only": opts.steps_only}
+    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit, "steps_only": opts.steps_only,
+              "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)}
     frame = db.con.execute(sql_text("top_kernels.sql"), params).df()
     if len(frame):
         note = STEPS_ONLY_NOTE if opts.steps_only else None
@@ -98,8 +100,9 @@ def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd
         "SELECT t.rank, e.trace_id, e.pid, e.tid, e.cat, e.name, e.ts_us, e.dur_us "
         "FROM events e JOIN traces t USING (trace_id) "
         "WHERE e.cat IN ('cpu_op', 'user_annotation') AND ($rank IS NULL OR t.rank = $rank) "
+        "  AND ($trace_ids IS NULL OR list_contains($trace_ids, e.trace_id)) "
         "ORDER BY e.trace_id, e.pid, e.tid, e.ts_us, e.dur_us DESC",
-        {"rank": opts.rank},
+        {"rank": opts.rank, "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)},
     ).df()
     if ev.empty:
         return pd.DataFrame(columns=["rank", *CPU_COLUMNS])

@@ -27,6 +27,7 @@ def top_kernels_cmd(
 
     Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly.
     pct_of_gpu_time is of all GPU time (kernels + memcpy + memset), as in flags and HTA.
+
     Example: trace-report top-kernels traces/run-42 --by-rank -f json
     """
     from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels

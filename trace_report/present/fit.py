@@ -109,18 +109,20 @@ def fit_widths(headers: list[str], rows: list[list[str]], numeric: list[bool],
                width: int) -> tuple[list[int | None], int]:
     """The width of each column (None = as wide as it needs) and the table's width.
 
-    Numbers never wrap: a numeric column is as wide as its widest cell (its header wraps at
-    ``_``). Text columns share the rest (at least :data:`MIN_TEXT_WIDTH` each), the narrow ones
-    keeping theirs (water-filling). A table whose numbers alone do not fit is wider than ``width``
-    rather than taller."""
+    Numbers never wrap: a numeric column is as wide as its widest cell and its header (the
+    header wraps at ``_`` when the numbers would not fit otherwise). Text columns share the rest
+    (at least :data:`MIN_TEXT_WIDTH` each), the narrow ones keeping theirs (water-filling). A
+    table whose numbers alone do not fit is wider than ``width`` rather than taller."""
     cells = [max((max((len(line) for line in r[i].split("\n")), default=0) for r in rows), default=0)
              for i in range(len(headers))]
     natural = [max(c, len(h)) for c, h in zip(cells, headers, strict=True)]
     overhead = 3 * len(headers) + 1  # rich: a border and two spaces of padding per column
     if sum(natural) + overhead <= width:
         return [None] * len(headers), width
-    fixed = [max(c, _header_min(h)) if num else 0 for c, h, num in zip(cells, headers, numeric, strict=True)]
     text = [i for i, num in enumerate(numeric) if not num]
+    fixed = [max(c, len(h)) if num else 0 for c, h, num in zip(cells, headers, numeric, strict=True)]
+    if sum(fixed) + overhead + MIN_TEXT_WIDTH * len(text) > width:  # headers wrap only when they must
+        fixed = [max(c, _header_min(h)) if num else 0 for c, h, num in zip(cells, headers, numeric, strict=True)]
     budget = width - overhead - sum(fixed)
     out: list[int | None] = [f if num else None for f, num in zip(fixed, numeric, strict=True)]
     pending = sorted(text, key=lambda i: natural[i])

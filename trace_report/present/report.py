@@ -246,20 +246,16 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
     if not n:
         return None
     sec = Section("Where the time goes")
-    if n > 1:
-        sec.notes.append(f"charts sum over the {n} traces (the timeline shows one step of one trace)")
-    top = top_kernels(db, TopKernelsOptions(limit=opts.limit, rank=opts.rank))
-    if top.note:
-        sec.notes.append(top.note)
-    if len(top.frame):
-        sec.charts.append(("top-kernels", charts.top_kernels_chart(top.frame, limit=opts.limit)))
-        sec.tail += "<h3>Top kernels</h3>" + table_html(top.frame)
-    by_rank = opts.rank is None and _scalar(con, "SELECT count(DISTINCT rank) FROM traces") > 1
-    bd = _attempt(sec, "regions", lambda: breakdown(db, BreakdownOptions(by_step=True, rank=opts.rank,
-                                                                         by_rank=by_rank)))
-    if bd is not None and len(bd.frame):
-        sec.charts.append(("regions", charts.regions_chart(bd.frame)))
-        sec.notes += bd.notes
+    runs = trace_runs(con)
+    if len(runs) > 1:
+        sec.notes.append(f"{len(runs)} runs: one colour per run in the top-kernels and region charts, never summed "
+                         "(kernel classes and the roofline cover every trace; the timeline shows one step of one "
+                         "trace)")
+    elif n > 1:
+        sec.notes.append(f"the top-kernels chart sums the {n} traces' kernel time; regions are per rank and step "
+                         "(the timeline shows one step of one trace)")
+    _top_kernels(sec, db, opts, runs)
+    _regions(sec, db, con, opts, runs)
     fl = _attempt(sec, "kernel classes", lambda: flags(db, FlagsOptions(rank=opts.rank)))
     if fl is not None and fl.summary["gpu_us"].fillna(0).gt(0).any():
         sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl.summary)))
@@ -271,6 +267,63 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
         sec.notes += tl.notes
     _roofline(sec, db)
     return sec
+
+
+def trace_runs(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, ...]]:
+    """``{run_key: trace ids}`` when the traces belong to capture runs (table ``run_traces``),
+    else ``{}``."""
+    try:
+        rows = con.execute("SELECT run_key, list(trace_id ORDER BY trace_id) FROM run_traces GROUP BY 1 "
+                           "ORDER BY 1").fetchall()
+    except duckdb.CatalogException:
+        return {}
+    return {str(k): tuple(int(t) for t in ids) for k, ids in rows}
+
+
+def _per_run(runs: dict[str, tuple[int, ...]], build: Callable[[tuple[int, ...] | None], pd.DataFrame]) -> pd.DataFrame:
+    """``build`` for every run, with a ``run`` column first (or once, for every trace, when there
+    are fewer than two runs)."""
+    if len(runs) < 2:
+        return build(None)
+    parts = [build(ids).assign(run=key) for key, ids in runs.items()]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return build(None).iloc[:0]
+    frame = pd.concat(parts, ignore_index=True)
+    return frame[["run", *[c for c in frame.columns if c != "run"]]]
+
+
+def _top_kernels(sec: Section, db: TraceDB, opts: ReportOptions, runs: dict[str, tuple[int, ...]]) -> None:
+    notes: list[str] = []
+
+    def build(ids: tuple[int, ...] | None) -> pd.DataFrame:
+        result = top_kernels(db, TopKernelsOptions(limit=opts.limit, rank=opts.rank, trace_ids=ids))
+        notes.extend([result.note] if result.note else [])
+        return result.frame
+
+    frame = _per_run(runs, build)
+    sec.notes += list(dict.fromkeys(notes))
+    if len(frame):
+        sec.charts.append(("top-kernels", charts.top_kernels_chart(frame, limit=opts.limit)))
+        sec.tail += "<h3>Top kernels</h3>" + table_html(frame)
+
+
+def _regions(sec: Section, db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
+             runs: dict[str, tuple[int, ...]]) -> None:
+    """Regions per step: per rank when there are several ranks, per run when several runs (a
+    step number of one rank or run is never added to another's)."""
+    by_rank = opts.rank is None and _scalar(con, "SELECT count(DISTINCT rank) FROM traces") > 1
+    notes: list[str] = []
+
+    def build(ids: tuple[int, ...] | None) -> pd.DataFrame:
+        result = breakdown(db, BreakdownOptions(by_step=True, rank=opts.rank, by_rank=by_rank, trace_ids=ids))
+        notes.extend(result.notes)
+        return result.frame
+
+    frame = _attempt(sec, "regions", lambda: _per_run(runs, build))
+    if frame is not None and len(frame):
+        sec.charts.append(("regions", charts.regions_chart(frame)))
+        sec.notes += list(dict.fromkeys(notes))
 
 
 def _roofline(sec: Section, db: TraceDB) -> None:
@@ -306,13 +359,23 @@ def _experiment_chart(con: duckdb.DuckDBPyConnection, run_key: str, experiment: 
     results = con.execute("SELECT * FROM run_results WHERE run_key = ?", [run_key]).df().dropna(axis=1, how="all")
     if experiment == "optimizers":
         metrics = con.execute(
-            "SELECT r.optimizer, m.* EXCLUDE (run_key) FROM run_metrics m JOIN runs r USING (run_key) "
+            "SELECT r.run_key, r.optimizer, m.* EXCLUDE (run_key) FROM run_metrics m JOIN runs r USING (run_key) "
             "WHERE r.kind = 'run' AND starts_with(r.run_key, ? || '/') ORDER BY r.run_key, m.epoch", [run_key]).df()
-        return charts.optimizer_epochs_chart(metrics) if len(metrics) else None
+        if metrics.empty:
+            return None
+        return charts.optimizer_epochs_chart(metrics.assign(run=run_lines(metrics)), by="run")
     builder = EXPERIMENT_CHARTS.get(experiment)
     if builder is None or results.empty:
         return None
     return getattr(charts, builder)(results)
+
+
+def run_lines(metrics: pd.DataFrame) -> list[str]:
+    """One line label per run: its optimizer, or ``optimizer (run)`` where several runs share an
+    optimizer, so that no line joins the epochs of two runs."""
+    shared = metrics.groupby("optimizer")["run_key"].nunique()
+    return [f"{o} ({str(k).rsplit('/', 1)[-1]})" if shared.get(o, 1) > 1 or pd.isna(o) else str(o)
+            for o, k in zip(metrics["optimizer"], metrics["run_key"], strict=True)]
 
 
 def _json_list(text: str | None) -> list[Any]:

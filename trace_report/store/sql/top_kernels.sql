@@ -1,5 +1,5 @@
 -- Top GPU kernels by total time. Parameters: $rank (NULL = all ranks), $by_rank (BOOLEAN),
--- $limit (rows, per rank when $by_rank), $steps_only (BOOLEAN: HTA's iteration rule, view
+-- $limit (rows, per rank when $by_rank), $trace_ids (NULL = every trace), $steps_only (BOOLEAN: HTA's iteration rule, view
 -- gpu_op_launches.hta_kept: kernels launched before the last ProfilerStep starts).
 -- pct_of_gpu_time = percent of the GPU time of the selection (kernels + memcpy + memset, the
 -- denominator flags and HTA's kernel breakdown use; of that rank's with $by_rank).
@@ -11,7 +11,7 @@ WITH sel AS (
 k AS (
     SELECT CASE WHEN $by_rank THEN t.rank END AS rank, s.cat, s.name, s.dur_us
     FROM sel s JOIN traces t USING (trace_id)
-    WHERE $rank IS NULL OR t.rank = $rank
+    WHERE ($rank IS NULL OR t.rank = $rank) AND ($trace_ids IS NULL OR list_contains($trace_ids, t.trace_id))
 ),
 tot AS (SELECT rank, sum(dur_us) AS gpu_us FROM k GROUP BY rank),
 g AS (

@@ -20,6 +20,7 @@ from trace_report.analyses.advise import advise
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
 from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
+from trace_report.analyses.utilization import gpu_utilization
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, resolve
 from trace_report.store import tracedb
@@ -65,6 +66,11 @@ class TraceDB(tracedb.TraceDB):
     def advise(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
         """Findings with their numbers and thresholds (``trace-report advise``)."""
         return advise(self, rank=rank, by_rank=by_rank).frame
+
+    def gpu_utilization(self, *, rank: int | None = None, by_step: bool = False) -> pd.DataFrame:
+        """GPU busy % of step time per rank (or per step), the report headline's and ``advise``'s
+        figure; see :func:`trace_report.analyses.utilization.gpu_utilization`."""
+        return gpu_utilization(self, rank, by_step=by_step)
 
     @property
     def magic(self) -> MagicConnection:

@@ -398,6 +398,7 @@ def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions
     cols = (["rank"] if opts.by_rank else []) + BREAKDOWN_COLUMNS + ([] if opts.by_step else ["steps"])
     out = agg[cols].reset_index(drop=True)
     out["kernels"] = out["kernels"].astype("int64")
+    out["step"] = out["step"].astype("Int64")  # a step number, NULL for whole-trace and before_first_step rows
     return out
 
 

@@ -125,7 +125,11 @@ def _per_run_line(result: RooflineResult, r: dict[str, object]) -> str:
         return (f"{run}{result.region}_flop_per_image: {r['flop_per_image']:.6g} FLOP (median over {steps} "
                 f"step(s) of {result.region} operators / batch size {batch}{spread})")
     if batch is None:
-        return f"{run}total {flop:.6g} FLOP; batch size unknown (--batch-size)"
+        from trace_report.present.format import si
+
+        one = result.total_int_op and len(result.per_run) == 1
+        ints = f" and {si(result.total_int_op, 'OP')} integer" if one else ""
+        return f"{run}total {si(flop, 'FLOP')}{ints}; batch size unknown (--batch-size) for work per sample"
     if result.source == "ncu":
         return (f"{run}all kernels / batch size: {flop / batch:.6g} FLOP per sample (every kernel in the report "
                 f"divided by batch size {batch}: per image of one pass only if the report holds one pass)")

@@ -36,9 +36,11 @@ def sql_cmd(
     Example: trace-report sql runs.duckdb "select name, sum(dur_us) from kernels group by 1 order by 2 desc limit 5"
     """
     from contextlib import ExitStack
+    from dataclasses import replace
 
     import duckdb
 
+    from trace_report.present.format import Format
     from trace_report.present.tables import OutputOptions, emit
     from trace_report.store.database import database_lock
     from trace_report.store.sandbox import check_statements, sandbox
@@ -59,4 +61,6 @@ def sql_cmd(
         if write:
             return
         raise InputError("the statement returned no rows")
-    emit(frame, OutputOptions(fmt, limit, output, full_names, keep_order=True))
+    opts = OutputOptions(fmt, limit, output, keep_order=True)
+    # the query's values as they are, except in a table on screen (short kernel names unless --full-names)
+    emit(frame, replace(opts, full_names=full_names or opts.resolve() is not Format.table))

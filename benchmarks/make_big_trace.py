@@ -6,7 +6,12 @@ launches and no two copies overlap. The output keeps Kineto's layout (an object 
 ``traceEvents``, one event per block of lines) and is written uncompressed, like the
 1.12 GB file of docs/benchmarks.md.
 
-Usage: python benchmarks/make_big_trace.py SOURCE OUT.json --copies 40
+With ``--rank R --world-size W`` the copy is one rank of a distributed run: its
+``distributedInfo`` says so and its timestamps are shifted by R µs (so that no two ranks have
+the same content, which an ingest would store once). An OUT ending in ``.gz`` is written
+gzip-compressed (level 6, as Kineto's ``use_gzip``).
+
+Usage: python benchmarks/make_big_trace.py SOURCE OUT.json[.gz] --copies 40 [--rank R --world-size W]
 """
 
 from __future__ import annotations
@@ -61,24 +66,32 @@ def _shift(event: dict[str, Any], dt: float, did: int) -> dict[str, Any]:
     return out
 
 
-def build(source: Path, out: Path, copies: int) -> int:
-    """Write ``copies`` shifted copies of ``source`` to ``out``; return the number of events."""
+def build(source: Path, out: Path, copies: int, rank: int | None = None, world_size: int = 1) -> int:
+    """Write ``copies`` shifted copies of ``source`` to ``out`` (as rank ``rank`` of
+    ``world_size`` when given); return the number of events."""
     data = _load(source)
     events = data.pop("traceEvents")
     span, id_step = _span_and_max_id(events)
+    base = 0.0
+    if rank is not None:
+        data["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
+        base = float(rank)
     head = json.dumps(data, indent=2)[:-2]
     n = 0
-    with open(out, "w") as fh:
+    part = out.with_name(out.name + ".part")
+    gz = out.name.endswith(".gz")
+    with gzip.open(part, "wt", compresslevel=6) if gz else open(part, "w") as fh:  # noqa: SIM115
         fh.write(head + ',\n  "traceEvents": [\n')
         first = True
         for k in range(copies):
             for e in events:
                 if k and e.get("ph") == "M":
                     continue
-                fh.write(("" if first else ",\n") + "  " + json.dumps(_shift(e, k * span, k * id_step)))
+                fh.write(("" if first else ",\n") + "  " + json.dumps(_shift(e, base + k * span, k * id_step)))
                 first = False
                 n += 1
         fh.write('\n  ]\n}\n')
+    part.rename(out)
     return n
 
 
@@ -87,8 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--copies", type=int, default=40)
+    parser.add_argument("--rank", type=int, default=None, help="write rank R of a distributed run")
+    parser.add_argument("--world-size", type=int, default=1)
     args = parser.parse_args(argv)
-    n = build(args.source, args.out, args.copies)
+    n = build(args.source, args.out, args.copies, args.rank, args.world_size)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB, {n:,} events)", file=sys.stderr)
     return 0
 

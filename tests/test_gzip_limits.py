@@ -14,9 +14,9 @@ from conftest import REPO, invoke
 
 from trace_report.errors import TraceFormatError
 from trace_report.formats.kineto import MAX_EVENT_BYTES, MAX_RATIO
-from trace_report.ingest import pipeline
+from trace_report.ingest import decoding
+from trace_report.ingest.decoding import decode_file
 from trace_report.ingest.files import decoded_size
-from trace_report.ingest.pipeline import decode_file
 
 RSS_LIMIT_MB = 512
 """Peak RSS allowed to a CLI process refusing a bomb: the interpreter with its libraries (~250 MB)
@@ -146,7 +146,7 @@ def test_invalid_piece_is_not_carried_to_the_end(tmp_path: Path, monkeypatch: py
     broken = good.replace('"name": "k3"', '"name": "k3" "oops"', 1)
     path = tmp_path / "bad.json.gz"
     path.write_bytes(gzip.compress(b'{"traceEvents": ' + broken.encode() + b"}"))
-    monkeypatch.setattr(pipeline, "MAX_EVENT_BYTES", 0)  # the bound: two pieces
+    monkeypatch.setattr(decoding, "MAX_EVENT_BYTES", 0)  # the bound: two pieces
     pieces: list[int] = []
     with pytest.raises(TraceFormatError, match="invalid JSON"):
         decode_file(path, path.name, 1, piece_bytes=4096, on_piece=pieces.append)

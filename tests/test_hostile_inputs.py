@@ -198,6 +198,7 @@ def test_half_made_database(tmp_path: Path, good_db: Path) -> None:
 
 
 def test_disk_full_during_ingest(tmp_path: Path, good_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trace_report.ingest.decoding as decoding
     import trace_report.ingest.pipeline as pipeline
 
     def full(table: object, path: Path) -> None:
@@ -205,6 +206,7 @@ def test_disk_full_during_ingest(tmp_path: Path, good_db: Path, monkeypatch: pyt
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(pipeline, "write_parquet", full)
+    monkeypatch.setattr(decoding, "write_parquet", full)
     trace = write_trace(tmp_path / "new.json", [event("n")])
     line = fails_keeping(good_db, ["ingest", trace, "-o", good_db])
     assert "No space left on device" in line and str(good_db) in line

@@ -17,15 +17,22 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise import advise
+from trace_report.analyses.collectives import CollectivesOptions, collectives
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
+from trace_report.analyses.ops import OpsOptions, ops
+from trace_report.analyses.overlap import OverlapOptions, overlap
+from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown
+from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
 from trace_report.analyses.utilization import gpu_utilization
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, resolve
 from trace_report.store import tracedb
-from trace_report.store.database import connect_existing, create_schema
+from trace_report.store.database import create_schema
 from trace_report.store.export import open_parquet_dataset
+from trace_report.store.handle import open_database
 from trace_report.store.notebook import MagicConnection, magic_connection
 from trace_report.store.runs import attach_runs
 
@@ -72,6 +79,39 @@ class TraceDB(tracedb.TraceDB):
         figure; see :func:`trace_report.analyses.utilization.gpu_utilization`."""
         return gpu_utilization(self, rank, by_step=by_step)
 
+    def overlap(self, *, rank: int | None = None, steps_only: bool = True, hta_rounding: bool = False) -> pd.DataFrame:
+        """Computation/communication overlap per rank (``trace-report overlap``); see
+        :func:`trace_report.analyses.overlap.overlap`."""
+        return overlap(self, OverlapOptions(rank=rank, steps_only=steps_only, hta_rounding=hta_rounding)).frame
+
+    def queue_length(self, *, rank: int | None = None, max_queue_length: int = 1024, steps_only: bool = True,
+                     hta_rounding: bool = False) -> pd.DataFrame:
+        """CUDA launch queue length per rank and stream (``trace-report queue``); see
+        :func:`trace_report.analyses.queue.queue_length`."""
+        return queue_length(self, QueueOptions(rank=rank, max_queue_length=max_queue_length,
+                                               steps_only=steps_only, hta_rounding=hta_rounding)).frame
+
+    def memory(self, *, rank: int | None = None, device: str | None = None, timeline: bool = False) -> pd.DataFrame:
+        """Peak allocated/reserved bytes per device and step, or every ``[memory]`` event with
+        ``timeline`` (``trace-report memory``); see :mod:`trace_report.analyses.memory`."""
+        fn = memory_timeline if timeline else memory_peaks
+        return fn(self, MemoryOptions(rank=rank, device=device)).frame
+
+    def ops(self, limit: int | None = 30, *, rank: int | None = None, by_shape: bool = False,
+            all_ops: bool = False) -> pd.DataFrame:
+        """The operator view (``trace-report ops``); see :func:`trace_report.analyses.ops.ops`."""
+        return ops(self, OpsOptions(rank=rank, by_shape=by_shape, all_ops=all_ops, limit=limit)).frame
+
+    def collectives(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+        """Collectives per kind and message size (``trace-report collectives``); see
+        :func:`trace_report.analyses.collectives.collectives`."""
+        return collectives(self, CollectivesOptions(rank=rank, by_rank=by_rank)).frame
+
+    def stragglers(self, *, rank: int | None = None) -> pd.DataFrame:
+        """Step time per rank against the fastest rank (``trace-report breakdown --stragglers``); see
+        :func:`trace_report.analyses.stragglers.stragglers`."""
+        return stragglers(self, StragglerOptions(rank=rank)).frame
+
     @property
     def magic(self) -> MagicConnection:
         """A connection for jupysql's ``%sql`` that sees this database's TEMP views
@@ -83,15 +123,15 @@ def _as_paths(paths: PathArg | Sequence[PathArg]) -> list[Path]:
     return [Path(paths)] if isinstance(paths, (str, PathLike)) else [Path(p) for p in paths]
 
 
-def _from_resolution(found: Resolution, read_only: bool, workers: int | None,
-                     progress: Callable[[int, int], None] | None) -> TraceDB:
+def open_resolution(found: Resolution, *, read_only: bool = True, workers: int | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> TraceDB:
+    """:func:`open` on what :func:`trace_report.inputs.resolve` found (the caller keeps
+    ``found`` open while this runs: tar members live in its temporary folders)."""
     if found.dataset is not None:
         opened = open_parquet_dataset(found.dataset)  # carries its own run tables
         return TraceDB(opened.con, opened.summary)
     if found.database is not None:
-        db = TraceDB(connect_existing(found.database, read_only=read_only))
-        attach_runs(db.con, [])
-        return db
+        return open_database(found.database, read_only=read_only, cls=TraceDB)
     if found.sources:
         con, summary = open_in_memory(found, IngestOptions(workers=workers, progress=progress))
         db = TraceDB(con, summary)
@@ -124,4 +164,4 @@ def open(  # noqa: A001 - the name docs/report.md gives
     for unusable input.
     """
     with resolve(_as_paths(paths)) as found:
-        return _from_resolution(found, read_only, workers, progress)
+        return open_resolution(found, read_only=read_only, workers=workers, progress=progress)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trace_report.errors import InputError
-from trace_report.formats.kineto import GZIP_MAGIC
+from trace_report.formats.magic import GZIP_MAGIC
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEAD_BYTES = 4 << 20

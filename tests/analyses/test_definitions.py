@@ -114,11 +114,12 @@ def test_utilisation_agrees_with_hta_temporal_breakdown(db, hta_analysis):
 
 def test_launch_bound_is_htas_rule(db, events, hta_analysis):
     """Kernels + memcpy + memset shorter than their launch call. Over HTA's selection (view
-    gpu_op_launches.hta_kept) the counts are HTA's exactly once durations are floored to whole µs
-    as HTA stores them; advise's value is the view's, over the ops launched inside steps."""
+    steps_only_gpu_ops, gpu_op_launch_times.hta_kept) the counts are HTA's exactly once
+    durations are floored to whole µs as HTA stores them; advise's value is the view's, over the
+    ops launched inside steps."""
     _, launches, _ = hta_analysis
     kept = db.con.execute("SELECT count(*), count(*) FILTER (WHERE floor(gpu_us) < floor(cpu_us)) "
-                          "FROM gpu_op_launches WHERE hta_kept").fetchall()[0]
+                          "FROM gpu_op_launch_times WHERE hta_kept").fetchall()[0]
     assert kept[0] == len(launches) == 2516
     assert kept[1] == int((launches["gpu_duration"] < launches["cpu_duration"]).sum()) == 1347
     runtime = {e["args"]["correlation"]: e for e in events

@@ -3,12 +3,13 @@ saving as offline HTML, PNG and SVG; names escaped on their way into HTML."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
 import pandas as pd
 import pytest
-from conftest import TRACES, captured_runs
+from conftest import TRACES, captured_runs, invoke
 
 import trace_report as tr
 from trace_report.analyses.compare import compare
@@ -187,6 +188,25 @@ def test_compare_chart():
     assert rows[0]["name"] == "Memcpy DtoD (Device -> Device)" and rows[0]["status"] == "more"
     labels = [r["label"] for r in rows]
     assert len(set(labels)) == len(labels)  # two split_embedding kernels stay apart
+    assert chart.to_dict()["title"]["subtitle"] == ["A = A", "B = B"]
+
+
+@needs_shared
+def test_compare_chart_names_a_and_b(tmp_path):
+    """``compare A B --chart`` says which input is A and which is B (the subtitle), and which way is
+    longer in B (the axis); a long path keeps its end, where the file name is."""
+    pair = TRACES / "hta_trace_diff"
+    res = invoke(["compare", pair / "control.json.gz", pair / "test.json.gz", "--chart", tmp_path / "d.svg",
+                  "-f", "csv"])
+    assert res.exit_code == 0, res.output
+    svg = (tmp_path / "d.svg").read_text()
+    texts = [html.unescape(t) for t in re.findall(r"<(?:text|tspan)[^>]*>([^<]*)</(?:text|tspan)>", svg)]
+    assert f"A = {pair / 'control.json.gz'}" in texts and f"B = {pair / 'test.json.gz'}" in texts
+    assert "B - A (µs): > 0 more time in B, < 0 less" in texts
+    deep = "/x" * 60 + "/run.json.gz"
+    with tr.open(pair / "control.json.gz") as a, tr.open(pair / "test.json.gz") as b:
+        title = charts.compare_chart(compare(a, b).frame, a=deep, b="b").to_dict()["title"]
+    assert title["subtitle"][0].endswith("/x/x/run.json.gz") and len(title["subtitle"][0]) == len("A = ") + 90
 
 
 def test_short_names():

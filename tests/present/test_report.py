@@ -9,11 +9,12 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import SHARED, captured_runs, invoke
 
 from trace_report.api import open as open_runs
-from trace_report.present.report import build_report, render_html, write_report
+from trace_report.present.report import build_report, render_html, table_html, write_report
 
 A100 = SHARED / "data" / "traces" / "hta_a100_ddp_nccl"
 XSS = "<script>alert(1)</script>"
@@ -105,6 +106,21 @@ def test_every_name_is_escaped(tmp_path):
 
 
 
+
+
+def test_urls_are_links_and_nothing_else_is():
+    """Only ``http(s)`` URLs become links, escaped in the address and the text; trailing
+    punctuation stays outside; a URL never breaks out of its attribute; names are never links."""
+    frame = pd.DataFrame({"name": ["https://kernel.example/x"], "recommendation": [
+        'see https://pytorch.org/docs/stable/amp.html. Or javascript:alert(1), file:///etc/passwd, '
+        '(https://e.org/?a=1&b=2) and https://e.org/"onmouseover=alert(3)'], "n": [1]})
+    page = table_html(frame)
+    links = re.findall(r'<a href="([^"]*)" rel="noopener noreferrer">([^<]*)</a>', page)
+    assert links == [("https://pytorch.org/docs/stable/amp.html",) * 2, ("https://e.org/?a=1&amp;b=2",) * 2,
+                     ("https://e.org/",) * 2]
+    assert page.count("<a ") == 3 and "&quot;onmouseover=alert(3)" in page
+    assert '<td class="name">https://kernel.example/x</td>' in page
+    assert page.startswith('<div class="table-wrap"><table>')  # a wide table scrolls in its own box
 
 
 def test_report_command(tmp_path):

@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import duckdb
-import numpy as np
-import pandas as pd
 
 from trace_report.errors import InputError
+from trace_report.store.rows import Rows
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_gpu_time", "kind"]
 CPU_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_cpu_self_time", "kind"]
 NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
-STEPS_ONLY_NOTE = ("steps only (HTA's rule): kernels launched before the last ProfilerStep starts; "
-                   "pct_of_gpu_time is of the GPU time so selected")
+STEPS_ONLY_NOTE = ("steps only (HTA's rule, view steps_only_gpu_ops): kernels launched before the last ProfilerStep "
+                   "starts (every launched kernel of a one-step trace); pct_of_gpu_time is of the GPU time so selected")
 
 
 @dataclass(frozen=True)
 class TopKernelsOptions:
     """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank;
-    ``steps_only``: HTA's iteration rule (kernels launched before the last ProfilerStep starts,
-    view ``gpu_op_launches.hta_kept``); ``trace_ids``: only these traces (one run of several)."""
+    ``steps_only``: HTA's iteration rule (view ``steps_only_gpu_ops``: kernels launched before the
+    last ProfilerStep starts); ``trace_ids``: only these traces (one run of several)."""
 
     limit: int | None = 20
     rank: int | None = None
@@ -34,10 +39,17 @@ class TopKernelsOptions:
 
 @dataclass
 class TopKernelsResult:
-    """The ranked rows and a note for the user (set when CPU operators were ranked instead)."""
+    """The ranked rows and a note for the user (set when CPU operators were ranked instead).
 
-    frame: pd.DataFrame
+    ``rows`` come straight from DuckDB (what the command prints, no pandas); ``frame`` is the
+    same rows as a pandas DataFrame, built on first use (notebooks)."""
+
+    rows: Rows
     note: str | None = None
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        return self.rows.df()
 
 
 def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
@@ -57,20 +69,34 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
         raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
     params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit, "steps_only": opts.steps_only,
               "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)}
-    frame = db.con.execute(sql_text("top_kernels.sql"), params).df()
-    if len(frame):
-        note = STEPS_ONLY_NOTE if opts.steps_only else None
-        return TopKernelsResult(_shape(frame, opts.by_rank, KERNEL_COLUMNS), note)
-    return TopKernelsResult(_shape(cpu_self_time(db.con, opts), opts.by_rank, CPU_COLUMNS), NO_KERNELS_NOTE)
+    rows = Rows.fetch(db.con, sql_text("top_kernels.sql"), params)
+    if len(rows):
+        return TopKernelsResult(_shape(rows, opts.by_rank), STEPS_ONLY_NOTE if opts.steps_only else None)
+    return TopKernelsResult(_cpu_rows(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
 
 
-def _shape(frame: pd.DataFrame, by_rank: bool, columns: list[str]) -> pd.DataFrame:
-    cols = (["rank"] if by_rank else []) + columns
-    out = frame[cols].copy()
-    out["count"] = out["count"].astype("int64")
-    if by_rank:
-        out["rank"] = out["rank"].astype("int64")
-    return out.reset_index(drop=True)
+def _columns(by_rank: bool, columns: list[str] = KERNEL_COLUMNS) -> list[str]:
+    return (["rank"] if by_rank else []) + columns
+
+
+def _shape(rows: Rows, by_rank: bool) -> Rows:
+    """The printed columns; ``rank`` as BIGINT (int64 in the notebook frame) like ``count``."""
+    out = rows.select(_columns(by_rank))
+    return Rows(out.columns, ["BIGINT" if c == "rank" else t for c, t in zip(out.columns, out.types, strict=True)],
+                out.data)
+
+
+def _cpu_rows(frame: pd.DataFrame, by_rank: bool) -> Rows:
+    """The CPU fallback's frame as rows: ``count`` (and ``rank``) BIGINT, times DOUBLE."""
+    cols = _columns(by_rank, CPU_COLUMNS)
+    types = {"rank": "BIGINT", "count": "BIGINT", "name": "VARCHAR", "kind": "VARCHAR"}
+    data = [tuple(_plain(v) for v in row) for row in frame[cols].itertuples(index=False)]
+    return Rows(cols, [types.get(c, "DOUBLE") for c in cols], data)
+
+
+def _plain(value: object) -> object:
+    """A numpy scalar as the Python value DuckDB's ``fetchall`` would give."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
 
 
 def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -79,6 +105,7 @@ def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
     Intervals must be sorted by start, then by longer first. A stack holds the open
     ancestors; each interval is charged to its innermost enclosing one.
     """
+    import numpy as np  # only the CPU-only fallback needs numpy
     self_t = dur.copy()
     stack: list[int] = []
     for i in range(len(ts)):
@@ -96,6 +123,7 @@ def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd
     Self time = ``dur`` minus the time of directly nested ``cpu_op``/``user_annotation`` events
     on the same pid/tid (what ``torch.profiler``'s ``self_cpu_time_total`` reports).
     """
+    import pandas as pd  # only the CPU-only fallback builds frames; GPU traces never load pandas
     ev = con.execute(
         "SELECT t.rank, e.trace_id, e.pid, e.tid, e.cat, e.name, e.ts_us, e.dur_us "
         "FROM events e JOIN traces t USING (trace_id) "

@@ -20,11 +20,16 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
     advise,
     breakdown,
     capture,
+    collectives,
     compare,
     export,
     flags,
     hta,
     ingest,
+    memory,
+    ops,
+    overlap,
+    queue,
     report,
     roofline,
     sql,
@@ -34,8 +39,8 @@ from trace_report.cli.options import err
 from trace_report.cli.registry import app
 from trace_report.errors import TraceReportError, UsageError
 
-COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "roofline", "compare",
-                 "report", "export", "sql", "hta"]
+COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "ops", "overlap", "queue",
+                 "collectives", "memory", "roofline", "compare", "report", "export", "sql", "hta"]
 """The order of ``trace-report --help`` (registration order depends on which module loads first)."""
 app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
 
@@ -107,7 +112,7 @@ def _damaged_piece(exc: Exception) -> TraceReportError | None:
     footer is intact, so opening it worked) as the one-line error, else None."""
     if type(exc).__module__.split(".")[0] not in ("duckdb", "_duckdb"):
         return None
-    from trace_report.store.pieces import damaged_piece  # the storage layer loads only on this path
+    from trace_report.store.events_view import damaged_piece  # the storage layer loads only on this path
 
     return damaged_piece(exc)
 

@@ -4,6 +4,7 @@ calls :func:`run_capture`, and prints the results. Errors are ``InputError`` /
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ import typer
 
 from trace_report.capture.config import DEFAULTS, EXPERIMENTS, CaptureConfig, parse_int_list
 from trace_report.cli.registry import app
+from trace_report.errors import InputError
 from trace_report.present.format import Format, OutputOptions
 
 _LOOP = "Training loop"
@@ -205,6 +207,8 @@ def capture(
     """
     options = dict(locals())  # first statement: exactly the parameters, named as the config fields
     del options["workers_list"], options["batch_sizes"], options["fmt"], options["nproc_list"]
+    if importlib.util.find_spec("torch") is None:  # the analysis-only install has no torch
+        raise InputError("capture needs PyTorch: pip install 'trace-report[capture]' (./run demo installs it)")
     from trace_report.capture.runner import run_capture
 
     cfg = CaptureConfig(

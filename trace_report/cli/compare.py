@@ -59,5 +59,5 @@ def compare_cmd(
     if chart is not None:
         from trace_report.present.charts import compare_chart, save_chart
 
-        save_chart(compare_chart(result.frame, limit=limit or 20), chart)
+        save_chart(compare_chart(result.frame, limit=limit or 20, a=str(a), b=str(b)), chart)
     emit(result.frame, OutputOptions(fmt, limit, output, full_names), title=f"B - A by {by.value}")

@@ -20,8 +20,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from trace_report.present.format import Format
 
 if TYPE_CHECKING:
-    from trace_report.api import TraceDB
-    from trace_report.store.tracedb import IngestSummary
+    from trace_report.inputs import Resolution
+    from trace_report.store.tracedb import IngestSummary, TraceDB
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -94,15 +94,29 @@ def print_summary(report: IngestSummary, *, verbose: bool, quiet: bool = False) 
 
 
 def load(targets: list[Path], progress: bool | None = None, *, read_only: bool = True) -> TraceDB:
-    """Open the targets of an analysis command (database or traces), reporting warnings."""
-    from trace_report.api import open as open_traces  # the analysis layers load when a command runs
+    """Open the targets of an analysis command (database or traces), reporting warnings.
+
+    A ``.duckdb`` database opens through :func:`trace_report.store.handle.open_database`, which
+    needs DuckDB alone; traces go through :func:`trace_report.api.open_resolution` (the ingest
+    layers, pyarrow), so a command on a database starts without them."""
+    from trace_report.inputs import resolve  # the library loads when a command runs
+    from trace_report.store.handle import open_database
+
+    with resolve(targets) as found:
+        if found.database is not None and found.dataset is None:
+            db = open_database(found.database, read_only=read_only)
+        else:
+            db = _open_traces(found, targets, progress, read_only)
+    print_summary(db.summary, verbose=False)
+    return db
+
+
+def _open_traces(found: Resolution, targets: list[Path], progress: bool | None, read_only: bool) -> TraceDB:
+    from trace_report.api import open_resolution  # pandas, pyarrow and the ingest load only here
 
     total = sum(p.stat().st_size for p in targets if p.is_file())
     bar = make_progress(progress if progress is not None else (None if total >= PROGRESS_MIN_BYTES else False))
     if bar is None:
-        db = open_traces(targets, read_only=read_only)
-    else:
-        with bar:
-            db = open_traces(targets, read_only=read_only, progress=progress_callback(bar))
-    print_summary(db.summary, verbose=False)
-    return db
+        return open_resolution(found, read_only=read_only)
+    with bar:
+        return open_resolution(found, read_only=read_only, progress=progress_callback(bar))

@@ -31,15 +31,16 @@ def top_kernels_cmd(
     Example: trace-report top-kernels traces/run-42 --by-rank -f json
     """
     from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
-    from trace_report.formats.nsys import read_kernsum_csv
     from trace_report.inputs import InputKind, detect
     from trace_report.present.tables import OutputOptions, emit
 
     if len(targets) == 1 and detect(targets[0]).kind is InputKind.nsys_kernsum:
+        from trace_report.formats.nsys import read_kernsum_csv  # pandas: only for this input
+
         frame = read_kernsum_csv(targets[0]).head(limit)
         emit(frame, OutputOptions(fmt, None, output, full_names), title="Top kernels")
         return
     with load(targets) as db:
         result = top_kernels(db, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only))
     notes([result.note] if result.note else [])
-    emit(result.frame, OutputOptions(fmt, None, output, full_names), title="Top kernels")
+    emit(result.rows, OutputOptions(fmt, None, output, full_names), title="Top kernels")

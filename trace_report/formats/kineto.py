@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from trace_report.errors import TraceFormatError
+from trace_report.formats.magic import GZIP_MAGIC, is_gzip
 from trace_report.formats.schema import EVENTS_SCHEMA
 
 # zlib inflates the stream. python-isal's inflate is ~3x faster but, behind PieceStream, let a
@@ -275,15 +276,6 @@ def _decode_piece_untyped(data: bytes) -> Piece:
         rows["args"].append(msgspec.json.encode(e["args"]).decode() if "args" in e else None)
     table = pa.Table.from_pydict(rows, schema=EVENT_SCHEMA)
     return Piece(table, len(events), missing, not_objects)
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def is_gzip(path: Path) -> bool:
-    """Whether the file starts with gzip's magic bytes (the one gzip sniffer)."""
-    with open(path, "rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
 
 
 def open_stream(path: Path) -> IO[bytes]:

@@ -7,42 +7,37 @@ A plain ``.json`` file is cut by byte ranges that workers read themselves, so it
 held whole; a ``.json.gz`` file is decompressed in one stream whose pieces are decoded in
 parallel, at most ``INFLIGHT`` pieces at a time, each piece's bytes dropped once its Parquet
 piece is written (only a piece cut inside an event is kept, to merge with the next one); small
-files are decoded one file per worker.
+files are decoded one file per worker. Jobs, their decoding and the order of pieces are in
+:mod:`trace_report.ingest.decoding`; this module plans them and writes the ``traces`` rows.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import (
-    MAX_EVENT_BYTES,
     MAX_RATIO,
     PIECE_BYTES,
-    TOO_DEEP,
-    Piece,
     TraceEnvelope,
-    decode_piece,
-    replace_bad_utf8,
 )
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
-from trace_report.ingest.files import FileReader, decoded_size, sha256_of
+from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
+from trace_report.ingest.files import decoded_size, sha256_of
 from trace_report.ingest.ncu import load_ncu
-from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, finalize, overlong_events
+from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, overlong_events
 from trace_report.ingest.versions import Versions
 from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.manifest import manifest_for_trace
@@ -63,11 +58,6 @@ PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
 :func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
 
-INFLIGHT = 4
-"""Pieces of one file submitted to the workers and not yet accepted: with the stream's own
-look-ahead, a streamed (gzip) file holds about ``INFLIGHT + 3`` pieces of decoded bytes at once."""
-
-
 @dataclass(frozen=True)
 class IngestOptions:
     """Options of an ingest: ``workers`` = decoding processes (default: CPU count);
@@ -84,232 +74,6 @@ class IngestOptions:
     append_versions: bool = False
     """Keep the old trace of a changed file beside the new one instead of replacing it."""
     max_ratio: float = MAX_RATIO
-
-
-@dataclass
-class Job:
-    """One unit of decoding work. ``kind``: ``bytes`` (a piece), ``range`` (bytes of a plain
-    file) or ``file`` (a whole small file). ``out``: Parquet path, or None to return the table."""
-
-    kind: str
-    trace_id: int
-    piece: int
-    label: str
-    data: bytes = b""
-    path: Path | None = None
-    start: int = 0
-    end: int = 0
-    out: Path | None = None
-    split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
-    max_ratio: float = MAX_RATIO  # kind 'file' only
-
-    def raw(self) -> bytes:
-        if self.kind == "bytes":
-            return self.data
-        assert self.path is not None
-        size = self.end - self.start
-        buf = bytearray(size + 2)
-        buf[0], buf[-1] = 0x5B, 0x5D  # '[' ... ']'
-        with open(self.path, "rb") as fh:
-            fh.seek(self.start)
-            fh.readinto(memoryview(buf)[1:-1])
-        return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
-
-
-@dataclass
-class JobResult:
-    """Outcome of a :class:`Job`: ``ok`` False when its bytes were not valid JSON on their own."""
-
-    ok: bool
-    stats: PieceStats = field(default_factory=PieceStats)
-    table: pa.Table | None = None
-    envelope: TraceEnvelope | None = None
-    error: Exception | None = None
-
-
-# ---------------------------------------------------------------- decoding (any process)
-
-
-def _finish(piece: Piece, job: Job) -> JobResult:
-    table, stats = finalize(piece.table, job.trace_id, job.piece, piece.n_events, piece.n_missing_time,
-                            n_not_objects=piece.n_not_objects, n_bad_utf8=piece.n_bad_utf8)
-    if job.out is not None:
-        write_parquet(table, job.out)
-        return JobResult(True, stats)
-    return JobResult(True, stats, table)
-
-
-def decode_bytes(data: bytes, job: Job) -> JobResult:
-    """Decode one piece; ``ok=False`` (not an exception) when it is not valid JSON alone."""
-    try:
-        piece = decode_piece(data)
-    except msgspec.DecodeError:
-        return JobResult(False)
-    except TraceFormatError as exc:
-        raise TraceFormatError(f"{job.label}: {exc}") from None
-    return _finish(piece, job)
-
-
-def join_pieces(a: bytes, b: bytes) -> bytes:
-    """Two JSON arrays of events as one (a piece cut inside an event, merged with the next)."""
-    if b == b"[]":
-        return a
-    if a == b"[]":
-        return b
-    return a[:-1] + b"," + b[1:]
-
-
-def raise_invalid(data: bytes, label: str) -> None:
-    try:
-        msgspec.json.decode(data)
-    except RecursionError:
-        raise TraceFormatError(f"{label}: {TOO_DEEP}") from None
-    except UnicodeDecodeError:
-        raise_invalid(replace_bad_utf8(data)[0], label)
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(f"{label}: invalid JSON ({str(exc).split(' (byte')[0]})") from exc
-    raise TraceFormatError(f"{label}: invalid trace events")
-
-
-def read_whole(job: Job) -> JobResult:
-    """Decode a whole (small) file in this process into one table or one Parquet file."""
-    assert job.path is not None
-    envelope, results = decode_file(job.path, job.label, job.trace_id, max_ratio=job.max_ratio)
-    stats = PieceStats()
-    for _, r in results:
-        stats.add(r.stats)
-    table: pa.Table | None = pa.concat_tables([r.table for _, r in results if r.table is not None])
-    if job.out is not None:
-        write_parquet(table, job.out)
-        table = None
-    return JobResult(True, stats, table, envelope)
-
-
-def run_job(job: Job) -> JobResult:
-    """Worker entry point: never raises for bad input, returns the error instead."""
-    try:
-        if job.kind == "file":
-            return read_whole(job)
-        return decode_bytes(job.raw(), job)
-    except TraceFormatError as exc:
-        return JobResult(False, error=exc)
-
-
-# ---------------------------------------------------------------- ordering and merging
-
-
-class PieceRunner:
-    """Runs the piece jobs of one file (in a pool or here) and merges bad cuts, in order.
-
-    At most ``inflight`` jobs are submitted and not yet accepted; the next job is pulled from
-    the (lazy) job iterator only when one is accepted, so a streamed file is read no faster than
-    it is decoded. An accepted job's bytes are dropped (``results`` keeps only where each piece
-    went); the bytes of a piece cut inside an event are kept until the next piece completes it,
-    and refused past ``MAX_EVENT_BYTES`` plus two pieces (an invalid file, not a long event).
-    """
-
-    def __init__(self, pool: ProcessPoolExecutor | None, store: ParquetStore | None, label: str,
-                 piece_bytes: int = PIECE_BYTES):
-        self.pool = pool
-        self.store = store
-        self.label = label
-        self.results: list[tuple[Job, JobResult]] = []
-        self._pending: Job | None = None
-        self._pending_bytes = b""
-        self._max_pending = MAX_EVENT_BYTES + 2 * piece_bytes
-
-    def run(self, jobs: Iterator[Job], inflight: int = INFLIGHT) -> None:
-        queue: deque[tuple[Job, Future[JobResult] | None]] = deque()
-        for job in jobs:
-            if job.kind == "tail":
-                while queue:
-                    self._accept(*queue.popleft())
-                self._tail(job)
-                continue
-            queue.append((job, None if self.pool is None else self.pool.submit(run_job, job)))
-            while len(queue) >= (inflight if self.pool is not None else 1):
-                self._accept(*queue.popleft())
-        while queue:
-            self._accept(*queue.popleft())
-        if self._pending is not None:
-            raise_invalid(self._pending_bytes, self.label)
-
-    def _tail(self, job: Job) -> None:
-        """The end of a streamed file: merge any pending piece, find the array's end, decode."""
-        assert job.split_tail is not None
-        if self._pending is not None:
-            data = job.split_tail(self._pending_bytes[1:-1] + b"," + job.data)
-            job = self._pending
-            self._pending, self._pending_bytes = None, b""
-        else:
-            data = job.split_tail(job.data)
-        job.data = b""
-        result = decode_bytes(data, job)
-        if not result.ok:
-            raise_invalid(data, self.label)
-        self.results.append((job, result))
-
-    def _accept(self, job: Job, future: Future[JobResult] | None) -> None:
-        result = run_job(job) if future is None else future.result()
-        if result.error is not None:
-            raise result.error
-        if self._pending is not None:  # merge with the earlier piece that was cut inside an event
-            if result.ok and job.out is not None:
-                assert self.store is not None
-                self.store.forget(job.out)
-            self._pending_bytes = join_pieces(self._pending_bytes, job.raw())
-            job.data = b""
-            merged = decode_bytes(self._pending_bytes, self._pending)
-            if merged.ok:
-                self.results.append((self._pending, merged))
-                self._pending, self._pending_bytes = None, b""
-            elif len(self._pending_bytes) > self._max_pending:
-                raise_invalid(self._pending_bytes, self.label)
-            return
-        if result.ok:
-            self.results.append((job, result))
-        else:
-            self._pending, self._pending_bytes = job, job.raw()
-        job.data = b""  # the piece is written (or kept in _pending_bytes): drop its bytes
-
-
-def decode_file(
-    path: Path,
-    label: str,
-    trace_id: int,
-    *,
-    piece_bytes: int = PIECE_BYTES,
-    pool: ProcessPoolExecutor | None = None,
-    store: ParquetStore | None = None,
-    on_piece: Callable[[int], None] | None = None,
-    max_ratio: float = MAX_RATIO,
-) -> tuple[TraceEnvelope, list[tuple[Job, JobResult]]]:
-    """Cut one file into jobs (:class:`FileReader`), decode them in order (:class:`PieceRunner`).
-
-    Pieces go to ``store`` as Parquet files when given, else their tables stay in the results.
-    ``on_piece(bytes of the file handed out so far)`` is called after each job.
-    """
-    runner = PieceRunner(pool, store, label, piece_bytes)
-    reader = FileReader(path, piece_bytes, max_ratio)
-
-    def jobs() -> Iterator[Job]:
-        for k, (kind, payload) in enumerate(reader.pieces()):
-            job = Job(kind, trace_id, k, label, out=store.path_for(trace_id, k) if store else None)
-            if kind == "tail":
-                job.data, job.split_tail = payload  # type: ignore[misc]
-            elif kind == "bytes":
-                job.data = payload  # type: ignore[assignment]
-            else:
-                job.path, job.start, job.end = payload  # type: ignore[misc]
-            yield job
-            if on_piece:
-                on_piece(reader.position())
-
-    runner.run(jobs())
-    return reader.envelope, runner.results
-
-
-# ---------------------------------------------------------------- database side
 
 
 class Ingest:

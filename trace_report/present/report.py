@@ -32,6 +32,7 @@ from trace_report.errors import InputError, TraceReportError
 from trace_report.present import charts
 from trace_report.present.charts import html as chart_html
 from trace_report.present.charts.traces import short_name
+from trace_report.present.report_comm import comm_section
 from trace_report.present.tables import write_atomic
 from trace_report.store.tracedb import TraceDB
 
@@ -98,8 +99,8 @@ def _cell(value: Any) -> tuple[str, bool]:
         text = f"{value:,}" if isinstance(value, int) else (f"{value:,.3f}" if abs(value) < 1e12 else f"{value:.4g}")
         return text, True
     if isinstance(value, list):
-        return html.escape(", ".join(map(str, value))), False
-    return html.escape(str(value)), False
+        return chart_html.linkify(", ".join(map(str, value))), False
+    return chart_html.linkify(str(value)), False
 
 
 def _name_cell(value: Any) -> str:
@@ -111,7 +112,8 @@ def _name_cell(value: Any) -> str:
 
 
 def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = ("name",)) -> str:
-    """A frame as an HTML table, every header and cell escaped; long names fold away."""
+    """A frame as an HTML table in its own horizontally scrolling box (a wide table never widens
+    the page), every header and cell escaped, URLs as links; long names fold away."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     rows = []
     for rec in frame.to_dict("records"):
@@ -123,7 +125,7 @@ def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = ("name",)
             cls = "num" if num else ("name" if col in name_columns else "")
             cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 def _headline_html(items: list[tuple[str, str]]) -> str:
@@ -404,7 +406,7 @@ def experiments_section(con: duckdb.DuckDBPyConnection) -> Section | None:
         if chart is not None:
             sec.body += sec.inline_chart(f"experiment-{run_key}", chart)
         for note in _json_list(notes):
-            sec.body += f'<p class="note">{html.escape(str(note))}</p>'
+            sec.body += f'<p class="note">{chart_html.linkify(str(note))}</p>'
         if len(results):
             table = table_html(results.dropna(axis=1, how="all"), name_columns=("run_dir",))
             sec.body += f"<details><summary>results.csv ({len(results)} rows)</summary>{table}</details>"
@@ -422,7 +424,8 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
     title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
     report = Report(title, sources)
     builders = [lambda: config_section(con), lambda: headline_section(db, con, opts),
-                lambda: trace_charts_section(db, con, opts), lambda: experiments_section(con),
+                lambda: trace_charts_section(db, con, opts), lambda: comm_section(db, opts.rank, Section, table_html),
+                lambda: experiments_section(con),
                 lambda: flags_section(db, opts), lambda: advice_section(db, opts)]
     for build in builders:
         section = build()
@@ -439,7 +442,7 @@ def _section_html(sec: Section, index: int) -> str:
         if name not in sec.inline:
             parts.append(chart_html.chart_block(f"chart-{index}-{k}-{name}", chart))
     if sec.notes:
-        items = "".join(f"<li>{html.escape(n)}</li>" for n in sec.notes)
+        items = "".join(f"<li>{chart_html.linkify(n)}</li>" for n in sec.notes)
         parts.append(f'<ul class="note">{items}</ul>')
     parts += [sec.tail, "</section>"]
     return "\n".join(parts)

@@ -1,30 +1,48 @@
-"""Row output shared by every command: table, csv, json, markdown (docs/cli.md)."""
+"""Row output shared by every command: table, csv, json, markdown (docs/cli.md).
+
+Prints a pandas DataFrame or a :class:`~trace_report.store.rows.Rows` (a result fetched straight
+from DuckDB) the same way; this module does not import pandas, so a command whose analysis
+returns rows starts without it.
+"""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from trace_report.errors import InputError
 from trace_report.present import fit
 from trace_report.present.format import Format, OutputOptions
+from trace_report.store.rows import Rows
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Printable: TypeAlias = "pd.DataFrame | Rows"
+"""What :func:`emit` prints: a pandas DataFrame or rows fetched from DuckDB."""
+
+_PANDAS_MISSING = ("NAType", "NaTType")
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
-    if value is pd.NA or value is pd.NaT:
+    if type(value).__name__ in _PANDAS_MISSING:  # pd.NA, pd.NaT (checked by name: no pandas import)
         return None
+    if isinstance(value, Decimal):
+        return _clean(float(value))
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         try:
             return value.item()
@@ -33,9 +51,37 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def records(frame: Printable) -> list[dict[str, Any]]:
     """Rows as plain Python dicts (NaN -> None, numpy scalars -> Python)."""
-    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+    dicts = frame.records() if isinstance(frame, Rows) else frame.to_dict(orient="records")
+    return [{k: _clean(v) for k, v in row.items()} for row in dicts]
+
+
+def _columns(frame: Printable) -> list[str]:
+    return list(frame.columns)
+
+
+def _tuples(frame: Printable) -> Iterable[tuple[Any, ...]]:
+    return iter(frame) if isinstance(frame, Rows) else frame.itertuples(index=False)
+
+
+def _numeric(frame: Printable) -> list[bool]:
+    if isinstance(frame, Rows):
+        return frame.numeric()
+    from pandas.api.types import is_numeric_dtype  # a frame's caller has loaded pandas already
+
+    return [bool(is_numeric_dtype(frame[c])) for c in frame.columns]
+
+
+def _csv(frame: Printable) -> str:
+    if not isinstance(frame, Rows):
+        return str(frame.to_csv(index=False))
+    buf = io.StringIO()  # as pandas' to_csv writes them: repr of floats, empty for None/NaN
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(frame.columns)
+    for row in frame:
+        writer.writerow(["" if (c := _clean(v)) is None else c for v in row])
+    return buf.getvalue()
 
 
 def _fmt_cell(value: Any) -> str:
@@ -56,7 +102,7 @@ def markdown_cell(text: str) -> str:
     return text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
 
 
-def render(frame: pd.DataFrame, fmt: Format, title: str | None = None, *, full_names: bool = False,
+def render(frame: Printable, fmt: Format, title: str | None = None, *, full_names: bool = False,
            keep_order: bool = False) -> str:
     """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name.
 
@@ -66,25 +112,25 @@ def render(frame: pd.DataFrame, fmt: Format, title: str | None = None, *, full_n
     if fmt is Format.json:
         return json.dumps(records(frame), indent=2, default=str) + "\n"
     if fmt is Format.csv:
-        return frame.to_csv(index=False)
+        return _csv(frame)
     if not full_names:
         frame = _short_names(frame)
     if fmt is Format.markdown:
-        head = "| " + " | ".join(markdown_cell(str(c)) for c in frame.columns) + " |"
-        sep = "|" + "|".join("---" for _ in frame.columns) + "|"
+        head = "| " + " | ".join(markdown_cell(str(c)) for c in _columns(frame)) + " |"
+        sep = "|" + "|".join("---" for _ in _columns(frame)) + "|"
         body = [
             "| " + " | ".join(markdown_cell(_fmt_cell(v)) for v in row) + " |"
-            for row in frame.itertuples(index=False)
+            for row in _tuples(frame)
         ]
         return "\n".join([head, sep, *body]) + "\n"
-    if "name" in frame.columns and not keep_order:  # long kernel names read best last, as in `nsys stats`
-        frame = frame[[c for c in frame.columns if c != "name"] + ["name"]]
-    headers = [str(c) for c in frame.columns]
-    rows = [[_fmt_cell(v) for v in row] for row in frame.itertuples(index=False)]
-    numeric = [pd.api.types.is_numeric_dtype(frame[c]) or fit.is_quantity([r[i] for r in rows])
-               for i, c in enumerate(frame.columns)]
-    width = fit.table_width()
-    widths, width = fit.fit_widths(headers, rows, numeric, width)
+    columns = _columns(frame)
+    if "name" in columns and not keep_order:  # long kernel names read best last, as in `nsys stats`
+        columns = [c for c in columns if c != "name"] + ["name"]
+        frame = frame.select(columns) if isinstance(frame, Rows) else frame[columns]
+    headers = [str(c) for c in columns]
+    rows = [[_fmt_cell(v) for v in row] for row in _tuples(frame)]
+    numeric = [num or fit.is_quantity([r[i] for r in rows]) for i, num in enumerate(_numeric(frame))]
+    widths, width = fit.fit_widths(headers, rows, numeric, fit.table_width())
     table = Table(title=title, show_lines=False)
     for col, num, w in zip(headers, numeric, widths, strict=True):
         table.add_column(col if w is None else fit.header_lines(col, w), justify="right" if num else "left",
@@ -96,14 +142,26 @@ def render(frame: pd.DataFrame, fmt: Format, title: str | None = None, *, full_n
     return buf.getvalue()
 
 
-def _short_names(frame: pd.DataFrame) -> pd.DataFrame:
-    cols = [c for c in fit.NAME_COLUMNS if c in frame.columns and not pd.api.types.is_numeric_dtype(frame[c])]
-    if not cols:
+def _short_names(frame: Printable) -> Printable:
+    """The name columns (:data:`fit.NAME_COLUMNS` holding text) as short kernel names."""
+    columns = _columns(frame)
+    numeric = _numeric(frame)
+    idx = [i for i, c in enumerate(columns) if c in fit.NAME_COLUMNS and not numeric[i]]
+    if not idx:
         return frame
+    if isinstance(frame, Rows):
+        data = [list(r) for r in frame.data]
+        for i in idx:
+            short = fit.short_names([r[i] if isinstance(r[i], str) else "" for r in data])
+            for r, s in zip(data, short, strict=True):
+                r[i] = s if isinstance(r[i], str) else r[i]
+        return Rows(frame.columns, frame.types, [tuple(r) for r in data])
     out = frame.copy()
-    for c in cols:
-        out[c] = fit.short_names([v if isinstance(v, str) else "" for v in out[c]])
-        out.loc[frame[c].isna(), c] = None
+    for i in idx:
+        col = columns[i]
+        values = list(out[col])
+        short = fit.short_names([v if isinstance(v, str) else "" for v in values])
+        out[col] = [s if isinstance(v, str) else v for v, s in zip(values, short, strict=True)]
     return out
 
 
@@ -135,7 +193,7 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         raise
 
 
-def emit(frame: pd.DataFrame, opts: OutputOptions, title: str | None = None) -> None:
+def emit(frame: Printable, opts: OutputOptions, title: str | None = None) -> None:
     """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
     if opts.limit is not None:
         frame = frame.head(opts.limit)

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from trace_report.errors import DatabaseError
-from trace_report.store.pieces import MemoryStore, create_events_view_from_files, events_dir_for
+from trace_report.store.events_view import create_events_view_from_files, empty_events_view, events_dir_for
 from trace_report.store.views import create_views, sql_text
 
 SCHEMA_VERSION = "1"
@@ -41,7 +41,7 @@ def create_schema(con: duckdb.DuckDBPyConnection, with_views: bool = False) -> N
         [APP, SCHEMA_VERSION],
     )
     if with_views:
-        MemoryStore().publish(con)
+        empty_events_view(con)
         create_views(con)
 
 

@@ -1,13 +1,13 @@
 """Where decoded events live: Parquet files beside a database, or Arrow tables in memory.
 
 Either way DuckDB sees one relation, the TEMP VIEW ``events`` (columns in
-:data:`~trace_report.ingest.normalize.EVENTS_SCHEMA`), created on every connection.
+:data:`~trace_report.formats.schema.EVENTS_SCHEMA`), created on every connection. Opening a
+database reads its pieces through :mod:`trace_report.store.events_view`, without pyarrow.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
 from pathlib import Path
 
@@ -15,9 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trace_report.errors import DatabaseError
-from trace_report.formats.schema import EVENTS_SCHEMA
-from trace_report.store.sandbox import record_event_dirs
+from trace_report.store.events_view import empty_events_view, events_dir_for
 
 PARQUET_OPTIONS = {
     "compression": "lz4",
@@ -26,76 +24,9 @@ PARQUET_OPTIONS = {
 }
 
 
-def events_dir_for(db_path: Path) -> Path:
-    """The folder holding a database's event files: ``<db file name>.events`` beside it."""
-    return db_path.with_name(db_path.name + ".events")
-
-
 def write_parquet(table: pa.Table, path: Path) -> None:
     """Write one events table (a piece or a whole small trace) to ``path``."""
     pq.write_table(table, path, **PARQUET_OPTIONS)
-
-
-def _sql_list(paths: list[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
-
-
-def _empty_view(con: duckdb.DuckDBPyConnection) -> None:
-    con.register("_events_empty", EVENTS_SCHEMA.empty_table())
-    con.execute("CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM _events_empty")
-
-
-def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
-    """(Re)create ``events`` over the Parquet files listed in ``event_files``."""
-    rows = con.execute("SELECT file FROM event_files ORDER BY trace_id, file").fetchall()
-    files = [str(folder / f) for (f,) in rows]
-    missing = [f for f in files if not Path(f).is_file()]
-    if missing:
-        raise DatabaseError(f"{folder}: {len(missing)} event file(s) are missing (first: {missing[0]})")
-    if not files:
-        _empty_view(con)
-        return
-    try:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({_sql_list(files)})")
-    except duckdb.Error as exc:
-        raise damaged_piece(exc, files) or DatabaseError(
-            f"{_database_of(folder)}: cannot read its event files ({_first_line(exc)})") from exc
-    record_event_dirs(con, [str(folder)])
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _database_of(folder: Path) -> Path:
-    return folder.with_name(folder.name.removesuffix(".events"))
-
-
-_PIECE_PATH = re.compile(r"(/[^'\"\n]*?\.events)/([^/'\"\s]+\.parquet)")
-
-
-def damaged_piece(exc: BaseException, files: list[str] | None = None) -> DatabaseError | None:
-    """``Error: <db>: event piece <name> is damaged (...)`` for a DuckDB error that names one of a
-    database's Parquet event files (a truncated or overwritten piece), else None.
-
-    With ``files``, a piece the message does not name is found by reading each footer."""
-    m = _PIECE_PATH.search(str(exc))
-    if m is not None:
-        folder, name = Path(m.group(1)), m.group(2)
-    else:
-        bad = next((f for f in files or [] if not _footer_ok(f)), None)
-        if bad is None:
-            return None
-        folder, name = Path(bad).parent, Path(bad).name
-    return DatabaseError(f"{_database_of(folder)}: event piece {name} is damaged ({_first_line(exc)})")
-
-
-def _footer_ok(path: str) -> bool:
-    try:
-        pq.read_metadata(path)
-    except (OSError, pa.ArrowException):
-        return False
-    return True
 
 
 class ParquetStore:
@@ -157,7 +88,7 @@ class MemoryStore:
 
     def publish(self, con: duckdb.DuckDBPyConnection) -> None:
         if not self.tables:
-            _empty_view(con)
+            empty_events_view(con)
             return
         con.register("_events_arrow", pa.concat_tables(self.tables))
         con.execute("CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM _events_arrow")

@@ -25,14 +25,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from trace_report.errors import InputError
 from trace_report.manifest import MANIFEST, RunManifest, from_dict, raw_manifest
 from trace_report.store.tracedb import TraceDB
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RUN_COLUMNS = ["run_key", "run_id", "experiment", "variant", "kind", "path", "model", "batch_size", "epochs",
                "steps", "optimizer", "lr", "workers", "amp", "compile", "channels_last", "seed", "device",
@@ -65,6 +67,8 @@ class RunFolder:
 def read_csv_table(folder: Path, stem: str) -> pd.DataFrame:
     """``<stem>.csv`` of a run folder, or the per-rank ``<stem>-rank<N>.csv`` files of a DDP run
     (with a ``rank`` column); an empty frame when there is none."""
+    import pandas as pd  # run folders only: opening a database without them never loads pandas
+
     single = folder / f"{stem}.csv"
     if single.is_file():
         return _read_csv(single)
@@ -77,6 +81,8 @@ def read_csv_table(folder: Path, stem: str) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    import pandas as pd  # run folders only (see read_csv_table)
+
     try:
         return pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError) as exc:
@@ -136,6 +142,8 @@ def run_row(run: RunFolder, n_traces: int) -> dict[str, Any]:
 
 
 def _runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd  # run folders only (see read_csv_table)
+
     frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
     return frame.astype({c: "object" for c in RUN_COLUMNS})
 
@@ -167,6 +175,8 @@ def _register(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame, ty
 
 
 def _csv_frame(runs: list[RunFolder], table: str) -> pd.DataFrame:
+    import pandas as pd  # run folders only (see read_csv_table)
+
     parts = [r.tables[table].assign(run_key=r.key) for r in runs if not r.tables[table].empty]
     if not parts:
         return pd.DataFrame({"run_key": pd.Series(dtype="object")})
@@ -180,6 +190,11 @@ def attach_runs(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> list
     the traces in ``con``'s ``traces`` table. Returns the run folders, in ``runs`` order."""
     traced = _trace_folders(con)
     wanted = list(dict.fromkeys([*folders, *(f for _, f in traced if (f / MANIFEST).is_file())]))
+    if not wanted:
+        _empty_run_tables(con)
+        return []
+    import pandas as pd  # run folders only (see read_csv_table)
+
     by_path: dict[Path, RunFolder] = {}
     for folder in wanted:
         by_path.setdefault(_resolved(folder), load_run_folder(folder))
@@ -195,8 +210,20 @@ def attach_runs(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> list
     return runs
 
 
+def _empty_run_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """The run tables with their columns and no rows (no run folder): text columns VARCHAR,
+    the others as :data:`_SQL_TYPES` says; built in SQL, without pandas."""
+    cols = ", ".join(f'"{c}" {_SQL_TYPES.get(c, "VARCHAR")}' for c in RUN_COLUMNS)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE runs ({cols})")
+    con.execute("CREATE OR REPLACE TEMP TABLE run_traces (trace_id INTEGER, run_key VARCHAR)")
+    for table in CSV_TABLES:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} (run_key VARCHAR)")
+
+
 def runs_frame(db: TraceDB) -> pd.DataFrame:
     """The ``runs`` table as pandas (without the long ``manifest`` JSON)."""
+    import pandas as pd  # a notebook asked for a frame
+
     con = db.con
     try:
         return con.execute("SELECT * EXCLUDE (manifest) FROM runs ORDER BY run_key").df()  # type: ignore[union-attr]

@@ -15,25 +15,30 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from trace_report.errors import InputError
 from trace_report.present.tables import write_atomic
 
+_URL = re.compile(r"https?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]]", re.IGNORECASE)
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 CHART_SUFFIXES = (".html", ".png", ".svg")
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto; max-width: 1180px;
-       color: #222; padding: 0 1em; }
+       color: #222; padding: 0 1em; overflow-wrap: break-word; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-top: 2em;
      border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
+.table-wrap, .chart { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; } th { background: #f5f5f5; }
-.name { font-family: ui-monospace, monospace; word-break: break-all; max-width: 60em; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } th { background: #f5f5f5; }
+td { max-width: 40em; }
+.name { font-family: ui-monospace, monospace; word-break: break-all; min-width: 18em; max-width: 60em; }
 .note { color: #666; font-size: 0.9em; } .chart { margin: 1em 0; }
+a { color: #1a5fb4; }
 .chart-error { color: #b00; font-family: monospace; }
 .headline { display: flex; flex-wrap: wrap; gap: 0.8em; }
 .headline div { border: 1px solid #ddd; border-radius: 6px; padding: 0.5em 0.9em; min-width: 9em; }
@@ -66,6 +71,20 @@ def script_json(value: Any) -> str:
     for char, escape in _JSON_ESCAPES.items():
         text = text.replace(char, escape)
     return text
+
+
+def linkify(text: str) -> str:
+    """``text`` escaped for HTML, with each ``http://`` or ``https://`` URL in it made a link
+    (``<a href>``, the URL escaped in both places; trailing punctuation stays outside). Other
+    schemes (``javascript:``, ``file:``) stay plain text."""
+    parts, end = [], 0
+    for match in _URL.finditer(text):
+        url = match.group(0)
+        parts += [html.escape(text[end:match.start()]),
+                  f'<a href="{html.escape(url, quote=True)}" rel="noopener noreferrer">{html.escape(url)}</a>']
+        end = match.end()
+    parts.append(html.escape(text[end:]))
+    return "".join(parts)
 
 
 @functools.lru_cache(maxsize=1)

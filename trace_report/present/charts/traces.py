@@ -150,11 +150,17 @@ def timeline_chart(timeline: Timeline, *, title: str | None = None) -> alt.Chart
     ).properties(width=WIDTH + 200, height=max(60, 24 * len(lanes)))
 
 
+def _tail(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` (a path) cut to its last ``limit`` characters, where the file name is."""
+    return text if len(text) <= limit else "…" + text[len(text) - limit + 1:]
+
+
 def compare_chart(frame: pd.DataFrame, *, limit: int = 20, value: str = "diff_us",
-                  title: str | None = None) -> alt.Chart:
+                  title: str | None = None, a: str = "A", b: str = "B") -> alt.Chart:
     """Diverging bars of the ``limit`` largest differences (B - A, µs) from
     :func:`~trace_report.analyses.compare.compare`, colored by status (new, more, same, less,
-    vanished)."""
+    vanished). ``a`` and ``b`` name the two sides (a path or run); the subtitle says which is
+    which and the axis which direction is longer in B."""
     import altair as alt
 
     data = frame.head(limit).copy()
@@ -163,9 +169,13 @@ def compare_chart(frame: pd.DataFrame, *, limit: int = 20, value: str = "diff_us
     tips = [alt.Tooltip(f"{key}:N"), "status:N", alt.Tooltip(f"{value}:Q", format=",.1f")]
     tips += [alt.Tooltip(f"{c}:Q", format=",.1f") for c in ("a_total_us", "b_total_us", "a_count", "b_count")
              if c in data.columns]
-    return alt.Chart(data, title=title or "Largest differences, B - A").mark_bar().encode(
+    heading = alt.TitleParams(title or "Largest differences, B - A",
+                              subtitle=[f"A = {_tail(a)}", f"B = {_tail(b)}"],
+                              anchor="start")
+    return alt.Chart(data, title=heading).mark_bar().encode(
         y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
-        x=alt.X(f"{value}:Q", title="B - A (µs)"),
-        color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values()))),
+        x=alt.X(f"{value}:Q", title="B - A (µs): > 0 more time in B, < 0 less"),
+        color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values())),
+                        title="in B"),
         tooltip=tips,
     ).properties(width=WIDTH)

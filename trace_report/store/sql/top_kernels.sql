@@ -1,12 +1,12 @@
 -- Top GPU kernels by total time. Parameters: $rank (NULL = all ranks), $by_rank (BOOLEAN),
--- $limit (rows, per rank when $by_rank), $trace_ids (NULL = every trace), $steps_only (BOOLEAN: HTA's iteration rule, view
--- gpu_op_launches.hta_kept: kernels launched before the last ProfilerStep starts).
+-- $limit (rows, per rank when $by_rank), $trace_ids (NULL = every trace), $steps_only (BOOLEAN: HTA's
+-- iteration rule, view steps_only_gpu_ops: kernels launched before the last ProfilerStep starts).
 -- pct_of_gpu_time = percent of the GPU time of the selection (kernels + memcpy + memset, the
 -- denominator flags and HTA's kernel breakdown use; of that rank's with $by_rank).
 WITH sel AS (
     SELECT e.trace_id, e.cat, e.name, e.dur_us FROM gpu_ops e WHERE NOT $steps_only
     UNION ALL
-    SELECT e.trace_id, e.cat, e.name, e.gpu_us FROM gpu_op_launches e WHERE $steps_only AND e.hta_kept
+    SELECT e.trace_id, e.cat, e.name, e.dur_us FROM steps_only_gpu_ops e WHERE $steps_only
 ),
 k AS (
     SELECT CASE WHEN $by_rank THEN t.rank END AS rank, s.cat, s.name, s.dur_us

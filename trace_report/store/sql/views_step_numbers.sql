@@ -1,6 +1,7 @@
 -- One definition per number (docs/analysis.md, "Definitions"): GPU time, GPU busy time and
 -- utilisation, GPU operations with their launches, HTA's step selection, launch-bound.
--- TEMP views, created on every connection after views_regions.sql (they use step_windows).
+-- TEMP views, created on every connection after views_comm.sql (gpu_op_launches,
+-- steps_only_gpu_ops) and views_regions.sql (step_windows).
 -- Times in microseconds on the trace's own clock. Used by top-kernels, flags, breakdown,
 -- advise and the report headline, so that every command shows the same figure.
 
@@ -71,35 +72,25 @@ SELECT rank, min(basis) AS basis, count(*) AS steps, sum(wall_us) AS wall_us, su
        100.0 * sum(busy_us) / nullif(sum(wall_us), 0) AS gpu_util_pct
 FROM gpu_utilization GROUP BY rank;
 
--- Every GPU operation (kernel, memcpy, memset) with the CPU call that launched it (the
--- cuda_runtime/cuda_driver event with the same correlation), as HTA's
--- get_cuda_kernel_launch_stats pairs them: cpu_us = the launch call's duration, gpu_us = the
--- operation's, launch_delay_us = operation start - launch end. window_id/step: the ProfilerStep
--- the launch starts in (NULL outside every step). before_first_step: launched before the first
--- ProfilerStep began, or no launch in the trace although the trace records launches (the GPU
--- queue lagged the CPU when the trace began). hta_kept: HTA's iteration filter
--- (hta/common/trace.py _filter_irrelevant_gpu_kernels, include_last_profiler_step=False): a launch
--- exists and starts before the last ProfilerStep of its trace starts.
-CREATE OR REPLACE TEMP VIEW gpu_op_launches AS
-WITH first_last AS (
-    SELECT trace_id, min(ts_us) AS first_step_us, max(ts_us) AS last_step_us FROM steps GROUP BY trace_id
-),
-launching AS (SELECT DISTINCT trace_id FROM kernel_launches),
-g AS (
+-- Every GPU operation (kernel, memcpy, memset) with the CPU call that launched it (view
+-- gpu_op_launches of views_comm.sql: the cuda_runtime/cuda_driver event with the same
+-- correlation), as HTA's get_cuda_kernel_launch_stats pairs them: cpu_us = the launch call's
+-- duration, gpu_us = the operation's, launch_delay_us = operation start - launch end.
+-- window_id/step: the ProfilerStep the launch starts in (NULL outside every step). hta_kept: the
+-- operation is in steps_only_gpu_ops, HTA's iteration filter (launched before the last
+-- ProfilerStep starts), the one step selection of overlap, queue and top-kernels --steps-only.
+CREATE OR REPLACE TEMP VIEW gpu_op_launch_times AS
+WITH g AS (
     SELECT g.trace_id, g.event_id, g.cat, g.name, g.correlation, g.ts_us, g.dur_us AS gpu_us,
-           l.launch_event_id, r.pid AS launch_pid, r.ts_us AS launch_ts_us, r.dur_us AS cpu_us,
+           g.launch_event_id, g.launch_pid, g.launch_ts_us, r.dur_us AS cpu_us,
            g.ts_us - (r.ts_us + r.dur_us) AS launch_delay_us
-    FROM gpu_ops g
-    LEFT JOIN kernel_launches l ON l.trace_id = g.trace_id AND l.correlation = g.correlation
-    LEFT JOIN events r ON r.trace_id = l.trace_id AND r.event_id = l.launch_event_id
-)
+    FROM gpu_op_launches g
+    JOIN events r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
+),
+kept AS (SELECT trace_id, event_id FROM steps_only_gpu_ops)
 SELECT g.*, w.window_id, w.step,
-       f.first_step_us IS NOT NULL AND (g.launch_ts_us < f.first_step_us
-           OR (g.launch_ts_us IS NULL AND g.trace_id IN (SELECT trace_id FROM launching)))
-           AS before_first_step,
-       g.launch_ts_us IS NOT NULL AND g.launch_ts_us < f.last_step_us AS hta_kept
+       (g.trace_id, g.event_id) IN (SELECT (trace_id, event_id) FROM kept) AS hta_kept
 FROM g
-LEFT JOIN first_last f ON f.trace_id = g.trace_id
 LEFT JOIN step_windows w
   ON w.trace_id = g.trace_id AND w.window_id <> -1
  AND g.launch_ts_us >= w.ts_us AND g.launch_ts_us < w.end_us
@@ -114,6 +105,6 @@ SELECT trace_id, count(*) AS gpu_ops, count(DISTINCT window_id) AS steps,
        count(*) FILTER (WHERE gpu_us < cpu_us) AS shorter_than_launch,
        100.0 * count(*) FILTER (WHERE gpu_us < cpu_us) / count(*) AS shorter_pct,
        median(gpu_us) AS median_gpu_us, median(cpu_us) AS median_launch_us
-FROM gpu_op_launches
-WHERE window_id IS NOT NULL AND launch_event_id IS NOT NULL
+FROM gpu_op_launch_times
+WHERE window_id IS NOT NULL
 GROUP BY trace_id;

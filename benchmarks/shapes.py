@@ -1,0 +1,306 @@
+"""Ingest benchmark on the trace shapes users have, each row against HTA in the same run.
+
+Rows (issue 11; inputs built once into benchmarks/out/ from real traces in ../shared by
+make_big_trace.py, timestamps and ids shifted per copy):
+
+  a. the 1.13 GB V100 ResNet-50 trace (kineto_rn50_nw4_2021jun x40), plain and .json.gz;
+  b. an event-dense ~225 MB trace (param_linear_kineto_2080ti x11, ~200 B/event), plain and gz;
+  c. a 16-rank folder of ~30 MB traces, each .json.gz (rn50 x1 per rank, distributedInfo set);
+  d. a scaling curve: rn50 plain at ~100 MB, 1 GB (row a) and ~5 GB; HTA only up to 2 GB of
+     JSON (it needs ~4x the file in memory: 5 GB would need ~20 GB on a 24 GB machine).
+
+Each run is a separate process; wall time, peak RSS summed over the process tree (sampled every
+20 ms, psutil) and CPU time (user + system of the process and of the children it waited for,
+i.e. our decoding workers) are taken; the median of ``--repeat`` runs is reported with ratios.
+Then the query time alone of top-kernels, breakdown and flags on the database of row a (an
+analysis call in an open process), the whole commands, and ``breakdown`` straight on a raw
+trace against ingest + breakdown on the database.
+
+Prints a Markdown table ready for docs/benchmarks.md (machine, date, versions, load average).
+
+Usage: python benchmarks/shapes.py [--quick] [--repeat 3] [--only a,b,...] [--skip-hta] [--work DIR]
+  --quick: small inputs (dense x2, 4 ranks, 100 MB), 1 repeat, HTA on the smallest row only (< 5 min).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+SHARED = HERE.parent.parent / "shared" / "data" / "traces"
+RN50 = SHARED / "kineto_rn50_nw4_2021jun" / "worker0.1623212756351.pt.trace.json.gz"
+DENSE = SHARED / "param_linear_kineto_2080ti" / "linear_kineto.json.gz"
+HTA_MAX_BYTES = 2_000_000_000
+
+HTA_SNIPPET = """
+import logging, sys
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir=sys.argv[1])
+"""
+
+QUERY_SNIPPET = """
+import sys, time
+import trace_report as tr
+db = tr.open(sys.argv[1])
+for name, call in [("top-kernels", lambda: db.top_kernels(limit=20)), ("breakdown", lambda: db.breakdown()),
+                   ("flags", lambda: db.flags())]:
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t)
+    print(name, f"{best:.4f}")
+"""
+
+
+@dataclass
+class Run:
+    wall_s: float
+    peak_gb: float
+    cpu_s: float
+
+
+@dataclass
+class Row:
+    key: str
+    label: str
+    paths: list[Path]
+    hta: bool = True
+    ours: list[Run] = field(default_factory=list)
+    theirs: list[Run] = field(default_factory=list)
+
+
+def measure(cmd: list[str]) -> Run:
+    """Wall seconds, peak RSS (GB, summed over the process tree) and CPU seconds of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            procs = [proc, *proc.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} failed: {proc.stderr.read().decode()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(wall, peak / 1e9, cpu)
+
+
+def median(runs: list[Run]) -> Run:
+    by_wall = sorted(runs, key=lambda r: r.wall_s)
+    mid = by_wall[len(by_wall) // 2]
+    return Run(mid.wall_s, max(r.peak_gb for r in runs), sorted(r.cpu_s for r in runs)[len(runs) // 2])
+
+
+def make(source: Path, out: Path, copies: int, rank: int | None = None, world: int = 1) -> Path:
+    """Build ``out`` once (make_big_trace.py); return it."""
+    if not out.is_file():
+        cmd = [sys.executable, str(HERE / "make_big_trace.py"), str(source), str(out), "--copies", str(copies)]
+        if rank is not None:
+            cmd += ["--rank", str(rank), "--world-size", str(world)]
+        subprocess.run(cmd, check=True)
+    return out
+
+
+def gz_of(plain: Path) -> Path:
+    out = plain.with_name(plain.name + ".gz")
+    if not out.is_file():
+        part = out.with_name(out.name + ".part")
+        subprocess.run(f"gzip -6 -c '{plain}' > '{part}'", shell=True, check=True)
+        part.rename(out)
+    return out
+
+
+def rank_folder(work: Path, ranks: int, copies: int) -> Path:
+    folder = work / f"ranks{ranks}x{copies}"
+    folder.mkdir(exist_ok=True)
+    for r in range(ranks):
+        make(RN50, folder / f"rank-{r}.json.gz", copies, rank=r, world=ranks)
+    return folder
+
+
+def inputs(args: argparse.Namespace) -> list[Row]:
+    w = args.work
+    rows: list[Row] = []
+    want = set(args.only.split(",")) if args.only else None
+
+    def add(key: str, label: str, build: object, hta: bool = True) -> None:
+        if want is None or key.split("-")[0] in want or key in want:
+            paths = build() if callable(build) else build
+            rows.append(Row(key, label, paths if isinstance(paths, list) else [paths], hta))
+
+    if args.quick:
+        add("b-plain", "event-dense, plain (quick: x2)", lambda: make(DENSE, w / "densex2.json", 2))
+        add("b-gz", "event-dense, .json.gz (quick: x2)", lambda: gz_of(make(DENSE, w / "densex2.json", 2)), False)
+        add("c", "4-rank folder of .json.gz (quick)", lambda: rank_folder(w, 4, 1), False)
+        add("d-100MB", "scaling: rn50 ~100 MB plain", lambda: make(RN50, w / "rn50x4.json", 4), False)
+        return rows
+    add("a-plain", "V100 rn50 1.13 GB, plain", lambda: make(RN50, w / "rn50x40.json", 40))
+    add("a-gz", "V100 rn50 1.13 GB, .json.gz", lambda: gz_of(make(RN50, w / "rn50x40.json", 40)))
+    add("b-plain", "event-dense ~225 MB, plain", lambda: make(DENSE, w / "densex11.json", 11))
+    add("b-gz", "event-dense ~225 MB, .json.gz", lambda: gz_of(make(DENSE, w / "densex11.json", 11)))
+    add("c", "16-rank folder, ~30 MB .json.gz each", lambda: rank_folder(w, 16, 1))
+    add("d-100MB", "scaling: rn50 ~100 MB plain", lambda: make(RN50, w / "rn50x4.json", 4))
+    add("d-5GB", "scaling: rn50 ~5 GB plain (HTA skipped: > 2 GB)", lambda: make(RN50, w / "rn50x180.json", 180),
+        False)
+    return rows
+
+
+def size_of(paths: list[Path]) -> int:
+    files = [f for p in paths for f in (sorted(p.iterdir()) if p.is_dir() else [p])]
+    return sum(f.stat().st_size for f in files)
+
+
+def hta_dir_for(row: Row, work: Path) -> Path:
+    """A folder HTA can read: the rank folder itself, or a folder with a link to the one trace."""
+    if row.paths[0].is_dir():
+        return row.paths[0]
+    folder = work / f"hta-{row.key}"
+    folder.mkdir(exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    trace = row.paths[0]
+    (folder / ("rank-0.json.gz" if trace.name.endswith(".gz") else "rank-0.json")).symlink_to(trace.resolve())
+    return folder
+
+
+def bench_row(row: Row, args: argparse.Namespace, cli: str) -> None:
+    db = args.work / f"{row.key}.duckdb"
+    for _ in range(args.repeat):
+        shutil.rmtree(db.with_name(db.name + ".events"), ignore_errors=True)
+        db.unlink(missing_ok=True)
+        row.ours.append(measure([cli, "ingest", *map(str, row.paths), "-o", str(db), "--no-progress"]))
+    if row.hta and not args.skip_hta and size_of(row.paths) <= HTA_MAX_BYTES:
+        folder = hta_dir_for(row, args.work)
+        for _ in range(args.hta_repeat):
+            row.theirs.append(measure([sys.executable, "-c", HTA_SNIPPET, str(folder)]))
+    o = median(row.ours)
+    line = f"{row.key}: ours {o.wall_s:.2f} s {o.peak_gb:.2f} GB cpu {o.cpu_s:.1f} s"
+    if row.theirs:
+        t = median(row.theirs)
+        line += (f" | HTA {t.wall_s:.1f} s {t.peak_gb:.2f} GB | {t.wall_s / o.wall_s:.1f}x, "
+                 f"{o.peak_gb / t.peak_gb:.2f} mem")
+    print(line, file=sys.stderr, flush=True)
+
+
+def queries(db: Path, cli: str) -> list[tuple[str, float, float]]:
+    """(command, query time alone, whole command wall) on ``db``."""
+    out = subprocess.run([sys.executable, "-c", QUERY_SNIPPET, str(db)], capture_output=True, text=True, check=True)
+    alone = {name: float(t) for name, t in (line.split() for line in out.stdout.splitlines())}
+    rows = []
+    for name in ("top-kernels", "breakdown", "flags"):
+        whole = median([measure([cli, name, str(db), "-f", "csv"]) for _ in range(3)]).wall_s
+        rows.append((name, alone[name], whole))
+    return rows
+
+
+def raw_vs_ingest(trace: Path, work: Path, cli: str) -> tuple[Run, Run, Run]:
+    db = work / "raw-vs-ingest.duckdb"
+    shutil.rmtree(db.with_name(db.name + ".events"), ignore_errors=True)
+    db.unlink(missing_ok=True)
+    raw = measure([cli, "breakdown", str(trace), "-f", "csv"])
+    ingest = measure([cli, "ingest", str(trace), "-o", str(db), "--no-progress"])
+    query = measure([cli, "breakdown", str(db), "-f", "csv"])
+    return raw, ingest, query
+
+
+def versions() -> str:
+    names = ["duckdb", "msgspec", "pyarrow", "traceinsight"]
+    found = []
+    for n in names:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found.append(f"{n} {metadata.version(n)}")
+    return f"Python {platform.python_version()}, " + ", ".join(found)
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.1f}x" if b else "-"
+
+
+def report(rows: list[Row], qrows: list[tuple[str, float, float]], raw: tuple[Run, Run, Run] | None,
+           loads: tuple[tuple[float, ...], tuple[float, ...]], args: argparse.Namespace) -> str:
+    mem = psutil.virtual_memory().total / 2**30
+    lines = [
+        f"Machine: {platform.node()}, {os.cpu_count()} cores, {mem:.0f} GiB; {versions()}. "
+        f"Date: {dt.date.today()}. Load average before {loads[0][0]:.2f}/{loads[0][1]:.2f}, "
+        f"after {loads[1][0]:.2f}/{loads[1][1]:.2f} (1/5 min). Median of {args.repeat} (HTA: {args.hta_repeat}).",
+        "",
+        "| row | input | size on disk | ours wall | ours peak RSS | ours CPU | HTA wall | HTA peak RSS | speed-up "
+        "| memory vs HTA |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        o = median(r.ours)
+        t = median(r.theirs) if r.theirs else None
+        lines.append(
+            f"| {r.key} | {r.label} | {size_of(r.paths) / 1e6:,.0f} MB | {o.wall_s:.2f} s | {o.peak_gb:.2f} GB "
+            f"| {o.cpu_s:.1f} s | " + (f"{t.wall_s:.1f} s | {t.peak_gb:.2f} GB | **{ratio(t.wall_s, o.wall_s)}** "
+                                        f"| **{o.peak_gb / t.peak_gb:.2f}** |" if t else "skipped | | | |"))
+    if qrows:
+        lines += ["", "| command on the database of row " + ("d-100MB" if args.quick else "a-plain")
+                  + " | query alone | whole command |", "|---|---|---|"]
+        lines += [f"| {n} | {a:.3f} s | {w:.2f} s |" for n, a, w in qrows]
+    if raw:
+        lines += ["", "| breakdown | wall |", "|---|---|",
+                  f"| straight on the raw trace | {raw[0].wall_s:.2f} s |",
+                  f"| ingest + breakdown on the database | {raw[1].wall_s:.2f} + {raw[2].wall_s:.2f} = "
+                  f"{raw[1].wall_s + raw[2].wall_s:.2f} s |"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small inputs, 1 repeat, HTA on the smallest only")
+    parser.add_argument("--repeat", type=int, default=None, help="runs of our ingest per row (default 3; quick 1)")
+    parser.add_argument("--hta-repeat", type=int, default=None, help="runs of HTA per row (default 3; quick 1)")
+    parser.add_argument("--only", default="", help="comma-separated row keys or letters (a,b,c,d or b-gz ...)")
+    parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--no-queries", action="store_true")
+    parser.add_argument("--work", type=Path, default=HERE / "out")
+    args = parser.parse_args(argv)
+    args.repeat = args.repeat or (1 if args.quick else 3)
+    args.hta_repeat = args.hta_repeat or (1 if args.quick else 3)
+    if not RN50.is_file() or not DENSE.is_file():
+        print(f"source traces under {SHARED} are absent (../shared)", file=sys.stderr)
+        return 1
+    args.work.mkdir(parents=True, exist_ok=True)
+    cli = shutil.which("trace-report") or str(Path(sys.executable).with_name("trace-report"))
+    load_before = os.getloadavg()
+    rows = inputs(args)
+    for row in rows:
+        bench_row(row, args, cli)
+    qrows: list[tuple[str, float, float]] = []
+    raw = None
+    if not args.no_queries:
+        qdb = args.work / ("d-100MB.duckdb" if args.quick else "a-plain.duckdb")
+        if qdb.is_file():
+            qrows = queries(qdb, cli)
+        dense = args.work / ("densex2.json" if args.quick else "densex11.json")
+        if dense.is_file():
+            raw = raw_vs_ingest(dense, args.work, cli)
+    print(report(rows, qrows, raw, (load_before, os.getloadavg()), args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Start-up stays light (issue 11): importing the CLI, and ``top-kernels`` on a database, load
+neither pandas nor pyarrow nor numpy (nor altair, torch, hta, ncu_report); the rows printed
+without pandas are the ones a plain pass over the trace gives, and notebooks still get frames
+with the dtypes DuckDB's ``.df()`` gives. Not timed: docs/benchmarks.md has the timings."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from conftest import REPO, run_cli, trace_file
+from test_cli import plain_top
+
+import trace_report as tr
+from trace_report.analyses.top_kernels import KERNEL_COLUMNS, TopKernelsOptions, cpu_self_time
+from trace_report.formats.schema import EVENTS_SCHEMA
+from trace_report.present.format import Format
+from trace_report.present.tables import render
+from trace_report.store.database import create_schema
+from trace_report.store.events_view import EVENTS_COLUMNS
+from trace_report.store.runs import RUN_COLUMNS, attach_runs
+from trace_report.store.views import sql_text
+
+HEAVY = ("pandas", "pyarrow", "numpy", "altair", "torch", "hta", "ncu_report", "vl_convert", "ray")
+
+
+def _modules_after(code: str) -> list[str]:
+    probe = f"{code}\nimport sys\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=False)
+    loaded = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
+    return [m for m in loaded.split(",") if m]
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    trace = trace_file("hta_ns_resolution")
+    db = tmp_path_factory.mktemp("startup") / "small.duckdb"
+    code, _, err = run_cli(["ingest", str(trace), "-o", str(db)])
+    assert code == 0, err
+    return trace, db
+
+
+def test_import_cli_loads_no_heavy_module() -> None:
+    assert _modules_after("import trace_report.cli.app") == []
+
+
+def test_top_kernels_on_a_database_loads_no_heavy_module(small_db: tuple[Path, Path]) -> None:
+    trace, db = small_db
+    code = ("import io, json, contextlib\nfrom trace_report.cli.app import main\nbuf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf):\n"
+            f"    try: main(['top-kernels', {str(db)!r}, '-n', '5', '-f', 'json'])\n"
+            "    except SystemExit as exc: assert not exc.code, exc.code\n"
+            "print(buf.getvalue())")
+    probe = f"{code}\nimport sys\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stderr.strip().splitlines()[-1:] in ([], [""]), out.stderr
+    rows = json.loads(out.stdout)
+    expected = plain_top(trace)
+    ranked = sorted(expected.items(), key=lambda kv: -kv[1][1])[:5]
+    assert [r["name"] for r in rows] == [k for k, _ in ranked]
+    for row in rows:
+        assert (row["count"], row["total_us"]) == (expected[row["name"]][0], pytest.approx(expected[row["name"]][1]))
+
+
+@pytest.mark.parametrize("by_rank", [False, True])
+def test_notebook_frame_has_the_dtypes_of_duckdb_df(small_db: tuple[Path, Path], by_rank: bool) -> None:
+    _, path = small_db
+    with tr.open(path) as db:
+        frame = db.top_kernels(limit=10, by_rank=by_rank)
+        cols = (["rank"] if by_rank else []) + ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct",
+                                                 "kind"]
+        old = db.con.execute(sql_text("top_kernels.sql"), {"rank": None, "by_rank": by_rank, "limit": 10}).df()
+        old = old[cols].astype({"count": "int64", **({"rank": "int64"} if by_rank else {})})
+        pd.testing.assert_frame_equal(frame, old)
+        rows = db.top_kernels_result(limit=10, by_rank=by_rank).rows
+        for fmt in Format:
+            assert render(rows, fmt, "t") == render(frame, fmt, "t"), fmt
+
+
+def test_cpu_fallback_rows_print_as_the_frame() -> None:
+    with tr.open(trace_file("hta_cpu_only")) as db:
+        result = db.top_kernels_result(limit=8)
+        assert result.note and len(result.rows) >= 1
+        old = cpu_self_time(db.con, TopKernelsOptions(limit=8))[KERNEL_COLUMNS].astype({"count": "int64"})
+        pd.testing.assert_frame_equal(result.frame, old.reset_index(drop=True))
+        for fmt in Format:
+            assert render(result.rows, fmt) == render(result.frame, fmt), fmt
+        assert pd.read_csv(io.StringIO(render(result.rows, Format.csv)))["count"].dtype == "int64"
+
+
+def test_empty_events_view_has_the_arrow_schema_columns() -> None:
+    con = duckdb.connect()
+    con.register("arrow_empty", EVENTS_SCHEMA.empty_table())
+    arrow_cols = [(n, t) for n, t, *_ in con.execute("DESCRIBE arrow_empty").fetchall()]
+    assert arrow_cols == EVENTS_COLUMNS
+    con = duckdb.connect()
+    create_schema(con, with_views=True)  # what a database without traces gets
+    attach_runs(con, [])
+    assert [(n, t) for n, t, *_ in con.execute("DESCRIBE events").fetchall()] == EVENTS_COLUMNS
+    runs = dict((n, t) for n, t, *_ in con.execute("DESCRIBE runs").fetchall())
+    assert list(runs) == RUN_COLUMNS and runs["run_key"] == "VARCHAR" and runs["seed"] == "BIGINT"
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)

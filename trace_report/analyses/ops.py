@@ -1,0 +1,67 @@
+"""Operator view: each CPU operator with its CPU time, the GPU time it launched, FLOP and TFLOP/s.
+
+As torch-tb-profiler's Operator view and TraceLens' ops summary. One row per operator name
+(per name and input shapes with ``by_shape``), ``aten::`` operators unless ``all_ops``:
+
+- ``count``; ``self_cpu_us`` (µs of the operator minus its directly nested operators and
+  annotations on the same thread, as ``self_cpu_time_total``); ``cpu_us`` (its whole duration);
+- ``gpu_self_us``: µs of GPU operations (kernels, memcpy, memset) whose launch call (same
+  ``correlation``) carries this operator's External id; ``gpu_us``: the same for the operator
+  and every operator nested in it (what it caused on the GPU: ``aten::linear`` shows its
+  ``aten::addmm``'s GEMM);
+- ``flop``: FLOP by torch.utils.flop_counter's formulas from "Input Dims" (and stride, padding,
+  dilation, output mask from "Concrete Inputs"): mm, addmm, bmm, baddbmm, convolution,
+  convolution_backward, scaled-dot-product attention and its backward (view ``op_flops``,
+  ``store/sql/views_ops.sql``); NULL where the trace has no shapes (``record_shapes=False``)
+  or the operator is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
+
+The query is ``store/sql/ops.sql``. The FLOP of nested operators describe the same work
+(``aten::convolution`` and ``aten::_convolution``): never add them up across rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trace_report.analyses.result import Result
+from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import sql_text
+
+OPS_COLUMNS = ["name", "count", "self_cpu_us", "cpu_us", "gpu_self_us", "gpu_us", "flop", "tflop_per_s"]
+
+
+@dataclass(frozen=True)
+class OpsOptions:
+    """``rank``: only that rank; ``by_shape``: one row per name and "Input Dims"; ``all_ops``: every
+    CPU operator (``c10d::``, custom ops, autograd nodes), not only ``aten::``; ``limit``: rows."""
+
+    rank: int | None = None
+    by_shape: bool = False
+    all_ops: bool = False
+    limit: int | None = 30
+
+
+def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
+    """Rows as described in the module docstring (``input_dims`` after ``name`` with
+    ``by_shape``), most GPU time first, then most self CPU time.
+
+    Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank``.
+    """
+    opts = options or OpsOptions()
+    db.check_rank(opts.rank)
+    frame = db.con.execute(sql_text("ops.sql"),
+                           {"rank": opts.rank, "all_ops": opts.all_ops, "by_shape": opts.by_shape}).df()
+    cols = OPS_COLUMNS[:1] + (["input_dims"] if opts.by_shape else []) + OPS_COLUMNS[1:]
+    notes = []
+    if frame.empty:
+        notes.append("no CPU operators" + ("" if opts.all_ops else " named aten::") + " in the selection")
+    elif not frame["counted"].any():
+        notes.append("no FLOP: the trace has no input shapes of GEMM/convolution/attention operators "
+                     "(profile with record_shapes=True)")
+    else:
+        notes.append("flop of nested operators (aten::convolution, aten::_convolution) count the same work: "
+                     "do not add them across rows")
+    frame = frame[cols].astype({"count": "int64"})
+    if opts.limit is not None:
+        frame = frame.head(opts.limit)
+    return Result(frame.reset_index(drop=True), notes)

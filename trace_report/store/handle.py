@@ -1,0 +1,32 @@
+"""Open a database written by ``trace-report ingest`` as a :class:`TraceDB`, with DuckDB alone.
+
+This is the path of every analysis command on a ``.duckdb`` file, so it loads neither pandas
+nor pyarrow nor the ingest layers: the ``events`` view reads the Parquet pieces through DuckDB
+(:mod:`trace_report.store.events_view`) and the run tables are built in SQL when no run folder
+is beside the traces (:func:`trace_report.store.runs.attach_runs`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+from trace_report.store.database import connect_existing
+from trace_report.store.runs import attach_runs
+from trace_report.store.tracedb import TraceDB
+
+DB = TypeVar("DB", bound=TraceDB)
+
+
+def open_database(path: Path, *, read_only: bool = True, cls: type[DB] = TraceDB) -> DB:  # type: ignore[assignment]
+    """A handle on the database at ``path`` (opened ``read_only`` unless asked otherwise), of
+    class ``cls``, with the ``events`` view, the analysis views and the run tables.
+
+    Raises :class:`~trace_report.errors.DatabaseError` for a missing, foreign or damaged file."""
+    db = cls(connect_existing(path, read_only=read_only))
+    try:
+        attach_runs(db.con, [])
+    except BaseException:
+        db.close()
+        raise
+    return db

@@ -1,0 +1,42 @@
+-- Communication, computation and memory GPU operations, and the step selection HTA analyses.
+-- TEMP views, created on every connection. Times in microseconds on the trace's own clock.
+-- Used by trace_report/analyses/{overlap,queue,collectives}.py (docs/analysis.md).
+
+-- Every distinct GPU operation name (kernel, memcpy, memset) with its kind, by HTA's patterns
+-- (hta/common/types.py: CommunicateKernelGroupingPattern, MemoryKernelGroupingPattern,
+-- ComputeKernelGroupingPattern; Python re.match, so a pattern without '^' may still only match
+-- at the start): 'communication' first, then 'memory', then 'computation' unless the name is one
+-- of the non-compute shapes, else 'other'.
+CREATE OR REPLACE TEMP VIEW gpu_op_kind_names AS
+SELECT name,
+       CASE
+           WHEN regexp_matches(name, '^(nccl|hip|hccl)|ncclKernel') THEN 'communication'
+           WHEN regexp_matches(name, '^((hip)?Memcpy|(hip)?Memset|dma)') THEN 'memory'
+           WHEN regexp_matches(name, '^(nccl|hip|hccl|runFunction|job_exe|packet|pe_exe|cpum_exe_subgraph|collective_subgraph_execution|Stream Wait Event)|Memcpy|Memset|dma|Sync|^cuda.*LaunchKernel')
+               THEN 'other'
+           ELSE 'computation'
+       END AS kind
+FROM (SELECT DISTINCT name FROM gpu_ops);
+
+CREATE OR REPLACE TEMP VIEW gpu_op_kinds AS
+SELECT g.*, n.kind FROM gpu_ops g JOIN gpu_op_kind_names n USING (name);
+
+-- HTA's selection of a trace (hta/common/trace.py, _filter_irrelevant_gpu_kernels with
+-- include_last_profiler_step=False): CPU-side events that start before the last ProfilerStep
+-- starts, and the GPU operations launched by them (runtime call with the same correlation).
+-- A trace with fewer than two ProfilerSteps keeps every GPU operation that has a launch (HTA
+-- would keep none: its analyses are empty on one-step traces such as param_dlrm_kineto_v100x8).
+CREATE OR REPLACE TEMP VIEW last_step_starts AS
+SELECT trace_id, max(ts_us) AS last_step_ts_us FROM steps GROUP BY trace_id HAVING count(*) >= 2;
+
+CREATE OR REPLACE TEMP VIEW gpu_op_launches AS
+SELECT g.*, r.event_id AS launch_event_id, r.name AS launch_name, r.ts_us AS launch_ts_us,
+       r.pid AS launch_pid, r.tid AS launch_tid
+FROM gpu_op_kinds g
+JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.correlation = g.correlation
+QUALIFY row_number() OVER (PARTITION BY g.trace_id, g.event_id ORDER BY r.event_id) = 1;
+
+CREATE OR REPLACE TEMP VIEW steps_only_gpu_ops AS
+SELECT g.*
+FROM gpu_op_launches g LEFT JOIN last_step_starts l USING (trace_id)
+WHERE l.last_step_ts_us IS NULL OR g.launch_ts_us < l.last_step_ts_us;

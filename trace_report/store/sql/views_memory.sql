@@ -1,0 +1,24 @@
+-- The caching allocator's [memory] instant events (profile_memory=True) as a timeline.
+-- TEMP view, created on every connection; used by trace_report/analyses/memory.py.
+-- args: "Total Allocated" and "Total Reserved" (bytes on that device after the event),
+-- "Bytes" (this allocation, negative for a free), "Device Type" (c10::DeviceType: 0 CPU,
+-- 1 CUDA, which ROCm builds use for HIP too), "Device Id" (-1 for the CPU). 2021 traces carry
+-- only "Bytes": allocated_bytes is then the running sum of Bytes since the trace began
+-- (relative: what was allocated before is unknown, as in torch-tb-profiler's memory curve) and
+-- totals_known is false.
+CREATE OR REPLACE TEMP VIEW memory_events AS
+SELECT trace_id, event_id, ts_us, device, bytes,
+       coalesce(total_allocated, CAST(sum(bytes) OVER (PARTITION BY trace_id, device ORDER BY ts_us, event_id
+                                                      ROWS UNBOUNDED PRECEDING) AS BIGINT)) AS allocated_bytes,
+       reserved_bytes, total_allocated IS NOT NULL AS totals_known
+FROM (
+SELECT trace_id, event_id, ts_us,
+       CASE TRY_CAST(a ->> 'Device Type' AS INTEGER)
+           WHEN 0 THEN 'cpu'
+           WHEN 1 THEN 'cuda:' || coalesce(a ->> 'Device Id', '0')
+           ELSE 'type' || coalesce(a ->> 'Device Type', '?') || ':' || coalesce(a ->> 'Device Id', '?')
+       END AS device,
+       TRY_CAST(a ->> 'Bytes' AS BIGINT) AS bytes,
+       TRY_CAST(a ->> 'Total Allocated' AS BIGINT) AS total_allocated,
+       TRY_CAST(a ->> 'Total Reserved' AS BIGINT) AS reserved_bytes
+FROM (SELECT trace_id, event_id, ts_us, args::JSON AS a FROM events WHERE name = '[memory]'));

@@ -26,6 +26,7 @@ from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
+from trace_report.analyses.utilization import gpu_utilization
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, resolve
 from trace_report.store import tracedb
@@ -72,6 +73,11 @@ class TraceDB(tracedb.TraceDB):
     def advise(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
         """Findings with their numbers and thresholds (``trace-report advise``)."""
         return advise(self, rank=rank, by_rank=by_rank).frame
+
+    def gpu_utilization(self, *, rank: int | None = None, by_step: bool = False) -> pd.DataFrame:
+        """GPU busy % of step time per rank (or per step), the report headline's and ``advise``'s
+        figure; see :func:`trace_report.analyses.utilization.gpu_utilization`."""
+        return gpu_utilization(self, rank, by_step=by_step)
 
     def overlap(self, *, rank: int | None = None, steps_only: bool = True, hta_rounding: bool = False) -> pd.DataFrame:
         """Computation/communication overlap per rank (``trace-report overlap``); see

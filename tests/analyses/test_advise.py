@@ -104,16 +104,18 @@ def test_v100_fp32_resnet_without_tensor_cores_and_launch_bound():
         found = by_finding(advise(db))
     assert "compute capability 7.0" in found["no_tensor_cores"]["evidence"]
     assert "mixed precision" in found["no_tensor_cores"]["recommendation"]
-    # launch-bound: kernels launched in steps that ran shorter than their launch call
+    # launch-bound, HTA's rule: GPU ops (kernels, memcpy, memset) launched in steps that ran shorter
+    # than their launch call
     launches = {corr(e): e for e in events if e.get("cat") in RUNTIME and corr(e) is not None}
     steps = steps_of(events)
-    in_steps = [(k, launches[corr(k)]) for k in kernels if corr(k) in launches
+    gpu_ops = [e for e in events if e.get("cat") in GPU_OP_CATS]
+    in_steps = [(k, launches[corr(k)]) for k in gpu_ops if corr(k) in launches
                 and any(s["ts"] <= launches[corr(k)]["ts"] < s["ts"] + s["dur"] for s in steps)]
     shorter = sum(k["dur"] < launch["dur"] for k, launch in in_steps)
     f = found["launch_bound"]
     assert f["value"] == pytest.approx(100.0 * shorter / len(in_steps), abs=1e-3)
-    assert f"{len(in_steps) / len(steps):,.0f} kernels per step" in f["evidence"]
-    assert f"median kernel {statistics.median(k['dur'] for k, _ in in_steps):.1f} us" in f["evidence"]
+    assert f"{len(in_steps) / len(steps):,.0f} GPU ops per step" in f["evidence"]
+    assert f"median GPU op {statistics.median(k['dur'] for k, _ in in_steps):.1f} us" in f["evidence"]
 
 
 def test_silence_when_nothing_applies():

@@ -108,7 +108,7 @@ def test_agrees_with_hta_trace_diff(pair):
 
 
 def test_region_diff(pair):
-    result = compare(*pair, CompareOptions(by="region"))
+    result = compare(*pair, CompareOptions(by="region", per_step=False))
     f = result.frame
     assert list(f.columns) == REGION_COLUMNS and len(f) == 6
     a = breakdown(pair[0]).frame.set_index("region")
@@ -117,7 +117,7 @@ def test_region_diff(pair):
     assert row["diff_us"] == pytest.approx(row["b_wall_us"] - row["a_wall_us"])
     assert list(f["diff_us"].abs()) == sorted(f["diff_us"].abs(), reverse=True)
     assert any(n.startswith("B: ") for n in result.notes)
-    per = compare(*pair, CompareOptions(by="region", per_step=True)).frame.set_index("region")
+    per = compare(*pair, CompareOptions(by="region")).frame.set_index("region")  # per step by default
     assert per.loc["backward", "a_wall_us"] == pytest.approx(row["a_wall_us"] / result.a_steps)
     assert result.a_steps == result.b_steps == 6
     per_rank = breakdown(pair[1], BreakdownOptions(rank=1)).frame

@@ -208,14 +208,14 @@ def test_a100_flags_rows_and_shares(a100, a100_events):
     for row in frame.itertuples(index=False):
         count, total = per_name[row.name]
         assert row.count == count and row.total_us == pytest.approx(total)
-        assert row.pct == pytest.approx(100.0 * total / gpu_us)
+        assert row.pct_of_gpu_time == pytest.approx(100.0 * total / gpu_us)
         assert isinstance(row.classes, list) and row.classes
     summary = result.summary.set_index("class")
     inferred = [e for e in gpu if "tensorop_s1688gemm" in e["name"]]
     assert summary.loc["tf32_inferred", "count"] == len(inferred)
-    assert summary.loc["tf32", "pct"] == pytest.approx(
+    assert summary.loc["tf32", "pct_of_gpu_time"] == pytest.approx(
         100.0 * sum(e["dur"] for e in gpu if "tf32" in e["name"]) / gpu_us)
-    assert summary.loc["layout_conversion", "pct"] == pytest.approx(
+    assert summary.loc["layout_conversion", "pct_of_gpu_time"] == pytest.approx(
         100.0 * sum(e["dur"] for e in gpu if _is_layout(e["name"])) / gpu_us)
     assert summary.loc["tensor_core", "total_us"] >= summary.loc["tf32", "total_us"] + summary.loc[
         "tf32_inferred", "total_us"] - 1e-6
@@ -237,7 +237,8 @@ def test_class_filter_and_explain(a100, a100_events):
 def test_cpu_only_trace_has_nothing_to_flag():
     with tr.open(TRACES / "hta_cpu_only") as db:
         result = flags(db)
-    assert result.frame.empty and list(result.frame.columns) == ["name", "classes", "count", "total_us", "pct"]
+    assert result.frame.empty
+    assert list(result.frame.columns) == ["name", "classes", "count", "total_us", "pct_of_gpu_time"]
     assert any("no GPU activity" in n for n in result.notes)
 
 
@@ -264,7 +265,7 @@ def test_cli_flags_json_table_explain(a100_events):
     as_json = invoke(["flags", target, "-c", "layout_conversion", "-f", "json"])
     assert as_json.exit_code == 0, as_json.output
     rows = json.loads(as_json.stdout)
-    assert {"name", "classes", "count", "total_us", "pct"} == set(rows[0])
+    assert {"name", "classes", "count", "total_us", "pct_of_gpu_time"} == set(rows[0])
     assert rows[0]["classes"] == ["layout_conversion"]
     layout = [e for e in a100_events if e.get("cat") in KERNEL and _is_layout(e["name"])]
     assert sum(r["count"] for r in rows) == len(layout)

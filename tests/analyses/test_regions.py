@@ -11,7 +11,17 @@ import math
 from collections import defaultdict
 
 import pytest
-from conftest import GPU_OP_CATS, KERNEL_CATS, RUNTIME_CATS, TRACES, folder_events, invoke, manifest_by_dir, tar_ranks
+from conftest import (
+    GPU_OP_CATS,
+    KERNEL_CATS,
+    RUNTIME_CATS,
+    TRACES,
+    complete_events,
+    folder_events,
+    invoke,
+    manifest_by_dir,
+    tar_ranks,
+)
 
 import trace_report as tr
 from trace_report.analyses.regions import REGIONS, BreakdownOptions, breakdown, kernel_regions
@@ -199,6 +209,8 @@ def test_capitalised_2021_trace_uses_tb_profiler_conventions():
 
 
 def test_kernels_without_launch_are_still_counted():
+    """A kernel whose launch is not in the trace (the GPU queue lagged the CPU when the trace
+    began) is counted in its own before_first_step row, never in the first step."""
     events = folder_events("kineto_rn50_nw4_2021feb")
     runtime = {corr(e) for e in events if e.get("cat") in RUNTIME}
     kernels = [e for e in events if e.get("cat") in KERNEL]
@@ -210,9 +222,32 @@ def test_kernels_without_launch_are_still_counted():
     expected = kernels_by_step(events)
     inside = sum(dur for step, (_, dur) in expected.items() if step is not None)
     assert result.frame["gpu_us"].sum() == pytest.approx(inside)
-    no_launch = k[k["basis"].isin(["gpu_annotation", "kernel_time", "no_launch"])]
-    assert len(no_launch) == len(unmatched)
-    assert any(f"{len(unmatched)} kernel(s)" in n for n in result.notes)
+    early = result.frame[result.frame["region"] == "before_first_step"]
+    assert len(early) == 1 and early["step"].isna().all() and early["wall_us"].iloc[0] == 0
+    assert early["kernels"].iloc[0] == len(unmatched)
+    assert early["gpu_us"].iloc[0] == pytest.approx(sum(u["dur"] for u in unmatched))
+    assert (k["basis"] == "before_first_step").sum() == len(unmatched)
+    assert any(f"{len(unmatched)} kernel(s)" in n and "before the first ProfilerStep" in n for n in result.notes)
+
+
+def test_kernels_queued_before_the_trace_are_not_in_the_first_step(shared):
+    """hta_trace_diff/test.json.gz: 546 kernels (56.1 ms) ran in the first ProfilerStep's time but
+    were launched before the trace began (no launch call recorded)."""
+    path = TRACES / "hta_trace_diff" / "test.json.gz"
+    events = complete_events(path)
+    runtime = {corr(e) for e in events if e.get("cat") in RUNTIME}
+    unmatched = [e for e in events if e.get("cat") in KERNEL and corr(e) not in runtime]
+    with tr.open(path) as db:
+        frame = breakdown(db, BreakdownOptions(by_step=True)).frame
+    early = frame[frame["region"] == "before_first_step"]
+    assert early["kernels"].iloc[0] == len(unmatched) == 546
+    assert early["gpu_us"].iloc[0] == pytest.approx(sum(u["dur"] for u in unmatched))
+    step1 = frame[frame["step"] == 1009]
+    launched = {corr(e): e["ts"] for e in events if e.get("cat") in RUNTIME}
+    s1 = next(s for s in steps_of(events) if step_number(s) == 1009)
+    own = sum(e["dur"] for e in events if e.get("cat") in KERNEL and corr(e) in launched
+              and s1["ts"] <= launched[corr(e)] < s1["ts"] + s1["dur"])
+    assert step1["gpu_us"].sum() == pytest.approx(own)
 
 
 def test_trace_without_profiler_step_is_one_window():
@@ -253,7 +288,7 @@ def test_multi_rank_archive_per_rank_and_aggregated(dlrm, dlrm_path):
     total = breakdown(dlrm).frame
     assert "rank" not in total.columns
     assert total["gpu_us"].sum() == pytest.approx(per_rank["gpu_us"].sum())
-    assert total["steps"].iloc[0] == 8  # one ProfilerStep on each of the 8 ranks
+    assert total.loc[total["region"] == "forward", "steps"].iloc[0] == 8  # one ProfilerStep on each of the 8 ranks
     one = breakdown(dlrm, BreakdownOptions(rank=3, by_step=True)).frame
     assert one["gpu_us"].sum() == pytest.approx(per_rank.loc[per_rank["rank"] == 3, "gpu_us"].sum())
     # the DLRM '## forward ##' / '## backward ##' / '## optimizer ##' labels are regions

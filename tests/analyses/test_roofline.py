@@ -127,11 +127,11 @@ def test_a100_int8_gemms_are_reported_as_tensor_ops() -> None:
     imma = "sass__inst_executed_per_opcode_with_modifier_all"
     for lid in (0, 1, 2):
         expected = 2 * 16 * 8 * 32 * value(con, lid, imma, "IMMA.16832.S8.S8.SAT")
-        assert frame.loc[lid, "int_ops"] == pytest.approx(expected)
+        assert frame.loc[lid, "int_op"] == pytest.approx(expected)
         assert frame.loc[lid, "precision"] == "int8_tensor"
         assert frame.loc[lid, "roof_flop_per_s"] == 624e12
     assert frame.loc[2, "flop_fp32"] == 2 * 1179648
-    assert frame.loc[0, "int_ops"] == 2 * 3072 * 384 * 384  # an M=3072, N=K=384 int8 GEMM
+    assert frame.loc[0, "int_op"] == 2 * 3072 * 384 * 384  # an M=3072, N=K=384 int8 GEMM
     assert set(frame["bound"]) == {"compute"}
 
 
@@ -187,10 +187,11 @@ def test_chart_layers_and_points() -> None:
     pts = chart_points(result.frame)
     assert set(pts["precision"]) == {"FP32", "INT8 tensor (OP/s)"} and len(pts) == 4
     spec = roofline_chart(result).to_dict()
-    assert len(spec["layer"]) == 5  # ceilings, ridge points, ridge labels, kernels, kernel labels
+    # ceilings, ridge points, ridge labels, kernels, kernel labels (one layer per label offset)
+    assert len(spec["layer"]) >= 5 and all(layer["mark"]["type"] == "text" for layer in spec["layer"][4:])
     assert spec["layer"][3]["encoding"]["x"]["scale"]["type"] == "log"
     assert spec["layer"][3]["encoding"]["y"]["scale"]["type"] == "log"
-    assert sorted(pts["label"]) == ["Kernel #0", "Kernel #1", "Kernel #2", "Kernel #2"]
+    assert sorted(pts["label"]) == [f"cutlass::Kernel‹cutlass::gemm::… #{i}" for i in (0, 1, 2, 2)]
     assert "A100 PCIe 80GB" in spec["title"]
     roofs = {d["roof"] for d in spec["datasets"][spec["layer"][0]["data"]["name"]]}
     assert roofs == {"FP32", "INT8 tensor", "DRAM bandwidth"}
@@ -267,3 +268,70 @@ def test_cli_region_on_a_report_says_how_to_get_one_pass() -> None:
     res = invoke(["roofline", str(rep(A100)), "--region", "forward"])
     assert res.exit_code != 0 and res.stderr.startswith("Error: --region applies to estimates from traces")
     assert "--nvtx --nvtx-include forward/" in res.stderr and "Traceback" not in res.output
+
+
+# ------------------------------------------------------------------ output (issue 14, item 5)
+
+
+def test_integer_ops_are_shown_and_counted() -> None:
+    """The int8 CUTLASS GEMMs: 0 FLOP on launches 0 and 1, but int_op (IMMA, 2*m*n*k per warp
+    instruction) is their work; ai_op_per_byte and achieved_op_per_s count it; the total says so."""
+    con = ncu_con(A100)
+    result = roofline(TraceDB(con))
+    frame = result.frame.set_index("launch_id")
+    imma = "sass__inst_executed_per_opcode_with_modifier_all"
+    for lid in (0, 1, 2):
+        work = frame.loc[lid, "flop"] + 2 * 16 * 8 * 32 * value(con, lid, imma, "IMMA.16832.S8.S8.SAT")
+        assert frame.loc[lid, "ai_op_per_byte"] == pytest.approx(work / frame.loc[lid, "bytes"])
+        assert frame.loc[lid, "achieved_op_per_s"] == pytest.approx(work / frame.loc[lid, "time_s"])
+    assert frame.loc[0, "flop"] == 0 and frame.loc[0, "int_op"] > 0
+    assert result.total_int_op == pytest.approx(frame["int_op"].sum()) and result.total_int_op > 3.6e9
+    res = invoke(["roofline", str(A100)])
+    assert "3.62 GOP integer (int8/int4 tensor-core) operations" in res.stderr
+    assert "INT8 tensor 624 TOP/s" in res.stderr
+
+
+def test_table_has_si_prefixes_and_the_units_of_csv() -> None:
+    rep(A100)
+    table = invoke(["roofline", str(A100), "-f", "markdown"])
+    csv_rows = invoke(["roofline", str(A100), "-f", "csv"]).stdout.splitlines()
+    head = table.stdout.splitlines()[0]
+    assert "time_s" in head and "time_us" not in head and "time_s" in csv_rows[0].split(",")
+    assert "int_op" in head and "ai_op_per_byte" in head
+    assert "11.2 µs" in table.stdout and "906 M" in table.stdout and "81.1 T" in table.stdout
+    assert "000,000" not in table.stdout
+    listing = invoke(["roofline", "--gpu", "list", "-f", "markdown"]).stdout
+    a100 = next(line for line in listing.splitlines() if line.startswith("| a100-pcie-80gb"))
+    assert "| 624 T |" in a100 and "| 1.94 T |" in a100 and "https://" not in listing
+    assert "624000000000000" in invoke(["roofline", "--gpu", "list", "-f", "csv"]).stdout
+
+
+@pytest.mark.parametrize(("gpu", "fits"), [("a100", 4), ("v100", 2), ("h100", 2)])
+def test_ambiguous_gpu_is_an_error_listing_the_choices(gpu: str, fits: int) -> None:
+    res = invoke(["roofline", str(rep(A100)), "--gpu", gpu])
+    assert res.exit_code == 2
+    assert res.stderr.startswith(f"Error: --gpu '{gpu}' fits {fits} GPUs:")
+    assert all(p.key in res.stderr for p in PEAKS if gpu in p.key.split("-"))
+    one = invoke(["roofline", str(A100), "--gpu", "a100 pcie 80gb", "-f", "json"])
+    assert one.exit_code == 0 and json.loads(one.stdout)[0]["gpu"] == "NVIDIA A100 PCIe 80GB"
+
+
+def test_chart_labels_are_short_names_apart_and_legend_inside() -> None:
+    from trace_report.present.charts.roofline import HEIGHT, WIDTH, place_labels
+
+    result = roofline(TraceDB(ncu_con(A100)))
+    spec = roofline_chart(result).to_dict()
+    texts = [layer for layer in spec["layer"] if layer["mark"].get("type") == "text"
+             and layer["encoding"]["text"]["field"] == "label"]
+    labels = [row["label"] for layer in texts for row in spec["datasets"][layer["data"]["name"]]]
+    assert labels and all(lab.startswith("cutlass::Kernel‹") and "Kernel #" not in lab for lab in labels)
+    pts = chart_points(result.frame)
+    placed = place_labels(pts, (0.01, 1e6), (1e9, 1e16), WIDTH, HEIGHT)
+    boxes = list(placed["box"])
+    for i, a in enumerate(boxes):
+        assert a[0] >= 0 and a[2] <= WIDTH and a[1] >= 0 and a[3] <= HEIGHT
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+    legends = [enc["legend"] for layer in spec["layer"] for enc in layer.get("encoding", {}).values()
+               if isinstance(enc, dict) and enc.get("legend")]
+    assert legends and all(leg["orient"] == "top-left" for leg in legends)

@@ -18,7 +18,7 @@ from conftest import REPO, run_cli, trace_file
 from test_cli import plain_top
 
 import trace_report as tr
-from trace_report.analyses.top_kernels import KERNEL_COLUMNS, TopKernelsOptions, cpu_self_time
+from trace_report.analyses.top_kernels import CPU_COLUMNS, TopKernelsOptions, cpu_self_time
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.present.format import Format
 from trace_report.present.tables import render
@@ -73,9 +73,10 @@ def test_notebook_frame_has_the_dtypes_of_duckdb_df(small_db: tuple[Path, Path],
     _, path = small_db
     with tr.open(path) as db:
         frame = db.top_kernels(limit=10, by_rank=by_rank)
-        cols = (["rank"] if by_rank else []) + ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct",
-                                                 "kind"]
-        old = db.con.execute(sql_text("top_kernels.sql"), {"rank": None, "by_rank": by_rank, "limit": 10}).df()
+        cols = (["rank"] if by_rank else []) + ["name", "count", "total_us", "mean_us", "min_us", "max_us",
+                                                 "pct_of_gpu_time", "kind"]
+        old = db.con.execute(sql_text("top_kernels.sql"), {"rank": None, "by_rank": by_rank, "limit": 10,
+                                                           "steps_only": False, "trace_ids": None}).df()
         old = old[cols].astype({"count": "int64", **({"rank": "int64"} if by_rank else {})})
         pd.testing.assert_frame_equal(frame, old)
         rows = db.top_kernels_result(limit=10, by_rank=by_rank).rows
@@ -87,7 +88,7 @@ def test_cpu_fallback_rows_print_as_the_frame() -> None:
     with tr.open(trace_file("hta_cpu_only")) as db:
         result = db.top_kernels_result(limit=8)
         assert result.note and len(result.rows) >= 1
-        old = cpu_self_time(db.con, TopKernelsOptions(limit=8))[KERNEL_COLUMNS].astype({"count": "int64"})
+        old = cpu_self_time(db.con, TopKernelsOptions(limit=8))[CPU_COLUMNS].astype({"count": "int64"})
         pd.testing.assert_frame_equal(result.frame, old.reset_index(drop=True))
         for fmt in Format:
             assert render(result.rows, fmt) == render(result.frame, fmt), fmt

@@ -155,7 +155,8 @@ def test_sql_on_cloverleaf_export() -> None:
 @pytest.mark.parametrize("path", KERNSUM, ids=["adt", "genetic"])
 def test_kernsum_csv(path: Path) -> None:
     frame = read_kernsum_csv(need(path))
-    assert list(frame.columns) == ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct", "kind"]
+    assert list(frame.columns) == ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_kernel_time",
+                                   "kind"]
     with open(path, newline="") as fh:
         raw = list(csv.DictReader(fh))
     assert len(frame) == len(raw) == 6 and frame["count"].sum() == 3003
@@ -163,7 +164,7 @@ def test_kernsum_csv(path: Path) -> None:
     for r in raw:
         got = by_name.loc[r["Name"]]
         assert got["total_us"] == pytest.approx(int(r["Total Time (ns)"]) / 1000)
-        assert (got["count"], got["pct"]) == (int(r["Instances"]), float(r["Time (%)"]))
+        assert (got["count"], got["pct_of_kernel_time"]) == (int(r["Instances"]), float(r["Time (%)"]))
         assert got["max_us"] == pytest.approx(int(r["Max (ns)"]) / 1000)
     assert frame.iloc[0]["name"].startswith("void mudock::calc_energy")
 
@@ -174,7 +175,8 @@ def test_kernsum_older_layouts(tmp_path: Path) -> None:
                    "Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,Name\n"
                    '60.0,"3,000",3,1000.0,900,1100,"k1(float *)"\n40.0,2000,1,2000.0,2000,2000,k2\n')
     frame = read_kernsum_csv(old)
-    assert frame[["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct"]].values.tolist() == [
+    cols = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_kernel_time"]
+    assert frame[cols].values.tolist() == [
         ["k1(float *)", 3, 3.0, 1.0, 0.9, 1.1, 60.0], ["k2", 1, 2.0, 2.0, 2.0, 2.0, 40.0]]
     us = tmp_path / "us.csv"
     us.write_text("Time (%),Total Time (us),Instances,Avg (us),Med (us),Min (us),Max (us),StdDev (us),Name\n"

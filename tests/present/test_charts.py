@@ -95,9 +95,9 @@ def test_regions_chart_cpu_only_capture(runs):
 def test_kernel_classes_chart(a100):
     chart = charts.kernel_classes_chart(flags(a100).summary)
     rows = {r["class"]: r for r in values(chart)}
-    assert rows["tf32"]["count"] == 216 and rows["tf32"]["pct"] == pytest.approx(9.585, abs=0.001)
+    assert rows["tf32"]["count"] == 216 and rows["tf32"]["pct_of_gpu_time"] == pytest.approx(9.585, abs=0.001)
     assert rows["layout_conversion"]["count"] == 633
-    assert encoding(chart)["x"]["field"] == "pct"
+    assert encoding(chart)["x"]["field"] == "pct_of_gpu_time"
 
 
 @needs_shared
@@ -224,7 +224,8 @@ XSS = "<script>alert(1)</script>"
 
 def test_html_escapes_names_and_works_offline(tmp_path):
     frame = pd.DataFrame({"name": [XSS, "a & b </script><b>x"], "count": [1, 2], "total_us": [5.0, 3.0],
-                          "mean_us": [5.0, 1.5], "min_us": [5.0, 1.0], "max_us": [5.0, 2.0], "pct": [62.5, 37.5],
+                          "mean_us": [5.0, 1.5], "min_us": [5.0, 1.0], "max_us": [5.0, 2.0],
+                          "pct_of_gpu_time": [62.5, 37.5],
                           "kind": ["kernel", "kernel"]})
     chart = charts.top_kernels_chart(frame)
     page = chart_html(chart, title="<b>title</b>")

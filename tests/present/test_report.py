@@ -146,3 +146,20 @@ def test_report_of_an_experiment_folder_without_results_csv(tmp_path_factory, tm
     assert result.exit_code == 0, result.stderr
     assert "Traceback" not in result.stderr and page.is_file()
     assert "Where the time goes" in page.read_text()
+
+
+def test_runs_are_never_summed(runs_report):
+    """Several runs: the top-kernels and regions charts have one colour/bar per run; the optimizers
+    chart one line per run (issue 14, item 3)."""
+    report, _ = runs_report
+    charts = {name: chart.to_dict() for s in report.sections for name, chart in s.charts}
+    con_runs = {row["run"] for row in next(iter(charts["top-kernels"]["datasets"].values()))}
+    assert len(con_runs) > 1 and charts["top-kernels"]["encoding"]["color"]["field"] == "run"
+    bars = {row["step"] for row in next(iter(charts["regions"]["datasets"].values()))}
+    assert {b.split(" · ")[0] for b in bars} == con_runs  # every bar is one run's step
+    opt = next(iter(charts["experiment-opt"]["datasets"].values()))
+    lines = {row["run"] for row in opt}
+    assert len(lines) > 1
+    for line in lines:  # one run per line: each epoch appears once per metric
+        epochs = [(row["epoch"], row["metric"]) for row in opt if row["run"] == line]
+        assert len(epochs) == len(set(epochs))

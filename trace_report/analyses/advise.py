@@ -10,11 +10,12 @@ is, the result has no rows and a note lists what was checked. The checks and the
   convolution kernels (or tensor-core-eligible operators, tb-profiler ``TC_OP_Allowlist``) exist
   (tb-profiler: ``computeMajor >= 7 and tc_used_ratio == 0 and tc_eligible_ops_kernel_ratio > 0``).
 - ``layout_conversions``: cuDNN NCHW<->NHWC conversion kernels > 2% of GPU time (docs/analysis.md).
-- ``launch_bound``: >= 100 kernels per step, >= 50% of them shorter than the CPU call that launched
-  them (HTA ``get_cuda_kernel_launch_stats``: GPU kernels shorter than their launch), and the GPU
-  busy < 80% of step time.
+- ``launch_bound``: >= 100 GPU operations per step, >= 50% of them shorter than the CPU call that
+  launched them (HTA ``get_cuda_kernel_launch_stats``: kernels + memcpy + memset shorter than their
+  launch; view ``launch_bound``), and the GPU busy < 80% of step time.
 - ``low_gpu_utilization``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5), or of the
-  first-to-last GPU op span when a trace has no ProfilerStep.
+  first-to-last GPU op span when a trace has no ProfilerStep (view ``gpu_utilization``, the
+  figure the report headline shows).
 - ``memory_near_capacity``: peak ``Total Allocated`` of ``[memory]`` events > 90% of the device's
   ``totalGlobalMem`` (tb-profiler memory recommendation). Needs ``[memory]`` instant events in
   ``events``; silent without them.
@@ -30,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
-from trace_report.analyses.regions import BreakdownOptions, breakdown, gpu_timeline, selected_traces
+from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces
+from trace_report.analyses.utilization import gpu_utilization, launch_stats
 from trace_report.store.tracedb import TraceDB
 
 ADVICE_COLUMNS = ["rank", "finding", "value", "threshold", "unit", "evidence", "recommendation"]
@@ -75,17 +77,6 @@ def _finding(rank: object, finding: str, value: float, threshold: float, unit: s
              recommendation: str) -> dict:
     return {"rank": rank, "finding": finding, "value": round(float(value), 3), "threshold": threshold,
             "unit": unit, "evidence": evidence, "recommendation": recommendation}
-
-
-def _launch_stats(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:
-    """Per trace: kernels launched inside ProfilerSteps, steps, and kernels shorter than their launch."""
-    return con.execute(
-        "SELECT k.trace_id, count(*) AS kernels, count(DISTINCT k.window_id) AS steps, "
-        "       count(*) FILTER (WHERE k.dur_us < l.dur_us) AS shorter_than_launch, "
-        "       median(k.dur_us) AS median_kernel_us, median(l.dur_us) AS median_launch_us "
-        "FROM kernel_steps k JOIN events l ON l.trace_id = k.trace_id AND l.event_id = k.launch_event_id "
-        "WHERE k.window_id IS NOT NULL AND list_contains($ids, k.trace_id) GROUP BY k.trace_id",
-        {"ids": ids}).df()
 
 
 def memory_peaks(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:
@@ -175,18 +166,19 @@ class _Checker:
                 "inputs; see https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html"))
 
     def launch_bound(self, rank: object, ls: pd.DataFrame, busy_pct: float | None) -> None:
-        kernels, steps = ls["kernels"].sum(), ls["steps"].sum()
+        kernels, steps = ls["gpu_ops"].sum(), ls["steps"].sum()
         if not kernels or not steps or busy_pct is None:
             return
         per_step = kernels / steps
         short = 100.0 * ls["shorter_than_launch"].sum() / kernels
-        self.checked.append(f"{per_step:,.0f} kernels per step, {short:.0f}% shorter than their launch")
+        self.checked.append(f"{per_step:,.0f} GPU ops per step, {short:.0f}% shorter than their launch")
         th = self.th
         if per_step >= th.launch_bound_min_kernels_per_step and short >= th.launch_bound_short_pct \
                 and busy_pct < th.launch_bound_max_busy_pct:
             self.rows.append(_finding(
-                rank, "launch_bound", short, th.launch_bound_short_pct, "% of kernels shorter than their launch",
-                f"{per_step:,.0f} kernels per step; median kernel {ls['median_kernel_us'].median():.1f} us vs "
+                rank, "launch_bound", short, th.launch_bound_short_pct,
+                "% of GPU ops (kernels, memcpy, memset) shorter than their launch",
+                f"{per_step:,.0f} GPU ops per step; median GPU op {ls['median_gpu_us'].median():.1f} us vs "
                 f"median launch call {ls['median_launch_us'].median():.1f} us; GPU busy {busy_pct:.1f}% of "
                 "step time",
                 "Cut launch overhead: CUDA graphs or torch.compile(mode='reduce-overhead'), fused/foreach "
@@ -218,15 +210,14 @@ class _Checker:
                     "mixed precision, smaller activations"))
 
 
-def _busy_pct(bd: pd.DataFrame, timeline: pd.DataFrame, has_steps: bool) -> tuple[float | None, str]:
-    """GPU busy % of step time, or of the GPU op span when there are no steps (or no kernels in them)."""
-    if bd["idle_us"].isna().all():
+def _busy_pct(util: pd.DataFrame) -> tuple[float | None, str]:
+    """GPU busy % of step time (view ``gpu_utilization_by_rank``), or of the GPU op span when the
+    rank's traces have no steps; None without GPU operations."""
+    if util.empty or util["gpu_util_pct"].isna().all():
         return None, ""
-    if has_steps and bd["kernels"].sum() > 0:
-        wall = bd["wall_us"].sum()
-        return (100.0 * (wall - bd["idle_us"].sum()) / wall if wall > 0 else None), "step time"
-    span, busy = timeline["span_us"].sum(), timeline["busy_us"].sum()
-    return (100.0 * busy / span if span else None), "the first-to-last GPU op span"
+    row = util.iloc[0]
+    return float(row["gpu_util_pct"]), ("step time" if row["basis"] == "ProfilerStep" else
+                                        "the first-to-last GPU op span")
 
 
 # For each finding, which value is the worst across ranks.
@@ -261,8 +252,8 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False,
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
     fl = flags(db, FlagsOptions(rank=rank, by_rank=True)).summary
     ids = [int(t) for t in traces["trace_id"]]
-    launches = _launch_stats(con, ids).merge(traces[["trace_id", "rank"]], on="trace_id")
-    timeline = gpu_timeline(db, rank)
+    launches = launch_stats(db, ids).merge(traces[["trace_id", "rank"]], on="trace_id")
+    util = gpu_utilization(db, rank)
     peaks = memory_peaks(con, ids).merge(traces[["trace_id", "rank"]], on="trace_id")
     cc = con.execute("SELECT rank, max(try_cast(compute_capability AS DOUBLE)) FROM traces GROUP BY 1").fetchall()
     cc_by_rank, eligible = dict(cc), _tc_eligible_ops(con, ids)
@@ -276,7 +267,7 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False,
         summary = rfl.set_index("class")["total_us"] if len(rfl) else pd.Series(dtype=float)
         gpu_us = float(rfl["gpu_us"].iloc[0]) if len(rfl) else 0.0
         has_steps = any((t,) in steps for t in mine["trace_id"])
-        busy, basis = _busy_pct(rbd, timeline[timeline["rank"] == r], has_steps)
+        busy, basis = _busy_pct(util[util["rank"] == r])
         if has_steps:
             check.data_loading(int(r), rbd)
         check.tensor_cores(int(r), cc_by_rank.get(r), summary, gpu_us,

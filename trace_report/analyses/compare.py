@@ -11,7 +11,11 @@
 
 Rows are sorted by impact: the absolute time difference ``|diff_us|`` (kernels: total time;
 regions: wall time), largest first. ``per_step`` divides every count and time by the number of
-ProfilerSteps of its side (for runs that recorded different numbers of steps).
+ProfilerSteps of its side (for runs that recorded different numbers of steps); regions are
+compared per step unless ``per_step=False``, and a note says so. ``match='short'`` pairs kernels
+by :func:`~trace_report.formats.names.short_kernel_name` (argument lists and nested templates
+elided), so that kernels that only differ by PyTorch version (``TensorIterator&`` against
+``TensorIteratorBase&``) are one row, not a vanished and a new one.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import pandas as pd
 from trace_report.analyses.regions import REGIONS, BreakdownOptions, BreakdownResult, breakdown
 from trace_report.analyses.top_kernels import TopKernelsOptions, cpu_self_time
 from trace_report.errors import InputError, UsageError
+from trace_report.formats.names import short_kernel_name
 from trace_report.store.tracedb import TraceDB
 
 KERNEL_COLUMNS = ["name", "status", "a_count", "b_count", "diff_count", "a_total_us", "b_total_us", "diff_us",
@@ -32,6 +37,7 @@ KERNEL_COLUMNS = ["name", "status", "a_count", "b_count", "diff_count", "a_total
 REGION_COLUMNS = ["region", "status", "a_wall_us", "b_wall_us", "diff_us", "a_gpu_us", "b_gpu_us", "diff_gpu_us",
                   "a_kernels", "b_kernels", "a_wall_pct", "b_wall_pct", "diff_wall_pct"]
 LEVELS = ("kernel", "region")
+MATCHES = ("exact", "short")
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,14 @@ class CompareOptions:
     rank, summed); ``per_step``: counts and times per ProfilerStep of each side;
     ``steps_only``: kernel level, only GPU operations launched inside a ProfilerStep (HTA's
     iteration rule: the runtime call with the same ``correlation`` starts in the step; operations
-    without a launch are left out)."""
+    without a launch are left out). ``per_step`` None: per step for regions, totals for kernels.
+    ``match``: ``exact`` names or ``short`` names (kernel level)."""
 
     by: str = "kernel"
     rank: int | None = None
-    per_step: bool = False
+    per_step: bool | None = None
     steps_only: bool = False
+    match: str = "exact"
 
 
 @dataclass
@@ -153,6 +161,10 @@ def kernels_diff(ta: pd.DataFrame, tb: pd.DataFrame, sa: int, sb: int, opts: Com
     elif ta.empty or tb.empty:
         notes.append(f"{'A' if ta.empty else 'B'} has no GPU operations: every GPU operation is "
                      f"{'new' if ta.empty else 'vanished'}")
+    if opts.match == "short":
+        ta, tb = by_short_name(ta), by_short_name(tb)
+        notes.append("kernels matched by short name (argument lists and nested templates elided); names that "
+                     "shorten alike are added up")
     frame = diff_tables(ta, tb, *((sa, sb) if opts.per_step else (1, 1)))
     if opts.per_step:
         notes.append(f"per step: A has {sa} step(s), B has {sb}")
@@ -169,9 +181,11 @@ def compare_regions(a: TraceDB, b: TraceDB, options: CompareOptions | None = Non
 
 def regions_diff(ra: BreakdownResult, rb: BreakdownResult, opts: CompareOptions) -> CompareResult:
     """The region-level :class:`CompareResult` of each side's breakdown summed over steps."""
-    sa, sb = int(ra.frame["steps"].max()), int(rb.frame["steps"].max())
-    da, db_ = (sa, sb) if opts.per_step else (1, 1)
-    m = ra.frame.merge(rb.frame, on="region", suffixes=("_a", "_b"))
+    sa, sb = _region_steps(ra.frame), _region_steps(rb.frame)
+    per_step = opts.per_step is not False
+    da, db_ = (sa, sb) if per_step else (1, 1)
+    m = ra.frame.merge(rb.frame, on="region", how="outer", suffixes=("_a", "_b"))
+    m = m[m["region"].isin(REGIONS)].fillna({c: 0 for c in m.columns if c != "region"})
     out = pd.DataFrame({"region": m["region"]})
     for side, div in (("a", da), ("b", db_)):
         out[f"{side}_wall_us"] = m[f"wall_us_{side}"] / div
@@ -186,9 +200,25 @@ def regions_diff(ra: BreakdownResult, rb: BreakdownResult, opts: CompareOptions)
     out["order"] = out["region"].map({r: i for i, r in enumerate(REGIONS)})
     out = out.assign(_abs=out["diff_us"].abs()).sort_values(["_abs", "order"], ascending=[False, True])
     notes = [f"A: {n}" for n in ra.notes] + [f"B: {n}" for n in rb.notes]
-    if opts.per_step:
-        notes.append(f"per step: A has {sa} step(s), B has {sb}")
+    notes.append(f"per step (the default for regions; --no-per-step for totals): A has {sa} step(s), B has {sb}"
+                 if per_step else f"totals over all steps: A has {sa} step(s), B has {sb}")
     return CompareResult(out[REGION_COLUMNS].reset_index(drop=True), sa, sb, notes)
+
+
+def _region_steps(frame: pd.DataFrame) -> int:
+    """Step windows of a summed breakdown (the regions' ``steps``; not the before_first_step row)."""
+    steps = frame.loc[frame["region"].isin(REGIONS), "steps"]
+    return int(steps.max()) if len(steps) else 1
+
+
+def by_short_name(totals: pd.DataFrame) -> pd.DataFrame:
+    """``name, count, total_us, kind`` rows added up by :func:`short_kernel_name` (whole, not
+    cut: only argument lists and nested templates are elided)."""
+    if totals.empty:
+        return totals
+    out = totals.assign(name=[short_kernel_name(n, keep=1 << 20) for n in totals["name"]])
+    return out.groupby("name", as_index=False).agg(count=("count", "sum"), total_us=("total_us", "sum"),
+                                                   kind=("kind", "first"))
 
 
 def compare(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> CompareResult:
@@ -199,4 +229,6 @@ def compare(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> Co
     opts = options or CompareOptions()
     if opts.by not in LEVELS:
         raise InputError(f"unknown comparison level {opts.by!r} (levels: {', '.join(LEVELS)})")
+    if opts.match not in MATCHES:
+        raise UsageError(f"unknown --match {opts.match!r} (choices: {', '.join(MATCHES)})")
     return compare_kernels(a, b, opts) if opts.by == "kernel" else compare_regions(a, b, opts)

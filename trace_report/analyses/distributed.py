@@ -47,7 +47,10 @@ from trace_report.analyses.regions import (
     selected_traces,
 )
 from trace_report.analyses.top_kernels import (
+    CPU_COLUMNS,
+    KERNEL_COLUMNS,
     NO_KERNELS_NOTE,
+    STEPS_ONLY_NOTE,
     TopKernelsOptions,
     TopKernelsResult,
     cpu_self_time,
@@ -70,10 +73,23 @@ few enough that opening DuckDB and its views (~0.1 s a task here) stays small.""
 # ---------------------------------------------------------------- map: what a task computes
 
 
-def _kernels(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
-    """Per (rank, kernel name) count/sum/min/max of ``dur_us`` (``top_kernels.sql``, no limit)."""
-    return db.con.execute(sql_text("top_kernels.sql"), {"rank": p["rank"], "by_rank": p["by_rank"],
-                                                         "limit": None}).df()
+GPU_TIME_SQL = """
+    SELECT CASE WHEN $by_rank THEN t.rank END AS rank, sum(s.dur_us) AS gpu_us
+    FROM (SELECT trace_id, dur_us FROM gpu_ops WHERE NOT $steps_only
+          UNION ALL SELECT trace_id, dur_us FROM steps_only_gpu_ops WHERE $steps_only) s
+    JOIN traces t USING (trace_id)
+    WHERE $rank IS NULL OR t.rank = $rank
+    GROUP BY 1"""
+"""The denominator of ``top_kernels.sql``'s ``pct_of_gpu_time`` (its ``tot``: GPU time of the
+selection, per rank with ``$by_rank``), which a partition's rows do not carry."""
+
+
+def _kernels(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (rank, kernel name) count/sum/min/max of ``dur_us`` (``top_kernels.sql``, no limit) and
+    the partition's GPU time per rank."""
+    params = {"rank": p["rank"], "by_rank": p["by_rank"], "steps_only": p["steps_only"]}
+    rows = db.con.execute(sql_text("top_kernels.sql"), {**params, "limit": None, "trace_ids": None}).df()
+    return rows, db.con.execute(GPU_TIME_SQL, params).df()
 
 
 def _cpu(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
@@ -108,9 +124,11 @@ def run_partition(kind: str, part: EventPartition, params: dict[str, Any]) -> An
         return TASKS[kind](db, params)
 
 
-def _map(db: TraceDB, kind: str, params: dict[str, Any], rank: int | None = None) -> list[Any]:
+def _map(db: TraceDB, kind: str, params: dict[str, Any], rank: int | None = None,
+         trace_ids: tuple[int, ...] | None = None) -> list[Any]:
     ids = [int(t) for (t,) in db.con.execute(
-        "SELECT trace_id FROM traces WHERE $rank IS NULL OR rank = $rank ORDER BY trace_id", {"rank": rank}).fetchall()]
+        "SELECT trace_id FROM traces WHERE $rank IS NULL OR rank = $rank ORDER BY trace_id", {"rank": rank}).fetchall()
+        if trace_ids is None or int(t) in trace_ids]
     parts = batches(event_partitions(db, ids), TASKS_PER_CPU * cluster_cpus())
     return map_tasks(run_partition, [(kind, part, params) for part in parts], what=kind) if parts else []
 
@@ -118,23 +136,33 @@ def _map(db: TraceDB, kind: str, params: dict[str, Any], rank: int | None = None
 # ---------------------------------------------------------------- reduce
 
 
-def merge_stats(partials: list[pd.DataFrame], keys: list[str], *, zero_pct: bool = False) -> pd.DataFrame:
-    """Partial ``count, total_us, min_us, max_us`` rows merged per ``keys`` (the last key is the
-    name): sums summed, min of minima, max of maxima, ``mean_us = total_us / count`` and ``pct`` of
-    the total of the group (``keys[:-1]``). ``zero_pct``: a group summing to 0 gives 0 %, not NULL."""
+def merge_stats(partials: list[pd.DataFrame], pct: str, denominators: pd.Series | None = None) -> pd.DataFrame:
+    """Partial ``rank, name, count, total_us, min_us, max_us`` rows merged per (rank, name): sums
+    summed, min of minima, max of maxima, ``mean_us = total_us / count``, and the percentage column
+    ``pct`` of ``denominators`` (summed partial denominators by rank), or, without them, of the
+    rank's summed ``total_us`` (0 % when that is 0, as :func:`~trace_report.analyses.top_kernels.cpu_self_time`)."""
     frames = [f for f in partials if len(f)]
     if not frames:
-        return pd.DataFrame(columns=[*keys, "count", "total_us", "mean_us", "min_us", "max_us", "pct"])
+        return pd.DataFrame(columns=["rank", "name", "count", "total_us", "mean_us", "min_us", "max_us", pct])
     rows = pd.concat(frames, ignore_index=True)
-    out = rows.groupby(keys, dropna=False, sort=False).agg(
+    out = rows.groupby(["rank", "name"], dropna=False, sort=False).agg(
         count=("count", "sum"), total_us=("total_us", "sum"), min_us=("min_us", "min"),
         max_us=("max_us", "max")).reset_index()
     out["mean_us"] = out["total_us"] / out["count"]
-    group = keys[:-1]
-    denom = out.groupby(group, dropna=False)["total_us"].transform("sum") if group else \
-        pd.Series(out["total_us"].sum(), index=out.index)
-    out["pct"] = 100.0 * out["total_us"] / (denom.where(denom > 0, 1.0) if zero_pct else denom.where(denom != 0))
+    if denominators is None:
+        denom = out.groupby("rank", dropna=False)["total_us"].transform("sum")
+        out[pct] = 100.0 * out["total_us"] / denom.where(denom > 0, 1.0)
+    else:
+        by_rank = {(None if pd.isna(k) else k): v for k, v in denominators.items()}
+        out[pct] = 100.0 * out["total_us"] / out["rank"].map(lambda r: by_rank.get(None if pd.isna(r) else r))
     return out
+
+
+def _denominators(partials: list[pd.DataFrame]) -> pd.Series:
+    frames = [f for f in partials if len(f)]
+    if not frames:
+        return pd.Series(dtype=float)
+    return pd.concat(frames, ignore_index=True).groupby("rank", dropna=False)["gpu_us"].sum()
 
 
 def _ranked(frame: pd.DataFrame, limit: int | None, kind: str) -> pd.DataFrame:
@@ -148,19 +176,28 @@ def top_kernels_ray(db: TraceDB, options: TopKernelsOptions | None = None) -> To
     """:func:`~trace_report.analyses.top_kernels.top_kernels` with one Ray task per partition."""
     opts = options or TopKernelsOptions()
     db.check_rank(opts.rank)
-    params = {"rank": opts.rank, "by_rank": opts.by_rank}
-    merged = merge_stats(_map(db, "kernels", params, opts.rank), ["rank", "name"])
+    if opts.steps_only and not db.con.execute("SELECT count(*) FROM steps").fetchall()[0][0]:
+        raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
+    params = {"rank": opts.rank, "by_rank": opts.by_rank, "steps_only": opts.steps_only}
+    partials = _map(db, "kernels", params, opts.rank, opts.trace_ids)
+    merged = merge_stats([r for r, _ in partials], "pct_of_gpu_time", _denominators([g for _, g in partials]))
     if len(merged):
-        return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit, "kernel"), opts.by_rank))
-    merged = merge_stats(_map(db, "cpu", params, opts.rank), ["rank", "name"], zero_pct=True)
-    return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit, "cpu_op"), opts.by_rank), NO_KERNELS_NOTE)
+        rows = rows_from_frame(_ranked(merged, opts.limit, "kernel"), opts.by_rank, KERNEL_COLUMNS)
+        return TopKernelsResult(rows, STEPS_ONLY_NOTE if opts.steps_only else None)
+    merged = merge_stats(_map(db, "cpu", params, opts.rank, opts.trace_ids), "pct_of_cpu_self_time")
+    return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit, "cpu_op"), opts.by_rank, CPU_COLUMNS),
+                            NO_KERNELS_NOTE)
 
 
 def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> BreakdownResult:
     """:func:`~trace_report.analyses.regions.breakdown` with one Ray task per partition."""
     opts = options or BreakdownOptions()
     traces = selected_traces(db.con, opts.rank)
-    table, facts = merge_region_tables(_map(db, "regions", {}, opts.rank))
+    if opts.trace_ids is not None:
+        traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
+        if traces.empty:
+            raise InputError("none of the selected traces is in the database")
+    table, facts = merge_region_tables(_map(db, "regions", {}, opts.rank, opts.trace_ids))
     return breakdown_from(table, facts, traces, opts)
 
 
@@ -194,7 +231,7 @@ def _gpu_totals(db: TraceDB, opts: CompareOptions) -> tuple[pd.DataFrame, int]:
 
 
 def _cpu_totals(db: TraceDB, rank: int | None) -> pd.DataFrame:
-    merged = merge_stats(_map(db, "cpu", {"rank": rank, "by_rank": False}, rank), ["rank", "name"], zero_pct=True)
+    merged = merge_stats(_map(db, "cpu", {"rank": rank, "by_rank": False}, rank), "pct_of_cpu_self_time")
     return merged[["name", "count", "total_us"]].assign(kind="cpu_op")
 
 

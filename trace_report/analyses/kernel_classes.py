@@ -22,8 +22,8 @@ from trace_report.store.views import sql_text
 RULES_VERSION = "1"
 # Classes always present in the summary (in this order), even at zero.
 HEADLINE_CLASSES = ("tf32", "tf32_inferred", "tensor_core", "layout_conversion")
-FLAG_COLUMNS = ["rank", "name", "classes", "count", "total_us", "pct"]
-SUMMARY_COLUMNS = ["rank", "class", "count", "names", "total_us", "pct", "gpu_us"]
+FLAG_COLUMNS = ["rank", "name", "classes", "count", "total_us", "pct_of_gpu_time"]
+SUMMARY_COLUMNS = ["rank", "class", "count", "names", "total_us", "pct_of_gpu_time", "gpu_us"]
 EXPLAIN_COLUMNS = ["class", "rule_id", "pattern", "requires", "min_cc", "rationale", "source", "names", "count",
                    "total_us"]
 
@@ -94,7 +94,7 @@ def _rows(long: pd.DataFrame, opts: FlagsOptions, order: dict[str, int]) -> pd.D
     out = names.merge(counts, on=["rank", "name"])
     if opts.classes:
         out = out[out["classes"].map(lambda cs: any(c in opts.classes for c in cs))]
-    out["pct"] = 100.0 * out["total_us"] / out["gpu_us"]
+    out["pct_of_gpu_time"] = 100.0 * out["total_us"] / out["gpu_us"]
     out = out.sort_values(["rank", "total_us", "name"], ascending=[True, False, True], na_position="first")
     if opts.limit is not None:
         out = out.groupby("rank", dropna=False, sort=False).head(opts.limit)
@@ -116,7 +116,7 @@ def _summary(long: pd.DataFrame, totals: pd.DataFrame, known: list[str]) -> pd.D
         s["names"] = s["names"].fillna(0).astype("int64")
         s["total_us"] = s["total_us"].fillna(0.0)
         s["rank"], s["gpu_us"] = rank, gpu_us
-        s["pct"] = 100.0 * s["total_us"] / gpu_us if gpu_us else float("nan")
+        s["pct_of_gpu_time"] = 100.0 * s["total_us"] / gpu_us if gpu_us else float("nan")
         frames.append(s.rename_axis("class").reset_index())
     if not frames:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -137,8 +137,8 @@ def flags(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     """Flagged GPU operation names with their classes, a per-class summary and the rules used.
 
     ``frame``: ``rank`` (only with ``by_rank``), ``name``, ``classes`` (list), ``count``,
-    ``total_us`` (summed ``dur``), ``pct`` (of GPU time). ``summary``: per class ``count``
-    (GPU ops), ``names`` (distinct), ``total_us``, ``pct`` and ``gpu_us`` (the denominator); the
+    ``total_us`` (summed ``dur``), ``pct_of_gpu_time`` (view ``gpu_time``). ``summary``: per class
+    ``count`` (GPU ops), ``names`` (distinct), ``total_us``, ``pct_of_gpu_time`` and ``gpu_us`` (the denominator); the
     classes in :data:`HEADLINE_CLASSES` always appear. ``explain``: every rule that matched, with
     its pattern, rationale and source. Raises :class:`InputError` for an unknown class or rank.
     """

@@ -36,6 +36,9 @@ from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 
 REGIONS = ("forward", "loss", "backward", "optimizer_step", "data_loading", "other")
+BEFORE_FIRST_STEP = "before_first_step"
+"""The row of kernels launched before the first ProfilerStep (or whose launch predates the trace):
+no wall time of their own, never counted in the first step (view ``kernel_steps``)."""
 BREAKDOWN_COLUMNS = ["step", "region", "wall_us", "wall_pct", "gpu_us", "gpu_pct", "kernels",
                      "idle_us", "cpu_us"]
 
@@ -43,11 +46,13 @@ BREAKDOWN_COLUMNS = ["step", "region", "wall_us", "wall_pct", "gpu_us", "gpu_pct
 @dataclass(frozen=True)
 class BreakdownOptions:
     """``by_step``: one group of rows per step (else summed over steps); ``rank``: only that rank;
-    ``by_rank``: one group per rank (else summed over ranks)."""
+    ``by_rank``: one group per rank (else summed over ranks); ``trace_ids``: only these traces
+    (one run of several)."""
 
     by_step: bool = False
     rank: int | None = None
     by_rank: bool = False
+    trace_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -176,8 +181,8 @@ _QUERIES = {
     "regions": "SELECT trace_id, window_id, region, kind, tid, ts_us, end_us FROM regions "
                "WHERE list_contains($ids, trace_id) "
                "ORDER BY trace_id, window_id, kind, marker_ts_us DESC, end_us, event_id",
-    "kernels": "SELECT trace_id, event_id, window_id, step, device_pid, ts_us, dur_us, launch_tid, launch_ts_us "
-               "FROM kernel_steps WHERE list_contains($ids, trace_id)",
+    "kernels": "SELECT trace_id, event_id, window_id, step, device_pid, ts_us, dur_us, launch_tid, launch_ts_us, "
+               "before_first_step FROM kernel_steps WHERE list_contains($ids, trace_id)",
     "gpu_markers": "SELECT trace_id, pid, region, ts_us, end_us FROM region_markers "
                    "WHERE cat = 'gpu_user_annotation' AND list_contains($ids, trace_id) "
                    "ORDER BY trace_id, pid, ts_us DESC, end_us",
@@ -265,7 +270,7 @@ def _attribute(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
     out["region"], out["basis"] = "other", None
     gpu_marks = _gpu_marker_partitions(rows["gpu_markers"])
     regs_by = dict(iter(rows["regions"].groupby(["trace_id", "window_id"], sort=False)))
-    ks_by = ks[ks["window_id"].notna()].groupby(["trace_id", "window_id"], sort=False).indices
+    ks_by = ks.groupby(["trace_id", "window_id"], sort=False).indices  # positions in ks; NaN windows left out
     empty = rows["regions"].iloc[:0]
     for w in rows["windows"].itertuples(index=False):
         idx = ks_by.get((w.trace_id, w.window_id))
@@ -274,6 +279,7 @@ def _attribute(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
         region, basis = _label_kernels(w, regs_by.get((w.trace_id, w.window_id), empty), ks.iloc[idx], gpu_marks)
         out.iloc[idx, out.columns.get_loc("region")] = region
         out.iloc[idx, out.columns.get_loc("basis")] = basis
+    out.loc[out["basis"].isna() & ks["before_first_step"].to_numpy(bool), "basis"] = BEFORE_FIRST_STEP
     out.loc[out["basis"].isna(), "basis"] = "outside_steps"
     return out
 
@@ -321,6 +327,11 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[
     inside = k[k["window_id"].notna()].groupby(["trace_id", "window_id", "region"], as_index=False)[
         ["kernels", "dur_us"]].sum().rename(columns={"dur_us": "gpu_us"})
     table = table.merge(inside, on=["trace_id", "window_id", "region"], how="left")
+    early = k[k["basis"] == BEFORE_FIRST_STEP].groupby("trace_id", as_index=False)[["kernels", "dur_us"]].sum()
+    if len(early):
+        early = early.rename(columns={"dur_us": "gpu_us"}).assign(
+            window_id=-2, step=np.nan, region=BEFORE_FIRST_STEP, wall_us=0.0, idle_us=0.0, cpu_us=0.0)
+        table = pd.concat([early[table.columns], table], ignore_index=True)
     table["kernels"] = table["kernels"].fillna(0).astype("int64")
     table["gpu_us"] = table["gpu_us"].fillna(0.0)
     no_gpu = [t for t in _ids(traces) if t not in gpu_by_trace]
@@ -346,10 +357,13 @@ def _notes(traces: pd.DataFrame, facts: dict) -> list[str]:
     for basis, text in (("gpu_annotation", "placed by the gpu_user_annotation enclosing them"),
                         ("kernel_time", "placed by the region active at their start"),
                         ("no_launch", "counted as 'other'"),
-                        ("outside_steps", "outside every ProfilerStep, not in the table")):
+                        ("outside_steps", "outside every ProfilerStep, not in the table"),
+                        (BEFORE_FIRST_STEP, "before the first ProfilerStep (or before the trace began: no "
+                                            "launch recorded); their own before_first_step row, not in step 1")):
         if basis in bases.index and bases.loc[basis, "kernels"]:
             n, us = int(bases.loc[basis, "kernels"]), float(bases.loc[basis, "dur_us"])
-            what = "were launched" if basis == "outside_steps" else "have no launch (no correlation match):"
+            what = "were launched" if basis in ("outside_steps", BEFORE_FIRST_STEP) else \
+                "have no launch (no correlation match):"
             notes.append(f"{n} kernel(s) ({us:,.1f} us) {what} {text}")
     for t in facts["no_gpu"]:
         dev = traces.loc[traces["trace_id"] == t, "device_name"].iloc[0]
@@ -381,11 +395,12 @@ def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions
     group = (["rank"] if opts.by_rank else []) + (["step"] if opts.by_step else [])
     agg["wall_pct"] = _pct(agg, "wall_us", group)
     agg["gpu_pct"] = _pct(agg, "gpu_us", group)
-    agg["region_order"] = agg["region"].map({r: i for i, r in enumerate(REGIONS)})
+    agg["region_order"] = agg["region"].map({r: i for i, r in enumerate(REGIONS)}).fillna(-1)
     agg = agg.sort_values(group + ["region_order"], na_position="first", kind="stable")
     cols = (["rank"] if opts.by_rank else []) + BREAKDOWN_COLUMNS + ([] if opts.by_step else ["steps"])
     out = agg[cols].reset_index(drop=True)
     out["kernels"] = out["kernels"].astype("int64")
+    out["step"] = out["step"].astype("Int64")  # a step number, NULL for whole-trace and before_first_step rows
     return out
 
 
@@ -401,6 +416,10 @@ def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> Breakdown
     opts = options or BreakdownOptions()
     con = db.con
     traces = selected_traces(con, opts.rank)
+    if opts.trace_ids is not None:
+        traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
+        if traces.empty:
+            raise InputError("none of the selected traces is in the database")
     table, facts = region_table(con, traces)
     return breakdown_from(table, facts, traces, opts)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from trace_report.errors import InputError
 from trace_report.store.rows import Rows
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
@@ -16,17 +17,24 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct", "kind"]
+KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_gpu_time", "kind"]
+CPU_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_cpu_self_time", "kind"]
 NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
+STEPS_ONLY_NOTE = ("steps only (HTA's rule, view steps_only_gpu_ops): kernels launched before the last ProfilerStep "
+                   "starts (every launched kernel of a one-step trace); pct_of_gpu_time is of the GPU time so selected")
 
 
 @dataclass(frozen=True)
 class TopKernelsOptions:
-    """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank."""
+    """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank;
+    ``steps_only``: HTA's iteration rule (view ``steps_only_gpu_ops``: kernels launched before the
+    last ProfilerStep starts); ``trace_ids``: only these traces (one run of several)."""
 
     limit: int | None = 20
     rank: int | None = None
     by_rank: bool = False
+    steps_only: bool = False
+    trace_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -48,22 +56,27 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
     """Rank GPU kernels by total time.
 
     Columns: ``name``, ``count``, ``total_us``, ``mean_us``, ``min_us``, ``max_us`` (µs, from the
-    ``dur`` of ``kernel`` events), ``pct`` (percent of all kernel time in the selection, or of
+    ``dur`` of ``kernel`` events), ``pct_of_gpu_time`` (percent of the selection's GPU time:
+    kernels + memcpy + memset, view ``gpu_time``, as ``flags`` and HTA's kernel breakdown; of
     that rank's with ``by_rank``), ``kind`` = ``"kernel"``; ``rank`` first with ``by_rank``.
     Without GPU kernels, CPU operators (``cpu_op``) are ranked by self time instead
-    (``kind = "cpu_op"``) and :attr:`TopKernelsResult.note` says so.
+    (``kind = "cpu_op"``, ``pct_of_cpu_self_time``) and :attr:`TopKernelsResult.note` says so.
+    ``steps_only`` on traces without ProfilerStep raises :class:`InputError`.
     """
     opts = options or TopKernelsOptions()
     db.check_rank(opts.rank)
-    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit}
+    if opts.steps_only and not db.con.execute("SELECT count(*) FROM steps").fetchall()[0][0]:
+        raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
+    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit, "steps_only": opts.steps_only,
+              "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)}
     rows = Rows.fetch(db.con, sql_text("top_kernels.sql"), params)
     if len(rows):
-        return TopKernelsResult(_shape(rows, opts.by_rank))
-    return TopKernelsResult(rows_from_frame(cpu_self_time(db.con, opts), opts.by_rank), NO_KERNELS_NOTE)
+        return TopKernelsResult(_shape(rows, opts.by_rank), STEPS_ONLY_NOTE if opts.steps_only else None)
+    return TopKernelsResult(rows_from_frame(cpu_self_time(db.con, opts), opts.by_rank, CPU_COLUMNS), NO_KERNELS_NOTE)
 
 
-def _columns(by_rank: bool) -> list[str]:
-    return (["rank"] if by_rank else []) + KERNEL_COLUMNS
+def _columns(by_rank: bool, columns: list[str] = KERNEL_COLUMNS) -> list[str]:
+    return (["rank"] if by_rank else []) + columns
 
 
 def _shape(rows: Rows, by_rank: bool) -> Rows:
@@ -73,10 +86,11 @@ def _shape(rows: Rows, by_rank: bool) -> Rows:
                 out.data)
 
 
-def rows_from_frame(frame: pd.DataFrame, by_rank: bool) -> Rows:
-    """A frame with the columns of :data:`KERNEL_COLUMNS` (and ``rank``) as the printed rows: ``count``
-    (and ``rank``) BIGINT, times DOUBLE (the CPU fallback's frame, or partial sums merged in pandas)."""
-    cols = _columns(by_rank)
+def rows_from_frame(frame: pd.DataFrame, by_rank: bool, columns: list[str] = KERNEL_COLUMNS) -> Rows:
+    """A frame with ``columns`` (:data:`KERNEL_COLUMNS` or :data:`CPU_COLUMNS`; and ``rank``) as the
+    printed rows: ``count`` (and ``rank``) BIGINT, times DOUBLE (the CPU fallback's frame, or partial
+    sums merged in pandas by the Ray engine)."""
+    cols = _columns(by_rank, columns)
     types = {"rank": "BIGINT", "count": "BIGINT", "name": "VARCHAR", "kind": "VARCHAR"}
     data = [tuple(_plain(v) for v in row) for row in frame[cols].itertuples(index=False)]
     return Rows(cols, [types.get(c, "DOUBLE") for c in cols], data)
@@ -106,7 +120,7 @@ def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd.DataFrame:
-    """CPU operators ranked by total self time (µs), same columns as kernels, ``kind='cpu_op'``.
+    """CPU operators ranked by total self time (µs), :data:`CPU_COLUMNS`, ``kind='cpu_op'``.
 
     Self time = ``dur`` minus the time of directly nested ``cpu_op``/``user_annotation`` events
     on the same pid/tid (what ``torch.profiler``'s ``self_cpu_time_total`` reports).
@@ -116,11 +130,12 @@ def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd
         "SELECT t.rank, e.trace_id, e.pid, e.tid, e.cat, e.name, e.ts_us, e.dur_us "
         "FROM events e JOIN traces t USING (trace_id) "
         "WHERE e.cat IN ('cpu_op', 'user_annotation') AND ($rank IS NULL OR t.rank = $rank) "
+        "  AND ($trace_ids IS NULL OR list_contains($trace_ids, e.trace_id)) "
         "ORDER BY e.trace_id, e.pid, e.tid, e.ts_us, e.dur_us DESC",
-        {"rank": opts.rank},
+        {"rank": opts.rank, "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)},
     ).df()
     if ev.empty:
-        return pd.DataFrame(columns=["rank", *KERNEL_COLUMNS])
+        return pd.DataFrame(columns=["rank", *CPU_COLUMNS])
     parts = []
     for _, g in ev.groupby(["trace_id", "pid", "tid"], sort=False):
         ts, dur = g["ts_us"].to_numpy(float), g["dur_us"].to_numpy(float)
@@ -136,7 +151,7 @@ def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd
     if not opts.by_rank:
         agg["rank"] = None
     denom = agg.groupby("rank", dropna=False)["total_us"].transform("sum")
-    agg["pct"] = 100.0 * agg["total_us"] / denom.where(denom > 0, 1.0)
+    agg["pct_of_cpu_self_time"] = 100.0 * agg["total_us"] / denom.where(denom > 0, 1.0)
     agg["kind"] = "cpu_op"
     agg = agg.sort_values(["rank", "total_us", "name"], ascending=[True, False, True])
     if opts.limit is not None:

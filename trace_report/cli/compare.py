@@ -12,6 +12,7 @@ from trace_report.cli.options import (
     EngineName,
     EngineOpt,
     FormatOpt,
+    FullNamesOpt,
     LimitOpt,
     OutputOpt,
     RankOpt,
@@ -22,6 +23,11 @@ from trace_report.cli.options import (
     ray_session,
 )
 from trace_report.cli.registry import app
+
+
+class Match(str, enum.Enum):
+    exact = "exact"
+    short = "short"
 
 
 class Level(str, enum.Enum):
@@ -36,12 +42,17 @@ def compare_cmd(
     by: Annotated[Level, typer.Option("--by", help="kernel: per GPU operation name; region: per step region.")]
     = Level.kernel,
     rank: RankOpt = None,
-    per_step: Annotated[bool, typer.Option("--per-step", help="Counts and times per ProfilerStep of each side.")]
-    = False,
+    per_step: Annotated[bool | None, typer.Option(
+        "--per-step/--no-per-step", help="Counts and times per ProfilerStep of each side (default: per step for "
+                                         "--by region, totals for --by kernel).", show_default=False)] = None,
+    match: Annotated[Match, typer.Option(
+        "--match", help="kernel: pair by exact name, or by short name (argument lists and nested templates elided: "
+                        "kernels that only differ by PyTorch version pair up).")] = Match.exact,
     steps_only: Annotated[bool, typer.Option(
         "--steps-only", help="kernel: only GPU operations launched inside a ProfilerStep (HTA TraceDiff's rule).")]
     = False,
     chart: Annotated[Path | None, typer.Option("--chart", help="Also write a chart (.html, .png or .svg).")] = None,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -49,15 +60,15 @@ def compare_cmd(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
-    largest time difference first.
+    largest time difference first. Regions are compared per step by default.
 
-    Example: trace-report compare runs/a.duckdb runs/b.duckdb --by region
+    Example: trace-report compare runs/torch-2.0 runs/torch-2.4 --match short -n 20
     Example: trace-report compare a.duckdb b.duckdb --engine ray (each side's traces in Ray tasks)
     """
     from trace_report.analyses.compare import CompareOptions, compare
     from trace_report.present.tables import OutputOptions, emit
 
-    opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only)
+    opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only, match=match.value)
     if engine is EngineName.ray:
         from trace_report.analyses.distributed import compare_ray
 
@@ -71,4 +82,4 @@ def compare_cmd(
         from trace_report.present.charts import compare_chart, save_chart
 
         save_chart(compare_chart(result.frame, limit=limit or 20, a=str(a), b=str(b)), chart)
-    emit(result.frame, OutputOptions(fmt, limit, output), title=f"B - A by {by.value}")
+    emit(result.frame, OutputOptions(fmt, limit, output, full_names), title=f"B - A by {by.value}")

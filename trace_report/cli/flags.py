@@ -11,6 +11,7 @@ from trace_report.cli.options import (
     EngineName,
     EngineOpt,
     FormatOpt,
+    FullNamesOpt,
     LimitOpt,
     OutputOpt,
     RankOpt,
@@ -34,6 +35,7 @@ def flags_cmd(
         "--class", "-c", help="Only names with this class (repeatable): tf32, tensor_core, ...")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show the rule and source behind each class.")] = False,
     summary: Annotated[bool, typer.Option("--summary", help="Print only the per-class summary.")] = False,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -62,7 +64,7 @@ def flags_cmd(
         with load(targets) as db:
             result = flags(db, fopts)
     notes(result.notes)
-    opts = OutputOptions(fmt, None, output)
+    opts = OutputOptions(fmt, None, output, full_names)
     fmt_used = opts.resolve()
     if explain:
         emit(result.explain, opts, title="Kernel class rules")
@@ -72,7 +74,8 @@ def flags_cmd(
         return
     rows = text_lists(result.frame, fmt_used, ["classes"])
     if fmt_used in (Format.table, Format.markdown):
-        text = render(rows, fmt_used, "Flagged kernels") + "\n" + render(result.summary, fmt_used, "Share of GPU time")
+        text = render(rows, fmt_used, "Flagged kernels", full_names=full_names) + "\n" + \
+            render(result.summary, fmt_used, "Share of GPU time")
         if output is None:
             sys.stdout.write(text)
         else:
@@ -82,4 +85,4 @@ def flags_cmd(
     for r in result.summary.to_dict(orient="records"):
         who = f"rank {r['rank']} " if by_rank else ""
         err.print(f"summary: {who}{r['class']}: {r['count']} ops, {r['total_us']:,.1f} us, "
-                  f"{r['pct']:.2f}% of GPU time", markup=False)
+                  f"{r['pct_of_gpu_time']:.2f}% of GPU time", markup=False)

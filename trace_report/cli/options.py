@@ -44,6 +44,9 @@ TargetsArg = Annotated[
                         "or one .duckdb database written by 'trace-report ingest'."),
 ]
 RankOpt = Annotated[int | None, typer.Option("--rank", help="Only this rank.")]
+FullNamesOpt = Annotated[bool, typer.Option(
+    "--full-names", help="Whole kernel names in table and Markdown output (else short ones: templates and "
+                         "arguments elided; CSV and JSON always hold whole names).")]
 
 
 class EngineName(str, enum.Enum):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, err, load, notes
+from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, err, load, notes
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
 from trace_report.present.format import Format
@@ -36,34 +36,72 @@ def parse_si(text: str | None, what: str) -> float | None:
     return float(m.group(1)) * _SI[m.group(2)]
 
 
-def _display(frame: pd.DataFrame, fmt: Format) -> pd.DataFrame:
-    """Table output: the main columns, time in µs, kernel names shortened and last; other
-    formats get every column."""
-    from trace_report.analyses.roofline.measured import DISPLAY_NAME_CHARS
+SI_COLUMNS = {"flop": "", "int_op": "", "bytes": "", "time_s": "s", "achieved_flop_per_s": "",
+              "achieved_op_per_s": "", "roof_flop_per_s": ""}
+"""Table columns shown with an SI prefix (the unit is in the column name; ``time_s`` values get
+``s`` so that ``11.2 µs`` reads right)."""
 
-    if fmt is not Format.table:
+
+def _display(frame: pd.DataFrame, fmt: Format) -> pd.DataFrame:
+    """Table and Markdown output: the main columns, big and small numbers with SI prefixes (624 T, 11.2 µs),
+    kernel names last (shortened by the table); other formats get every column in base units.
+    Every format has the same columns' units: seconds, FLOP, OP, bytes."""
+    from trace_report.present.format import si
+
+    if fmt not in (Format.table, Format.markdown):
         return frame
     per_image = [c for c in frame.columns if c.endswith("_flop_per_image")]
-    keep = ["run", "step", "launches", "flop", "bytes", "time_us", "ai_flop_per_byte", "achieved_flop_per_s",
+    keep = ["run", "step", "launches", "flop", "int_op", "bytes", "time_s", "ai_op_per_byte", "achieved_op_per_s",
             "precision", "bound", "pct_of_roof", *per_image, "kernel"]
-    out = frame.assign(time_us=frame["time_s"] * 1e6)
-    out = out[[c for c in keep if c in out]].copy()
-    width = DISPLAY_NAME_CHARS // 2
-    out["kernel"] = [k if len(str(k)) <= width else str(k)[: width - 1] + "…" for k in out["kernel"]]
+    if "int_op" in frame and not frame["int_op"].fillna(0).gt(0).any():  # no integer work: FLOP columns say it all
+        keep = [{"ai_op_per_byte": "ai_flop_per_byte", "achieved_op_per_s": "achieved_flop_per_s"}.get(c, c)
+                for c in keep if c != "int_op"]
+    out = frame[[c for c in keep if c in frame]].copy()
+    for col, unit in SI_COLUMNS.items():
+        if col in out:
+            out[col] = [si(v, unit) for v in out[col]]
+    return out
+
+
+def _peaks_display(fmt: Format) -> pd.DataFrame:
+    """``--gpu list``: as a table, one readable row per GPU (peaks with SI prefixes, no sources);
+    other formats get every field in base units with the sources."""
+    import pandas as pd
+
+    from trace_report.analyses.roofline.peaks import peaks_table
+    from trace_report.present.format import si
+
+    frame = pd.DataFrame(peaks_table())
+    if fmt not in (Format.table, Format.markdown):
+        return frame
+    cols = {"key": "key", "name": "name", "fp64_flop_per_s": "fp64_flop_per_s", "fp32_flop_per_s": "fp32_flop_per_s",
+            "tf32_tensor_flop_per_s": "tf32_tensor_flop_per_s", "fp16_tensor_flop_per_s": "fp16_tensor_flop_per_s",
+            "int8_tensor_op_per_s": "int8_tensor_op_per_s", "dram_bytes_per_s": "dram_bytes_per_s"}
+    out = frame[list(cols)].copy()
+    for col in list(cols)[2:]:
+        out[col] = [si(v) for v in out[col]]
     return out
 
 
 def _summary(result: RooflineResult) -> None:
+    from trace_report.present.format import si
+
     p = result.peaks
     if p is not None:
-        parts = [f"FP32 {p.fp32_flop_per_s / 1e12:.4g} TFLOP/s" if p.fp32_flop_per_s else None,
-                 f"DRAM {p.dram_bytes_per_s / 1e9:.4g} GB/s" if p.dram_bytes_per_s else None,
-                 f"one roof {result.peak_flops / 1e12:.4g} TFLOP/s" if result.peak_flops else None]
+        parts = [f"FP32 {si(p.fp32_flop_per_s, 'FLOP/s')}" if p.fp32_flop_per_s else None,
+                 f"INT8 tensor {si(p.int8_tensor_op_per_s, 'OP/s')}" if p.int8_tensor_op_per_s and
+                 result.total_int_op else None,
+                 f"DRAM {si(p.dram_bytes_per_s, 'B/s')}" if p.dram_bytes_per_s else None,
+                 f"one roof {si(result.peak_flops, 'FLOP/s')}" if result.peak_flops else None]
         err.print(f"gpu: {p.name} ({', '.join(x for x in parts if x)}; sources: {' '.join(p.sources)})",
                   markup=False)
+    from trace_report.present.format import si
+
     timed = "time_s" in result.frame and result.frame["time_s"].notna().any()
-    spent = f"in {result.total_time_s:.6g} s of kernel time" if timed else "with no GPU kernel time"
-    err.print(f"total: {result.total_flop:.6g} FLOP {spent} ({result.source})", markup=False)
+    spent = f"in {si(result.total_time_s, 's')} of kernel time" if timed else "with no GPU kernel time"
+    ints = f" and {si(result.total_int_op, 'OP')} integer (int8/int4 tensor-core) operations" \
+        if result.total_int_op else ""
+    err.print(f"total: {si(result.total_flop, 'FLOP')}{ints} {spent} ({result.source})", markup=False)
     for r in result.per_run.to_dict("records"):
         err.print(_per_run_line(result, r), markup=False)
     if result.per_run.empty and result.flop_per_sample is not None:  # ncu reports outside a run folder
@@ -87,7 +125,11 @@ def _per_run_line(result: RooflineResult, r: dict[str, object]) -> str:
         return (f"{run}{result.region}_flop_per_image: {r['flop_per_image']:.6g} FLOP (median over {steps} "
                 f"step(s) of {result.region} operators / batch size {batch}{spread})")
     if batch is None:
-        return f"{run}total {flop:.6g} FLOP; batch size unknown (--batch-size)"
+        from trace_report.present.format import si
+
+        one = result.total_int_op and len(result.per_run) == 1
+        ints = f" and {si(result.total_int_op, 'OP')} integer" if one else ""
+        return f"{run}total {si(flop, 'FLOP')}{ints}; batch size unknown (--batch-size) for work per sample"
     if result.source == "ncu":
         return (f"{run}all kernels / batch size: {flop / batch:.6g} FLOP per sample (every kernel in the report "
                 f"divided by batch size {batch}: per image of one pass only if the report holds one pass)")
@@ -110,7 +152,8 @@ def roofline_cmd(
         help="Nsight Compute reports (.ncu-rep, ncu --csv exports), or traces / one .duckdb database "
              "(then FLOPs are estimated from operator shapes).")] = None,
     gpu: Annotated[str | None, typer.Option(
-        help="GPU whose peaks to use (key or device name, e.g. a100-sxm4-80gb); 'list' prints the table.")] = None,
+        help="GPU whose peaks to use (key or device name, e.g. a100-sxm4-80gb; words that fit several GPUs, "
+             "such as a100, are an error listing them); 'list' prints the table.")] = None,
     chart: Annotated[Path | None, typer.Option(help="Write the roofline chart (.html offline, .png, .svg).")] = None,
     peak_flops: Annotated[str | None, typer.Option(
         help="Peak FLOP/s for every precision, e.g. 19.5T (overrides the table).")] = None,
@@ -121,6 +164,7 @@ def roofline_cmd(
     region: Annotated[str | None, typer.Option(
         help="Estimates only: keep the operators inside this region of each ProfilerStep "
              "(forward, loss, backward, optimizer_step) and print its FLOP per image.")] = None,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -131,16 +175,15 @@ def roofline_cmd(
 
     Example: trace-report roofline report.ncu-rep --gpu a100-sxm4-80gb --chart roofline.png
     """
-    import pandas as pd
 
     from trace_report.analyses.roofline.measured import RooflineOptions, batch_size_near, roofline
-    from trace_report.analyses.roofline.peaks import peaks_table
     from trace_report.inputs import InputKind, detect
     from trace_report.present.charts import roofline_chart, save_chart
     from trace_report.present.tables import OutputOptions, emit
 
     if gpu == "list":
-        emit(pd.DataFrame(peaks_table()), OutputOptions(fmt, limit, output), title="GPU peaks")
+        listing = OutputOptions(fmt, limit, output, keep_order=True)
+        emit(_peaks_display(listing.resolve()), listing, title="GPU peaks (FLOP/s, OP/s, bytes/s)")
         return
     if not targets:
         raise InputError("give an Nsight Compute report, traces or a database (or --gpu list)")
@@ -158,4 +201,4 @@ def roofline_cmd(
         save_chart(roofline_chart(result), chart)
     _summary(result)
     resolved = OutputOptions(fmt, limit, output).resolve()
-    emit(_display(result.frame, resolved), OutputOptions(resolved, limit, output), title="Roofline")
+    emit(_display(result.frame, resolved), OutputOptions(resolved, limit, output, full_names), title="Roofline")

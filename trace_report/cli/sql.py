@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, load
+from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, load
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
 
@@ -20,6 +20,7 @@ def sql_cmd(
         "--write", help="Open a database read-write (waits for no one: refused while an ingest writes it).")] = False,
     unsafe: Annotated[bool, typer.Option(
         "--unsafe", help="Allow file access, COPY, ATTACH, INSTALL/LOAD and any statement.")] = False,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -35,9 +36,11 @@ def sql_cmd(
     Example: trace-report sql runs.duckdb "select name, sum(dur_us) from kernels group by 1 order by 2 desc limit 5"
     """
     from contextlib import ExitStack
+    from dataclasses import replace
 
     import duckdb
 
+    from trace_report.present.format import Format
     from trace_report.present.tables import OutputOptions, emit
     from trace_report.store.database import database_lock
     from trace_report.store.sandbox import check_statements, sandbox
@@ -58,4 +61,6 @@ def sql_cmd(
         if write:
             return
         raise InputError("the statement returned no rows")
-    emit(frame, OutputOptions(fmt, limit, output))
+    opts = OutputOptions(fmt, limit, output, keep_order=True)
+    # the query's values as they are, except in a table on screen (short kernel names unless --full-names)
+    emit(frame, replace(opts, full_names=full_names or opts.resolve() is not Format.table))

@@ -11,6 +11,7 @@ from trace_report.cli.options import (
     EngineName,
     EngineOpt,
     FormatOpt,
+    FullNamesOpt,
     OutputOpt,
     RankOpt,
     RayAddressOpt,
@@ -29,6 +30,10 @@ def top_kernels_cmd(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Rows (per rank with --by-rank).")] = 20,
     rank: RankOpt = None,
     by_rank: ByRankOpt = False,
+    steps_only: Annotated[bool, typer.Option(
+        "--steps-only", help="Only kernels launched before the last ProfilerStep starts (HTA's rule: it drops "
+                             "the last step and kernels without a launch).")] = False,
+    full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
@@ -36,8 +41,10 @@ def top_kernels_cmd(
 ) -> None:
     """Rank GPU kernels by total time (CPU operators by self time on CPU-only traces).
 
-    Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly. With --engine ray
-    each trace is aggregated by a Ray task and the partial sums merged here (same rows).
+    Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly.
+    pct_of_gpu_time is of all GPU time (kernels + memcpy + memset), as in flags and HTA. With
+    --engine ray each trace is aggregated by a Ray task and the partial sums merged here (same rows).
+
     Example: trace-report top-kernels traces/run-42 --by-rank -f json
     Example: trace-report top-kernels runs.duckdb --engine ray --ray-address auto
     """
@@ -48,9 +55,10 @@ def top_kernels_cmd(
     if len(targets) == 1 and detect(targets[0]).kind is InputKind.nsys_kernsum:
         from trace_report.formats.nsys import read_kernsum_csv  # pandas: only for this input
 
-        emit(read_kernsum_csv(targets[0]).head(limit), OutputOptions(fmt, None, output), title="Top kernels")
+        frame = read_kernsum_csv(targets[0]).head(limit)
+        emit(frame, OutputOptions(fmt, None, output, full_names), title="Top kernels")
         return
-    opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank)
+    opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only)
     if engine is EngineName.ray:
         from trace_report.analyses.distributed import top_kernels_ray
 
@@ -60,4 +68,4 @@ def top_kernels_cmd(
         with load(targets) as db:
             result = top_kernels(db, opts)
     notes([result.note] if result.note else [])
-    emit(result.rows, OutputOptions(fmt, None, output), title="Top kernels")
+    emit(result.rows, OutputOptions(fmt, None, output, full_names), title="Top kernels")

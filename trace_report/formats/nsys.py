@@ -243,7 +243,7 @@ def read_nsys_sqlite(path: Path | str) -> tuple[dict[str, Any], pa.Table]:
 
 # ------------------------------------------------------------------ nsys stats CSV
 
-KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct", "kind"]
+KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_kernel_time", "kind"]
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "μs": 1.0, "ms": 1e3, "s": 1e6}
 _HEADERS = {"time(%)": "pct", "timepercent": "pct", "totaltime": "total", "instances": "count",
             "avg": "mean", "average": "mean", "mean": "mean", "min": "min", "minimum": "min",
@@ -258,7 +258,7 @@ def _header_key(text: str) -> tuple[str | None, float | None]:
 
 def read_kernsum_csv(path: Path | str) -> pd.DataFrame:
     """Read ``nsys stats --report cuda_gpu_kern_sum --format csv`` output (also the older
-    ``gpukernsum``) into the top-kernels columns (:data:`KERNEL_COLUMNS`; times in µs, ``pct``
+    ``gpukernsum``) into the top-kernels columns (:data:`KERNEL_COLUMNS`; times in µs, ``pct_of_kernel_time``
     as nsys printed it, ``kind = 'kernel'``), sorted by total time. Lines before the CSV header
     (``Processing ...``) are skipped. Raises :class:`InputError` for other files."""
     path = Path(path)
@@ -294,7 +294,7 @@ def read_kernsum_csv(path: Path | str) -> pd.DataFrame:
         "name": frame["name"], "count": frame["count"].astype("int64"), "total_us": frame["total"],
         "mean_us": frame.get("mean", frame["total"] / frame["count"]), "min_us": frame.get("min"),
         "max_us": frame.get("max"),
-        "pct": frame["pct"] if "pct" in frame else 100.0 * frame["total"] / frame["total"].sum(),
+        "pct_of_kernel_time": frame["pct"] if "pct" in frame else 100.0 * frame["total"] / frame["total"].sum(),
         "kind": "kernel",
     })
     return out.sort_values(["total_us", "name"], ascending=[False, True]).reset_index(drop=True)

@@ -24,9 +24,10 @@ import pandas as pd
 
 from trace_report.analyses.advise import advise
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
-from trace_report.analyses.regions import BreakdownOptions, breakdown, gpu_timeline
+from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
+from trace_report.analyses.utilization import gpu_utilization
 from trace_report.errors import InputError, TraceReportError
 from trace_report.present import charts
 from trace_report.present.charts import html as chart_html
@@ -171,24 +172,65 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     traces = _trace_facts(con)
     if traces.empty:
         return None
-    steps = con.execute("SELECT count(*), median(dur_us) FROM steps JOIN traces USING (trace_id) "
-                        "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}).fetchall()[0]
-    gpu = gpu_timeline(db, opts.rank)
-    busy, span = gpu["busy_us"].dropna().sum(), gpu["span_us"].dropna().sum()
+    steps = con.execute("SELECT rank, count(*) AS n, median(dur_us) AS median_us FROM steps JOIN traces USING "
+                        "(trace_id) WHERE $rank IS NULL OR rank = $rank GROUP BY rank ORDER BY rank",
+                        {"rank": opts.rank}).df()
+    gpu = gpu_time(con, opts.rank)
+    util = gpu_utilization(db, opts.rank)
     devices = ", ".join(sorted({d for d in traces["device_name"].dropna()})) or "CPU only"
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
-             ("ProfilerSteps", f"{steps[0]}"), ("median step", _dur(steps[1])),
+             ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
+             ("median step", _dur(_scalar_p(con, "SELECT median(dur_us) FROM steps JOIN traces USING (trace_id) "
+                                          "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}))),
              ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
-             ("GPU kernel time", _dur(gpu["kernel_us"].dropna().sum()) if span else "n/a"),
-             ("GPU busy (first to last GPU op)", f"{100 * busy / span:.1f}%" if span else "n/a")]
+             ("GPU kernel time", _dur(gpu) if gpu else "n/a"),
+             *_utilization_items(util)]
     top = top_kernels(db, TopKernelsOptions(limit=1, rank=opts.rank))
     if len(top.frame):
         row = top.frame.iloc[0]
         what = "top CPU operator (self time)" if row["kind"] == "cpu_op" else "top kernel"
-        items.append((what, f"{row['pct']:.1f}% {short_name(row['name'], 60)}"))
+        pct = row.get("pct_of_gpu_time", row.get("pct_of_cpu_self_time"))
+        where = "CPU self time" if row["kind"] == "cpu_op" else "GPU time"
+        items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60)}"))
     sec = Section("Headline numbers", _headline_html(items))
     sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
     return sec
+
+
+def gpu_time(con: duckdb.DuckDBPyConnection, rank: int | None) -> float:
+    """Summed kernel time (µs) of the selection (view ``gpu_time``)."""
+    return float(_scalar_p(con, "SELECT coalesce(sum(kernel_us), 0) FROM gpu_time WHERE $rank IS NULL OR rank = $rank",
+                           {"rank": rank}) or 0.0)
+
+
+def _scalar_p(con: duckdb.DuckDBPyConnection, query: str, params: dict) -> Any:
+    rows = con.execute(query, params).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _per_rank(counts: list[int], ranks: int) -> str:
+    """``3`` on one rank; ``1 per rank (8 ranks)`` or ``2-3 per rank (4 ranks)`` on several: ranks
+    are never counted as steps."""
+    if not counts:
+        return "0"
+    if ranks <= 1:
+        return f"{counts[0]}"
+    lo, hi = min(counts), max(counts)
+    return f"{lo if lo == hi else f'{lo}-{hi}'} per rank ({ranks} ranks)"
+
+
+def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
+    """The GPU utilisation headline (view ``gpu_utilization_by_rank``, the figure ``advise``
+    checks): busy / step time, with the range over ranks when there are several."""
+    util = util[util["gpu_util_pct"].notna()]
+    if util.empty:
+        return [("GPU busy (of step time)", "n/a")]
+    basis = "step time" if (util["basis"] == "ProfilerStep").all() else "step time or GPU span"
+    total = 100.0 * util["busy_us"].sum() / util["wall_us"].sum()
+    text = f"{total:.1f}%"
+    if len(util) > 1:
+        text += f" (ranks {util['gpu_util_pct'].min():.1f}-{util['gpu_util_pct'].max():.1f}%)"
+    return [(f"GPU busy (of {basis})", text)]
 
 
 def _attempt(sec: Section, what: str, build: Callable[[], Any]) -> Any:
@@ -206,18 +248,16 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
     if not n:
         return None
     sec = Section("Where the time goes")
-    if n > 1:
-        sec.notes.append(f"charts sum over the {n} traces (the timeline shows one step of one trace)")
-    top = top_kernels(db, TopKernelsOptions(limit=opts.limit, rank=opts.rank))
-    if top.note:
-        sec.notes.append(top.note)
-    if len(top.frame):
-        sec.charts.append(("top-kernels", charts.top_kernels_chart(top.frame, limit=opts.limit)))
-        sec.tail += "<h3>Top kernels</h3>" + table_html(top.frame)
-    bd = _attempt(sec, "regions", lambda: breakdown(db, BreakdownOptions(by_step=True, rank=opts.rank)))
-    if bd is not None and len(bd.frame):
-        sec.charts.append(("regions", charts.regions_chart(bd.frame)))
-        sec.notes += bd.notes
+    runs = trace_runs(con)
+    if len(runs) > 1:
+        sec.notes.append(f"{len(runs)} runs: one colour per run in the top-kernels and region charts, never summed "
+                         "(kernel classes and the roofline cover every trace; the timeline shows one step of one "
+                         "trace)")
+    elif n > 1:
+        sec.notes.append(f"the top-kernels chart sums the {n} traces' kernel time; regions are per rank and step "
+                         "(the timeline shows one step of one trace)")
+    _top_kernels(sec, db, opts, runs)
+    _regions(sec, db, con, opts, runs)
     fl = _attempt(sec, "kernel classes", lambda: flags(db, FlagsOptions(rank=opts.rank)))
     if fl is not None and fl.summary["gpu_us"].fillna(0).gt(0).any():
         sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl.summary)))
@@ -229,6 +269,63 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
         sec.notes += tl.notes
     _roofline(sec, db)
     return sec
+
+
+def trace_runs(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, ...]]:
+    """``{run_key: trace ids}`` when the traces belong to capture runs (table ``run_traces``),
+    else ``{}``."""
+    try:
+        rows = con.execute("SELECT run_key, list(trace_id ORDER BY trace_id) FROM run_traces GROUP BY 1 "
+                           "ORDER BY 1").fetchall()
+    except duckdb.CatalogException:
+        return {}
+    return {str(k): tuple(int(t) for t in ids) for k, ids in rows}
+
+
+def _per_run(runs: dict[str, tuple[int, ...]], build: Callable[[tuple[int, ...] | None], pd.DataFrame]) -> pd.DataFrame:
+    """``build`` for every run, with a ``run`` column first (or once, for every trace, when there
+    are fewer than two runs)."""
+    if len(runs) < 2:
+        return build(None)
+    parts = [build(ids).assign(run=key) for key, ids in runs.items()]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return build(None).iloc[:0]
+    frame = pd.concat(parts, ignore_index=True)
+    return frame[["run", *[c for c in frame.columns if c != "run"]]]
+
+
+def _top_kernels(sec: Section, db: TraceDB, opts: ReportOptions, runs: dict[str, tuple[int, ...]]) -> None:
+    notes: list[str] = []
+
+    def build(ids: tuple[int, ...] | None) -> pd.DataFrame:
+        result = top_kernels(db, TopKernelsOptions(limit=opts.limit, rank=opts.rank, trace_ids=ids))
+        notes.extend([result.note] if result.note else [])
+        return result.frame
+
+    frame = _per_run(runs, build)
+    sec.notes += list(dict.fromkeys(notes))
+    if len(frame):
+        sec.charts.append(("top-kernels", charts.top_kernels_chart(frame, limit=opts.limit)))
+        sec.tail += "<h3>Top kernels</h3>" + table_html(frame)
+
+
+def _regions(sec: Section, db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
+             runs: dict[str, tuple[int, ...]]) -> None:
+    """Regions per step: per rank when there are several ranks, per run when several runs (a
+    step number of one rank or run is never added to another's)."""
+    by_rank = opts.rank is None and _scalar(con, "SELECT count(DISTINCT rank) FROM traces") > 1
+    notes: list[str] = []
+
+    def build(ids: tuple[int, ...] | None) -> pd.DataFrame:
+        result = breakdown(db, BreakdownOptions(by_step=True, rank=opts.rank, by_rank=by_rank, trace_ids=ids))
+        notes.extend(result.notes)
+        return result.frame
+
+    frame = _attempt(sec, "regions", lambda: _per_run(runs, build))
+    if frame is not None and len(frame):
+        sec.charts.append(("regions", charts.regions_chart(frame)))
+        sec.notes += list(dict.fromkeys(notes))
 
 
 def _roofline(sec: Section, db: TraceDB) -> None:
@@ -264,13 +361,23 @@ def _experiment_chart(con: duckdb.DuckDBPyConnection, run_key: str, experiment: 
     results = con.execute("SELECT * FROM run_results WHERE run_key = ?", [run_key]).df().dropna(axis=1, how="all")
     if experiment == "optimizers":
         metrics = con.execute(
-            "SELECT r.optimizer, m.* EXCLUDE (run_key) FROM run_metrics m JOIN runs r USING (run_key) "
+            "SELECT r.run_key, r.optimizer, m.* EXCLUDE (run_key) FROM run_metrics m JOIN runs r USING (run_key) "
             "WHERE r.kind = 'run' AND starts_with(r.run_key, ? || '/') ORDER BY r.run_key, m.epoch", [run_key]).df()
-        return charts.optimizer_epochs_chart(metrics) if len(metrics) else None
+        if metrics.empty:
+            return None
+        return charts.optimizer_epochs_chart(metrics.assign(run=run_lines(metrics)), by="run")
     builder = EXPERIMENT_CHARTS.get(experiment)
     if builder is None or results.empty:
         return None
     return getattr(charts, builder)(results)
+
+
+def run_lines(metrics: pd.DataFrame) -> list[str]:
+    """One line label per run: its optimizer, or ``optimizer (run)`` where several runs share an
+    optimizer, so that no line joins the epochs of two runs."""
+    shared = metrics.groupby("optimizer")["run_key"].nunique()
+    return [f"{o} ({str(k).rsplit('/', 1)[-1]})" if shared.get(o, 1) > 1 or pd.isna(o) else str(o)
+            for o, k in zip(metrics["optimizer"], metrics["run_key"], strict=True)]
 
 
 def _json_list(text: str | None) -> list[Any]:

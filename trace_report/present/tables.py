@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trace_report.errors import InputError
+from trace_report.present import fit
 from trace_report.present.format import Format, OutputOptions
 from trace_report.store.rows import Rows
 
@@ -87,8 +88,10 @@ def _fmt_cell(value: Any) -> str:
     value = _clean(value)
     if value is None:
         return ""
-    if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 1e15 else f"{value:.6g}"
+    if isinstance(value, float):  # three decimals below 1,000; one above (µs: 0.1 µs is plenty)
+        if abs(value) >= 1e15:
+            return f"{value:.6g}"
+        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.1f}"
     return str(value)
 
 
@@ -99,12 +102,19 @@ def markdown_cell(text: str) -> str:
     return text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
 
 
-def render(frame: Printable, fmt: Format, title: str | None = None) -> str:
-    """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name."""
+def render(frame: Printable, fmt: Format, title: str | None = None, *, full_names: bool = False,
+           keep_order: bool = False) -> str:
+    """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name.
+
+    Table and Markdown show short kernel names unless ``full_names`` (:mod:`present.fit`); a
+    table fits the terminal width (``COLUMNS`` when piped), at most two lines per row, with the
+    name column last unless ``keep_order``; ``full_names`` rows may take more lines."""
     if fmt is Format.json:
         return json.dumps(records(frame), indent=2, default=str) + "\n"
     if fmt is Format.csv:
         return _csv(frame)
+    if not full_names:
+        frame = _short_names(frame)
     if fmt is Format.markdown:
         head = "| " + " | ".join(markdown_cell(str(c)) for c in _columns(frame)) + " |"
         sep = "|" + "|".join("---" for _ in _columns(frame)) + "|"
@@ -114,18 +124,45 @@ def render(frame: Printable, fmt: Format, title: str | None = None) -> str:
         ]
         return "\n".join([head, sep, *body]) + "\n"
     columns = _columns(frame)
-    if "name" in columns:  # long kernel names read best last, as in `nsys stats`
+    if "name" in columns and not keep_order:  # long kernel names read best last, as in `nsys stats`
         columns = [c for c in columns if c != "name"] + ["name"]
         frame = frame.select(columns) if isinstance(frame, Rows) else frame[columns]
+    headers = [str(c) for c in columns]
+    rows = [[_fmt_cell(v) for v in row] for row in _tuples(frame)]
+    numeric = [num or fit.is_quantity([r[i] for r in rows]) for i, num in enumerate(_numeric(frame))]
+    widths, width = fit.fit_widths(headers, rows, numeric, fit.table_width())
     table = Table(title=title, show_lines=False)
-    for col, numeric in zip(columns, _numeric(frame), strict=True):
-        table.add_column(str(col), justify="right" if numeric else "left", overflow="fold")
-    for row in _tuples(frame):
-        table.add_row(*(_fmt_cell(v) for v in row), end_section=False)
+    for col, num, w in zip(headers, numeric, widths, strict=True):
+        table.add_column(col if w is None else fit.header_lines(col, w), justify="right" if num else "left",
+                         overflow="fold", width=w)
+    for row in fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES):
+        table.add_row(*row, end_section=False)
     buf = io.StringIO()
-    width = None if sys.stdout.isatty() else 200
     Console(file=buf, width=width, force_terminal=False, highlight=False).print(table)
     return buf.getvalue()
+
+
+def _short_names(frame: Printable) -> Printable:
+    """The name columns (:data:`fit.NAME_COLUMNS` holding text) as short kernel names."""
+    columns = _columns(frame)
+    numeric = _numeric(frame)
+    idx = [i for i, c in enumerate(columns) if c in fit.NAME_COLUMNS and not numeric[i]]
+    if not idx:
+        return frame
+    if isinstance(frame, Rows):
+        data = [list(r) for r in frame.data]
+        for i in idx:
+            short = fit.short_names([r[i] if isinstance(r[i], str) else "" for r in data])
+            for r, s in zip(data, short, strict=True):
+                r[i] = s if isinstance(r[i], str) else r[i]
+        return Rows(frame.columns, frame.types, [tuple(r) for r in data])
+    out = frame.copy()
+    for i in idx:
+        col = columns[i]
+        values = list(out[col])
+        short = fit.short_names([v if isinstance(v, str) else "" for v in values])
+        out[col] = [s if isinstance(v, str) else v for v, s in zip(values, short, strict=True)]
+    return out
 
 
 def _umask() -> int:
@@ -160,7 +197,7 @@ def emit(frame: Printable, opts: OutputOptions, title: str | None = None) -> Non
     """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
     if opts.limit is not None:
         frame = frame.head(opts.limit)
-    text = render(frame, opts.resolve(), title)
+    text = render(frame, opts.resolve(), title, full_names=opts.full_names, keep_order=opts.keep_order)
     if opts.output is None:
         sys.stdout.write(text)
     else:

@@ -30,9 +30,12 @@ PRECISION_PEAK = {
 ROOF_COLUMNS = ["roof_flop_per_s", "roof_bytes_per_s", "ridge_ai", "bound", "pct_of_roof"]
 LABELS = {"fp64": "FP64", "fp64_tensor": "FP64 tensor", "fp32": "FP32", "fp16": "FP16 (non-tensor)",
           "tf32_tensor": "TF32 tensor", "fp16_tensor": "FP16/BF16 tensor", "int8_tensor": "INT8 tensor (OP/s)"}
-COLUMNS = ["kernel", "launches", "flop_fp64", "flop_fp32", "flop_fp16", "tensor_flop", "int_ops", "flop", "bytes",
-           "time_s", "ai_flop_per_byte", "achieved_flop_per_s", "precision", "roof_flop_per_s", "ridge_ai",
-           "bound", "pct_of_roof", "source"]
+COLUMNS = ["kernel", "launches", "flop_fp64", "flop_fp32", "flop_fp16", "tensor_flop", "int_op", "flop", "bytes",
+           "time_s", "ai_flop_per_byte", "ai_op_per_byte", "achieved_flop_per_s", "achieved_op_per_s", "precision",
+           "roof_flop_per_s", "ridge_ai", "bound", "pct_of_roof", "source"]
+"""Output columns, first. ``int_op``: integer tensor-core operations (IMMA: int8/int4), not
+FLOP; ``ai_op_per_byte`` and ``achieved_op_per_s`` count FLOP + integer OP, the work the roof of
+the row's precision (``roof_flop_per_s``: OP/s for ``int8_tensor``) and ``bound`` compare with."""
 DISPLAY_NAME_CHARS = 120
 PER_RUN_COLUMNS = ["run", "region", "steps", "batch_size", "flop", "flop_per_step", "flop_per_image",
                    "flop_per_image_min", "flop_per_image_max"]
@@ -77,6 +80,11 @@ class RooflineResult:
     the region's FLOP per step and per image (median, min, max over steps and ranks)."""
 
     @property
+    def total_int_op(self) -> float:
+        """Integer tensor-core operations of every row (OP; 0 without any)."""
+        return float(self.frame["int_op"].sum()) if "int_op" in self.frame else 0.0
+
+    @property
     def flop_per_sample(self) -> float | None:
         """Total FLOP of every row (every profiled step, every pass: forward, backward, and what
         else was counted) divided by one batch size; not FLOP per image of one pass (that is
@@ -117,8 +125,8 @@ def apply_roofs(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuP
     ``roofline`` view of Nsight Compute results uses); the work is ``int_ops`` for
     ``int8_tensor`` rows, else ``flop``."""
     out = frame.drop(columns=[c for c in ROOF_COLUMNS if c in frame])
-    if "int_ops" not in out:
-        out = out.assign(int_ops=math.nan)
+    if "int_ops" not in out:  # results name it int_op
+        out = out.assign(int_ops=out.get("int_op", math.nan))
     con.register("_roofline_in", out)
     try:
         roofs = con.execute(f"""
@@ -302,6 +310,11 @@ def _finish(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, opts: RooflineO
             frame = frame.assign(batch_size=one["batch_size"], **{column: one[column]})
     if not by_run:
         frame = frame.drop(columns=["run"], errors="ignore")
+    frame = frame.rename(columns={"int_ops": "int_op"})
+    work = frame["flop"].fillna(0) + frame["int_op"].fillna(0)
+    work = work.where(frame["flop"].notna() | frame["int_op"].notna())
+    frame["ai_op_per_byte"] = work / frame["bytes"].where(frame["bytes"] > 0)
+    frame["achieved_op_per_s"] = work / frame["time_s"].where(frame["time_s"] > 0)
     return _order(frame)
 
 

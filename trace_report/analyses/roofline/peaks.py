@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, replace
 
-from trace_report.errors import InputError
+from trace_report.errors import InputError, UsageError
 
 T = 1e12
 G = 1e9
@@ -152,12 +152,30 @@ def match_gpu(device_name: str | None) -> GpuPeaks | None:
     return None
 
 
+def choose_gpu(gpu: str) -> GpuPeaks | None:
+    """The table row a user names with ``--gpu``: a key, or words that only one row's key or
+    name holds (``a100 pcie 80gb``, ``NVIDIA A100 80GB PCIe``), else the row whose device-name
+    pattern matches. Raises :class:`UsageError` when the words fit several rows (``a100``),
+    listing them."""
+    text = gpu.strip().lower()
+    for peaks in PEAKS:
+        if text == peaks.key:
+            return peaks
+    words = [w for w in re.split(r"[\s_-]+", text) if w and w != "nvidia"]
+    fits = [p for p in PEAKS if words and all(w in f"{_norm(p.key)} {_norm(p.name)}".split() for w in words)]
+    if len(fits) > 1:
+        choices = ", ".join(f"{p.key} ({p.name})" for p in fits)
+        raise UsageError(f"--gpu {gpu!r} fits {len(fits)} GPUs: {choices}; give one of these keys")
+    return fits[0] if fits else match_gpu(gpu)
+
+
 def resolve_peaks(device_name: str | None, *, gpu: str | None = None, peak_flops: float | None = None,
                   peak_bw: float | None = None) -> GpuPeaks | None:
     """Peaks for a roofline: ``gpu`` (a key or device name) overrides the recorded device;
     ``peak_flops`` (FLOP/s, used for every precision) and ``peak_bw`` (byte/s) override the
-    table. Raises :class:`InputError` for a ``gpu`` the table does not know."""
-    peaks = match_gpu(gpu) if gpu else match_gpu(device_name)
+    table. Raises :class:`InputError` for a ``gpu`` the table does not know, :class:`UsageError`
+    for one that fits several rows."""
+    peaks = choose_gpu(gpu) if gpu else match_gpu(device_name)
     if gpu and peaks is None:
         keys = ", ".join(p.key for p in PEAKS)
         raise InputError(f"unknown GPU {gpu!r}; known: {keys} (or give --peak-flops and --peak-bw)")

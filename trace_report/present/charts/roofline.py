@@ -22,6 +22,7 @@ from trace_report.analyses.roofline.measured import (
     RooflineResult,
 )
 from trace_report.analyses.roofline.peaks import GpuPeaks
+from trace_report.formats.names import short_kernel_name
 
 if TYPE_CHECKING:
     import altair as alt
@@ -51,7 +52,7 @@ def chart_points(frame: pd.DataFrame) -> pd.DataFrame:
 
 POINT_COLUMNS = ["kernel", "label", "precision", "run", "ai", "perf", "time_s"]
 _CLASSES = [("fp64", "flop_fp64"), ("fp32", "flop_fp32"), ("fp16", "flop_fp16"), (None, "tensor_flop"),
-            ("int8_tensor", "int_ops")]
+            ("int8_tensor", "int_op")]
 
 
 def _works(r: dict[str, object], classes: list[tuple[str | None, str]]) -> list[tuple[str, float]]:
@@ -83,12 +84,47 @@ def ai_only_points(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(pts, columns=POINT_COLUMNS)
 
 
+LABEL_CHARS = 32
+
+
 def _label(row: dict[str, object]) -> str:
-    name = row.get("function") if isinstance(row.get("function"), str) else str(row.get("kernel"))
-    name = str(name).removeprefix("aten::")
-    name = name if len(name) <= 28 else name[:27] + "…"
+    """A point's label: the kernel's short name (:func:`short_kernel_name`, not ncu's bare
+    ``Kernel`` function name), cut to :data:`LABEL_CHARS`, with the launch id when there is one."""
+    kernel = row.get("kernel")
+    name = short_kernel_name(str(kernel)) if isinstance(kernel, str) and kernel else str(row.get("function"))
+    name = name.removeprefix("aten::")
+    name = name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "…"
     lid = row.get("launch_id")
     return _safe(f"{name} #{int(lid)}" if isinstance(lid, (int, float)) and not pd.isna(lid) else name)
+
+
+CHAR_PX, LINE_PX = 6.0, 12.0
+"""Approximate size of a 10 px label character and line, for placing labels apart."""
+
+
+def place_labels(pts: pd.DataFrame, x_domain: tuple[float, float], y_domain: tuple[float, float],
+                 width: float, height: float) -> pd.DataFrame:
+    """Labels that do not overlap: for each point (longest time first) the first of a few
+    offsets whose box (in pixels of the log-log plot) overlaps no label placed before; points
+    with no free spot keep their label in the tooltip only. Columns ``ai``, ``perf``, ``label``,
+    ``dx``, ``dy`` (pixels)."""
+    def px(v: float, lo: float, hi: float, size: float) -> float:
+        return size * (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
+    order = pts.sort_values("time_s", ascending=False) if "time_s" in pts else pts
+    for r in order.drop_duplicates("label").itertuples(index=False):
+        x, y = px(r.ai, *x_domain, width), height - px(r.perf, *y_domain, height)
+        w = CHAR_PX * len(str(r.label))
+        for dx, dy in ((8, 4), (8, -10), (-8 - w, 4), (-8 - w, -10), (8, 16), (8, -22)):
+            box = (x + dx, y + dy - LINE_PX / 2, x + dx + w, y + dy + LINE_PX / 2)
+            inside = box[0] >= 0 and box[2] <= width and box[1] >= 0 and box[3] <= height
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                placed.append(box)
+                out.append({"ai": r.ai, "perf": r.perf, "label": r.label, "dx": dx, "dy": dy, "box": box})
+                break
+    return pd.DataFrame(out, columns=["ai", "perf", "label", "dx", "dy", "box"])
 
 
 def _ceilings(peaks: GpuPeaks, roofs: dict[str, float | None], classes: list[str], override: float | None,
@@ -133,13 +169,17 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
     x_min = 10 ** math.floor(math.log10(min(xs))) / 10 if xs else 0.01
     x_max = 10 ** math.ceil(math.log10(max(xs) * 20)) if xs else 1000.0
     scale_x = alt.Scale(type="log", domain=[x_min, x_max])
-    scale_y = alt.Y("perf:Q", scale=alt.Scale(type="log"), title="Performance (FLOP/s)", axis=alt.Axis(format="~s"))
+    perf_all = [v for v in list(pts["perf"]) + (_peak_values(peaks, result.peak_flops) if peaks else []) if v > 0]
+    y_domain = (10 ** math.floor(math.log10(min(perf_all))), 10 ** math.ceil(math.log10(max(perf_all)))) \
+        if perf_all else (1.0, 10.0)
+    y_scale = alt.Scale(type="log", domain=list(y_domain)) if perf_all else alt.Scale(type="log")
+    scale_y = alt.Y("perf:Q", scale=y_scale, title="Performance (FLOP/s or OP/s)", axis=alt.Axis(format="~s"))
     layers: list[alt.Chart] = []
     if peaks and peaks.dram_bytes_per_s:
         names = {k for k, v in LABELS.items() if v in set(pts["precision"]) | set(rug["precision"])}
         lines, ridges = _ceilings(peaks, result.roofs, sorted(names), result.peak_flops, x_min, x_max)
         if not lines.empty:
-            layers.append(alt.Chart(lines).mark_line(strokeDash=[6, 3], color="gray").encode(
+            layers.append(alt.Chart(lines).mark_line(strokeDash=[6, 3], color="gray", clip=True).encode(
                 x=alt.X("ai:Q", scale=scale_x), y=scale_y, detail="roof:N"))
             layers.append(alt.Chart(ridges).mark_point(shape="diamond", color="black", size=50).encode(
                 x=alt.X("ai:Q", scale=scale_x), y="perf:Q", tooltip=["text:N"]))
@@ -148,26 +188,27 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
     gpu = peaks.name if peaks else (result.device_name or "unknown GPU")
     estimated = result.source == "estimate"
     runs = sorted(set(pts["run"].dropna()) | set(rug["run"].dropna()))
-    color = alt.Color("run:N", title="Run (estimated)" if estimated else "Run", scale=alt.Scale(domain=runs)) \
-        if by_run else alt.Color("precision:N", title="Work")
+    legend = alt.Legend(orient="top-left", fillColor="white", padding=6, labelLimit=260)  # inside the plot: above
+    # the DRAM slope is the one corner no kernel can reach
+    color = alt.Color("run:N", title="Run (estimated)" if estimated else "Run", scale=alt.Scale(domain=runs),
+                      legend=legend) if by_run else alt.Color("precision:N", title="Work", legend=legend)
     tooltip = [*(["run:N"] if by_run else []), "kernel:N", "precision:N", alt.Tooltip("ai:Q", format=".3g")]
-    x_title = "Arithmetic intensity (FLOP/byte, DRAM" + (", estimated)" if estimated else ")")
+    x_title = "Arithmetic intensity (FLOP or OP per DRAM byte" + (", estimated)" if estimated else ")")
     if len(pts) or not len(rug):
         point = alt.Chart(pts).mark_point(size=90, opacity=0.85, filled=True) if by_run else \
             alt.Chart(pts).mark_circle(size=90, opacity=0.85)
-        encoding = {"shape": alt.Shape("precision:N", title="Work")} if by_run else {}
+        encoding = {"shape": alt.Shape("precision:N", title="Work", legend=alt.Legend(
+            orient="top-left", fillColor="white", padding=6, offset=4))} if by_run else {}
         layers.append(point.encode(
             x=alt.X("ai:Q", scale=scale_x, title=x_title),
             y=scale_y, color=color, **encoding,
             tooltip=[*tooltip, alt.Tooltip("perf:Q", format=".3s"), alt.Tooltip("time_s:Q", format=".3g")]))
     if 0 < len(pts) <= 30 and not by_run:
-        near = pts.assign(kx=lambda d: d["ai"].map(lambda v: round(math.log10(v), 1)),
-                          ky=lambda d: d["perf"].map(lambda v: round(math.log10(v), 1)))
-        texts = near.groupby(["kx", "ky"], sort=False).agg(
-            ai=("ai", "first"), perf=("perf", "first"), label=("label", lambda v: ", ".join(dict.fromkeys(v))))
-        marks = alt.Chart(texts.reset_index(drop=True)).mark_text(align="left", dx=8, dy=8, fontSize=10, color="#333")
-        layers.append(marks.encode(
-            x=alt.X("ai:Q", scale=scale_x), y=alt.Y("perf:Q", scale=alt.Scale(type="log")), text="label:N"))
+        texts = place_labels(pts, (x_min, x_max), y_domain, WIDTH, HEIGHT).drop(columns="box")
+        for (dx, dy), part in texts.groupby(["dx", "dy"], sort=False):  # Vega-Lite offsets are per mark
+            marks = alt.Chart(part).mark_text(align="left", dx=float(dx), dy=float(dy), fontSize=10, color="#333")
+            layers.append(marks.encode(x=alt.X("ai:Q", scale=scale_x), y=alt.Y("perf:Q", scale=y_scale),
+                                       text="label:N"))
     if len(rug):
         # No GPU time, so no achieved FLOP/s: a tick per operator at its intensity, on the x axis.
         layers.append(alt.Chart(rug.drop(columns=["perf", "time_s"])).mark_tick(
@@ -179,10 +220,11 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
     subtitle = [f"ticks on the x axis: estimated intensity of {len(rug)} operator(s) without GPU time "
                 "(CPU capture): no achieved FLOP/s"] if len(rug) else []
     return alt.layer(*layers).properties(
-        title=alt.TitleParams(text, subtitle=subtitle) if subtitle else text, width=640, height=HEIGHT)
+        title=alt.TitleParams(text, subtitle=subtitle) if subtitle else text, width=WIDTH, height=HEIGHT)
 
 
 HEIGHT = 420
+WIDTH = 640
 
 
 def _peak_values(peaks: GpuPeaks, override: float | None) -> list[float]:

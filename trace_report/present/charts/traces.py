@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from trace_report.analyses.regions import REGIONS
+from trace_report.formats.names import short_kernel_name
 
 if TYPE_CHECKING:
     import altair as alt
@@ -28,49 +29,12 @@ TOOLTIP_CHARS = 200  # timeline tooltips: thousands of rows, keep the page small
 WIDTH = 620
 
 
-def _strip_params(text: str) -> str:
-    """``f<T>(int, float)`` -> ``f<T>``: drop a final parameter list (not ``Memcpy DtoD (…)``)."""
-    if not text.endswith(")"):
-        return text
-    depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[:i] if i > 0 and not text[i - 1].isspace() else text
-    return text
-
-
-def _fold_templates(text: str, keep: int = 56) -> str:
-    """Nested template arguments become ``<…>``; top-level ones are cut to ``keep`` characters."""
-    out, depth, arg = [], 0, []
-    for ch in text:
-        if ch == "<":
-            depth += 1
-            if depth == 1:
-                out.append("<")
-                arg = []
-            elif depth == 2:
-                arg.append("<…>")
-            continue
-        if ch == ">" and depth:
-            depth -= 1
-            if depth == 0:
-                inner = "".join(arg)
-                out.append((inner if len(inner) <= keep else inner[: keep - 1] + "…") + ">")
-            continue
-        if depth == 1:
-            arg.append(ch)
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out) if depth == 0 else text
-
-
 def short_name(name: object, limit: int = LABEL_CHARS) -> str:
-    """A readable axis label for a C++ kernel name: no ``void`` return type, no parameter
-    list, nested template arguments folded to ``<…>``, at most ``limit`` characters (the middle
-    elided)."""
+    """A readable axis label for a C++ kernel name: :func:`short_kernel_name` (no ``void``
+    return type, no parameter lists, nested template arguments folded to ``<…>``), at most
+    ``limit`` characters (the middle elided)."""
     full = re.sub(r"\s+", " ", str(name)).strip()
-    text = _fold_templates(_strip_params(full.removeprefix("void "))).strip() or full
+    text = short_kernel_name(full) or full
     if len(text) <= limit:
         return text
     head = (2 * limit) // 3
@@ -99,16 +63,25 @@ def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None
     CPU-only trace) from :func:`~trace_report.analyses.top_kernels.top_kernels`."""
     import altair as alt
 
-    data = frame.sort_values("total_us", ascending=False).head(limit).copy()
-    data["label"] = unique_labels(data["name"])
+    by_run = "run" in frame.columns
+    order = frame.groupby("name", sort=False)["total_us"].sum().sort_values(ascending=False).head(limit)
+    data = frame[frame["name"].isin(order.index)].copy()
+    labels = dict(zip(order.index, unique_labels(pd.Series(order.index)), strict=True))
+    data["label"] = data["name"].map(labels)
     cpu = bool(len(data)) and (data["kind"] == "cpu_op").all()
     default = "Top CPU operators by self time (no GPU kernels)" if cpu else "Top GPU kernels by total time"
-    return alt.Chart(data, title=title or default).mark_bar().encode(
-        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
+    pct = next(c for c in data.columns if c.startswith("pct"))
+    color = alt.Color("run:N", title="Run", legend=alt.Legend(orient="bottom-right", fillColor="white")) \
+        if by_run else alt.Color(f"{pct}:Q", title="% of CPU self time" if cpu else "% of GPU time",
+                                 scale=alt.Scale(scheme="blues"))
+    extra = {"yOffset": alt.YOffset("run:N")} if by_run else {}
+    return alt.Chart(data, title=title or (default + (", one bar per run" if by_run else ""))).mark_bar().encode(
+        y=alt.Y("label:N", sort=[labels[n] for n in order.index], title=None, axis=alt.Axis(labelLimit=560)),
         x=alt.X("total_us:Q", title="self time (µs)" if cpu else "total time (µs)"),
-        color=alt.Color("pct:Q", title="% of time", scale=alt.Scale(scheme="blues")),
-        tooltip=[alt.Tooltip("name:N", title="name"), "count:Q", alt.Tooltip("total_us:Q", format=",.1f"),
-                 alt.Tooltip("mean_us:Q", format=",.2f"), alt.Tooltip("pct:Q", format=".2f")],
+        color=color, **extra,
+        tooltip=[*(["run:N"] if by_run else []), alt.Tooltip("name:N", title="name"), "count:Q",
+                 alt.Tooltip("total_us:Q", format=",.1f"), alt.Tooltip("mean_us:Q", format=",.2f"),
+                 alt.Tooltip(f"{pct}:Q", format=".2f")],
     ).properties(width=WIDTH)
 
 
@@ -120,6 +93,12 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
 
     data = frame.copy()
     data["step"] = data["step"].map(lambda s: "whole trace" if pd.isna(s) else str(int(s)))
+    if "rank" in data.columns:  # one bar per step of each rank: ranks are never stacked as one step
+        data["step"] = "rank " + data["rank"].astype(str) + " · " + data["step"]
+    if "run" in data.columns:  # one bar per step of each run: runs are never added up
+        data["step"] = data["run"].astype(str) + " · " + data["step"]
+    data.loc[data["region"] == "before_first_step", "step"] = data["step"].str.replace(
+        "whole trace", "before first step", regex=False)
     measures = ["wall_us"] + (["gpu_us"] if data["gpu_us"].notna().any() else [])
     long = data.melt(id_vars=["step", "region", "kernels"], value_vars=measures, var_name="measure",
                      value_name="us")
@@ -127,7 +106,7 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
     long["order"] = long["region"].map({r: i for i, r in enumerate(REGIONS)})
     steps = list(dict.fromkeys(data["step"]))
     return alt.Chart(long, title=title or "Time per region in each step").mark_bar().encode(
-        x=alt.X("step:N", sort=steps, title="ProfilerStep", axis=alt.Axis(labelAngle=0)),
+        x=alt.X("step:N", sort=steps, title="ProfilerStep", axis=alt.Axis(labelAngle=0 if len(steps) < 8 else -45)),
         y=alt.Y("us:Q", stack="zero", title="µs"),
         color=alt.Color("region:N", scale=region_scale(), sort=list(REGIONS)),
         order=alt.Order("order:Q"),
@@ -141,13 +120,13 @@ def kernel_classes_chart(summary: pd.DataFrame, *, title: str | None = None) -> 
     can belong to several classes (tensor_core and tf32), so shares do not add up to 100."""
     import altair as alt
 
-    data = summary[summary["pct"].notna()].copy()
+    data = summary[summary["pct_of_gpu_time"].notna()].copy()
     return alt.Chart(data, title=title or "Share of GPU time by kernel class").mark_bar().encode(
         y=alt.Y("class:N", sort=list(data["class"]), title=None),
-        x=alt.X("pct:Q", title="% of GPU time", scale=alt.Scale(domain=[0, 100])),
+        x=alt.X("pct_of_gpu_time:Q", title="% of GPU time", scale=alt.Scale(domain=[0, 100])),
         color=alt.Color("class:N", legend=None),
         tooltip=["class:N", "count:Q", "names:Q", alt.Tooltip("total_us:Q", format=",.1f"),
-                 alt.Tooltip("pct:Q", format=".2f")],
+                 alt.Tooltip("pct_of_gpu_time:Q", format=".2f")],
     ).properties(width=WIDTH)
 
 

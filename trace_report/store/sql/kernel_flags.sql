@@ -1,13 +1,16 @@
 -- GPU operations (kernels, memcpy, memset) with their classes (view kernel_classes), one row per
 -- (rank, trace, name, class, matching rule). Parameters: $rank (NULL = all ranks), $by_rank (BOOLEAN: keep the rank,
--- else NULL). gpu_us = all GPU time of the selection (of that rank with $by_rank), the
--- denominator of every percentage. Durations in microseconds.
+-- else NULL). gpu_us = all GPU time of the selection (of that rank with $by_rank; view gpu_time:
+-- kernels + memcpy + memset), the denominator of every percentage. Durations in microseconds.
 WITH sel AS (
     SELECT CASE WHEN $by_rank THEN t.rank END AS rank, e.trace_id, e.name, e.dur_us
     FROM gpu_ops e JOIN traces t ON t.trace_id = e.trace_id
     WHERE $rank IS NULL OR t.rank = $rank
 ),
-tot AS (SELECT rank, sum(dur_us) AS gpu_us FROM sel GROUP BY rank),
+tot AS (
+    SELECT CASE WHEN $by_rank THEN rank END AS rank, sum(gpu_op_us) AS gpu_us
+    FROM gpu_time WHERE $rank IS NULL OR rank = $rank GROUP BY 1 HAVING sum(gpu_ops) > 0
+),
 per_name AS (
     SELECT s.rank, s.trace_id, s.name, count(*) AS count, sum(s.dur_us) AS total_us
     FROM sel s GROUP BY s.rank, s.trace_id, s.name

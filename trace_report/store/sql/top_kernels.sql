@@ -1,21 +1,29 @@
 -- Top GPU kernels by total time. Parameters: $rank (NULL = all ranks), $by_rank (BOOLEAN),
--- $limit (rows, per rank when $by_rank). pct = percent of all kernel time in the selection
--- (of that rank's kernel time when $by_rank).
-WITH k AS (
-    SELECT CASE WHEN $by_rank THEN t.rank END AS rank, e.name, e.dur_us
-    FROM events e JOIN traces t USING (trace_id)
-    WHERE e.cat = 'kernel' AND ($rank IS NULL OR t.rank = $rank)
+-- $limit (rows, per rank when $by_rank), $trace_ids (NULL = every trace), $steps_only (BOOLEAN: HTA's
+-- iteration rule, view steps_only_gpu_ops: kernels launched before the last ProfilerStep starts).
+-- pct_of_gpu_time = percent of the GPU time of the selection (kernels + memcpy + memset, the
+-- denominator flags and HTA's kernel breakdown use; of that rank's with $by_rank).
+WITH sel AS (
+    SELECT e.trace_id, e.cat, e.name, e.dur_us FROM gpu_ops e WHERE NOT $steps_only
+    UNION ALL
+    SELECT e.trace_id, e.cat, e.name, e.dur_us FROM steps_only_gpu_ops e WHERE $steps_only
 ),
+k AS (
+    SELECT CASE WHEN $by_rank THEN t.rank END AS rank, s.cat, s.name, s.dur_us
+    FROM sel s JOIN traces t USING (trace_id)
+    WHERE ($rank IS NULL OR t.rank = $rank) AND ($trace_ids IS NULL OR list_contains($trace_ids, t.trace_id))
+),
+tot AS (SELECT rank, sum(dur_us) AS gpu_us FROM k GROUP BY rank),
 g AS (
     SELECT rank, name, count(*) AS count, sum(dur_us) AS total_us, avg(dur_us) AS mean_us,
            min(dur_us) AS min_us, max(dur_us) AS max_us
-    FROM k GROUP BY rank, name
+    FROM k WHERE cat = 'kernel' GROUP BY rank, name
 ),
 r AS (
-    SELECT *, 100.0 * total_us / sum(total_us) OVER (PARTITION BY rank) AS pct,
-           row_number() OVER (PARTITION BY rank ORDER BY total_us DESC, name) AS pos
-    FROM g
+    SELECT g.*, 100.0 * g.total_us / tot.gpu_us AS pct_of_gpu_time,
+           row_number() OVER (PARTITION BY g.rank ORDER BY g.total_us DESC, g.name) AS pos
+    FROM g JOIN tot ON tot.rank IS NOT DISTINCT FROM g.rank
 )
-SELECT rank, name, count, total_us, mean_us, min_us, max_us, pct, 'kernel' AS kind
+SELECT rank, name, count, total_us, mean_us, min_us, max_us, pct_of_gpu_time, 'kernel' AS kind
 FROM r WHERE $limit IS NULL OR pos <= $limit
 ORDER BY rank NULLS FIRST, total_us DESC, name;

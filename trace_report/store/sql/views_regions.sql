@@ -142,18 +142,30 @@ SELECT * FROM spans WHERE ts_us < end_us;
 
 -- Every GPU kernel with its launch (the runtime call with the same correlation) and the window
 -- (step) it belongs to: the one its launch falls in, or, without a launch, the one its start falls
--- in. window_id is NULL for kernels outside every ProfilerStep. The region of each kernel is
--- computed by trace_report.analyses.regions.kernel_regions from these rows and the regions view.
+-- in. window_id is NULL for kernels outside every ProfilerStep. before_first_step: the kernel was
+-- launched before the first ProfilerStep began, or has no launch in a trace that records launches
+-- (the GPU queue lagged the CPU when the trace began); such kernels belong to no step (breakdown
+-- shows them as their own 'before_first_step' row), never to the first one. The region of each
+-- kernel is computed by trace_report.analyses.regions.kernel_regions from these rows and the
+-- regions view.
 CREATE OR REPLACE TEMP VIEW kernel_steps AS
 WITH k AS (
     SELECT k.trace_id, k.event_id, k.name, k.pid AS device_pid, k.ts_us, k.dur_us, k.launch_event_id,
            l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us
     FROM kernels k
     LEFT JOIN events l ON l.trace_id = k.trace_id AND l.event_id = k.launch_event_id
+),
+first_step AS (SELECT trace_id, min(ts_us) AS first_us FROM steps GROUP BY trace_id),
+launching AS (SELECT DISTINCT trace_id FROM kernel_launches),
+e AS (
+    SELECT k.*, coalesce(f.first_us IS NOT NULL AND (k.launch_ts_us < f.first_us
+               OR (k.launch_ts_us IS NULL AND k.trace_id IN (SELECT trace_id FROM launching))), false)
+               AS before_first_step
+    FROM k LEFT JOIN first_step f ON f.trace_id = k.trace_id
 )
-SELECT k.*, w.window_id, w.step
-FROM k LEFT JOIN step_windows w
-  ON w.trace_id = k.trace_id
- AND coalesce(k.launch_ts_us, k.ts_us) >= w.ts_us AND coalesce(k.launch_ts_us, k.ts_us) < w.end_us
- AND (w.pid IS NULL OR k.launch_pid IS NULL OR w.pid = k.launch_pid)
-QUALIFY row_number() OVER (PARTITION BY k.trace_id, k.event_id ORDER BY w.ts_us DESC NULLS LAST) = 1;
+SELECT e.*, w.window_id, w.step
+FROM e LEFT JOIN step_windows w
+  ON w.trace_id = e.trace_id AND NOT e.before_first_step
+ AND coalesce(e.launch_ts_us, e.ts_us) >= w.ts_us AND coalesce(e.launch_ts_us, e.ts_us) < w.end_us
+ AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid)
+QUALIFY row_number() OVER (PARTITION BY e.trace_id, e.event_id ORDER BY w.ts_us DESC NULLS LAST) = 1;

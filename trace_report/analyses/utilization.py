@@ -1,0 +1,45 @@
+"""GPU utilisation and launch-bound: thin readers of the views that define them.
+
+Each number has one definition, in one SQL view (``store/sql/views_step_numbers.sql``,
+docs/analysis.md "Definitions"); the report headline, ``advise`` and the notebooks read it here:
+
+- GPU utilisation (view ``gpu_utilization``): busy time of GPU operations (kernels + memcpy +
+  memset, union of their intervals) / ProfilerStep wall time, per step and rank; traces without
+  ProfilerStep use their first-to-last GPU operation span (``basis = 'gpu_span'``, HTA's
+  temporal-breakdown denominator).
+- Launch-bound (view ``launch_bound``): GPU operations (kernels + memcpy + memset) launched inside
+  ProfilerSteps that ran shorter than the CPU call that launched them (HTA
+  ``get_cuda_kernel_launch_stats``, ``include_memory_events=True``).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from trace_report.store.tracedb import TraceDB
+
+UTILIZATION_COLUMNS = ["rank", "trace_id", "step", "basis", "wall_us", "busy_us", "gpu_util_pct"]
+RANK_COLUMNS = ["rank", "basis", "steps", "wall_us", "busy_us", "gpu_util_pct"]
+
+
+def gpu_utilization(db: TraceDB, rank: int | None = None, *, by_step: bool = False) -> pd.DataFrame:
+    """GPU utilisation per rank (:data:`RANK_COLUMNS`: sum of busy µs / sum of step wall µs over
+    the rank's steps), or per step with ``by_step`` (:data:`UTILIZATION_COLUMNS`). ``basis`` is
+    ``ProfilerStep`` or ``gpu_span``; ``gpu_util_pct`` is NULL without GPU operations.
+    Source: views ``gpu_utilization`` and ``gpu_utilization_by_rank``."""
+    db.check_rank(rank)
+    if by_step:
+        return db.con.execute(
+            f"SELECT {', '.join(UTILIZATION_COLUMNS)} FROM gpu_utilization WHERE $rank IS NULL OR rank = $rank "
+            "ORDER BY rank, trace_id, ts_us", {"rank": rank}).df()
+    return db.con.execute(
+        f"SELECT {', '.join(RANK_COLUMNS)} FROM gpu_utilization_by_rank WHERE $rank IS NULL OR rank = $rank "
+        "ORDER BY rank", {"rank": rank}).df()
+
+
+def launch_stats(db: TraceDB, trace_ids: list[int]) -> pd.DataFrame:
+    """Per trace (view ``launch_bound``): ``gpu_ops`` launched inside ProfilerSteps, ``steps``,
+    ``shorter_than_launch`` (GPU duration < launch call duration), ``shorter_pct``,
+    ``median_gpu_us``, ``median_launch_us``."""
+    return db.con.execute("SELECT * FROM launch_bound WHERE list_contains($ids, trace_id) ORDER BY trace_id",
+                          {"ids": trace_ids}).df()

@@ -1,0 +1,110 @@
+-- One definition per number (docs/analysis.md, "Definitions"): GPU time, GPU busy time and
+-- utilisation, GPU operations with their launches, HTA's step selection, launch-bound.
+-- TEMP views, created on every connection after views_comm.sql (gpu_op_launches,
+-- steps_only_gpu_ops) and views_regions.sql (step_windows).
+-- Times in microseconds on the trace's own clock. Used by top-kernels, flags, breakdown,
+-- advise and the report headline, so that every command shows the same figure.
+
+-- GPU time per trace: the denominator of every "% of GPU time" (top-kernels
+-- pct_of_gpu_time, flags, advise). GPU operations = kernels + memcpy + memset, as HTA's
+-- get_gpu_kernel_breakdown counts them (memory operations are kernels of type MEMORY there).
+CREATE OR REPLACE TEMP VIEW gpu_time AS
+SELECT t.trace_id, t.rank,
+       count(g.event_id) AS gpu_ops,
+       coalesce(sum(g.dur_us), 0.0) AS gpu_op_us,
+       coalesce(sum(g.dur_us) FILTER (WHERE g.cat = 'kernel'), 0.0) AS kernel_us,
+       coalesce(sum(g.dur_us) FILTER (WHERE g.cat = 'gpu_memcpy'), 0.0) AS memcpy_us,
+       coalesce(sum(g.dur_us) FILTER (WHERE g.cat = 'gpu_memset'), 0.0) AS memset_us
+FROM traces t LEFT JOIN gpu_ops g ON g.trace_id = t.trace_id
+GROUP BY t.trace_id, t.rank;
+
+-- Union of the GPU operations' [ts, ts + dur) intervals per trace (all streams and devices of
+-- the trace): the time during which the GPU did something. Gaps-and-islands over start order.
+CREATE OR REPLACE TEMP VIEW gpu_busy_intervals AS
+WITH o AS (
+    SELECT trace_id, ts_us AS s, ts_us + dur_us AS e FROM gpu_ops WHERE dur_us > 0
+),
+m AS (
+    SELECT *, max(e) OVER (PARTITION BY trace_id ORDER BY s, e
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS run_end
+    FROM o
+),
+g AS (
+    SELECT *, sum(CASE WHEN run_end IS NULL OR s > run_end THEN 1 ELSE 0 END)
+              OVER (PARTITION BY trace_id ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM m
+)
+SELECT trace_id, island, min(s) AS start_us, max(e) AS end_us FROM g GROUP BY trace_id, island;
+
+-- GPU utilisation per step and rank: busy time of GPU operations (union of intervals, clipped
+-- to the step) / the ProfilerStep's wall time. A trace without ProfilerStep is one window from
+-- its first to its last GPU operation (basis 'gpu_span', what HTA's temporal breakdown divides
+-- by). gpu_util_pct is NULL for traces without GPU operations.
+CREATE OR REPLACE TEMP VIEW gpu_utilization AS
+WITH span AS (
+    SELECT trace_id, min(start_us) AS ts_us, max(end_us) AS end_us FROM gpu_busy_intervals GROUP BY trace_id
+),
+w AS (
+    SELECT s.trace_id, s.step, s.event_id AS window_id, s.ts_us, s.end_us, 'ProfilerStep' AS basis
+    FROM steps s
+    UNION ALL
+    SELECT p.trace_id, NULL, -1, p.ts_us, p.end_us, 'gpu_span'
+    FROM span p WHERE p.trace_id NOT IN (SELECT trace_id FROM steps)
+),
+has_gpu AS (SELECT DISTINCT trace_id FROM gpu_busy_intervals),
+busy AS (
+    SELECT w.trace_id, w.window_id,
+           sum(greatest(0.0, least(b.end_us, w.end_us) - greatest(b.start_us, w.ts_us))) AS busy_us
+    FROM w JOIN gpu_busy_intervals b
+      ON b.trace_id = w.trace_id AND b.start_us < w.end_us AND b.end_us > w.ts_us
+    GROUP BY w.trace_id, w.window_id
+)
+SELECT w.trace_id, t.rank, w.step, w.window_id, w.basis, w.ts_us, w.end_us, w.end_us - w.ts_us AS wall_us,
+       CASE WHEN w.trace_id IN (SELECT trace_id FROM has_gpu) THEN coalesce(b.busy_us, 0.0) END AS busy_us,
+       100.0 * busy_us / nullif(w.end_us - w.ts_us, 0) AS gpu_util_pct
+FROM w JOIN traces t ON t.trace_id = w.trace_id
+LEFT JOIN busy b ON b.trace_id = w.trace_id AND b.window_id = w.window_id;
+
+-- GPU utilisation per rank: sum of busy time / sum of step wall time over the rank's steps
+-- (or GPU spans). The one figure the report headline and advise's low_gpu_utilization show.
+CREATE OR REPLACE TEMP VIEW gpu_utilization_by_rank AS
+SELECT rank, min(basis) AS basis, count(*) AS steps, sum(wall_us) AS wall_us, sum(busy_us) AS busy_us,
+       100.0 * sum(busy_us) / nullif(sum(wall_us), 0) AS gpu_util_pct
+FROM gpu_utilization GROUP BY rank;
+
+-- Every GPU operation (kernel, memcpy, memset) with the CPU call that launched it (view
+-- gpu_op_launches of views_comm.sql: the cuda_runtime/cuda_driver event with the same
+-- correlation), as HTA's get_cuda_kernel_launch_stats pairs them: cpu_us = the launch call's
+-- duration, gpu_us = the operation's, launch_delay_us = operation start - launch end.
+-- window_id/step: the ProfilerStep the launch starts in (NULL outside every step). hta_kept: the
+-- operation is in steps_only_gpu_ops, HTA's iteration filter (launched before the last
+-- ProfilerStep starts), the one step selection of overlap, queue and top-kernels --steps-only.
+CREATE OR REPLACE TEMP VIEW gpu_op_launch_times AS
+WITH g AS (
+    SELECT g.trace_id, g.event_id, g.cat, g.name, g.correlation, g.ts_us, g.dur_us AS gpu_us,
+           g.launch_event_id, g.launch_pid, g.launch_ts_us, r.dur_us AS cpu_us,
+           g.ts_us - (r.ts_us + r.dur_us) AS launch_delay_us
+    FROM gpu_op_launches g
+    JOIN events r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
+),
+kept AS (SELECT trace_id, event_id FROM steps_only_gpu_ops)
+SELECT g.*, w.window_id, w.step,
+       (g.trace_id, g.event_id) IN (SELECT (trace_id, event_id) FROM kept) AS hta_kept
+FROM g
+LEFT JOIN step_windows w
+  ON w.trace_id = g.trace_id AND w.window_id <> -1
+ AND g.launch_ts_us >= w.ts_us AND g.launch_ts_us < w.end_us
+ AND (w.pid IS NULL OR w.pid = g.launch_pid)
+QUALIFY row_number() OVER (PARTITION BY g.trace_id, g.event_id ORDER BY w.ts_us DESC NULLS LAST) = 1;
+
+-- Launch-bound, HTA's rule (get_cuda_kernel_launch_stats, include_memory_events=True): GPU
+-- operations (kernels + memcpy + memset) that ran shorter than the CPU call that launched them,
+-- over the operations launched inside ProfilerSteps, per trace. advise's launch_bound reads it.
+CREATE OR REPLACE TEMP VIEW launch_bound AS
+SELECT trace_id, count(*) AS gpu_ops, count(DISTINCT window_id) AS steps,
+       count(*) FILTER (WHERE gpu_us < cpu_us) AS shorter_than_launch,
+       100.0 * count(*) FILTER (WHERE gpu_us < cpu_us) / count(*) AS shorter_pct,
+       median(gpu_us) AS median_gpu_us, median(cpu_us) AS median_launch_us
+FROM gpu_op_launch_times
+WHERE window_id IS NOT NULL
+GROUP BY trace_id;

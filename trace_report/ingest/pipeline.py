@@ -225,7 +225,7 @@ class Ingest:
             self.summary.notes.append(
                 f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
                 f"(longer than the rest of the trace or over 1e12 us), e.g. {example}")
-        n_dup = count_duplicates(lambda columns: _part_tables(parts, columns))
+        n_dup = count_duplicates(lambda columns: _part_tables(parts, columns), stats.dup_keys)
         if n_dup:
             self.summary.notes.append(
                 f"{src.label}: {n_dup} event(s) are exact duplicates of another (same cat, name, pid, tid, "

@@ -481,7 +481,9 @@ class PieceStream:
         eof = False
         want = self.block
         searched = 0  # buf[:searched] holds no event boundary (a long event being read on)
-        held: list[bytes] = []  # the last pieces ([...]), kept back: a cut may have landed in metadata after the array
+        # A cut that lands in the metadata after the array makes an invalid piece, which the
+        # decoder merges with the next ones and at last with the tail (PieceRunner), so pieces go
+        # out as soon as they are cut: the tail, decoded alone in the main process, stays one piece.
         while not eof:
             while len(buf) < want and not eof:
                 data = reader.read()
@@ -498,12 +500,12 @@ class PieceStream:
                 continue
             want, searched = self.block, 0
             with memoryview(buf) as view:
-                held.append(b"".join((b"[", view[:cut], b"]")))
+                piece = b"".join((b"[", view[:cut], b"]"))
             del buf[: _skip_comma(buf, cut)]
-            while len(held) > 1 and sum(map(len, held)) - len(held[0]) > self.block:
-                yield held.pop(0)
+            yield piece
+            del piece
         self._check_event_size(len(buf) - 2 * self.block, reader)  # the last blocks: events, then the trailer
-        yield TailBytes(b",".join([*(h[1:-1] for h in held), buf]) if held else buf)
+        yield TailBytes(buf)
 
     def _check_event_size(self, size: int, reader: _HashingReader) -> None:
         """Refuse a run of bytes without an event boundary longer than :data:`MAX_EVENT_BYTES`

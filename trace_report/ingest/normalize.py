@@ -231,8 +231,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     args = _redact_column(cols["args"], "args", redact_json_text, redactions)
     table = pa.Table.from_arrays(
         [
-            pa.array([trace_id] * n, pa.int32()) if n else pa.array([], pa.int32()),
-            pa.array(range(base, base + n), pa.int64()),
+            pa.array(np.full(n, trace_id, dtype=np.int32)),
+            pa.array(np.arange(base, base + n, dtype=np.int64)),
             cat,
             name,
             cols["pid"],

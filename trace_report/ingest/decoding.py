@@ -54,6 +54,7 @@ class Job:
     out: Path | None = None
     split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
     max_ratio: float = MAX_RATIO  # kind 'file' only
+    piece_bytes: int = PIECE_BYTES  # kind 'file' only: the pieces it is cut into where it is read
 
     def raw(self) -> bytes:
         if self.kind == "bytes":
@@ -126,7 +127,8 @@ def raise_invalid(data: bytes, label: str) -> None:
 def read_whole(job: Job) -> JobResult:
     """Decode a whole (small) file in this process into one table or one Parquet file."""
     assert job.path is not None
-    envelope, results = decode_file(job.path, job.label, job.trace_id, max_ratio=job.max_ratio)
+    envelope, results = decode_file(job.path, job.label, job.trace_id, piece_bytes=job.piece_bytes,
+                                    max_ratio=job.max_ratio)
     stats = PieceStats()
     for _, r in results:
         stats.add(r.stats)

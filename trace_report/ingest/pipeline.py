@@ -57,6 +57,10 @@ from trace_report.sysutil import die_with_parent
 PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
 :func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
+WHOLE_FILE_PIECES = 8
+"""With several inputs, a trace of up to this many pieces (decoded) goes whole to one worker, which
+reads and decodes it alone: the ranks of a run decode side by side and the main process reads
+none of their bytes (cut into pieces, a 30 MB rank was mostly decoded by the main process)."""
 
 @dataclass(frozen=True)
 class IngestOptions:
@@ -110,12 +114,12 @@ class Ingest:
         for src in todo:
             ids[src] = self.next_id
             self.next_id += 1
-        small = {s for s in todo
-                 if pool is not None and s.kind is InputKind.trace and decoded_size(s.path) < self.opts.piece_bytes}
+        whole = self.opts.piece_bytes * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
+        small = {s for s in todo if pool is not None and s.kind is InputKind.trace and decoded_size(s.path) < whole}
         futures = {}
         for s in small:
             job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
-                      max_ratio=self.opts.max_ratio)
+                      max_ratio=self.opts.max_ratio, piece_bytes=self.opts.piece_bytes)
             futures[s] = (job.out, pool.submit(run_job, job))  # type: ignore[union-attr]
         for src in todo:
             try:

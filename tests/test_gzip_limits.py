@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import subprocess
 import sys
@@ -10,9 +11,10 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import REPO, invoke
+from conftest import REPO, invoke, trace_file
 
 from trace_report.errors import TraceFormatError
+from trace_report.formats import kineto
 from trace_report.formats.kineto import MAX_EVENT_BYTES, MAX_RATIO
 from trace_report.ingest import decoding
 from trace_report.ingest.decoding import decode_file
@@ -151,3 +153,19 @@ def test_invalid_piece_is_not_carried_to_the_end(tmp_path: Path, monkeypatch: py
     with pytest.raises(TraceFormatError, match="invalid JSON"):
         decode_file(path, path.name, 1, piece_bytes=4096, on_piece=pieces.append)
     assert len(pieces) < 20  # of ~100 pieces in the file
+
+
+def test_fast_inflater_reads_a_real_trace_as_gzip_does() -> None:
+    """zlib-ng (the installed inflater) yields the bytes the standard library's gzip does, at most a
+    piece per read, and hashes the file as stored."""
+    pytest.importorskip("zlib_ng")
+    assert kineto._inflate.__name__.endswith("zlib_ng")
+    path = trace_file("kineto_rn50_nw4_2021jun")
+    reader = kineto._HashingReader(path, 1 << 20)
+    blocks = []
+    while block := reader.read():
+        assert len(block) <= 1 << 20
+        blocks.append(block)
+    reader.close()
+    assert b"".join(blocks) == gzip.decompress(path.read_bytes())
+    assert reader.digest.hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()

@@ -92,3 +92,29 @@ def open_paths(paths, options=None):
     """An in-memory database of ``paths`` through the one resolver (as ``trace_report.open``)."""
     with resolve(paths) as found:
         return open_in_memory(found, options)
+
+
+def test_several_traces_go_whole_to_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With several inputs, each trace of a few pieces is one job read and decoded by a worker
+    (the main process reads none of its bytes), with the rows of the serial ingest."""
+    folder = trace_file("hta_trace_diff").parent  # two traces of 31 and 33 MB
+    per_trace = Q + " GROUP BY trace_id ORDER BY trace_id"
+    con, _ = open_paths([folder], IngestOptions(workers=1))
+    reference = con.execute(per_trace).fetchall()
+    con.close()
+    kinds: list[str] = []
+    real_job = ingest_mod.Job
+
+    def spy(kind: str, *args: object, **kwargs: object) -> object:
+        kinds.append(kind)
+        return real_job(kind, *args, **kwargs)
+
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest_mod, "Job", spy)
+    con, _ = open_paths([folder], IngestOptions(workers=2))
+    got = con.execute(per_trace).fetchall()
+    assert len(got) == len(reference) == 2
+    for row, want in zip(got, reference, strict=True):
+        assert row == pytest.approx(want)
+    con.close()
+    assert kinds == ["file", "file"]

@@ -30,11 +30,16 @@ from trace_report.errors import TraceFormatError
 from trace_report.formats.magic import GZIP_MAGIC, is_gzip
 from trace_report.formats.schema import EVENTS_SCHEMA
 
-# zlib inflates the stream. python-isal's inflate is ~3x faster but, behind PieceStream, let a
-# 100 KB gzip bomb reach 754 MB before it was refused (332 MB with zlib): not used until that is
-# understood (tests/test_gzip_limits.py measures it).
-_inflate = zlib
-_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
+# zlib-ng inflates the stream (~2x faster than zlib: 0.12 s against 0.30 s of CPU for 205 MB of
+# JSON); its decompressobj is CPython's zlib code over zlib-ng, so ``max_length`` bounds each call
+# as with zlib (tests/test_gzip_limits.py: same peak RSS on both bombs). zlib is the fallback.
+# python-isal's inflate is as fast but, behind PieceStream, let a 100 KB gzip bomb reach 754 MB
+# before it was refused: not used.
+try:
+    from zlib_ng import zlib_ng as _inflate
+except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib still works
+    _inflate = zlib  # type: ignore[no-redef]
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
 
 MEMORY_EVENT = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
@@ -476,7 +481,9 @@ class PieceStream:
         eof = False
         want = self.block
         searched = 0  # buf[:searched] holds no event boundary (a long event being read on)
-        held: list[bytes] = []  # the last pieces ([...]), kept back: a cut may have landed in metadata after the array
+        # A cut that lands in the metadata after the array makes an invalid piece, which the
+        # decoder merges with the next ones and at last with the tail (PieceRunner), so pieces go
+        # out as soon as they are cut: the tail, decoded alone in the main process, stays one piece.
         while not eof:
             while len(buf) < want and not eof:
                 data = reader.read()
@@ -493,12 +500,12 @@ class PieceStream:
                 continue
             want, searched = self.block, 0
             with memoryview(buf) as view:
-                held.append(b"".join((b"[", view[:cut], b"]")))
+                piece = b"".join((b"[", view[:cut], b"]"))
             del buf[: _skip_comma(buf, cut)]
-            while len(held) > 1 and sum(map(len, held)) - len(held[0]) > self.block:
-                yield held.pop(0)
+            yield piece
+            del piece
         self._check_event_size(len(buf) - 2 * self.block, reader)  # the last blocks: events, then the trailer
-        yield TailBytes(b",".join([*(h[1:-1] for h in held), buf]) if held else buf)
+        yield TailBytes(buf)
 
     def _check_event_size(self, size: int, reader: _HashingReader) -> None:
         """Refuse a run of bytes without an event boundary longer than :data:`MAX_EVENT_BYTES`

@@ -55,7 +55,7 @@ class Job:
     split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
     max_ratio: float = MAX_RATIO  # kinds 'file' and 'pieces'
     store: ParquetStore | None = None  # kind 'pieces' only: where its pieces go
-    piece_bytes: int = PIECE_BYTES  # kind 'pieces' only
+    piece_bytes: int = PIECE_BYTES  # kinds 'file' and 'pieces': the pieces it is cut into where it is read
 
     def raw(self) -> bytes:
         if self.kind == "bytes":
@@ -134,13 +134,14 @@ def raise_invalid(data: bytes, label: str) -> None:
 def read_whole(job: Job) -> JobResult:
     """Decode a whole (small) file in this process into one table or one Parquet file."""
     assert job.path is not None
-    envelope, results = decode_file(job.path, job.label, job.trace_id, max_ratio=job.max_ratio)
+    envelope, results = decode_file(job.path, job.label, job.trace_id, piece_bytes=job.piece_bytes,
+                                    max_ratio=job.max_ratio)
     stats = PieceStats()
     for _, r in results:
         stats.add(r.stats)
     table: pa.Table | None = pa.concat_tables([r.table for _, r in results if r.table is not None])
     assert table is not None
-    duplicates = count_duplicates(lambda columns: [table.select(columns)])
+    duplicates = count_duplicates(lambda columns: [table.select(columns)], stats.dup_keys or None)
     if job.out is not None:
         write_parquet(table, job.out)
         table = None
@@ -154,7 +155,9 @@ def read_pieces(job: Job) -> JobResult:
     envelope, results = decode_file(job.path, job.label, job.trace_id, piece_bytes=job.piece_bytes,
                                     store=job.store, max_ratio=job.max_ratio)
     parts = [(j.out, r) for j, r in results]
-    duplicates = count_duplicates(lambda columns: (pq.read_table(p, columns=columns) for p, _ in parts if p))
+    keys = [k for _, r in parts for k in r.stats.dup_keys]
+    duplicates = count_duplicates(lambda columns: (pq.read_table(p, columns=columns) for p, _ in parts if p),
+                                  keys or None)
     return JobResult(True, envelope=envelope, parts=parts, duplicates=duplicates)
 
 

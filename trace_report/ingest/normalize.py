@@ -12,11 +12,13 @@ negative or non-finite duration, a non-finite timestamp or a duration over
 :data:`ABSURD_DUR_US` are dropped in the piece; the rows that could be longer than the rest of the
 trace (the :data:`EDGE_ROWS` latest ends and earliest starts of each piece) travel in
 :class:`PieceStats` so that :func:`overlong_events` can judge them once the whole trace is read.
-Exact duplicates are counted (and kept) by :func:`count_duplicates`.
+Exact duplicates are counted (and kept) by :func:`count_duplicates`, from a 64-bit key per row
+that each piece computes where it is decoded (:func:`row_keys`, carried in :class:`PieceStats`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -97,6 +99,8 @@ class PieceStats:
     """Entries of ``traceEvents`` that are not JSON objects."""
     n_bad_utf8: int = 0
     """Invalid UTF-8 sequences replaced by U+FFFD."""
+    dup_keys: list[np.ndarray] = field(default_factory=list)
+    """:func:`row_keys` of the piece's rows (uint64, one array per piece), for :func:`count_duplicates`."""
 
     def add(self, other: PieceStats) -> None:
         self.rows += other.rows
@@ -112,6 +116,7 @@ class PieceStats:
         self.early_starts = sorted(self.early_starts + other.early_starts, key=lambda r: (r.ts, r.event_id))[:EDGE_ROWS]
         self.n_not_objects += other.n_not_objects
         self.n_bad_utf8 += other.n_bad_utf8
+        self.dup_keys.extend(other.dup_keys)
 
 
 def _normalise_categories(cat: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -226,8 +231,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     args = _redact_column(cols["args"], "args", redact_json_text, redactions)
     table = pa.Table.from_arrays(
         [
-            pa.array([trace_id] * n, pa.int32()) if n else pa.array([], pa.int32()),
-            pa.array(range(base, base + n), pa.int64()),
+            pa.array(np.full(n, trace_id, dtype=np.int32)),
+            pa.array(np.arange(base, base + n, dtype=np.int64)),
             cat,
             name,
             cols["pid"],
@@ -269,6 +274,7 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         early_starts=early_starts,
         n_not_objects=n_not_objects,
         n_bad_utf8=n_bad_utf8,
+        dup_keys=[row_keys(table)],
     )
     return table, stats
 
@@ -301,22 +307,53 @@ def overlong_events(stats: PieceStats) -> list[EdgeRow]:
     return found
 
 
+_KEY_MUL = np.uint64(0x9E3779B97F4A7C15)
+KEY_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us"]
+"""The columns :func:`row_keys` hashes (all of :data:`DUPLICATE_COLUMNS` but ``args``)."""
+
+
 def _time_keys(table: pa.Table) -> np.ndarray:
     """One 64-bit key per row from the bits of ``ts_us`` and ``dur_us`` (equal rows, equal keys)."""
     ts = table.column("ts_us").to_numpy(zero_copy_only=False).astype(np.float64).view(np.uint64)
     dur = table.column("dur_us").to_numpy(zero_copy_only=False).astype(np.float64).view(np.uint64)
     with np.errstate(over="ignore"):
-        return ts * np.uint64(0x9E3779B97F4A7C15) ^ dur
+        return ts * _KEY_MUL ^ dur
 
 
-def count_duplicates(tables: Callable[[list[str]], Iterable[pa.Table]]) -> int:
+def _text_hashes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A 64-bit hash per row of a string column (null -> 0): BLAKE2b of each distinct value, so
+    that equal texts get equal hashes in any process (unlike ``hash``)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    enc = pc.dictionary_encode(column)
+    hashes = np.array([int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "little")
+                       for v in enc.dictionary.to_pylist()] + [0], dtype=np.uint64)
+    return hashes[pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+
+
+def row_keys(table: pa.Table) -> np.ndarray:
+    """One 64-bit key per row over :data:`KEY_COLUMNS` (uint64; equal rows, equal keys). Rows that
+    share a key are compared exactly by :func:`count_duplicates`: with the names in the key, the
+    nested operators that start and end together (common at microsecond resolution) no longer do."""
+    key = _time_keys(table)
+    with np.errstate(over="ignore"):
+        for name in ("cat", "name", "pid", "tid"):
+            key = key * _KEY_MUL ^ _text_hashes(table.column(name))
+    return key
+
+
+def count_duplicates(tables: Callable[[list[str]], Iterable[pa.Table]],
+                     keys: list[np.ndarray] | None = None) -> int:
     """Rows of one trace equal to an earlier row in every :data:`DUPLICATE_COLUMNS` column.
 
-    ``tables(columns)`` yields the trace's events (those columns at least) piece by piece. A first
-    pass reads only ``ts_us``/``dur_us``; the exact comparison runs over the rows whose time pair
-    occurs more than once, which in real traces is few or none.
+    ``tables(columns)`` yields the trace's events (those columns at least) piece by piece;
+    ``keys``: the :func:`row_keys` of all its rows (:attr:`PieceStats.dup_keys`, computed where the
+    pieces were decoded), else they are computed here from :data:`KEY_COLUMNS`. The exact
+    comparison reads the pieces again only when some key occurs more than once, and then only the
+    rows with such a key; in real traces that is few rows or none.
     """
-    keys = [_time_keys(t) for t in tables(["ts_us", "dur_us"])]
+    if keys is None:
+        keys = [row_keys(t) for t in tables(KEY_COLUMNS)]
     if not keys:
         return 0
     uniq, counts = np.unique(np.concatenate(keys), return_counts=True)
@@ -324,7 +361,7 @@ def count_duplicates(tables: Callable[[list[str]], Iterable[pa.Table]]) -> int:
     if len(shared) == 0:
         return 0
     wanted = pa.array(shared, pa.uint64())
-    parts = [t.select(DUPLICATE_COLUMNS).filter(pc.is_in(pa.array(_time_keys(t), pa.uint64()), wanted))
+    parts = [t.select(DUPLICATE_COLUMNS).filter(pc.is_in(pa.array(row_keys(t), pa.uint64()), wanted))
              for t in tables(DUPLICATE_COLUMNS)]
     rows = pa.concat_tables(parts)
     groups = rows.group_by(DUPLICATE_COLUMNS, use_threads=False).aggregate([([], "count_all")])

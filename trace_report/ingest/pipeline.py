@@ -56,6 +56,10 @@ __all__ = ["IngestOptions", "decode_file", "ingest_sources", "ingest_to_database
 PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
 :func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
+WHOLE_FILE_PIECES = 8
+"""With several inputs, a trace of up to this many pieces (decoded) goes whole to one worker, which
+reads and decodes it alone: the ranks of a run decode side by side and the main process reads
+none of their bytes (cut into pieces, a 30 MB rank was mostly decoded by the main process)."""
 
 
 @dataclass(frozen=True)
@@ -128,13 +132,14 @@ class Ingest:
         if pool is None:
             return {}
         traces = [s for s in todo if s.kind is InputKind.trace]
-        small = [s for s in traces if decoded_size(s.path) < self.opts.piece_bytes]
+        whole_bytes = self.opts.piece_bytes * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
+        small = [s for s in traces if decoded_size(s.path) < whole_bytes]
         large = [s for s in traces if s not in small]
         whole = (pool.file_tasks and isinstance(self.store, ParquetStore) and len(large) >= pool.slots)
         futures = {}
         for s in small:
             job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
-                      max_ratio=self.opts.max_ratio)
+                      max_ratio=self.opts.max_ratio, piece_bytes=self.opts.piece_bytes)
             futures[s] = (job.out, pool.submit(run_job, job))
         for s in large if whole else []:
             assert isinstance(self.store, ParquetStore)
@@ -246,7 +251,7 @@ class Ingest:
                 f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
                 f"(longer than the rest of the trace or over 1e12 us), e.g. {example}")
         n_dup = duplicates if duplicates is not None and not overlong else \
-            count_duplicates(lambda columns: _part_tables(parts, columns))
+            count_duplicates(lambda columns: _part_tables(parts, columns), None if overlong else stats.dup_keys or None)
         if n_dup:
             self.summary.notes.append(
                 f"{src.label}: {n_dup} event(s) are exact duplicates of another (same cat, name, pid, tid, "

@@ -85,8 +85,11 @@ def ops_section(db: TraceDB, rank: int | None) -> Section | None:
 
 
 def _bytes(value: float) -> str:
-    """Bytes as GiB from 1 GiB up, else MiB (binary units, as ``torch.cuda.memory_summary``)."""
-    return f"{value / GIB:,.2f} GiB" if abs(value) >= GIB else f"{value / (1 << 20):,.1f} MiB"
+    """Bytes as GiB from 1 GiB up, MiB from 1 MiB up, else bytes (binary units, as
+    ``torch.cuda.memory_summary``)."""
+    if abs(value) >= GIB:
+        return f"{value / GIB:,.2f} GiB"
+    return f"{value / (1 << 20):,.1f} MiB" if abs(value) >= 1 << 20 else f"{value:,.0f} bytes"
 
 
 def _peak_lead(peaks: pd.DataFrame) -> str:

@@ -61,10 +61,12 @@ def runs_report(tmp_path_factory):
 def test_report_of_captured_runs(runs_report):
     report, page = runs_report
     titles = [s.title for s in report.sections]
-    assert titles == ["Run configuration", "Headline numbers", "Where the time goes", "Experiments", "Advice"]
+    # CPU traces: no operators section (no GPU time), memory of the runs that profiled it
+    assert titles == ["Run configuration", "Headline numbers", "Where the time goes", "Memory", "Experiments",
+                      "Advice"]
     names = [name for s in report.sections for name, _ in s.charts]
-    assert names[:3] == ["top-kernels", "regions", "timeline"]  # CPU traces: no kernel classes, no roofline
-    assert sorted(names[3:]) == sorted(f"experiment-{k}" for k in ("amp", "cmp", "dev", "opt", "wk"))
+    assert names[:4] == ["top-kernels", "regions", "timeline", "memory"]  # no kernel classes, no roofline
+    assert sorted(names[4:]) == sorted(f"experiment-{k}" for k in ("amp", "cmp", "dev", "opt", "wk"))
     specs = chart_specs(page)
     assert len(specs) == len(names) and all(s["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
                                             for s in specs)

@@ -166,7 +166,7 @@ def test_report_of_captured_runs_renders(browser, tmp_path_factory, tmp_path):
     with open_runs(root) as db:
         write_report(db, [str(root)], tmp_path / "runs.html")
     charts = render(browser, tmp_path / "runs.html")
-    assert_rendered(browser, charts, 8)
+    assert_rendered(browser, charts, 9)  # with the memory chart (one lane per run)
     assert_fits_with_links(browser)  # the wide run-configuration table scrolls in its own box
     if os.environ.get("TRACE_REPORT_UPDATE_SCREENSHOTS"):
         screenshot(browser, REPO / "docs" / "img" / "report-runs.png")

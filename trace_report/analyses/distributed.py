@@ -105,7 +105,8 @@ def _regions(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
 def _flags(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
     """``kernel_flags.sql``'s rows: per (rank, trace, name, class, rule) count and sum, and the
     partition's GPU time per rank (rows without a name)."""
-    return db.con.execute(sql_text("kernel_flags.sql"), {"rank": p["rank"], "by_rank": p["by_rank"]}).df()
+    return db.con.execute(sql_text("kernel_flags.sql"),
+                          {"rank": p["rank"], "by_rank": p["by_rank"], "trace_ids": None}).df()
 
 
 def _gpu_ops(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, int]:
@@ -206,7 +207,7 @@ def flags_ray(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     per-name rows are the partitions' own; the GPU time of each rank (the denominator) is summed."""
     opts = options or FlagsOptions()
     known = check_options(db, opts)
-    partials = _map(db, "flags", {"rank": opts.rank, "by_rank": opts.by_rank}, opts.rank)
+    partials = _map(db, "flags", {"rank": opts.rank, "by_rank": opts.by_rank}, opts.rank, opts.trace_ids)
     if not partials:  # no traces: nothing to distribute, the local answer is the empty one
         return flags(db, opts)
     long = pd.concat(partials, ignore_index=True)

@@ -31,12 +31,14 @@ EXPLAIN_COLUMNS = ["class", "rule_id", "pattern", "requires", "min_cc", "rationa
 @dataclass(frozen=True)
 class FlagsOptions:
     """``rank``: only that rank; ``by_rank``: one ranking and summary per rank; ``classes``: keep
-    names having any of these classes (empty = every flagged name); ``limit``: rows per rank."""
+    names having any of these classes (empty = every flagged name); ``limit``: rows per rank;
+    ``trace_ids``: only these traces (one run of several; the denominator is theirs)."""
 
     rank: int | None = None
     by_rank: bool = False
     classes: tuple[str, ...] = ()
     limit: int | None = None
+    trace_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -145,7 +147,9 @@ def flags(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     opts = options or FlagsOptions()
     con = db.con
     known = check_options(db, opts)
-    long = con.execute(sql_text("kernel_flags.sql"), {"rank": opts.rank, "by_rank": opts.by_rank}).df()
+    ids = None if opts.trace_ids is None else list(opts.trace_ids)
+    long = con.execute(sql_text("kernel_flags.sql"),
+                       {"rank": opts.rank, "by_rank": opts.by_rank, "trace_ids": ids}).df()
     return flags_from_rows(db, long, opts, known)
 
 

@@ -12,7 +12,10 @@ For each ProfilerStep (the whole trace when a trace has none) and each region:
   enclosing them, else the region active at their start, else ``other``. A kernel belongs to the
   step its launch (or, without one, its start) falls in; every kernel of a step is counted once.
 - ``idle_us``: time (µs) within the region's wall time when no GPU activity (kernel, memcpy,
-  memset) runs on the trace's GPU(s), on the trace's shared clock.
+  memset) runs on the trace's GPU(s), on the trace's shared clock. The busy intervals are the
+  view ``gpu_busy_intervals`` (``store/sql/views_step_numbers.sql``), the one definition GPU
+  utilisation uses: per step, the regions' ``wall_us - idle_us`` adds up to the
+  ``gpu_utilization`` view's ``busy_us`` (tests/analyses/test_breakdown_utilization.py).
 - ``cpu_us``: CPU operator time (µs): for every thread of the process, the time inside some
   ``cpu_op`` during the region's wall time, summed over threads.
 
@@ -186,7 +189,9 @@ _QUERIES = {
     "gpu_markers": "SELECT trace_id, pid, region, ts_us, end_us FROM region_markers "
                    "WHERE cat = 'gpu_user_annotation' AND list_contains($ids, trace_id) "
                    "ORDER BY trace_id, pid, ts_us DESC, end_us",
-    "gpu": "SELECT trace_id, ts_us, ts_us + dur_us AS end_us FROM gpu_ops WHERE list_contains($ids, trace_id)",
+    # GPU busy time: the union of GPU operations computed once, in SQL (view gpu_busy_intervals), which the
+    # gpu_utilization view clips to steps too: breakdown's wall_us - idle_us per step is that view's busy_us
+    "gpu": "SELECT trace_id, start_us AS ts_us, end_us FROM gpu_busy_intervals WHERE list_contains($ids, trace_id)",
     "cpu": "SELECT trace_id, pid, tid, ts_us, ts_us + dur_us AS end_us FROM cpu_ops "
            "WHERE list_contains($ids, trace_id)",
 }

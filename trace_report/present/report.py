@@ -3,8 +3,10 @@
 The page holds the run configuration (``runs`` table of :mod:`trace_report.store.runs`), the
 headline numbers, every chart that applies (top kernels, regions per step, kernel classes, the
 timeline of one step, the roofline estimate, and the experiments' own charts: worker sweep,
-optimizers per epoch, speed-ups, AMP sweep, eager against compile), the kernel-class flags and
-the advice with its evidence. The JavaScript is inlined (no network needed to view it) and
+optimizers per epoch, speed-ups, AMP sweep, eager against compile), and where their data is
+present the step time per rank, communication (:mod:`~trace_report.present.report_comm`),
+operators and memory (:mod:`~trace_report.present.report_sections`), then the kernel-class flags
+and the advice with its evidence. The JavaScript is inlined (no network needed to view it) and
 every name is escaped (:mod:`trace_report.present.charts.html`).
 """
 
@@ -33,13 +35,14 @@ from trace_report.present import charts
 from trace_report.present.charts import html as chart_html
 from trace_report.present.charts.traces import short_name
 from trace_report.present.report_comm import comm_section
+from trace_report.present.report_parts import Section, table_html
+from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
 from trace_report.present.tables import write_atomic
 from trace_report.store.tracedb import TraceDB
 
 CONFIG_COLUMNS = ["run_key", "experiment", "variant", "model", "batch_size", "epochs", "steps", "optimizer", "lr",
                   "workers", "amp", "compile", "device", "device_name", "torch_version", "final_loss",
                   "test_accuracy"]
-NAME_CHARS = 100
 EXPERIMENT_CHARTS = {"workers": "worker_sweep_chart", "amp": "amp_sweep_chart", "compile": "compile_chart",
                      "devices": "speedup_chart", "optimized": "speedup_chart", "no-bn": "speedup_chart"}
 
@@ -56,24 +59,6 @@ class ReportOptions:
 
 
 @dataclass
-class Section:
-    """A part of the page: a heading, HTML (already escaped), charts and notes."""
-
-    title: str
-    body: str = ""
-    charts: list[tuple[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    tail: str = ""  # HTML after the charts
-    inline: set[str] = field(default_factory=set)  # charts already placed in ``body``
-
-    def inline_chart(self, name: str, chart: Any) -> str:
-        """Record ``chart`` and return its HTML, for a body that interleaves charts and text."""
-        self.charts.append((name, chart))
-        self.inline.add(name)
-        return chart_html.chart_block(f"chart-{name}", chart)
-
-
-@dataclass
 class Report:
     """The page's content before rendering."""
 
@@ -87,45 +72,6 @@ class Report:
 
 
 # ---------------------------------------------------------------- HTML pieces
-
-
-def _cell(value: Any) -> tuple[str, bool]:
-    """Escaped text of a table cell and whether it is a number."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return "", False
-    if isinstance(value, bool):
-        return str(value), False
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        text = f"{value:,}" if isinstance(value, int) else (f"{value:,.3f}" if abs(value) < 1e12 else f"{value:.4g}")
-        return text, True
-    if isinstance(value, list):
-        return chart_html.linkify(", ".join(map(str, value))), False
-    return chart_html.linkify(str(value)), False
-
-
-def _name_cell(value: Any) -> str:
-    """A (kernel) name: shortened, with the whole name in a ``<details>`` when it is long."""
-    full = str(value)
-    if len(full) <= NAME_CHARS:
-        return html.escape(full)
-    return f"<details><summary>{html.escape(short_name(full, NAME_CHARS))}</summary>{html.escape(full)}</details>"
-
-
-def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = ("name",)) -> str:
-    """A frame as an HTML table in its own horizontally scrolling box (a wide table never widens
-    the page), every header and cell escaped, URLs as links; long names fold away."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    rows = []
-    for rec in frame.to_dict("records"):
-        cells = []
-        for col, value in rec.items():
-            text, num = _cell(value.item() if hasattr(value, "item") else value)
-            if col in name_columns and text:
-                text = _name_cell(value)
-            cls = "num" if num else ("name" if col in name_columns else "")
-            cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
 def _headline_html(items: list[tuple[str, str]]) -> str:
@@ -250,17 +196,17 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
     sec = Section("Where the time goes")
     runs = trace_runs(con)
     if len(runs) > 1:
-        sec.notes.append(f"{len(runs)} runs: one colour per run in the top-kernels and region charts, never summed "
-                         "(kernel classes and the roofline cover every trace; the timeline shows one step of one "
-                         "trace)")
+        sec.notes.append(f"{len(runs)} runs: one colour per run in the top-kernels, region and kernel-class "
+                         "charts, never summed (the roofline covers every trace; the timeline shows one step of "
+                         "one trace)")
     elif n > 1:
         sec.notes.append(f"the top-kernels chart sums the {n} traces' kernel time; regions are per rank and step "
                          "(the timeline shows one step of one trace)")
     _top_kernels(sec, db, opts, runs)
     _regions(sec, db, con, opts, runs)
-    fl = _attempt(sec, "kernel classes", lambda: flags(db, FlagsOptions(rank=opts.rank)))
-    if fl is not None and fl.summary["gpu_us"].fillna(0).gt(0).any():
-        sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl.summary)))
+    fl = _attempt(sec, "kernel classes", lambda: flags_summary(db, opts, runs)[0])
+    if fl is not None and fl["gpu_us"].fillna(0).gt(0).any():
+        sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl)))
     trace_id = None if opts.rank is None else _scalar(
         con, f"SELECT min(trace_id) FROM traces WHERE rank = {int(opts.rank)}")
     tl = _attempt(sec, "timeline", lambda: charts.step_timeline(db, trace_id=trace_id, step=opts.step))
@@ -335,16 +281,30 @@ def _roofline(sec: Section, db: TraceDB) -> None:
         sec.notes += [f"roofline: {n}" for n in result.notes]
 
 
-def flags_section(db: TraceDB, opts: ReportOptions) -> Section | None:
-    """Share of GPU time per kernel class (TF32, tensor core, layout conversion...)."""
+def flags_summary(db: TraceDB, opts: ReportOptions,
+                  runs: dict[str, tuple[int, ...]]) -> tuple[pd.DataFrame, list[str]]:
+    """``flags(db).summary`` (one per run, with a ``run`` column, when there are several runs: each
+    run's share of its own GPU time) and the notes."""
+    notes: list[str] = []
+
+    def build(ids: tuple[int, ...] | None) -> pd.DataFrame:
+        result = flags(db, FlagsOptions(rank=opts.rank, trace_ids=ids))
+        notes.extend(result.notes)
+        return result.summary
+
+    return _per_run(runs, build), list(dict.fromkeys(notes))
+
+
+def flags_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions) -> Section | None:
+    """Share of GPU time per kernel class (TF32, tensor core, layout conversion...), per run when
+    there are several."""
     try:
-        result = flags(db, FlagsOptions(rank=opts.rank))
+        summary, notes = flags_summary(db, opts, trace_runs(con))
     except TraceReportError:
         return None
-    summary = result.summary
     if not summary["gpu_us"].fillna(0).gt(0).any():
         return None
-    return Section("Kernel classes", table_html(summary), notes=list(result.notes))
+    return Section("Kernel classes", table_html(summary), notes=notes)
 
 
 def advice_section(db: TraceDB, opts: ReportOptions) -> Section | None:
@@ -424,9 +384,10 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
     title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
     report = Report(title, sources)
     builders = [lambda: config_section(con), lambda: headline_section(db, con, opts),
-                lambda: trace_charts_section(db, con, opts), lambda: comm_section(db, opts.rank, Section, table_html),
-                lambda: experiments_section(con),
-                lambda: flags_section(db, opts), lambda: advice_section(db, opts)]
+                lambda: trace_charts_section(db, con, opts), lambda: stragglers_section(db, opts.rank),
+                lambda: comm_section(db, opts.rank, Section, table_html), lambda: ops_section(db, opts.rank),
+                lambda: memory_section(db, opts.rank, trace_runs(con)), lambda: experiments_section(con),
+                lambda: flags_section(db, con, opts), lambda: advice_section(db, opts)]
     for build in builders:
         section = build()
         if section is not None:

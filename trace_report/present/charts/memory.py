@@ -28,12 +28,20 @@ def _envelope(data: pd.DataFrame) -> pd.DataFrame:
 
 def memory_chart(timeline: pd.DataFrame, *, title: str | None = None) -> alt.Chart:
     """Lines of ``allocated_bytes`` and ``reserved_bytes`` (as GiB) over ``time_ms``, one colour per
-    series and one row per device (and rank when several). ``timeline`` is not modified."""
+    series and one row per device (and rank; and run with a ``run`` column, else trace with a
+    ``trace_id`` column: runs and traces are never drawn on one line). ``timeline`` is not modified."""
     import altair as alt  # about a second to import; only charts need it
 
-    cols = [c for c in ("rank", "device", "time_ms", "allocated_bytes", "reserved_bytes") if c in timeline]
+    cols = [c for c in ("run", "trace_id", "rank", "device", "time_ms", "allocated_bytes", "reserved_bytes")
+            if c in timeline]
     data = timeline[cols].copy()
-    data["lane"] = (("rank " + data["rank"].astype(str) + " ") if "rank" in data else "") + data["device"]
+    if "run" in data:
+        data["lane"] = data["run"].astype(str) + " · "
+    elif "trace_id" in data:  # several traces of one rank: one line each
+        data["lane"] = "trace " + data["trace_id"].astype(str) + " · "
+    else:
+        data["lane"] = ""
+    data["lane"] += (("rank " + data["rank"].astype(str) + " ") if "rank" in data else "") + data["device"]
     data = _envelope(data)
     long = data.melt(id_vars=["lane", "time_ms"], value_vars=["allocated_bytes", "reserved_bytes"],
                      var_name="series", value_name="bytes").dropna(subset=["bytes"])
@@ -45,4 +53,4 @@ def memory_chart(timeline: pd.DataFrame, *, title: str | None = None) -> alt.Cha
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top")),
         row=alt.Row("lane:N", title=None),
         tooltip=["lane:N", "series:N", alt.Tooltip("time_ms:Q", format=",.3f"), alt.Tooltip("GiB:Q", format=",.3f")],
-    ).properties(width=620, height=160)
+    ).properties(width=620, height=160 if data["lane"].nunique() <= 2 else 100)

@@ -117,16 +117,23 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
 
 def kernel_classes_chart(summary: pd.DataFrame, *, title: str | None = None) -> alt.Chart:
     """Bars of each kernel class's share of GPU time (%), from ``flags(db).summary``. A kernel
-    can belong to several classes (tensor_core and tf32), so shares do not add up to 100."""
+    can belong to several classes (tensor_core and tf32), so shares do not add up to 100. With a
+    ``run`` column (one summary per run, each of its own GPU time), one bar and colour per run in
+    each class: runs are never added up."""
     import altair as alt
 
     data = summary[summary["pct_of_gpu_time"].notna()].copy()
-    return alt.Chart(data, title=title or "Share of GPU time by kernel class").mark_bar().encode(
-        y=alt.Y("class:N", sort=list(data["class"]), title=None),
+    by_run = "run" in data.columns
+    color = alt.Color("run:N", title="Run", legend=alt.Legend(orient="bottom-right", fillColor="white")) \
+        if by_run else alt.Color("class:N", legend=None)
+    extra = {"yOffset": alt.YOffset("run:N")} if by_run else {}
+    default = "Share of GPU time by kernel class" + (", one bar per run (% of that run's GPU time)" if by_run else "")
+    return alt.Chart(data, title=title or default).mark_bar().encode(
+        y=alt.Y("class:N", sort=list(dict.fromkeys(data["class"])), title=None),
         x=alt.X("pct_of_gpu_time:Q", title="% of GPU time", scale=alt.Scale(domain=[0, 100])),
-        color=alt.Color("class:N", legend=None),
-        tooltip=["class:N", "count:Q", "names:Q", alt.Tooltip("total_us:Q", format=",.1f"),
-                 alt.Tooltip("pct_of_gpu_time:Q", format=".2f")],
+        color=color, **extra,
+        tooltip=[*(["run:N"] if by_run else []), "class:N", "count:Q", "names:Q",
+                 alt.Tooltip("total_us:Q", format=",.1f"), alt.Tooltip("pct_of_gpu_time:Q", format=".2f")],
     ).properties(width=WIDTH)
 
 

@@ -1,15 +1,16 @@
 -- GPU operations (kernels, memcpy, memset) with their classes (view kernel_classes), one row per
 -- (rank, trace, name, class, matching rule). Parameters: $rank (NULL = all ranks), $by_rank (BOOLEAN: keep the rank,
--- else NULL). gpu_us = all GPU time of the selection (of that rank with $by_rank; view gpu_time:
+-- else NULL), $trace_ids (NULL = every trace; a list: only these, e.g. one run of an experiment). gpu_us = all GPU time of the selection (of that rank with $by_rank; view gpu_time:
 -- kernels + memcpy + memset), the denominator of every percentage. Durations in microseconds.
 WITH sel AS (
     SELECT CASE WHEN $by_rank THEN t.rank END AS rank, e.trace_id, e.name, e.dur_us
     FROM gpu_ops e JOIN traces t ON t.trace_id = e.trace_id
-    WHERE $rank IS NULL OR t.rank = $rank
+    WHERE ($rank IS NULL OR t.rank = $rank) AND ($trace_ids IS NULL OR list_contains($trace_ids, t.trace_id))
 ),
 tot AS (
     SELECT CASE WHEN $by_rank THEN rank END AS rank, sum(gpu_op_us) AS gpu_us
-    FROM gpu_time WHERE $rank IS NULL OR rank = $rank GROUP BY 1 HAVING sum(gpu_ops) > 0
+    FROM gpu_time WHERE ($rank IS NULL OR rank = $rank)
+      AND ($trace_ids IS NULL OR list_contains($trace_ids, trace_id)) GROUP BY 1 HAVING sum(gpu_ops) > 0
 ),
 per_name AS (
     SELECT s.rank, s.trace_id, s.name, count(*) AS count, sum(s.dur_us) AS total_us

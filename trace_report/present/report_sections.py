@@ -1,0 +1,152 @@
+"""The report's analysis sections beyond the time breakdown, each shown only when its data is there:
+
+- "Step time per rank" (several ranks): :func:`~trace_report.analyses.stragglers.stragglers`,
+  the rows of ``trace-report breakdown --stragglers`` and the spread per step;
+- "Operators": :func:`~trace_report.analyses.ops.ops`, the top ``aten::`` operators by GPU time
+  (``gpu_us``: their kernels and those of the operators nested in them) with FLOP and TFLOP/s
+  where the trace has input shapes, as ``trace-report ops``;
+- "Memory" (``[memory]`` events, ``profile_memory=True``):
+  :func:`~trace_report.analyses.memory.memory_peaks` per device and step and the timeline chart
+  (:func:`~trace_report.present.charts.memory.memory_chart`), as ``trace-report memory``.
+
+Every number is the command's own (same analysis, same rows); long tables are cut with a line
+naming the command that lists the rest.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
+from trace_report.analyses.ops import OpsOptions, ops
+from trace_report.analyses.stragglers import StragglerOptions, stragglers
+from trace_report.errors import TraceReportError
+from trace_report.present.charts.memory import memory_chart
+from trace_report.present.format import si
+from trace_report.present.report_parts import Section, table_html
+from trace_report.store.tracedb import TraceDB
+
+OPS_ROWS = 15
+STRAGGLER_ROWS = 48
+MEMORY_ROWS = 24
+GIB = float(1 << 30)
+
+
+def _more(shown: int, total: int, command: str) -> str:
+    return f"<p>{total - shown} more rows: <code>{html.escape(command)}</code>.</p>" if total > shown else ""
+
+
+def stragglers_section(db: TraceDB, rank: int | None) -> Section | None:
+    """Step time per rank (several ranks only, and no ``rank`` chosen): ``step``, ``rank``,
+    ``step_us``, ``behind_us``/``behind_pct`` (behind the fastest rank of that step), ``slowest``;
+    the spread per step in the lead. None on one rank or without steps on several ranks."""
+    if rank is not None or len(db.ranks()) < 2:
+        return None
+    try:
+        result = stragglers(db, StragglerOptions())
+    except TraceReportError:
+        return None
+    frame = result.frame
+    if frame.empty or frame.groupby("step")["rank"].nunique().max() < 2:
+        return None
+    spread = [n for n in result.notes if n.startswith("step ")]
+    lead = "".join(f"<p>{html.escape(line)}</p>" for line in spread[:3])
+    if len(spread) > 3:
+        lead += f"<p>... and {len(spread) - 3} more steps.</p>"
+    shown = frame.head(STRAGGLER_ROWS)
+    body = (lead + table_html(shown, name_columns=())
+            + _more(len(shown), len(frame), "trace-report breakdown --stragglers"))
+    notes = ["step_us: the ProfilerStep's duration on each rank (CPU side); behind: longer than the fastest rank "
+             "of the same step", *[n for n in result.notes if not n.startswith("step ")]]
+    return Section("Step time per rank", body, notes=notes)
+
+
+def ops_section(db: TraceDB, rank: int | None) -> Section | None:
+    """The top :data:`OPS_ROWS` ``aten::`` operators by GPU time: ``name``, ``count``,
+    ``self_cpu_us``, ``gpu_self_us``, ``gpu_us`` (µs), ``flop`` and ``tflop_per_s`` (SI text, empty
+    where the trace has no shapes). None without operators or without GPU time."""
+    try:
+        result = ops(db, OpsOptions(rank=rank, limit=OPS_ROWS))
+    except TraceReportError:
+        return None
+    frame = result.frame
+    if frame.empty or not frame["gpu_us"].fillna(0).gt(0).any():
+        return None
+    shown = frame[["name", "count", "self_cpu_us", "gpu_self_us", "gpu_us"]].copy()
+    shown["flop"] = [si(v, "FLOP") for v in frame["flop"]]
+    shown["tflop_per_s"] = [f"{v:,.2f}" if pd.notna(v) else "" for v in frame["tflop_per_s"]]
+    body = (f"<p>Top {len(shown)} <code>aten::</code> operators by GPU time (<code>gpu_us</code>: the kernels, "
+            "copies and memsets they launched, with those of the operators nested in them; "
+            "<code>gpu_self_us</code>: their own launches only).</p>"
+            + table_html(shown) + "<p>Every operator, by input shape: <code>trace-report ops --by-shape</code>.</p>")
+    return Section("Operators", body, notes=list(result.notes))
+
+
+def _bytes(value: float) -> str:
+    """Bytes as GiB from 1 GiB up, MiB from 1 MiB up, else bytes (binary units, as
+    ``torch.cuda.memory_summary``)."""
+    if abs(value) >= GIB:
+        return f"{value / GIB:,.2f} GiB"
+    return f"{value / (1 << 20):,.1f} MiB" if abs(value) >= 1 << 20 else f"{value:,.0f} bytes"
+
+
+def _peak_lead(peaks: pd.DataFrame) -> str:
+    """One line per device (of each run or trace): its highest allocated bytes, the reserved bytes
+    of that step and the step."""
+    lines = []
+    keys = [c for c in ("run", "trace_id") if c in peaks.columns][:1] + ["rank", "device"]
+    for key, g in peaks.groupby(keys, sort=True):
+        *first, rank, device = key
+        if g["peak_allocated_bytes"].isna().all():
+            continue
+        top = g.loc[g["peak_allocated_bytes"].astype("float64").idxmax()]
+        where = f"step {int(top['step'])}" if pd.notna(top["step"]) else "outside the steps"
+        reserved = ("" if pd.isna(top["peak_reserved_bytes"])
+                    else f", reserved {_bytes(float(top['peak_reserved_bytes']))}")
+        who = f"rank {rank} {device}" if peaks["rank"].nunique() > 1 else str(device)
+        if first:
+            who = (f"{first[0]} · " if "run" in peaks.columns else f"trace {first[0]} · ") + who
+        lines.append(f"{who}: peak allocated {_bytes(float(top['peak_allocated_bytes']))}{reserved} "
+                     f"({where})")
+    return "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+
+
+def _by_run(db: TraceDB, frame: pd.DataFrame, runs: dict[str, tuple[int, ...]]) -> pd.DataFrame:
+    """``frame`` with a ``run`` column first in place of ``trace_id`` when there are several runs
+    (a trace outside every run keeps its ``trace <id>``); else ``frame``."""
+    if len(runs) < 2 or frame.empty:
+        return frame
+    if "trace_id" in frame.columns:
+        ids = frame["trace_id"]
+    else:  # one trace per rank: the analysis left trace_id out
+        ids = frame["rank"].map(dict(db.con.execute("SELECT rank, min(trace_id) FROM traces GROUP BY 1").fetchall()))
+    of = {t: key for key, trace_ids in runs.items() for t in trace_ids}
+    out = frame.drop(columns=[c for c in ("trace_id",) if c in frame.columns])
+    out.insert(0, "run", [of.get(int(t), f"trace {int(t)}") for t in ids])
+    return out
+
+
+def memory_section(db: TraceDB, rank: int | None, runs: dict[str, tuple[int, ...]]) -> Section | None:
+    """Peak allocated/reserved bytes per device and step (``trace-report memory``) and the
+    allocated/reserved timeline chart, per run when ``runs`` (``{run_key: trace ids}``) has
+    several; None without ``[memory]`` events."""
+    try:
+        peaks = memory_peaks(db, MemoryOptions(rank=rank))
+        if peaks.frame.empty:
+            return None
+        timeline = memory_timeline(db, MemoryOptions(rank=rank))
+    except TraceReportError:
+        return None
+    frame = _by_run(db, peaks.frame, runs)
+    shown = frame.head(MEMORY_ROWS)
+    sec = Section("Memory", _peak_lead(frame) + "<h3>Peak per device and step (bytes)</h3>"
+                  + table_html(shown, name_columns=()) + _more(len(shown), len(frame), "trace-report memory"),
+                  notes=list(peaks.notes))
+    if len(runs) > 1:
+        sec.notes.append("one row per run and device: runs are never added up")
+    if len(timeline.frame):
+        sec.charts.append(("memory", memory_chart(_by_run(db, timeline.frame, runs))))
+        sec.notes.append("the chart keeps each time bucket's maximum when a device has more than 1,000 events")
+    return sec

@@ -22,10 +22,10 @@ import platform
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
+import shapes  # benchmarks/shapes.py, beside this script
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent.parent / "shared/data/traces/kineto_rn50_nw4_2021jun/worker0.1623212756351.pt.trace.json.gz"
@@ -48,21 +48,10 @@ print(f"{time.perf_counter() - t:.3f}")
 
 
 def measure(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in GB summed over the process tree) of running ``cmd``."""
-    start = time.perf_counter()
-    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            procs = [proc, *proc.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.02)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed: {proc.stderr.read().decode()[-2000:]}")
-    return wall, peak / 1e9
+    """(wall seconds, peak RSS in GB summed over the process tree) of running ``cmd``
+    (``shapes.measure``, the one sampler of both benchmarks)."""
+    run = shapes.measure(cmd)
+    return run.wall_s, run.peak_gb
 
 
 def gzip_file(plain: Path, out: Path) -> None:

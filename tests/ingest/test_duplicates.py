@@ -55,7 +55,8 @@ def test_duplicates_of_real_traces_match_a_plain_count(name: str, tmp_path: Path
 
 def table(rows: list[tuple]) -> pa.Table:
     cols = list(zip(*rows, strict=True))
-    return pa.table({c: pa.array(v) for c, v in zip(DUPLICATE_COLUMNS, cols, strict=True)})
+    ids = {"correlation": pa.nulls(len(rows), pa.int64()), "external_id": pa.nulls(len(rows), pa.int64())}
+    return pa.table({**{c: pa.array(v) for c, v in zip(DUPLICATE_COLUMNS, cols, strict=True)}, **ids})
 
 
 def test_rows_differing_in_one_field_are_not_duplicates() -> None:

@@ -201,43 +201,77 @@ def _fetch(con: duckdb.DuckDBPyConnection, ids: list[int], *names: str) -> dict[
     return {n: con.execute(_QUERIES[n], {"ids": ids}).df() for n in names}
 
 
-def _label_kernels(w: pd.Series, regs: pd.DataFrame, ks: pd.DataFrame,
-                   gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class _Cols:
+    """Columns of a frame as numpy arrays (object for text), sliced by row positions."""
+
+    cols: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, names: list[str]) -> _Cols:
+        out = {}
+        for n in names:
+            col = frame[n]
+            out[n] = col.to_numpy(float, na_value=np.nan) if col.dtype.kind in "fiu" or n.endswith("_us") \
+                else col.to_numpy(object, na_value=None)
+        return cls(out)
+
+    def take(self, idx: np.ndarray) -> _Cols:
+        return _Cols({n: c[idx] for n, c in self.cols.items()})
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.cols.values()))) if self.cols else 0
+
+
+def _label_kernels(w: pd.Series, regs: _Cols, ks: _Cols, gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
     """Region and basis of the kernels ``ks`` of one window (see :func:`kernel_regions`)."""
     region = np.full(len(ks), "other", dtype=object)
     basis = np.full(len(ks), "no_region", dtype=object)
-    labels, kinds = regs["region"].to_numpy(object), regs["kind"].to_numpy(object)
-    whole = Partition(w.ts_us, w.end_us, regs["ts_us"].to_numpy(float), regs["end_us"].to_numpy(float))
-    launched = ks["launch_ts_us"].notna().to_numpy()
-    at = np.where(launched, ks["launch_ts_us"].to_numpy(float), ks["ts_us"].to_numpy(float))
+    labels, kinds = regs["region"], regs["kind"]
+    reg_ts, reg_end = regs["ts_us"], regs["end_us"]
+    whole = Partition(w.ts_us, w.end_us, reg_ts, reg_end)
+    launch_ts, ts = ks["launch_ts_us"], ks["ts_us"]
+    launched = ~np.isnan(launch_ts)
+    at = np.where(launched, launch_ts, ts)
     own = whole.at(at)
     hit = own >= 0
     region[hit] = labels[own[hit]]
     basis[hit & launched] = np.where(kinds[own[hit & launched]] == "marker", "launch_time", "launch_span")
     basis[hit & ~launched] = "kernel_time"
     basis[~hit & ~launched] = "no_launch"
-    markers = regs["kind"].to_numpy(object) == "marker"
-    for tid, idx in ks[launched].groupby("launch_tid").indices.items():
-        mine = np.flatnonzero(markers & (regs["tid"].to_numpy(object) == tid))
+    markers = kinds == "marker"
+    rows_launched = np.flatnonzero(launched)
+    tids = ks["launch_tid"][rows_launched]
+    for tid in dict.fromkeys(t for t in tids if t is not None):
+        mine = np.flatnonzero(markers & (regs["tid"] == tid))
         if not len(mine):
             continue
-        part = Partition(w.ts_us, w.end_us, regs["ts_us"].to_numpy(float)[mine], regs["end_us"].to_numpy(float)[mine])
-        rows = np.flatnonzero(launched)[idx]
+        part = Partition(w.ts_us, w.end_us, reg_ts[mine], reg_end[mine])
+        rows = rows_launched[tids == tid]
         o = part.at(at[rows])
         found = o >= 0
         region[rows[found]] = labels[mine[o[found]]]
         basis[rows[found]] = "launch_thread"
-    for pid, idx in ks[~launched].groupby("device_pid").indices.items():
+    rows_unlaunched = np.flatnonzero(~launched)
+    pids = ks["device_pid"][rows_unlaunched]
+    for pid in dict.fromkeys(p for p in pids if p is not None):
         part_labels = gpu_marks.get((w.trace_id, pid))
         if part_labels is None:
             continue
         part, glabels = part_labels
-        rows = np.flatnonzero(~launched)[idx]
-        o = part.at(ks["ts_us"].to_numpy(float)[rows])
+        rows = rows_unlaunched[pids == pid]
+        o = part.at(ts[rows])
         found = o >= 0
         region[rows[found]] = glabels[o[found]]
         basis[rows[found]] = "gpu_annotation"
     return region, basis
+
+
+_REGION_COLS = ["region", "kind", "tid", "ts_us", "end_us"]
+_KERNEL_COLS = ["launch_ts_us", "ts_us", "launch_tid", "device_pid"]
 
 
 def _gpu_marker_partitions(gm: pd.DataFrame) -> dict:
@@ -272,37 +306,52 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
 def _attribute(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
     ks = rows["kernels"]
     out = ks[["trace_id", "event_id", "window_id", "step", "dur_us"]].copy()
-    out["region"], out["basis"] = "other", None
+    # labels gathered in numpy and set once: a pandas setitem per window on string columns cost
+    # seconds on a 240-step trace
+    region = np.full(len(ks), "other", dtype=object)
+    basis = np.full(len(ks), None, dtype=object)
     gpu_marks = _gpu_marker_partitions(rows["gpu_markers"])
-    regs_by = dict(iter(rows["regions"].groupby(["trace_id", "window_id"], sort=False)))
+    regs = _Cols.of(rows["regions"], _REGION_COLS)
+    regs_by = rows["regions"].groupby(["trace_id", "window_id"], sort=False).indices
+    kcols = _Cols.of(ks, _KERNEL_COLS)
     ks_by = ks.groupby(["trace_id", "window_id"], sort=False).indices  # positions in ks; NaN windows left out
-    empty = rows["regions"].iloc[:0]
+    none = np.zeros(0, dtype=np.int64)
     for w in rows["windows"].itertuples(index=False):
         idx = ks_by.get((w.trace_id, w.window_id))
         if idx is None:
             continue
-        region, basis = _label_kernels(w, regs_by.get((w.trace_id, w.window_id), empty), ks.iloc[idx], gpu_marks)
-        out.iloc[idx, out.columns.get_loc("region")] = region
-        out.iloc[idx, out.columns.get_loc("basis")] = basis
-    out.loc[out["basis"].isna() & ks["before_first_step"].to_numpy(bool), "basis"] = BEFORE_FIRST_STEP
-    out.loc[out["basis"].isna(), "basis"] = "outside_steps"
+        region[idx], basis[idx] = _label_kernels(w, regs.take(regs_by.get((w.trace_id, w.window_id), none)),
+                                                 kcols.take(idx), gpu_marks)
+    unset = pd.isna(basis)
+    basis[unset & ks["before_first_step"].to_numpy(bool)] = BEFORE_FIRST_STEP
+    basis[pd.isna(basis)] = "outside_steps"
+    out["region"], out["basis"] = region, basis
     return out
 
 
-def _window_table(w: pd.Series, regs: pd.DataFrame, gpu: BusyTime | None,
-                  threads: list[BusyTime]) -> pd.DataFrame:
-    """wall/idle/cpu µs per region for one window."""
+def _window_sums(w: pd.Series, regs: pd.DataFrame, gpu: BusyTime | None,
+                 threads: list[BusyTime]) -> np.ndarray:
+    """wall/idle/cpu µs per region (rows in :data:`REGIONS` order) for one window: shape (6, 3)."""
     part = Partition(w.ts_us, w.end_us, regs["ts_us"].to_numpy(float), regs["end_us"].to_numpy(float))
     a, b = part.seg_start, part.seg_end
-    lab = np.where(part.owner >= 0, regs["region"].to_numpy(object)[np.maximum(part.owner, 0)], "other") \
-        if len(regs) else np.full(len(a), "other", dtype=object)
-    seg = pd.DataFrame({"region": lab, "wall_us": b - a})
-    seg["idle_us"] = (b - a) - gpu.between(a, b) if gpu is not None else 0.0
-    seg["cpu_us"] = sum((t.between(a, b) for t in threads), np.zeros(len(a)))
-    out = seg.groupby("region").sum().reindex(list(REGIONS), fill_value=0.0)
-    if gpu is None:
-        out["idle_us"] = np.nan
-    return out.rename_axis("region").reset_index()
+    other = len(REGIONS) - 1
+    if len(regs):
+        codes = np.array([_REGION_CODE.get(r, -1) for r in regs["region"].to_numpy(object)], dtype=np.int64)
+        lab = np.where(part.owner >= 0, codes[np.maximum(part.owner, 0)], other)
+    else:
+        lab = np.full(len(a), other, dtype=np.int64)
+    keep = lab >= 0  # a region outside REGIONS is left out (no rule makes one)
+    lab, a, b = lab[keep], a[keep], b[keep]
+    out = np.zeros((len(REGIONS), 3))
+    out[:, 0] = np.bincount(lab, weights=b - a, minlength=len(REGIONS))
+    out[:, 1] = np.bincount(lab, weights=(b - a) - gpu.between(a, b), minlength=len(REGIONS)) \
+        if gpu is not None else np.nan
+    cpu = sum((t.between(a, b) for t in threads), np.zeros(len(a)))
+    out[:, 2] = np.bincount(lab, weights=cpu, minlength=len(REGIONS))
+    return out
+
+
+_REGION_CODE = {r: i for i, r in enumerate(REGIONS)}
 
 
 def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -313,20 +362,26 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[
     rows = _fetch(con, _ids(traces), *_QUERIES)
     gpu_by_trace = {t: BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
                     for t, g in rows["gpu"].groupby("trace_id")}
-    cpu_groups = {k: BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
-                  for k, g in rows["cpu"].groupby(["trace_id", "pid", "tid"])}
+    threads_of: dict[tuple, list[BusyTime]] = {}
+    for (t, pid, _), g in rows["cpu"].groupby(["trace_id", "pid", "tid"]):
+        bt = BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
+        threads_of.setdefault((t, pid), []).append(bt)
+        threads_of.setdefault((t, None), []).append(bt)
     regs_by = dict(iter(rows["regions"].groupby(["trace_id", "window_id"], sort=False)))
     empty = rows["regions"].iloc[:0]
-    parts = []
-    for w in rows["windows"].itertuples(index=False):
-        threads = [bt for (t, pid, _), bt in cpu_groups.items()
-                   if t == w.trace_id and (pd.isna(w.pid) or pid == w.pid)]
-        tab = _window_table(w, regs_by.get((w.trace_id, w.window_id), empty), gpu_by_trace.get(w.trace_id), threads)
-        tab.insert(0, "trace_id", w.trace_id)
-        tab.insert(1, "window_id", w.window_id)
-        tab.insert(2, "step", w.step)
-        parts.append(tab)
-    table = pd.concat(parts, ignore_index=True)
+    windows = rows["windows"]
+    sums = [_window_sums(w, regs_by.get((w.trace_id, w.window_id), empty), gpu_by_trace.get(w.trace_id),
+                         threads_of.get((w.trace_id, None if pd.isna(w.pid) else w.pid), []))
+            for w in windows.itertuples(index=False)]
+    n = len(REGIONS)
+    values = np.concatenate(sums) if sums else np.zeros((0, 3))
+    table = pd.DataFrame({
+        "trace_id": np.repeat(windows["trace_id"].to_numpy(), n),
+        "window_id": np.repeat(windows["window_id"].to_numpy(), n),
+        "step": np.repeat(windows["step"].to_numpy(), n),
+        "region": np.tile(np.array(REGIONS, dtype=object), len(windows)),
+        "wall_us": values[:, 0], "idle_us": values[:, 1], "cpu_us": values[:, 2],
+    })
     k = _attribute(rows)
     k["kernels"] = 1
     inside = k[k["window_id"].notna()].groupby(["trace_id", "window_id", "region"], as_index=False)[

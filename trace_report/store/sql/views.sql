@@ -28,6 +28,6 @@ CREATE OR REPLACE TEMP VIEW annotations AS
 CREATE OR REPLACE TEMP VIEW steps AS
     SELECT trace_id,
            CAST(regexp_extract(name, 'ProfilerStep#(\d+)', 1) AS BIGINT) AS step,
-           event_id, ts_us, dur_us, ts_us + dur_us AS end_us
+           event_id, ts_us, dur_us, ts_us + dur_us AS end_us, pid, tid
     FROM events
     WHERE cat IN ('user_annotation', 'cpu_op') AND name LIKE 'ProfilerStep#%';

@@ -69,8 +69,8 @@ JOIN classified k ON k.name = c.name AND k.is_op = c.is_op AND k.is_label = c.is
 -- that recorded it), or the whole trace (step NULL, window_id -1) when a trace has none.
 CREATE OR REPLACE TEMP VIEW step_windows AS
 WITH s AS (
-    SELECT s.trace_id, s.step, s.event_id AS window_id, e.pid, e.tid, s.ts_us, s.end_us
-    FROM steps s JOIN events e ON e.trace_id = s.trace_id AND e.event_id = s.event_id
+    SELECT s.trace_id, s.step, s.event_id AS window_id, s.pid, s.tid, s.ts_us, s.end_us
+    FROM steps s
 ),
 whole AS (
     SELECT trace_id, CAST(NULL AS BIGINT) AS step, CAST(-1 AS BIGINT) AS window_id,

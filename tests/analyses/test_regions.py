@@ -17,10 +17,13 @@ from conftest import (
     RUNTIME_CATS,
     TRACES,
     complete_events,
+    events_of,
     folder_events,
     invoke,
+    load_json,
     manifest_by_dir,
     tar_ranks,
+    trace_file,
 )
 
 import trace_report as tr
@@ -248,6 +251,31 @@ def test_kernels_queued_before_the_trace_are_not_in_the_first_step(shared):
     own = sum(e["dur"] for e in events if e.get("cat") in KERNEL and corr(e) in launched
               and s1["ts"] <= launched[corr(e)] < s1["ts"] + s1["dur"])
     assert step1["gpu_us"].sum() == pytest.approx(own)
+
+
+def test_nested_steps_take_the_latest_starting_window(tmp_path):
+    """A ProfilerStep nested in another (from a quarter to half of it): each kernel belongs to
+    the latest-starting step that contains its launch, so those launched in the outer step's
+    second half are the outer step's again, though the nested step started later. Such traces
+    take view kernel_steps' range join (an ASOF join would find the nested step, ended, and
+    give them no step); the real traces, whose steps never overlap, take the ASOF join."""
+    doc = load_json(trace_file("hta_a100_ddp_nccl"))
+    events = events_of(doc)
+    a = steps_of(events)[1]
+    inner = {**a, "name": "ProfilerStep#999", "ts": a["ts"] + a["dur"] / 4, "dur": a["dur"] / 4}
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps({**doc, "traceEvents": [*events, inner]}))
+    expected = kernels_by_step([e for e in [*events, inner] if e.get("ph") == "X"])
+    assert expected[999][0] > 0
+    with tr.open(path) as db:
+        assert db.scalar("SELECT count(*) FROM (SELECT ts_us, max(end_us) OVER (ORDER BY ts_us ROWS BETWEEN "
+                         "UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev FROM step_windows) WHERE ts_us < prev") == 1
+        k = kernel_regions(db)
+    got = k[k["step"].notna()].groupby("step").agg(n=("dur_us", "size"), us=("dur_us", "sum"))
+    want = {s: v for s, v in expected.items() if s is not None}
+    assert sorted(got.index.astype(int)) == sorted(want)
+    for step, (n, us) in want.items():
+        assert got.loc[step, "n"] == n and got.loc[step, "us"] == pytest.approx(us)
 
 
 def test_trace_without_profiler_step_is_one_window():

@@ -90,12 +90,13 @@ SELECT * FROM whole;
 -- forward marker, 'forward' spans from the window start (or the previous backward run) to the
 -- run's start. Markers win over spans; among markers the innermost (latest start) wins.
 CREATE OR REPLACE TEMP VIEW regions AS
-WITH m AS (
+WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used three times
+m AS (
     SELECT w.trace_id, w.window_id, w.step, k.region, 'marker' AS kind, k.rule_id, k.event_id,
            k.name, k.pid, k.tid, greatest(k.ts_us, w.ts_us) AS ts_us, least(k.end_us, w.end_us) AS end_us,
            k.ts_us AS marker_ts_us
     FROM region_markers k
-    JOIN step_windows w
+    JOIN w0 w
       ON k.trace_id = w.trace_id AND (w.pid IS NULL OR k.pid = w.pid)
      AND k.ts_us < w.end_us AND k.end_us > w.ts_us
     WHERE k.cat <> 'gpu_user_annotation'
@@ -128,11 +129,11 @@ has_fwd AS (SELECT DISTINCT trace_id, window_id FROM m WHERE region = 'forward')
 spans AS (
     SELECT w.trace_id, w.window_id, w.step, 'backward' AS region, 'span' AS kind,
            'span_backward' AS rule_id, b.b0 AS ts_us, b.b1 AS end_us, b.b0 AS marker_ts_us
-    FROM bwd_spans b JOIN step_windows w USING (trace_id, window_id)
+    FROM bwd_spans b JOIN w0 w USING (trace_id, window_id)
     UNION ALL
     SELECT w.trace_id, w.window_id, w.step, 'forward', 'span', 'span_forward',
            greatest(w.ts_us, coalesce(b.prev_end, w.ts_us)), b.b0, greatest(w.ts_us, coalesce(b.prev_end, w.ts_us))
-    FROM bwd_spans b JOIN step_windows w USING (trace_id, window_id)
+    FROM bwd_spans b JOIN w0 w USING (trace_id, window_id)
     WHERE NOT EXISTS (SELECT 1 FROM has_fwd f WHERE f.trace_id = b.trace_id AND f.window_id = b.window_id)
 )
 SELECT trace_id, window_id, step, region, kind, rule_id, event_id, name, pid, tid, ts_us, end_us, marker_ts_us
@@ -149,23 +150,52 @@ SELECT * FROM spans WHERE ts_us < end_us;
 -- kernel is computed by trace_report.analyses.regions.kernel_regions from these rows and the
 -- regions view.
 CREATE OR REPLACE TEMP VIEW kernel_steps AS
-WITH k AS (
+WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used three times
+k AS (
     SELECT k.trace_id, k.event_id, k.name, k.pid AS device_pid, k.ts_us, k.dur_us, k.launch_event_id,
            l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us
     FROM kernels k
-    LEFT JOIN events l ON l.trace_id = k.trace_id AND l.event_id = k.launch_event_id
+    LEFT JOIN runtime_calls l ON l.trace_id = k.trace_id AND l.event_id = k.launch_event_id
 ),
 first_step AS (SELECT trace_id, min(ts_us) AS first_us FROM steps GROUP BY trace_id),
-launching AS (SELECT DISTINCT trace_id FROM kernel_launches),
+launching AS (SELECT DISTINCT trace_id FROM runtime_calls WHERE correlation IS NOT NULL),
 e AS (
     SELECT k.*, coalesce(f.first_us IS NOT NULL AND (k.launch_ts_us < f.first_us
                OR (k.launch_ts_us IS NULL AND k.trace_id IN (SELECT trace_id FROM launching))), false)
-               AS before_first_step
+               AS before_first_step,
+           coalesce(k.launch_ts_us, k.ts_us) AS at_us
     FROM k LEFT JOIN first_step f ON f.trace_id = k.trace_id
+),
+-- Traces where a window starts before an earlier one has ended (nested or concurrent steps):
+-- there a kernel's window is the latest-starting of all that contain it. Elsewhere at most one
+-- window can contain it, the last one starting at or before it: an ASOF join, without the
+-- kernels x windows range join.
+overlapping AS (
+    SELECT DISTINCT trace_id FROM (
+        SELECT trace_id, ts_us, max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, window_id
+                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        FROM w0)
+    WHERE ts_us < prev_end
+),
+single AS (
+    SELECT e.*, w.window_id, w.step,
+           NOT e.before_first_step AND e.at_us < w.end_us
+           AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid) AS inside
+    FROM e ASOF LEFT JOIN w0 w ON w.trace_id = e.trace_id AND e.at_us >= w.ts_us
+    WHERE e.trace_id NOT IN (SELECT trace_id FROM overlapping)
+),
+nested AS (
+    SELECT e.*, w.window_id, w.step
+    FROM e LEFT JOIN w0 w
+      ON w.trace_id = e.trace_id AND NOT e.before_first_step
+     AND e.at_us >= w.ts_us AND e.at_us < w.end_us
+     AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid)
+    WHERE e.trace_id IN (SELECT trace_id FROM overlapping)
+    QUALIFY row_number() OVER (PARTITION BY e.trace_id, e.event_id ORDER BY w.ts_us DESC NULLS LAST) = 1
 )
-SELECT e.*, w.window_id, w.step
-FROM e LEFT JOIN step_windows w
-  ON w.trace_id = e.trace_id AND NOT e.before_first_step
- AND coalesce(e.launch_ts_us, e.ts_us) >= w.ts_us AND coalesce(e.launch_ts_us, e.ts_us) < w.end_us
- AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid)
-QUALIFY row_number() OVER (PARTITION BY e.trace_id, e.event_id ORDER BY w.ts_us DESC NULLS LAST) = 1;
+SELECT * EXCLUDE (at_us, inside, window_id, step),
+       CASE WHEN coalesce(inside, false) THEN window_id END AS window_id,
+       CASE WHEN coalesce(inside, false) THEN step END AS step
+FROM single
+UNION ALL
+SELECT * EXCLUDE (at_us) FROM nested;

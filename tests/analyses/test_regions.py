@@ -278,6 +278,26 @@ def test_nested_steps_take_the_latest_starting_window(tmp_path):
         assert got.loc[step, "n"] == n and got.loc[step, "us"] == pytest.approx(us)
 
 
+def test_a_zero_length_step_at_a_step_start_takes_no_kernel(tmp_path):
+    """Edge case absent from the real traces, so a four-event trace: a zero-length
+    ProfilerStep#1 written before, and starting with, ProfilerStep#2 [10, 20) us; a kernel
+    launched at 12 us belongs to step 2 (the only step containing its launch). The ASOF join of
+    view kernel_steps found step 1 (same start, lower id), ended, and gave the kernel no step."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 10, "dur": 0},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 10, "dur": 10},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12, "dur": 1,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 14, "dur": 2,
+         "args": {"correlation": 7, "stream": 7, "device": 0}},
+    ]
+    path = tmp_path / "empty_step.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with tr.open(path) as db:
+        k = kernel_regions(db)
+    assert k["step"].tolist() == [2] and k["dur_us"].tolist() == [2.0]
+
+
 def test_trace_without_profiler_step_is_one_window():
     events = folder_events("kineto_rn50_autograd_api_nw0")
     with tr.open(TRACES / "kineto_rn50_autograd_api_nw0") as db:

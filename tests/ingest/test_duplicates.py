@@ -54,8 +54,12 @@ def test_duplicates_of_real_traces_match_a_plain_count(name: str, tmp_path: Path
 
 
 def table(rows: list[tuple]) -> pa.Table:
+    """Rows of DUPLICATE_COLUMNS; ``correlation`` and ``external_id`` taken from ``args`` as the
+    decoder takes them."""
     cols = list(zip(*rows, strict=True))
-    ids = {"correlation": pa.nulls(len(rows), pa.int64()), "external_id": pa.nulls(len(rows), pa.int64())}
+    args = [json.loads(a) for a in cols[-1]]
+    ids = {"correlation": pa.array([a.get("correlation") for a in args], pa.int64()),
+           "external_id": pa.array([a.get("External id") for a in args], pa.int64())}
     return pa.table({**{c: pa.array(v) for c, v in zip(DUPLICATE_COLUMNS, cols, strict=True)}, **ids})
 
 
@@ -63,10 +67,15 @@ def test_rows_differing_in_one_field_are_not_duplicates() -> None:
     base = ("kernel", "k", "0", "7", 5.0, 1.0, '{"correlation": 1}')
     variants = [base[:i] + (v,) + base[i + 1:] for i, v in
                 enumerate(["cpu_op", "j", "1", "8", 6.0, 2.0, '{"correlation": 2}'])]
-    t = table([base, *variants, base, base])
+    same_length = base[:6] + ('{"correlation": 1, "x": 2}',)  # args differ, same ids, same length
+    same_length2 = base[:6] + ('{"correlation": 1, "x": 3}',)
+    t = table([base, *variants, base, base, same_length, same_length2])
     keys = row_keys(t)
-    assert len(set(keys[:8].tolist())) == 7  # only the args variant (row 7) shares the base row's key
-    assert keys[0] == keys[7] == keys[8] == keys[9]
+    # every field variant gets its own key, the correlation variant (row 7) included: args'
+    # correlation is in the key, though its args text has the base row's length
+    assert len(set(keys[:8].tolist())) == 8
+    assert keys[0] == keys[8] == keys[9]
+    assert keys[10] == keys[11] != keys[0]  # args that differ only in text share a key: compared exactly
     for given in (None, [keys]):
         assert count_duplicates(lambda columns: [t.select(columns)], given) == 2
     halves = [t.slice(0, 5), t.slice(5)]  # keys of separate pieces, as workers send them

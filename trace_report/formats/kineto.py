@@ -265,7 +265,8 @@ def _decode_piece_untyped(data: bytes) -> Piece:
         if e.get("ph") != "X" and not instant:
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        ext = args.get("External id", args.get("external id"))
+        ext = args.get("External id")
+        ext = args.get("external id") if ext is None else ext  # as the typed path: a null 'External id' falls through
         ts, dur = _float_or_none(e.get("ts")), (0.0 if instant else _float_or_none(e.get("dur")))
         missing += ts is None or dur is None
         rows["cat"].append(_as_text(e.get("cat") or (MEMORY_CAT if instant else None)))

@@ -313,7 +313,9 @@ KEY_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us", "correlation", "e
 length and the two ids taken from it (``correlation``, ``external_id``): hashing every ``args``
 text would cost more than the rare exact comparison, while the ids and the length tell apart the
 nested operators that share a name and their times (176 of the 681 k rows of the event-dense
-benchmark trace shared a key without them, and made every piece be read again)."""
+benchmark trace shared a key without them, and made every piece be read again). The two ids must
+be a function of the ``args`` text alone (both decoding paths of ``formats/kineto`` take them the
+same way), so that equal rows keep equal keys."""
 
 
 def _time_keys(table: pa.Table) -> np.ndarray:
@@ -325,8 +327,8 @@ def _time_keys(table: pa.Table) -> np.ndarray:
 
 
 def _int_keys(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """An int64 column (null -> -1), or the UTF-8 lengths of a string column, as uint64."""
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+    """An integer column (null -> -1), or the byte lengths of any other (text) column, as uint64."""
+    if not pa.types.is_integer(column.type):
         column = pc.binary_length(column)
     return pc.fill_null(column, -1).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
 
@@ -371,7 +373,7 @@ def count_duplicates(tables: Callable[[list[str]], Iterable[pa.Table]],
     if not keys:
         return 0
     every = np.concatenate(keys)
-    every.sort()  # in place: np.unique(..., return_counts=True) held five arrays of this size (0.37 GB at 7.5 M rows)
+    every.sort()  # in place: np.unique(..., return_counts=True) held five arrays of this size (+0.37 GB at 7.5 M rows)
     repeated = every[1:] == every[:-1]
     if not repeated.any():
         return 0

@@ -150,7 +150,7 @@ SELECT * FROM spans WHERE ts_us < end_us;
 -- kernel is computed by trace_report.analyses.regions.kernel_regions from these rows and the
 -- regions view.
 CREATE OR REPLACE TEMP VIEW kernel_steps AS
-WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used three times
+WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used twice
 k AS (
     SELECT k.trace_id, k.event_id, k.name, k.pid AS device_pid, k.ts_us, k.dur_us, k.launch_event_id,
            l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us
@@ -166,22 +166,24 @@ e AS (
            coalesce(k.launch_ts_us, k.ts_us) AS at_us
     FROM k LEFT JOIN first_step f ON f.trace_id = k.trace_id
 ),
--- Traces where a window starts before an earlier one has ended (nested or concurrent steps):
--- there a kernel's window is the latest-starting of all that contain it. Elsewhere at most one
--- window can contain it, the last one starting at or before it: an ASOF join, without the
--- kernels x windows range join.
+-- Windows that can hold a kernel (a zero-length window or one without an end holds none).
+-- Traces where one starts before an earlier one has ended (nested or concurrent steps): there a
+-- kernel's window is the latest-starting of all that contain it. Elsewhere at most one window
+-- can contain it, the last one starting at or before it: an ASOF join, without the kernels x
+-- windows range join.
+w1 AS (SELECT * FROM w0 WHERE end_us > ts_us),
 overlapping AS (
     SELECT DISTINCT trace_id FROM (
         SELECT trace_id, ts_us, max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, window_id
                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-        FROM w0)
+        FROM w1)
     WHERE ts_us < prev_end
 ),
 single AS (
     SELECT e.*, w.window_id, w.step,
            NOT e.before_first_step AND e.at_us < w.end_us
            AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid) AS inside
-    FROM e ASOF LEFT JOIN w0 w ON w.trace_id = e.trace_id AND e.at_us >= w.ts_us
+    FROM e ASOF LEFT JOIN w1 w ON w.trace_id = e.trace_id AND e.at_us >= w.ts_us
     WHERE e.trace_id NOT IN (SELECT trace_id FROM overlapping)
 ),
 nested AS (
@@ -191,7 +193,8 @@ nested AS (
      AND e.at_us >= w.ts_us AND e.at_us < w.end_us
      AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid)
     WHERE e.trace_id IN (SELECT trace_id FROM overlapping)
-    QUALIFY row_number() OVER (PARTITION BY e.trace_id, e.event_id ORDER BY w.ts_us DESC NULLS LAST) = 1
+    QUALIFY row_number() OVER (PARTITION BY e.trace_id, e.event_id
+                               ORDER BY w.ts_us DESC NULLS LAST, w.window_id DESC) = 1
 )
 SELECT * EXCLUDE (at_us, inside, window_id, step),
        CASE WHEN coalesce(inside, false) THEN window_id END AS window_id,

@@ -36,7 +36,11 @@ FROM gpu_op_kinds g
 JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.correlation = g.correlation
 QUALIFY row_number() OVER (PARTITION BY g.trace_id, g.event_id ORDER BY r.event_id) = 1;
 
+-- hta_kept: the operation is in HTA's selection (the one definition; steps_only_gpu_ops keeps
+-- these rows, gpu_op_launch_times shows the flag).
+CREATE OR REPLACE TEMP VIEW gpu_op_launches_hta AS
+SELECT g.*, coalesce(l.last_step_ts_us IS NULL OR g.launch_ts_us < l.last_step_ts_us, false) AS hta_kept
+FROM gpu_op_launches g LEFT JOIN last_step_starts l USING (trace_id);
+
 CREATE OR REPLACE TEMP VIEW steps_only_gpu_ops AS
-SELECT g.*
-FROM gpu_op_launches g LEFT JOIN last_step_starts l USING (trace_id)
-WHERE l.last_step_ts_us IS NULL OR g.launch_ts_us < l.last_step_ts_us;
+SELECT * EXCLUDE (hta_kept) FROM gpu_op_launches_hta WHERE hta_kept;

@@ -41,8 +41,9 @@ SELECT trace_id, island, min(s) AS start_us, max(e) AS end_us FROM g GROUP BY tr
 -- its first to its last GPU operation (basis 'gpu_span', what HTA's temporal breakdown divides
 -- by). gpu_util_pct is NULL for traces without GPU operations.
 CREATE OR REPLACE TEMP VIEW gpu_utilization AS
-WITH span AS (
-    SELECT trace_id, min(start_us) AS ts_us, max(end_us) AS end_us FROM gpu_busy_intervals GROUP BY trace_id
+WITH bi AS MATERIALIZED (SELECT * FROM gpu_busy_intervals),  -- computed once, used three times
+span AS (
+    SELECT trace_id, min(start_us) AS ts_us, max(end_us) AS end_us FROM bi GROUP BY trace_id
 ),
 w AS (
     SELECT s.trace_id, s.step, s.event_id AS window_id, s.ts_us, s.end_us, 'ProfilerStep' AS basis
@@ -51,11 +52,11 @@ w AS (
     SELECT p.trace_id, NULL, -1, p.ts_us, p.end_us, 'gpu_span'
     FROM span p WHERE p.trace_id NOT IN (SELECT trace_id FROM steps)
 ),
-has_gpu AS (SELECT DISTINCT trace_id FROM gpu_busy_intervals),
+has_gpu AS (SELECT DISTINCT trace_id FROM bi),
 busy AS (
     SELECT w.trace_id, w.window_id,
            sum(greatest(0.0, least(b.end_us, w.end_us) - greatest(b.start_us, w.ts_us))) AS busy_us
-    FROM w JOIN gpu_busy_intervals b
+    FROM w JOIN bi b
       ON b.trace_id = w.trace_id AND b.start_us < w.end_us AND b.end_us > w.ts_us
     GROUP BY w.trace_id, w.window_id
 )
@@ -83,13 +84,11 @@ CREATE OR REPLACE TEMP VIEW gpu_op_launch_times AS
 WITH g AS (
     SELECT g.trace_id, g.event_id, g.cat, g.name, g.correlation, g.ts_us, g.dur_us AS gpu_us,
            g.launch_event_id, g.launch_pid, g.launch_ts_us, r.dur_us AS cpu_us,
-           g.ts_us - (r.ts_us + r.dur_us) AS launch_delay_us
-    FROM gpu_op_launches g
-    JOIN events r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
-),
-kept AS (SELECT trace_id, event_id FROM steps_only_gpu_ops)
-SELECT g.*, w.window_id, w.step,
-       (g.trace_id, g.event_id) IN (SELECT (trace_id, event_id) FROM kept) AS hta_kept
+           g.ts_us - (r.ts_us + r.dur_us) AS launch_delay_us, g.hta_kept
+    FROM gpu_op_launches_hta g
+    JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
+)
+SELECT g.* EXCLUDE (hta_kept), w.window_id, w.step, g.hta_kept
 FROM g
 LEFT JOIN step_windows w
   ON w.trace_id = g.trace_id AND w.window_id <> -1

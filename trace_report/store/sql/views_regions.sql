@@ -84,6 +84,19 @@ SELECT * FROM s
 UNION ALL BY NAME
 SELECT * FROM whole;
 
+-- Traces where a step window that can hold an event (it ends after it starts) begins before an
+-- earlier one has ended (nested or concurrent steps). There an event's window is the
+-- latest-starting of all that contain it (a range join); elsewhere at most one window can contain
+-- it, the last one starting at or before it (an ASOF join). kernel_steps and gpu_op_launch_times
+-- look windows up this way.
+-- (Read from steps: a trace without ProfilerSteps has one window, which overlaps nothing.)
+CREATE OR REPLACE TEMP VIEW overlapping_step_traces AS
+SELECT DISTINCT trace_id FROM (
+    SELECT trace_id, ts_us, max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, event_id
+                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM steps WHERE end_us > ts_us)
+WHERE ts_us < prev_end;
+
 -- Region intervals per window, clipped to it. kind 'marker': an annotation event; kind 'span':
 -- a fallback phase (torch-tb-profiler style) used where a trace has no explicit range:
 -- 'backward' spans each run of consecutive backward markers, and, when the window has no
@@ -166,25 +179,15 @@ e AS (
            coalesce(k.launch_ts_us, k.ts_us) AS at_us
     FROM k LEFT JOIN first_step f ON f.trace_id = k.trace_id
 ),
--- Windows that can hold a kernel (a zero-length window or one without an end holds none).
--- Traces where one starts before an earlier one has ended (nested or concurrent steps): there a
--- kernel's window is the latest-starting of all that contain it. Elsewhere at most one window
--- can contain it, the last one starting at or before it: an ASOF join, without the kernels x
--- windows range join.
+-- windows that can hold a kernel (a zero-length window or one without an end holds none), found
+-- as view overlapping_step_traces says
 w1 AS (SELECT * FROM w0 WHERE end_us > ts_us),
-overlapping AS (
-    SELECT DISTINCT trace_id FROM (
-        SELECT trace_id, ts_us, max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, window_id
-                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-        FROM w1)
-    WHERE ts_us < prev_end
-),
 single AS (
     SELECT e.*, w.window_id, w.step,
            NOT e.before_first_step AND e.at_us < w.end_us
            AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid) AS inside
     FROM e ASOF LEFT JOIN w1 w ON w.trace_id = e.trace_id AND e.at_us >= w.ts_us
-    WHERE e.trace_id NOT IN (SELECT trace_id FROM overlapping)
+    WHERE e.trace_id NOT IN (SELECT trace_id FROM overlapping_step_traces)
 ),
 nested AS (
     SELECT e.*, w.window_id, w.step
@@ -192,7 +195,7 @@ nested AS (
       ON w.trace_id = e.trace_id AND NOT e.before_first_step
      AND e.at_us >= w.ts_us AND e.at_us < w.end_us
      AND (w.pid IS NULL OR e.launch_pid IS NULL OR w.pid = e.launch_pid)
-    WHERE e.trace_id IN (SELECT trace_id FROM overlapping)
+    WHERE e.trace_id IN (SELECT trace_id FROM overlapping_step_traces)
     QUALIFY row_number() OVER (PARTITION BY e.trace_id, e.event_id
                                ORDER BY w.ts_us DESC NULLS LAST, w.window_id DESC) = 1
 )

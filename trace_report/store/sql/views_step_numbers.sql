@@ -87,14 +87,31 @@ WITH g AS (
            g.ts_us - (r.ts_us + r.dur_us) AS launch_delay_us, g.hta_kept
     FROM gpu_op_launches_hta g
     JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
+),
+-- ProfilerStep windows that can hold a launch, looked up as view overlapping_step_traces says
+w0 AS MATERIALIZED (SELECT * FROM step_windows WHERE window_id <> -1 AND end_us > ts_us),
+single AS (
+    SELECT g.*, w.window_id, w.step,
+           g.launch_ts_us < w.end_us AND (w.pid IS NULL OR w.pid = g.launch_pid) AS inside
+    FROM g ASOF LEFT JOIN w0 w ON w.trace_id = g.trace_id AND g.launch_ts_us >= w.ts_us
+    WHERE g.trace_id NOT IN (SELECT trace_id FROM overlapping_step_traces)
+),
+nested AS (
+    SELECT g.*, w.window_id, w.step
+    FROM g LEFT JOIN w0 w
+      ON w.trace_id = g.trace_id
+     AND g.launch_ts_us >= w.ts_us AND g.launch_ts_us < w.end_us
+     AND (w.pid IS NULL OR w.pid = g.launch_pid)
+    WHERE g.trace_id IN (SELECT trace_id FROM overlapping_step_traces)
+    QUALIFY row_number() OVER (PARTITION BY g.trace_id, g.event_id
+                               ORDER BY w.ts_us DESC NULLS LAST, w.window_id DESC) = 1
 )
-SELECT g.* EXCLUDE (hta_kept), w.window_id, w.step, g.hta_kept
-FROM g
-LEFT JOIN step_windows w
-  ON w.trace_id = g.trace_id AND w.window_id <> -1
- AND g.launch_ts_us >= w.ts_us AND g.launch_ts_us < w.end_us
- AND (w.pid IS NULL OR w.pid = g.launch_pid)
-QUALIFY row_number() OVER (PARTITION BY g.trace_id, g.event_id ORDER BY w.ts_us DESC NULLS LAST) = 1;
+SELECT * EXCLUDE (hta_kept, inside, window_id, step),
+       CASE WHEN coalesce(inside, false) THEN window_id END AS window_id,
+       CASE WHEN coalesce(inside, false) THEN step END AS step, hta_kept
+FROM single
+UNION ALL
+SELECT * EXCLUDE (hta_kept, window_id, step), window_id, step, hta_kept FROM nested;
 
 -- Launch-bound, HTA's rule (get_cuda_kernel_launch_stats, include_memory_events=True): GPU
 -- operations (kernels + memcpy + memset) that ran shorter than the CPU call that launched them,

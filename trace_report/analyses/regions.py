@@ -263,6 +263,18 @@ def _label_kernels(w: pd.Series, regs: _Cols, ks: _Cols, gpu_marks: dict) -> tup
 
 
 _REGION_COLS = ["region", "kind", "tid", "ts_us", "end_us"]
+_REGION_CODE = {r: i for i, r in enumerate(REGIONS)}
+
+
+def _regions_by_window(regions: pd.DataFrame) -> tuple[_Cols, dict]:
+    """The ``regions`` rows as :class:`_Cols` (with ``code``: the index in :data:`REGIONS`, -1 for
+    any other name) and their positions per ``(trace_id, window_id)``."""
+    regs = _Cols.of(regions, _REGION_COLS)
+    regs.cols["code"] = np.array([_REGION_CODE.get(r, -1) for r in regs["region"]], dtype=np.int64)
+    return regs, regions.groupby(["trace_id", "window_id"], sort=False).indices
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 _KERNEL_COLS = ["launch_ts_us", "ts_us", "launch_tid", "device_pid"]
 
 
@@ -303,16 +315,14 @@ def _attribute(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
     region = np.full(len(ks), "other", dtype=object)
     basis = np.full(len(ks), None, dtype=object)
     gpu_marks = _gpu_marker_partitions(rows["gpu_markers"])
-    regs = _Cols.of(rows["regions"], _REGION_COLS)
-    regs_by = rows["regions"].groupby(["trace_id", "window_id"], sort=False).indices
+    regs, regs_by = _regions_by_window(rows["regions"])
     kcols = _Cols.of(ks, _KERNEL_COLS)
     ks_by = ks.groupby(["trace_id", "window_id"], sort=False).indices  # positions in ks; NaN windows left out
-    none = np.zeros(0, dtype=np.int64)
     for w in rows["windows"].itertuples(index=False):
         idx = ks_by.get((w.trace_id, w.window_id))
         if idx is None:
             continue
-        region[idx], basis[idx] = _label_kernels(w, regs.take(regs_by.get((w.trace_id, w.window_id), none)),
+        region[idx], basis[idx] = _label_kernels(w, regs.take(regs_by.get((w.trace_id, w.window_id), _NO_ROWS)),
                                                  kcols.take(idx), gpu_marks)
     unset = pd.isna(basis)
     basis[unset & ks["before_first_step"].to_numpy(bool)] = BEFORE_FIRST_STEP
@@ -321,15 +331,13 @@ def _attribute(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-def _window_sums(w: pd.Series, regs: pd.DataFrame, gpu: BusyTime | None,
-                 threads: list[BusyTime]) -> np.ndarray:
+def _window_sums(w: pd.Series, regs: _Cols, gpu: BusyTime | None, threads: list[BusyTime]) -> np.ndarray:
     """wall/idle/cpu µs per region (rows in :data:`REGIONS` order) for one window: shape (6, 3)."""
-    part = Partition(w.ts_us, w.end_us, regs["ts_us"].to_numpy(float), regs["end_us"].to_numpy(float))
+    part = Partition(w.ts_us, w.end_us, regs["ts_us"], regs["end_us"])
     a, b = part.seg_start, part.seg_end
     other = len(REGIONS) - 1
     if len(regs):
-        codes = np.array([_REGION_CODE.get(r, -1) for r in regs["region"].to_numpy(object)], dtype=np.int64)
-        lab = np.where(part.owner >= 0, codes[np.maximum(part.owner, 0)], other)
+        lab = np.where(part.owner >= 0, regs["code"][np.maximum(part.owner, 0)], other)
     else:
         lab = np.full(len(a), other, dtype=np.int64)
     keep = lab >= 0  # a region outside REGIONS is left out (no rule makes one)
@@ -342,8 +350,6 @@ def _window_sums(w: pd.Series, regs: pd.DataFrame, gpu: BusyTime | None,
     out[:, 2] = np.bincount(lab, weights=cpu, minlength=len(REGIONS))
     return out
 
-
-_REGION_CODE = {r: i for i, r in enumerate(REGIONS)}
 
 
 def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -359,10 +365,9 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[
         bt = BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
         threads_of.setdefault((t, pid), []).append(bt)
         threads_of.setdefault((t, None), []).append(bt)
-    regs_by = dict(iter(rows["regions"].groupby(["trace_id", "window_id"], sort=False)))
-    empty = rows["regions"].iloc[:0]
+    regs, regs_by = _regions_by_window(rows["regions"])
     windows = rows["windows"]
-    sums = [_window_sums(w, regs_by.get((w.trace_id, w.window_id), empty), gpu_by_trace.get(w.trace_id),
+    sums = [_window_sums(w, regs.take(regs_by.get((w.trace_id, w.window_id), _NO_ROWS)), gpu_by_trace.get(w.trace_id),
                          threads_of.get((w.trace_id, None if pd.isna(w.pid) else w.pid), []))
             for w in windows.itertuples(index=False)]
     n = len(REGIONS)

@@ -107,3 +107,35 @@ def test_empty_events_view_has_the_arrow_schema_columns() -> None:
     runs = dict((n, t) for n, t, *_ in con.execute("DESCRIBE runs").fetchall())
     assert list(runs) == RUN_COLUMNS and runs["run_key"] == "VARCHAR" and runs["seed"] == "BIGINT"
     assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_ingest_loads_no_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas on its first ``pa.array`` of a list and its first type inference
+    (0.25 s and ~50 MB per process); the ingest command and each decoding worker skip that
+    (sysutil.skip_pandas_probe), and pyarrow's own pandas conversions still work afterwards."""
+    trace = trace_file("hta_ns_resolution")
+    db = tmp_path / "t.duckdb"
+    code = ("from trace_report.cli.app import main\n"
+            f"try: main(['ingest', {str(trace)!r}, '-o', {str(db)!r}, '--workers', '1', '-q'])\n"
+            "except SystemExit as exc: assert not exc.code, exc.code\n"
+            "import sys; print('pandas' in sys.modules)\n"
+            "import pyarrow as pa, pandas as pd\n"
+            "frame = pd.DataFrame({'a': [1, None], 'b': ['x', None]})\n"
+            "back = pa.Table.from_pandas(frame).to_pandas()\n"
+            "print(back['a'].isna().tolist(), back['b'].isna().tolist(), pa.array(pd.Series([1.0, None])).null_count)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.split("\n")[:2] == ["False", "[False, True] [False, True] 1"], out.stdout + out.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM traces").fetchone() == (1,)
+
+
+def test_decoding_worker_loads_no_pandas() -> None:
+    trace = trace_file("hta_ns_resolution")
+    code = ("from pathlib import Path\nfrom trace_report.ingest.engine import _worker_init\n"
+            "import os\n_worker_init(os.getppid())\n"
+            "from trace_report.ingest.decoding import Job, run_job\n"
+            f"result = run_job(Job('file', 1, 0, 'x', path=Path({str(trace)!r})))\n"
+            "assert result.ok and result.table.num_rows > 0, result\n"
+            "import sys; print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

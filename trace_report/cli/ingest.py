@@ -63,7 +63,9 @@ def ingest_cmd(
     Example: trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+    from trace_report.sysutil import skip_pandas_probe
 
+    skip_pandas_probe()  # this process decodes the last piece of each file: no pandas for that
     bar = make_progress(progress)
     opts = IngestOptions(workers=workers, progress=progress_callback(bar) if bar else None, force=force,
                          append_versions=append_versions)

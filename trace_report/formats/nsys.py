@@ -21,13 +21,16 @@ import io
 import json
 import re
 import sqlite3
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 
 from trace_report.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EVENT_SCHEMA = pa.schema([
     ("cat", pa.string()), ("name", pa.string()), ("pid", pa.string()), ("tid", pa.string()),
@@ -183,8 +186,8 @@ def _system(con: sqlite3.Connection, tables: set[str]) -> dict[str, str]:
 
 def _facts(con: sqlite3.Connection, tables: set[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
     meta, gpus, system = _meta(con, tables), _gpus(con, tables), _system(con, tables)
-    used = pd.Series([r["device"] for r in rows if r["cat"] == "kernel"], dtype="float64").value_counts()
-    gpu = next((g for g in gpus if not used.empty and g.get("id") == int(used.index[0])), gpus[0] if gpus else {})
+    used = Counter(r["device"] for r in rows if r["cat"] == "kernel" and r["device"] is not None).most_common(1)
+    gpu = next((g for g in gpus if used and g.get("id") == int(used[0][0])), gpus[0] if gpus else {})
     cc = (f"{gpu['computeMajor']}.{gpu['computeMinor']}"
           if gpu.get("computeMajor") is not None and gpu.get("computeMinor") is not None else None)
     metadata = {
@@ -261,6 +264,8 @@ def read_kernsum_csv(path: Path | str) -> pd.DataFrame:
     ``gpukernsum``) into the top-kernels columns (:data:`KERNEL_COLUMNS`; times in µs, ``pct_of_kernel_time``
     as nsys printed it, ``kind = 'kernel'``), sorted by total time. Lines before the CSV header
     (``Processing ...``) are skipped. Raises :class:`InputError` for other files."""
+    import pandas as pd  # only this reader needs it: ingesting an nsys export does not
+
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()

@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol
 
 from trace_report.store.database import close_inherited_locks
-from trace_report.sysutil import die_with_parent
+from trace_report.sysutil import die_with_parent, skip_pandas_probe
 
 INFLIGHT = 4
 """Pieces of one file submitted to the local workers and not yet accepted: with the stream's own
@@ -55,9 +55,11 @@ class Engine(Protocol):
 
 def _worker_init(parent_pid: int) -> None:
     """Each decoding worker dies with its parent (even after ``kill -9``), leaves Ctrl-C to the
-    parent, and drops the database lock descriptor it inherited through ``fork``."""
+    parent, drops the database lock descriptor it inherited through ``fork``, and never
+    imports pandas (:func:`~trace_report.sysutil.skip_pandas_probe`)."""
     close_inherited_locks()
     die_with_parent(parent_pid)
+    skip_pandas_probe()
 
 
 class LocalEngine(ProcessPoolExecutor):

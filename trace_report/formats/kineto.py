@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 import msgspec
 import numpy as np
@@ -40,6 +40,14 @@ try:
 except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib still works
     _inflate = zlib  # type: ignore[no-redef]
 _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
+
+# The compiled scanner (trace_report/formats/_scan.pyx, built at install when a C compiler is
+# there): the same columns as the msgspec decoder below, in one pass of C, for the pieces it
+# accepts (it returns None for the rest, which msgspec decodes). Without it, msgspec does all.
+try:
+    from trace_report.formats import _scan
+except ImportError:  # pragma: no cover - built by `pip install`; the msgspec path still works
+    _scan = None  # type: ignore[assignment]
 
 MEMORY_EVENT = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
@@ -71,12 +79,16 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 
 
+_Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+"""An id column is int64: a larger number fails the typed decode, and the untyped one drops it."""
+
+
 class _Args(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
-    stream: int | None = None
-    device: int | None = None
+    correlation: _Int64 | None = None
+    external_id: _Int64 | None = msgspec.field(default=None, name="External id")
+    external_id_legacy: _Int64 | None = msgspec.field(default=None, name="external id")
+    stream: _Int64 | None = None
+    device: _Int64 | None = None
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -148,7 +160,7 @@ def _to_text_column(values: list[int | str | None]) -> pa.Array:
     for kind in order:
         try:
             arr = pa.array(values, kind)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
             continue
         return arr if kind == pa.string() else arr.cast(pa.string())
     return pa.array([_as_text(v) for v in values], pa.string())
@@ -192,6 +204,34 @@ def decode_piece(data: bytes) -> Piece:
         raise TraceFormatError(TOO_DEEP) from None
 
 
+def _bitmap(valid: bytes) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(np.frombuffer(valid, np.uint8), bitorder="little"))
+
+
+def _scanned_piece(data: bytes) -> Piece | None:
+    """:func:`decode_piece` through the compiled scanner, or None where it declines the piece."""
+    if not data.isascii():
+        try:
+            str(data, "utf-8")
+        except UnicodeDecodeError:
+            return None
+    out = _scan.scan_events(data, MEMORY_CAT.encode())
+    if out is None:
+        return None
+    n_events, n_rows, n_missing, texts, numbers = out
+    columns: list[pa.Array] = []
+    for values, offsets, valid in texts:
+        columns.append(pa.Array.from_buffers(pa.string(), n_rows, [_bitmap(valid), pa.py_buffer(offsets),
+                                                                   pa.py_buffer(values)]))
+    for k, (values, valid) in enumerate(numbers):
+        kind = pa.float64() if k < 2 else pa.int64()
+        columns.append(pa.Array.from_buffers(kind, n_rows, [_bitmap(valid), pa.py_buffer(values)]))
+    cat, name, pid, tid, args = columns[:5]
+    ts, dur, stream, device, correlation, external_id = columns[5:]
+    ordered = [cat, name, pid, tid, ts, dur, stream, device, correlation, external_id, args]
+    return Piece(pa.Table.from_arrays(ordered, schema=EVENT_SCHEMA), n_events, n_missing)
+
+
 def _decode_piece(data: bytes) -> Piece:
     """:func:`decode_piece` of valid UTF-8.
 
@@ -201,6 +241,10 @@ def _decode_piece(data: bytes) -> Piece:
     fields have unexpected types fall back to an untyped decode. Raises ``msgspec.DecodeError``
     when ``data`` is not valid JSON, :class:`TraceFormatError` when it is not an array.
     """
+    if _scan is not None:
+        piece = _scanned_piece(data)
+        if piece is not None:
+            return piece
     try:
         events = _DEC_EVENTS.decode(data)
         xs = [e for e in events if e.ph == "X" or (e.name == MEMORY_EVENT and e.ph in ("i", "I"))]
@@ -230,15 +274,11 @@ def _decode_piece(data: bytes) -> Piece:
 
 
 def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+    """An id as an int64, or None (not a whole number, or outside int64)."""
+    whole = (isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+             or (isinstance(value, str) and value.strip().lstrip("-").isdigit()))
+    out = int(value) if whole else None  # bool is an int: True -> 1
+    return out if out is not None and -(1 << 63) <= out < (1 << 63) else None
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -1,0 +1,611 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled fast path of :func:`trace_report.formats.kineto.decode_piece` (optional extension).
+
+:func:`scan_events` reads one piece (a JSON array of Trace Event Format objects) in a single
+pass of C over its bytes and returns the columns that the msgspec decoder would build, as raw
+buffers: no Python object per event. It validates the whole piece against the JSON grammar
+(RFC 8259) as it goes. Whenever the piece holds anything the common case does not (an entry that
+is not an object, a string with an escape in a field it reads, a key given twice, a float or a
+string where an integer id is expected, numbers out of range, nesting deeper than 64, invalid
+JSON), it returns None and the caller decodes the piece with msgspec instead, which gives the
+same columns or the exact error. So this module only ever decides *how fast*, never *what*.
+
+Fields read (Trace Event Format; Kineto spellings, ``../shared/FORMATS.md``): ``ph``, ``cat``,
+``name``, ``pid``, ``tid``, ``ts``, ``dur``, ``args`` and, inside ``args``, ``correlation``,
+``External id`` (2020/2021: ``external id``), ``stream``, ``device``.
+"""
+
+from libc.math cimport isinf
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, realloc, strtod
+from libc.string cimport memcmp, memcpy
+
+cdef enum:
+    MAX_DEPTH = 64
+
+
+cdef struct Buf:
+    char* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t cap
+    cdef char* p
+    if b.size + extra <= b.cap:
+        return 0
+    cap = b.cap * 2
+    if cap < b.size + extra:
+        cap = b.size + extra
+    if cap < 4096:
+        cap = 4096
+    p = <char*>realloc(b.data, cap)
+    if p == NULL:
+        raise MemoryError()
+    b.data = p
+    b.cap = cap
+    return 0
+
+
+cdef inline int _put(Buf* b, const void* src, Py_ssize_t n) except -1:
+    if b.size + n > b.cap:
+        _reserve(b, n)
+    memcpy(b.data + b.size, src, n)
+    b.size += n
+    return 0
+
+
+cdef bytes _take(Buf* b):
+    out = b.data[:b.size] if b.size else b""
+    free(b.data)
+    b.data = NULL
+    b.size = b.cap = 0
+    return out
+
+
+cdef struct Text:
+    Buf data
+    Buf offsets  # int32, rows + 1
+    Buf valid  # uint8 per row
+
+
+cdef struct Num:
+    Buf values  # double or int64 per row
+    Buf valid
+
+
+cdef struct Span:
+    Py_ssize_t start  # -1: absent or null
+    Py_ssize_t n
+
+
+cdef struct Event:
+    Span ph
+    Span cat
+    Span name
+    Span pid
+    Span tid
+    Span args
+    double ts
+    double dur
+    int has_ts
+    int has_dur
+    int64_t ints[5]  # correlation, External id, external id, stream, device
+    int has_int[5]
+    unsigned int seen
+
+
+# ---------------------------------------------------------------- the JSON grammar
+
+
+cdef inline Py_ssize_t _ws(const uint8_t* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
+        i += 1
+    return i
+
+
+cdef inline int _hex(uint8_t c) noexcept nogil:
+    return (48 <= c <= 57) or (65 <= c <= 70) or (97 <= c <= 102)
+
+
+cdef Py_ssize_t _string(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* escaped) noexcept nogil:
+    """``p[i]`` is the opening quote: index past the closing quote, or -1 (invalid)."""
+    cdef uint8_t c
+    i += 1
+    while i < n:
+        c = p[i]
+        if c == 34:
+            return i + 1
+        if c == 92:
+            escaped[0] = 1
+            if i + 1 >= n:
+                return -1
+            c = p[i + 1]
+            if c == 117:  # \uXXXX
+                if i + 5 >= n or not (_hex(p[i + 2]) and _hex(p[i + 3]) and _hex(p[i + 4]) and _hex(p[i + 5])):
+                    return -1
+                i += 6
+                continue
+            if c == 34 or c == 92 or c == 47 or c == 98 or c == 102 or c == 110 or c == 114 or c == 116:
+                i += 2
+                continue
+            return -1
+        if c < 32:
+            return -1
+        i += 1
+    return -1
+
+
+cdef Py_ssize_t _number(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* is_int) noexcept nogil:
+    """A JSON number at ``p[i]``: index past it, or -1. ``is_int``: no fraction, no exponent."""
+    cdef Py_ssize_t start = i
+    cdef int exp = 0
+    is_int[0] = 1
+    if i < n and p[i] == 45:
+        i += 1
+    if i >= n:
+        return -1
+    if p[i] == 48:
+        i += 1
+    elif 49 <= p[i] <= 57:
+        while i < n and 48 <= p[i] <= 57:
+            i += 1
+    else:
+        return -1
+    if i < n and p[i] == 46:
+        is_int[0] = 0
+        i += 1
+        if i >= n or not (48 <= p[i] <= 57):
+            return -1
+        while i < n and 48 <= p[i] <= 57:
+            i += 1
+    if i < n and (p[i] == 101 or p[i] == 69):
+        is_int[0] = 0
+        exp = 1
+        i += 1
+        if i < n and (p[i] == 43 or p[i] == 45):
+            i += 1
+        if i >= n or not (48 <= p[i] <= 57):
+            return -1
+        while i < n and 48 <= p[i] <= 57:
+            i += 1
+    if exp or i - start > 300:  # msgspec refuses numbers that overflow a double (1e999): let it
+        if isinf(strtod(<const char*>(p + start), NULL)):
+            return -1
+    return i
+
+
+cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth) noexcept nogil:
+    """Skip (and check) any JSON value at ``p[i]``: index past it, or -1."""
+    cdef int flag = 0
+    cdef uint8_t c
+    if i >= n or depth > MAX_DEPTH:
+        return -1
+    c = p[i]
+    if c == 34:
+        return _string(p, i, n, &flag)
+    if c == 123:  # {
+        i = _ws(p, i + 1, n)
+        if i < n and p[i] == 125:
+            return i + 1
+        while True:
+            if i >= n or p[i] != 34:
+                return -1
+            i = _string(p, i, n, &flag)
+            if i < 0:
+                return -1
+            i = _ws(p, i, n)
+            if i >= n or p[i] != 58:
+                return -1
+            i = _value(p, _ws(p, i + 1, n), n, depth + 1)
+            if i < 0:
+                return -1
+            i = _ws(p, i, n)
+            if i < n and p[i] == 44:
+                i = _ws(p, i + 1, n)
+                continue
+            if i < n and p[i] == 125:
+                return i + 1
+            return -1
+    if c == 91:  # [
+        i = _ws(p, i + 1, n)
+        if i < n and p[i] == 93:
+            return i + 1
+        while True:
+            i = _value(p, i, n, depth + 1)
+            if i < 0:
+                return -1
+            i = _ws(p, i, n)
+            if i < n and p[i] == 44:
+                i = _ws(p, i + 1, n)
+                continue
+            if i < n and p[i] == 93:
+                return i + 1
+            return -1
+    if c == 116:
+        return i + 4 if i + 4 <= n and memcmp(p + i, b"true", 4) == 0 else -1
+    if c == 102:
+        return i + 5 if i + 5 <= n and memcmp(p + i, b"false", 5) == 0 else -1
+    if c == 110:
+        return i + 4 if i + 4 <= n and memcmp(p + i, b"null", 4) == 0 else -1
+    if c == 45 or 48 <= c <= 57:
+        return _number(p, i, n, &flag)
+    return -1
+
+
+cdef inline int _is_null(const uint8_t* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    return i + 4 <= n and memcmp(p + i, b"null", 4) == 0
+
+
+cdef inline int _key_is(const uint8_t* p, Py_ssize_t s, Py_ssize_t k, const char* name, Py_ssize_t m) noexcept nogil:
+    return k == m and memcmp(p + s, name, m) == 0
+
+
+# ---------------------------------------------------------------- one event's fields
+
+
+cdef Py_ssize_t _text_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Span* out) noexcept nogil:
+    """A string without escapes, or null: its content span. -1 for anything else."""
+    cdef int esc = 0
+    cdef Py_ssize_t j
+    if i < n and p[i] == 34:
+        j = _string(p, i, n, &esc)
+        if j < 0 or esc:
+            return -1
+        out.start = i + 1
+        out.n = j - i - 2
+        return j
+    if _is_null(p, i, n):
+        out.start = -1
+        return i + 4
+    return -1
+
+
+cdef Py_ssize_t _int_literal(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int64_t* value) noexcept nogil:
+    """An integer of at most 18 digits (not ``-0``): index past it, or -1."""
+    cdef int is_int = 0
+    cdef Py_ssize_t j = _number(p, i, n, &is_int)
+    cdef Py_ssize_t k = i
+    cdef int64_t v = 0
+    cdef int neg = 0
+    if j < 0 or not is_int:
+        return -1
+    if p[k] == 45:
+        neg = 1
+        k += 1
+    if j - k > 18:
+        return -1
+    while k < j:
+        v = v * 10 + (p[k] - 48)
+        k += 1
+    if neg and v == 0:
+        return -1
+    value[0] = -v if neg else v
+    return j
+
+
+cdef Py_ssize_t _id_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Span* out) noexcept nogil:
+    """pid/tid: an integer (its digits are the text) or a string without escapes, or null."""
+    cdef int64_t v
+    cdef Py_ssize_t j
+    if i < n and (p[i] == 45 or 48 <= p[i] <= 57):
+        j = _int_literal(p, i, n, &v)
+        if j < 0:
+            return -1
+        out.start = i
+        out.n = j - i
+        return j
+    return _text_field(p, i, n, out)
+
+
+cdef Py_ssize_t _float_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, double* value, int* has) noexcept nogil:
+    cdef int is_int = 0
+    cdef Py_ssize_t j
+    if _is_null(p, i, n):
+        has[0] = 0
+        return i + 4
+    if i >= n or not (p[i] == 45 or 48 <= p[i] <= 57):
+        return -1
+    j = _number(p, i, n, &is_int)
+    if j < 0:
+        return -1
+    value[0] = strtod(<const char*>(p + i), NULL)
+    if isinf(value[0]):
+        return -1
+    has[0] = 1
+    return j
+
+
+cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) noexcept nogil:
+    """``args``: an object (its id fields read) or null; its raw span is kept."""
+    cdef Py_ssize_t start = i, s, k, j
+    cdef int esc, which
+    cdef unsigned int seen = 0
+    if _is_null(p, i, n):
+        ev.args.start = i
+        ev.args.n = 4
+        return i + 4
+    if i >= n or p[i] != 123:
+        return -1
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        ev.args.start = start
+        ev.args.n = i + 1 - start
+        return i + 1
+    while True:
+        if i >= n or p[i] != 34:
+            return -1
+        esc = 0
+        j = _string(p, i, n, &esc)
+        if j < 0:
+            return -1
+        s = i + 1
+        k = j - i - 2
+        i = _ws(p, j, n)
+        if i >= n or p[i] != 58:
+            return -1
+        i = _ws(p, i + 1, n)
+        which = -1
+        if esc:
+            which = -2
+        elif _key_is(p, s, k, b"correlation", 11):
+            which = 0
+        elif _key_is(p, s, k, b"External id", 11):
+            which = 1
+        elif _key_is(p, s, k, b"external id", 11):
+            which = 2
+        elif _key_is(p, s, k, b"stream", 6):
+            which = 3
+        elif _key_is(p, s, k, b"device", 6):
+            which = 4
+        if which == -2:
+            return -1  # an escaped key might spell one of ours: msgspec decides
+        if which >= 0:
+            if seen & (1u << which):
+                return -1
+            seen |= 1u << which
+            if _is_null(p, i, n):
+                i += 4
+            else:
+                i = _int_literal(p, i, n, &ev.ints[which])
+                if i < 0:
+                    return -1
+                ev.has_int[which] = 1
+        else:
+            i = _value(p, i, n, 2)
+            if i < 0:
+                return -1
+        i = _ws(p, i, n)
+        if i < n and p[i] == 44:
+            i = _ws(p, i + 1, n)
+            continue
+        if i < n and p[i] == 125:
+            ev.args.start = start
+            ev.args.n = i + 1 - start
+            return i + 1
+        return -1
+
+
+cdef Py_ssize_t _event(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) noexcept nogil:
+    """One event object at ``p[i]``: index past it, or -1."""
+    cdef Py_ssize_t s, k, j
+    cdef int esc, which
+    if i >= n or p[i] != 123:
+        return -1
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        return i + 1
+    while True:
+        if i >= n or p[i] != 34:
+            return -1
+        esc = 0
+        j = _string(p, i, n, &esc)
+        if j < 0 or esc:
+            return -1
+        s = i + 1
+        k = j - i - 2
+        i = _ws(p, j, n)
+        if i >= n or p[i] != 58:
+            return -1
+        i = _ws(p, i + 1, n)
+        which = -1
+        if k == 2 and p[s] == 112 and p[s + 1] == 104:
+            which = 0
+        elif k == 3 and memcmp(p + s, b"cat", 3) == 0:
+            which = 1
+        elif k == 4 and memcmp(p + s, b"name", 4) == 0:
+            which = 2
+        elif k == 3 and memcmp(p + s, b"pid", 3) == 0:
+            which = 3
+        elif k == 3 and memcmp(p + s, b"tid", 3) == 0:
+            which = 4
+        elif k == 2 and p[s] == 116 and p[s + 1] == 115:
+            which = 5
+        elif k == 3 and memcmp(p + s, b"dur", 3) == 0:
+            which = 6
+        elif k == 4 and memcmp(p + s, b"args", 4) == 0:
+            which = 7
+        if which >= 0:
+            if ev.seen & (1u << which):
+                return -1
+            ev.seen |= 1u << which
+        if which == 0:
+            i = _text_field(p, i, n, &ev.ph)
+        elif which == 1:
+            i = _text_field(p, i, n, &ev.cat)
+        elif which == 2:
+            i = _text_field(p, i, n, &ev.name)
+        elif which == 3:
+            i = _id_field(p, i, n, &ev.pid)
+        elif which == 4:
+            i = _id_field(p, i, n, &ev.tid)
+        elif which == 5:
+            i = _float_field(p, i, n, &ev.ts, &ev.has_ts)
+        elif which == 6:
+            i = _float_field(p, i, n, &ev.dur, &ev.has_dur)
+        elif which == 7:
+            i = _args(p, i, n, ev)
+        else:
+            i = _value(p, i, n, 1)
+        if i < 0:
+            return -1
+        i = _ws(p, i, n)
+        if i < n and p[i] == 44:
+            i = _ws(p, i + 1, n)
+            continue
+        if i < n and p[i] == 125:
+            return i + 1
+        return -1
+
+
+# ---------------------------------------------------------------- columns
+
+
+cdef int _text_row(Text* col, const uint8_t* p, Span span) except -1:
+    cdef int32_t end
+    cdef uint8_t ok = span.start >= 0
+    if ok:
+        _put(&col.data, p + span.start, span.n)
+    end = <int32_t>col.data.size
+    _put(&col.offsets, &end, 4)
+    _put(&col.valid, &ok, 1)
+    return 0
+
+
+cdef int _num_row(Num* col, const void* value, int has) except -1:
+    cdef uint8_t ok = has != 0
+    cdef int64_t zero = 0
+    _put(&col.values, value if has else <const void*>&zero, 8)
+    _put(&col.valid, &ok, 1)
+    return 0
+
+
+cdef tuple _text_out(Text* col):
+    return (_take(&col.data), _take(&col.offsets), _take(&col.valid))
+
+
+cdef tuple _num_out(Num* col):
+    return (_take(&col.values), _take(&col.valid))
+
+
+cdef void _free_text(Text* col) noexcept:
+    free(col.data.data); free(col.offsets.data); free(col.valid.data)
+    col.data.data = col.offsets.data = col.valid.data = NULL
+
+
+cdef void _free_num(Num* col) noexcept:
+    free(col.values.data); free(col.valid.data)
+    col.values.data = col.valid.data = NULL
+
+
+cdef int _keep(const uint8_t* p, Event* ev) noexcept nogil:
+    """``ph == "X"``, or a ``[memory]`` instant event (``ph`` "i" or "I")."""
+    if ev.ph.start < 0 or ev.ph.n != 1:
+        return 0
+    if p[ev.ph.start] == 88:
+        return 1
+    if p[ev.ph.start] != 105 and p[ev.ph.start] != 73:
+        return 0
+    return ev.name.start >= 0 and ev.name.n == 8 and memcmp(p + ev.name.start, b"[memory]", 8) == 0
+
+
+def scan_events(const unsigned char[::1] buf, bytes memory_cat):
+    """Columns of the kept events of one piece, or None (decode it with msgspec instead).
+
+    ``buf``: the bytes of a JSON array of events (valid UTF-8: the caller checks). Returns
+    ``(n_events, n_rows, n_missing, texts, numbers)``: ``texts`` = (cat, name, pid, tid, args),
+    each ``(data, int32 offsets incl. a leading 0, uint8 validity)``; ``numbers`` = (ts, dur,
+    stream, device, correlation, external_id), each ``(float64 or int64 values, uint8 validity)``.
+    Instant events get ``dur`` 0 and, without a category, ``memory_cat``.
+    """
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
+    cdef Py_ssize_t n = buf.shape[0], i
+    cdef Py_ssize_t n_events = 0, n_rows = 0, n_missing = 0
+    cdef Event ev
+    cdef Text texts[5]
+    cdef Num nums[6]
+    cdef int c, is_x, t
+    cdef int32_t zero = 0
+    cdef double zero_dur = 0.0
+    cdef int32_t end
+    cdef uint8_t one = 1
+    cdef Span cat
+    cdef const uint8_t* mc = memory_cat
+    cdef Py_ssize_t mc_n = len(memory_cat)
+    for c in range(5):
+        texts[c].data.data = texts[c].offsets.data = texts[c].valid.data = NULL
+        texts[c].data.size = texts[c].offsets.size = texts[c].valid.size = 0
+        texts[c].data.cap = texts[c].offsets.cap = texts[c].valid.cap = 0
+    for c in range(6):
+        nums[c].values.data = nums[c].valid.data = NULL
+        nums[c].values.size = nums[c].valid.size = 0
+        nums[c].values.cap = nums[c].valid.cap = 0
+    try:
+        for c in range(5):
+            _put(&texts[c].offsets, &zero, 4)
+        i = _ws(p, 0, n)
+        if i >= n or p[i] != 91:
+            return None
+        i = _ws(p, i + 1, n)
+        if i < n and p[i] == 93:
+            i += 1
+        else:
+            while True:
+                ev.ph.start = ev.cat.start = ev.name.start = ev.pid.start = ev.tid.start = ev.args.start = -1
+                ev.has_ts = ev.has_dur = 0
+                for t in range(5):
+                    ev.has_int[t] = 0
+                    ev.ints[t] = 0
+                ev.seen = 0
+                i = _event(p, i, n, &ev)
+                if i < 0:
+                    return None
+                n_events += 1
+                if _keep(p, &ev):
+                    is_x = p[ev.ph.start] == 88
+                    n_rows += 1
+                    if not ev.has_ts or (is_x and not ev.has_dur):
+                        n_missing += 1
+                    cat = ev.cat
+                    if not is_x and (cat.start < 0 or cat.n == 0):
+                        _put(&texts[0].data, mc, mc_n)
+                        end = <int32_t>texts[0].data.size
+                        _put(&texts[0].offsets, &end, 4)
+                        _put(&texts[0].valid, &one, 1)
+                    else:
+                        _text_row(&texts[0], p, cat)
+                    _text_row(&texts[1], p, ev.name)
+                    _text_row(&texts[2], p, ev.pid)
+                    _text_row(&texts[3], p, ev.tid)
+                    _text_row(&texts[4], p, ev.args)
+                    _num_row(&nums[0], &ev.ts, ev.has_ts)
+                    if is_x:
+                        _num_row(&nums[1], &ev.dur, ev.has_dur)
+                    else:
+                        _num_row(&nums[1], &zero_dur, 1)
+                    _num_row(&nums[2], &ev.ints[3], ev.has_int[3])
+                    _num_row(&nums[3], &ev.ints[4], ev.has_int[4])
+                    _num_row(&nums[4], &ev.ints[0], ev.has_int[0])
+                    if ev.has_int[1]:
+                        _num_row(&nums[5], &ev.ints[1], 1)
+                    else:
+                        _num_row(&nums[5], &ev.ints[2], ev.has_int[2])
+                i = _ws(p, i, n)
+                if i < n and p[i] == 44:
+                    i = _ws(p, i + 1, n)
+                    continue
+                if i < n and p[i] == 93:
+                    i += 1
+                    break
+                return None
+        if _ws(p, i, n) != n:
+            return None
+        text_cols = tuple([_text_out(&texts[c]) for c in range(5)])
+        num_cols = tuple([_num_out(&nums[c]) for c in range(6)])
+        return n_events, n_rows, n_missing, text_cols, num_cols
+    finally:
+        for c in range(5):
+            _free_text(&texts[c])
+        for c in range(6):
+            _free_num(&nums[c])

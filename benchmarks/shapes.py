@@ -89,7 +89,8 @@ def measure(cmd: list[str]) -> Run:
     """Wall seconds, peak RSS (GB, summed over the process tree) and CPU seconds of ``cmd``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # bytecode cached, as users run
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = 0
     while proc.poll() is None:
         try:

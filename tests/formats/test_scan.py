@@ -184,3 +184,28 @@ def test_ids_outside_int64_are_dropped_not_a_crash() -> None:
             b'"args": {"correlation": 12345678901234567890, "stream": 7}}]')
     row = kineto.decode_piece(data).table.to_pylist()[0]
     assert (row["correlation"], row["stream"], row["pid"]) == (None, 7, "98765432109876543210")
+
+
+@needs_scanner
+def test_times_parse_to_the_same_doubles_as_msgspec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clinger's fast path (mantissa < 2**53, power of ten <= 22) and strtod for the rest give
+    the correctly rounded double, as msgspec does: shortest reprs of random doubles, Kineto-style
+    microsecond stamps, and decimal strings with 15-20 digits and exponents on both sides of 22."""
+    import random
+
+    rng = random.Random(11)
+    texts = ["0.1", "1e22", "1e23", "9007199254740993", "123456789012345.678", "1.7976931348623157e308",
+             "5e-324", "2.2250738585072014e-308", "0.000001", "-0.0", "1623212756351.123", "4203669603018.756",
+             "0.30000000000000004", "1.5000000000000000000", "100000000000000000000000", "7e-23", "12.3456e-20"]
+    texts += [repr(rng.uniform(-1e6, 1e16)) for _ in range(400)]
+    texts += [repr(rng.expovariate(1e-3) * 10.0 ** rng.randint(-30, 30)) for _ in range(400)]
+    texts += [f"{rng.randint(0, 10**rng.randint(1, 20))}.{rng.randint(0, 999999):06d}" for _ in range(400)]
+    texts += [f"{rng.randint(1, 99999)}e{rng.randint(-40, 40)}" for _ in range(400)]
+    data = ("[" + ",".join(f'{{"ph": "X", "ts": {t}, "dur": {t}}}' for t in texts) + "]").encode()
+    fast = kineto._scanned_piece(data)
+    slow = _msgspec(data, monkeypatch)
+    assert fast is not None and not isinstance(slow, str)
+    got = fast.table.column("ts_us").to_pylist()
+    want = slow.table.column("ts_us").to_pylist()
+    assert [(t, g) for t, g, w in zip(texts, got, want, strict=True) if repr(g) != repr(w)] == []
+    assert want[:3] == [0.1, 1e22, 1e23] and want[9] == -0.0 and str(want[9]) == "-0.0"

@@ -19,9 +19,21 @@ from libc.math cimport isinf
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, realloc, strtod
 from libc.string cimport memcmp, memcpy
+from cpython.buffer cimport PyBuffer_FillInfo
 
 cdef enum:
     MAX_DEPTH = 64
+
+cdef uint8_t _STOP[256]
+"""Bytes that end the plain run of a JSON string: the quote, the backslash, control characters."""
+for _c in range(256):
+    _STOP[_c] = _c < 32 or _c == 34 or _c == 92
+
+cdef double _POW10[23]
+"""1e0 .. 1e22: exact as doubles (Clinger's fast path, below)."""
+_POW10[0] = 1.0
+for _c in range(1, 23):
+    _POW10[_c] = _POW10[_c - 1] * 10.0
 
 
 cdef struct Buf:
@@ -48,6 +60,30 @@ cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
     return 0
 
 
+cdef inline int _put_u8(Buf* b, uint8_t v) except -1:
+    if b.size + 1 > b.cap:
+        _reserve(b, 1)
+    (<uint8_t*>(b.data + b.size))[0] = v
+    b.size += 1
+    return 0
+
+
+cdef inline int _put_i32(Buf* b, int32_t v) except -1:
+    if b.size + 4 > b.cap:
+        _reserve(b, 4)
+    memcpy(b.data + b.size, &v, 4)
+    b.size += 4
+    return 0
+
+
+cdef inline int _put_8(Buf* b, const void* src) except -1:
+    if b.size + 8 > b.cap:
+        _reserve(b, 8)
+    memcpy(b.data + b.size, src, 8)
+    b.size += 8
+    return 0
+
+
 cdef inline int _put(Buf* b, const void* src, Py_ssize_t n) except -1:
     if b.size + n > b.cap:
         _reserve(b, n)
@@ -56,9 +92,29 @@ cdef inline int _put(Buf* b, const void* src, Py_ssize_t n) except -1:
     return 0
 
 
-cdef bytes _take(Buf* b):
-    out = b.data[:b.size] if b.size else b""
-    free(b.data)
+cdef class _Owned:
+    """A column buffer handed to Arrow/numpy without a copy (buffer protocol); freed with it."""
+
+    cdef char* data
+    cdef Py_ssize_t size
+
+    def __dealloc__(self):
+        free(self.data)
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self.data if self.data != NULL else <char*>_EMPTY, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
+cdef char _EMPTY[1]
+
+
+cdef _Owned _take(Buf* b):
+    out = _Owned()
+    out.data = b.data
+    out.size = b.size
     b.data = NULL
     b.size = b.cap = 0
     return out
@@ -114,6 +170,10 @@ cdef Py_ssize_t _string(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* escap
     cdef uint8_t c
     i += 1
     while i < n:
+        while i < n and not _STOP[p[i]]:
+            i += 1
+        if i >= n:
+            return -1
         c = p[i]
         if c == 34:
             return i + 1
@@ -299,6 +359,55 @@ cdef Py_ssize_t _id_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Span* ou
     return _text_field(p, i, n, out)
 
 
+cdef inline int _fast_float(const uint8_t* p, Py_ssize_t i, Py_ssize_t j, double* out) noexcept nogil:
+    """The number ``p[i:j]`` (valid JSON) as a double when Clinger's fast path is exact: a
+    mantissa below 2**53 times or over a power of ten up to 1e22, both exact doubles, so one
+    IEEE multiplication or division rounds correctly (W. D. Clinger, "How to read floating point
+    numbers accurately", PLDI 1990), as strtod and msgspec do. Returns 0 when it is not."""
+    cdef int neg = 0, digits = 0, frac = 0, exp = 0, eneg = 0, in_frac = 0
+    cdef unsigned long long m = 0
+    cdef uint8_t c
+    cdef double v
+    if p[i] == 45:
+        neg = 1
+        i += 1
+    while i < j:
+        c = p[i]
+        if 48 <= c <= 57:
+            if m or c != 48:
+                digits += 1
+                if digits > 16:
+                    return 0
+            m = m * 10 + (c - 48)
+            frac += in_frac
+        elif c == 46:
+            in_frac = 1
+        else:
+            break
+        i += 1
+    if i < j:  # exponent
+        i += 1
+        if p[i] == 45 or p[i] == 43:
+            eneg = p[i] == 45
+            i += 1
+        while i < j:
+            exp = exp * 10 + (p[i] - 48)
+            if exp > 400:
+                return 0
+            i += 1
+        if eneg:
+            exp = -exp
+    if m >= (1ULL << 53):
+        return 0
+    exp -= frac
+    if exp < -22 or exp > 22:
+        return 0
+    v = <double>m
+    v = v * _POW10[exp] if exp >= 0 else v / _POW10[-exp]
+    out[0] = -v if neg else v
+    return 1
+
+
 cdef Py_ssize_t _float_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, double* value, int* has) noexcept nogil:
     cdef int is_int = 0
     cdef Py_ssize_t j
@@ -310,7 +419,8 @@ cdef Py_ssize_t _float_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, doubl
     j = _number(p, i, n, &is_int)
     if j < 0:
         return -1
-    value[0] = strtod(<const char*>(p + i), NULL)
+    if not _fast_float(p, i, j, value):
+        value[0] = strtod(<const char*>(p + i), NULL)
     if isinf(value[0]):
         return -1
     has[0] = 1
@@ -462,22 +572,19 @@ cdef Py_ssize_t _event(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) 
 # ---------------------------------------------------------------- columns
 
 
-cdef int _text_row(Text* col, const uint8_t* p, Span span) except -1:
-    cdef int32_t end
+cdef inline int _text_row(Text* col, const uint8_t* p, Span span) except -1:
     cdef uint8_t ok = span.start >= 0
     if ok:
         _put(&col.data, p + span.start, span.n)
-    end = <int32_t>col.data.size
-    _put(&col.offsets, &end, 4)
-    _put(&col.valid, &ok, 1)
+    _put_i32(&col.offsets, <int32_t>col.data.size)
+    _put_u8(&col.valid, ok)
     return 0
 
 
-cdef int _num_row(Num* col, const void* value, int has) except -1:
-    cdef uint8_t ok = has != 0
+cdef inline int _num_row(Num* col, const void* value, int has) except -1:
     cdef int64_t zero = 0
-    _put(&col.values, value if has else <const void*>&zero, 8)
-    _put(&col.valid, &ok, 1)
+    _put_8(&col.values, value if has else <const void*>&zero)
+    _put_u8(&col.valid, has != 0)
     return 0
 
 
@@ -528,8 +635,6 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
     cdef int c, is_x, t
     cdef int32_t zero = 0
     cdef double zero_dur = 0.0
-    cdef int32_t end
-    cdef uint8_t one = 1
     cdef Span cat
     cdef const uint8_t* mc = memory_cat
     cdef Py_ssize_t mc_n = len(memory_cat)
@@ -570,9 +675,8 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
                     cat = ev.cat
                     if not is_x and (cat.start < 0 or cat.n == 0):
                         _put(&texts[0].data, mc, mc_n)
-                        end = <int32_t>texts[0].data.size
-                        _put(&texts[0].offsets, &end, 4)
-                        _put(&texts[0].valid, &one, 1)
+                        _put_i32(&texts[0].offsets, <int32_t>texts[0].data.size)
+                        _put_u8(&texts[0].valid, 1)
                     else:
                         _text_row(&texts[0], p, cat)
                     _text_row(&texts[1], p, ev.name)

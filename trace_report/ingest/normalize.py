@@ -203,20 +203,27 @@ def _bad_numbers(ts: pa.Array, dur: pa.Array) -> pa.Array:
 
 
 def _edge_rows(table: pa.Table) -> tuple[list[EdgeRow], list[EdgeRow]]:
-    """The :data:`EDGE_ROWS` rows with the latest ends and those with the earliest starts."""
-    cols = table.select(["event_id", "name", "ts_us", "dur_us"]).filter(
-        pc.and_(pc.is_valid(table.column("ts_us")), pc.is_valid(table.column("dur_us"))))
-    if cols.num_rows == 0:
+    """The :data:`EDGE_ROWS` rows with the latest ends and those with the earliest starts (rows
+    with both ``ts_us`` and ``dur_us``; ties in order of ``event_id``)."""
+    ts_col, dur_col = table.column("ts_us"), table.column("dur_us")
+    both = pc.and_(pc.is_valid(ts_col), pc.is_valid(dur_col)).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(both)
+    if len(rows) == 0:
         return [], []
-    cols = cols.append_column("end_us", pc.add(cols.column("ts_us"), cols.column("dur_us")))
+    ts = ts_col.to_numpy(zero_copy_only=False)[rows]
+    dur = dur_col.to_numpy(zero_copy_only=False)[rows]
+    end = ts + dur
+    event_id = table.column("event_id").to_numpy(zero_copy_only=False)[rows]
+    k = min(EDGE_ROWS, len(rows))
 
-    def rows(key: str, order: str) -> list[EdgeRow]:
-        picked = pc.select_k_unstable(cols, min(EDGE_ROWS, cols.num_rows), [(key, order)])
-        sel = cols.take(picked).to_pydict()
-        return [EdgeRow(e, t, d, i, n) for e, t, d, i, n in zip(
-            sel["end_us"], sel["ts_us"], sel["dur_us"], sel["event_id"], sel["name"], strict=True)]
+    def pick(key: np.ndarray) -> list[EdgeRow]:
+        first = np.argpartition(key, k - 1)[:k] if len(key) > k else np.arange(len(key))
+        first = first[np.lexsort((event_id[first], key[first]))]
+        names = table.column("name").take(pa.array(rows[first])).to_pylist()
+        return [EdgeRow(float(end[i]), float(ts[i]), float(dur[i]), int(event_id[i]), n)
+                for i, n in zip(first, names, strict=True)]
 
-    return rows("end_us", "descending"), rows("ts_us", "ascending")
+    return pick(-end), pick(ts)
 
 
 def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
@@ -224,7 +231,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     """Rows of ``events`` for one decoded piece (:data:`chrome.EVENT_SCHEMA`) and its stats."""
     n = raw.num_rows
     base = piece_number << PIECE_ID_BITS
-    cols = {c: raw.column(c).combine_chunks() for c in raw.column_names}
+    cols = {c: raw.column(c) for c in raw.column_names}
+    cols = {c: (v.chunk(0) if v.num_chunks == 1 else v.combine_chunks()) for c, v in cols.items()}
     cat = _normalise_categories(cols["cat"])
     redactions: Counter[str] = Counter()
     name, mangled = _demangle_names(cols["name"], redactions)

@@ -5,6 +5,7 @@ with the dtypes DuckDB's ``.df()`` gives. Not timed: docs/benchmarks.md has the 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from conftest import REPO, run_cli, trace_file
+from conftest import REPO, invoke, run_cli, trace_file
 from test_cli import plain_top
 
 import trace_report as tr
@@ -139,3 +140,30 @@ def test_decoding_worker_loads_no_pandas() -> None:
             "import sys; print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def _full_app(args: list[str]) -> tuple[int, str, str]:
+    """``trace-report ARGS`` through the app with every command registered (no main())."""
+    from trace_report.cli.app import run
+    from trace_report.cli.registry import app
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(lambda: app(args=args, standalone_mode=False, prog_name="trace-report"))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_command_run_alone_parses_and_helps_as_in_the_full_app() -> None:
+    """main() registers only the command named first (typer builds every registered command on
+    each start); its help and usage errors are those of the full app, and all commands are
+    registered again afterwards."""
+    from trace_report.cli.app import COMMAND_ORDER
+    from trace_report.cli.registry import app
+
+    for args in (["top-kernels", "--help"], ["ingest", "--help"], ["top-kernels", "--bogus"],
+                 ["breakdown"], ["--help"], ["no-such-command"]):
+        alone = invoke(args)
+        code, out, err = _full_app(args)
+        assert (alone.exit_code, alone.stdout, alone.stderr) == (code, out, err), args
+        assert sorted(c.name for c in app.registered_commands) == sorted(COMMAND_ORDER)
+    assert all(name in invoke(["--help"]).stdout for name in COMMAND_ORDER)

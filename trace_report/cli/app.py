@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Annotated
 
@@ -117,12 +118,33 @@ def _damaged_piece(exc: Exception) -> TraceReportError | None:
     return damaged_piece(exc)
 
 
+@contextmanager
+def _only_command(args: list[str]) -> Iterator[None]:
+    """While ``args`` starts with a command's name, register that command alone.
+
+    Typer builds every registered command's parameters (introspection, converters) on each
+    start, whichever command runs: ~0.09 s for the 17 commands, a fifth of `top-kernels` on a
+    small database. The command's own parsing, help and errors are the same either way; with
+    anything else first (``--help``, ``--version``, an unknown name) all commands stay.
+    """
+    saved = list(app.registered_commands)
+    first = args[0] if args else None
+    only = [c for c in saved if c.name == first]
+    if only:
+        app.registered_commands[:] = only
+    try:
+        yield
+    finally:
+        app.registered_commands[:] = saved
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and exit with its code."""
     from trace_report.sysutil import tune_allocator
 
     tune_allocator()
-    code = run(lambda: app(args=argv, standalone_mode=False, prog_name="trace-report"))
+    with _only_command(sys.argv[1:] if argv is None else list(argv)):
+        code = run(lambda: app(args=argv, standalone_mode=False, prog_name="trace-report"))
     sys.exit(code)
 
 

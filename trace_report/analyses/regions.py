@@ -33,9 +33,12 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import materialize
 
 REGIONS = ("forward", "loss", "backward", "optimizer_step", "data_loading", "other")
 BEFORE_FIRST_STEP = "before_first_step"
@@ -171,7 +174,8 @@ def _ids(traces: pd.DataFrame) -> list[int]:
 
 
 _QUERIES = {
-    "windows": "SELECT * FROM step_windows WHERE list_contains($ids, trace_id) ORDER BY trace_id, ts_us",
+    "windows": "SELECT trace_id, window_id, step, pid, ts_us, end_us FROM step_windows "
+               "WHERE list_contains($ids, trace_id) ORDER BY trace_id, ts_us",
     # priority order within a window: markers before spans, then the latest start, then the shortest
     "regions": "SELECT trace_id, window_id, region, kind, tid, ts_us, end_us FROM regions "
                "WHERE list_contains($ids, trace_id) "
@@ -184,31 +188,53 @@ _QUERIES = {
     # GPU busy time: the union of GPU operations computed once, in SQL (view gpu_busy_intervals), which the
     # gpu_utilization view clips to steps too: breakdown's wall_us - idle_us per step is that view's busy_us
     "gpu": "SELECT trace_id, start_us AS ts_us, end_us FROM gpu_busy_intervals WHERE list_contains($ids, trace_id)",
-    "cpu": "SELECT trace_id, pid, tid, ts_us, ts_us + dur_us AS end_us FROM cpu_ops "
-           "WHERE list_contains($ids, trace_id)",
+    # one row per thread, its operators' starts and ends as lists (no text column per operator)
+    "cpu": "SELECT trace_id, pid, tid, list(ts_us) AS ts_us, list(ts_us + dur_us) AS end_us FROM cpu_ops "
+           "WHERE list_contains($ids, trace_id) GROUP BY trace_id, pid, tid ORDER BY trace_id, pid, tid",
 }
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, ids: list[int], *names: str) -> dict[str, pd.DataFrame]:
-    return {n: con.execute(_QUERIES[n], {"ids": ids}).df() for n in names}
+def _fetch(con: duckdb.DuckDBPyConnection, ids: list[int], *names: str) -> dict[str, pa.Table]:
+    materialize(con, "steps", "region_markers")  # read four times and twice by these queries
+    return {n: con.sql(_QUERIES[n], params={"ids": ids}).to_arrow_table() for n in names}
+
+
+def _numpy(col: pa.ChunkedArray, text: bool) -> np.ndarray:
+    """A column as numpy: float64 (NULL -> NaN) for numbers, object (NULL -> None) for text."""
+    if text:
+        return col.to_numpy(zero_copy_only=False) if len(col) else np.empty(0, dtype=object)
+    if pa.types.is_boolean(col.type):
+        return col.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+    return col.cast(pa.float64()).to_numpy(zero_copy_only=False) if len(col) else np.empty(0)
+
+
+def _codes(values: pa.ChunkedArray, vocabulary: pa.Array) -> np.ndarray:
+    """Position of each text value in ``vocabulary`` (int64), -1 for NULL or a value not in it."""
+    if not len(values):
+        return np.empty(0, dtype=np.int64)
+    return pc.index_in(values, value_set=vocabulary).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _vocabulary(*cols: pa.ChunkedArray) -> pa.Array:
+    """The distinct non-NULL values of text columns."""
+    chunks = [c for col in cols for c in col.chunks]
+    if not chunks:
+        return pa.array([], pa.string())
+    return pc.drop_null(pc.unique(pa.chunked_array(chunks, pa.string())))
 
 
 @dataclass
 class _Cols:
-    """Columns of a frame as numpy arrays (object for text), sliced by row positions."""
+    """Columns as numpy arrays (float64 for numbers, object for text, int64 for codes), sliced by
+    row positions."""
 
     cols: dict[str, np.ndarray]
 
     @classmethod
-    def of(cls, frame: pd.DataFrame, names: list[str]) -> _Cols:
-        out = {}
-        for n in names:
-            col = frame[n]
-            out[n] = col.to_numpy(float, na_value=np.nan) if col.dtype.kind in "fiu" or n.endswith("_us") \
-                else col.to_numpy(object, na_value=None)
-        return cls(out)
+    def of(cls, table: pa.Table, numbers: list[str], texts: tuple[str, ...] = ()) -> _Cols:
+        return cls({n: _numpy(table.column(n), n in texts) for n in numbers + list(texts)})
 
-    def take(self, idx: np.ndarray) -> _Cols:
+    def take(self, idx: np.ndarray | slice) -> _Cols:
         return _Cols({n: c[idx] for n, c in self.cols.items()})
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -218,13 +244,41 @@ class _Cols:
         return len(next(iter(self.cols.values()))) if self.cols else 0
 
 
-def _label_kernels(w: pd.Series, regs: _Cols, ks: _Cols, gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Region and basis of the kernels ``ks`` of one window (see :func:`kernel_regions`)."""
-    region = np.full(len(ks), "other", dtype=object)
+def _groups(trace_id: np.ndarray, window_id: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+    """Row positions per ``(trace_id, window_id)``, ascending within each; rows with a NULL
+    (NaN) window are left out."""
+    rows = np.flatnonzero(~np.isnan(window_id))
+    order = rows[np.lexsort((window_id[rows], trace_id[rows]))]
+    t, w = trace_id[order], window_id[order]
+    bounds = np.concatenate([[0], np.flatnonzero((t[1:] != t[:-1]) | (w[1:] != w[:-1])) + 1, [len(order)]])
+    return {(int(t[a]), int(w[a])): order[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+            if b > a}
+
+
+@dataclass(frozen=True)
+class _Window:
+    trace_id: int
+    window_id: int
+    step: float
+    pid: str | None
+    ts_us: float
+    end_us: float
+
+
+def _windows(table: pa.Table) -> list[_Window]:
+    cols = table.to_pydict()
+    return [_Window(int(t), int(w), np.nan if s is None else float(s), p, float(a), float(b))
+            for t, w, s, p, a, b in zip(cols["trace_id"], cols["window_id"], cols["step"], cols["pid"],
+                                        cols["ts_us"], cols["end_us"], strict=True)]
+
+
+def _label_kernels(w: _WindowRegions, ks: _Cols, gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Region (code) and basis of the kernels ``ks`` of one window (see :func:`kernel_regions`)."""
+    region = np.full(len(ks), _OTHER, dtype=np.int64)
     basis = np.full(len(ks), "no_region", dtype=object)
-    labels, kinds = regs["region"], regs["kind"]
+    regs, whole = w.regs, w.part
+    labels, kinds = regs["code"], regs["kind"]
     reg_ts, reg_end = regs["ts_us"], regs["end_us"]
-    whole = Partition(w.ts_us, w.end_us, reg_ts, reg_end)
     launch_ts, ts = ks["launch_ts_us"], ks["ts_us"]
     launched = ~np.isnan(launch_ts)
     at = np.where(launched, launch_ts, ts)
@@ -236,21 +290,23 @@ def _label_kernels(w: pd.Series, regs: _Cols, ks: _Cols, gpu_marks: dict) -> tup
     basis[~hit & ~launched] = "no_launch"
     markers = kinds == "marker"
     rows_launched = np.flatnonzero(launched)
-    tids = ks["launch_tid"][rows_launched]
-    for tid in dict.fromkeys(t for t in tids if t is not None):
-        mine = np.flatnonzero(markers & (regs["tid"] == tid))
+    tids = ks["tid_code"][rows_launched]
+    for tid in np.unique(tids[tids >= 0]).tolist():
+        mine = np.flatnonzero(markers & (regs["tid_code"] == tid))
         if not len(mine):
             continue
-        part = Partition(w.ts_us, w.end_us, reg_ts[mine], reg_end[mine])
+        part = Partition(w.w.ts_us, w.w.end_us, reg_ts[mine], reg_end[mine])
         rows = rows_launched[tids == tid]
         o = part.at(at[rows])
         found = o >= 0
         region[rows[found]] = labels[mine[o[found]]]
         basis[rows[found]] = "launch_thread"
+    if not gpu_marks:
+        return region, basis
     rows_unlaunched = np.flatnonzero(~launched)
-    pids = ks["device_pid"][rows_unlaunched]
-    for pid in dict.fromkeys(p for p in pids if p is not None):
-        part_labels = gpu_marks.get((w.trace_id, pid))
+    pids = ks["pid_code"][rows_unlaunched]
+    for pid in np.unique(pids[pids >= 0]).tolist():
+        part_labels = gpu_marks.get((w.w.trace_id, pid))
         if part_labels is None:
             continue
         part, glabels = part_labels
@@ -262,29 +318,69 @@ def _label_kernels(w: pd.Series, regs: _Cols, ks: _Cols, gpu_marks: dict) -> tup
     return region, basis
 
 
-_REGION_COLS = ["region", "kind", "tid", "ts_us", "end_us"]
 _REGION_CODE = {r: i for i, r in enumerate(REGIONS)}
+_OTHER = _REGION_CODE["other"]
 
 
-def _regions_by_window(regions: pd.DataFrame) -> tuple[_Cols, dict]:
-    """The ``regions`` rows as :class:`_Cols` (with ``code``: the index in :data:`REGIONS`, -1 for
-    any other name) and their positions per ``(trace_id, window_id)``."""
-    regs = _Cols.of(regions, _REGION_COLS)
-    regs.cols["code"] = np.array([_REGION_CODE.get(r, -1) for r in regs["region"]], dtype=np.int64)
-    return regs, regions.groupby(["trace_id", "window_id"], sort=False).indices
+def _region_code(labels: np.ndarray) -> np.ndarray:
+    """Index in :data:`REGIONS` of each region name (the region rules name no other)."""
+    return np.array([_REGION_CODE[r] for r in labels], dtype=np.int64)
+
+
+def _regions_by_window(regions: pa.Table, tids: pa.Array) -> tuple[_Cols, dict]:
+    """The ``regions`` rows as :class:`_Cols` (``code``: the index in :data:`REGIONS`, -1 for any
+    other name; ``tid_code``: the position of ``tid`` in ``tids``) and their positions per
+    ``(trace_id, window_id)``, in the query's priority order."""
+    regs = _Cols.of(regions, ["trace_id", "window_id", "ts_us", "end_us"], ("region", "kind"))
+    regs.cols["code"] = _region_code(regs["region"])
+    regs.cols["tid_code"] = _codes(regions.column("tid"), tids)
+    return regs, _groups(regs["trace_id"], regs["window_id"])
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
-_KERNEL_COLS = ["launch_ts_us", "ts_us", "launch_tid", "device_pid"]
 
 
-def _gpu_marker_partitions(gm: pd.DataFrame) -> dict:
-    out = {}
-    for (t, pid), g in gm.groupby(["trace_id", "pid"], sort=False):
-        part = Partition(float(g["ts_us"].min()), float(g["end_us"].max()), g["ts_us"].to_numpy(float),
-                         g["end_us"].to_numpy(float))
-        out[(t, pid)] = (part, g["region"].to_numpy(object))
+@dataclass
+class _WindowRegions:
+    """A window, its region rows (priority order) and the Partition of its time between them."""
+
+    w: _Window
+    regs: _Cols
+    part: Partition
+
+
+def _window_regions(rows: dict[str, pa.Table], tids: pa.Array) -> list[_WindowRegions]:
+    regs, regs_by = _regions_by_window(rows["regions"], tids)
+    out = []
+    for w in _windows(rows["windows"]):
+        r = regs.take(regs_by.get((w.trace_id, w.window_id), _NO_ROWS))
+        out.append(_WindowRegions(w, r, Partition(w.ts_us, w.end_us, r["ts_us"], r["end_us"])))
     return out
+
+
+def _gpu_marker_partitions(gm: pa.Table, pids: pa.Array) -> dict:
+    """Per ``(trace_id, pid code)``: the Partition of its ``gpu_user_annotation`` regions and their labels."""
+    out = {}
+    if not gm.num_rows:
+        return out
+    cols = _Cols.of(gm, ["trace_id", "ts_us", "end_us"], ("region",))
+    code = _codes(gm.column("pid"), pids)
+    for t, pid in dict.fromkeys(zip(cols["trace_id"].astype(np.int64).tolist(), code.tolist(), strict=True)):
+        g = np.flatnonzero((cols["trace_id"] == t) & (code == pid))
+        ts, end = cols["ts_us"][g], cols["end_us"][g]
+        out[(t, pid)] = (Partition(float(ts.min()), float(end.max()), ts, end), _region_code(cols["region"][g]))
+    return out
+
+
+@dataclass
+class _Attribution:
+    """Every kernel (the ``kernels`` query's rows) with its window (position in the windows
+    list, -1 for none), region (index in :data:`REGIONS`) and basis."""
+
+    ks: _Cols
+    window: np.ndarray
+    code: np.ndarray
+    basis: np.ndarray
 
 
 def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
@@ -304,52 +400,103 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     con = db.con
     traces = selected_traces(con, rank)
     rows = _fetch(con, _ids(traces), "windows", "regions", "kernels", "gpu_markers")
-    return _attribute(rows)
+    k = _attribute(rows)
+    kernels = rows["kernels"]
+    return pd.DataFrame({
+        "trace_id": kernels.column("trace_id").to_numpy(), "event_id": kernels.column("event_id").to_numpy(),
+        "window_id": pd.array(k.ks["window_id"], dtype="Int64"), "step": pd.array(k.ks["step"], dtype="Int64"),
+        "dur_us": k.ks["dur_us"], "region": np.array(REGIONS, dtype=object)[k.code], "basis": k.basis,
+    })
 
 
-def _attribute(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    ks = rows["kernels"]
-    out = ks[["trace_id", "event_id", "window_id", "step", "dur_us"]].copy()
-    # labels gathered in numpy and set once: a pandas setitem per window on string columns cost
-    # seconds on a 240-step trace
-    region = np.full(len(ks), "other", dtype=object)
+def _attribute(rows: dict[str, pa.Table], windows: list[_WindowRegions] | None = None) -> _Attribution:
+    kernels = rows["kernels"]
+    tids = _vocabulary(rows["regions"].column("tid"))
+    windows = _window_regions(rows, tids) if windows is None else windows
+    pids = _vocabulary(rows["gpu_markers"].column("pid"))
+    ks = _Cols.of(kernels, ["trace_id", "window_id", "step", "dur_us", "launch_ts_us", "ts_us", "before_first_step"])
+    ks.cols["tid_code"] = _codes(kernels.column("launch_tid"), tids)
+    ks.cols["pid_code"] = _codes(kernels.column("device_pid"), pids)
+    # labels gathered in numpy and set once per window
+    window = np.full(len(ks), -1, dtype=np.int64)
+    code = np.full(len(ks), _OTHER, dtype=np.int64)
     basis = np.full(len(ks), None, dtype=object)
-    gpu_marks = _gpu_marker_partitions(rows["gpu_markers"])
-    regs, regs_by = _regions_by_window(rows["regions"])
-    kcols = _Cols.of(ks, _KERNEL_COLS)
-    ks_by = ks.groupby(["trace_id", "window_id"], sort=False).indices  # positions in ks; NaN windows left out
-    for w in rows["windows"].itertuples(index=False):
-        idx = ks_by.get((w.trace_id, w.window_id))
+    gpu_marks = _gpu_marker_partitions(rows["gpu_markers"], pids)
+    ks_by = _groups(ks["trace_id"], ks["window_id"])  # NULL windows left out
+    for i, wr in enumerate(windows):
+        idx = ks_by.get((wr.w.trace_id, wr.w.window_id))
         if idx is None:
             continue
-        region[idx], basis[idx] = _label_kernels(w, regs.take(regs_by.get((w.trace_id, w.window_id), _NO_ROWS)),
-                                                 kcols.take(idx), gpu_marks)
+        window[idx] = i
+        code[idx], basis[idx] = _label_kernels(wr, ks.take(idx), gpu_marks)
     unset = pd.isna(basis)
-    basis[unset & ks["before_first_step"].to_numpy(bool)] = BEFORE_FIRST_STEP
+    basis[unset & ks["before_first_step"].astype(bool)] = BEFORE_FIRST_STEP
     basis[pd.isna(basis)] = "outside_steps"
-    out["region"], out["basis"] = region, basis
+    return _Attribution(ks, window, code, basis)
+
+
+def _region_sums(windows: list[_WindowRegions], gpu_by_trace: dict[int, BusyTime],
+                 threads_of: dict[tuple, list[BusyTime]]) -> np.ndarray:
+    """wall/idle/cpu µs per (window, region): shape (len(windows) * 6, 3), rows window by window in
+    :data:`REGIONS` order. Each window's time is cut into the segments of its Partition, each owned
+    by a region (``other`` where none covers it); busy time is looked up for all segments at once."""
+    n = len(REGIONS)
+    win, lab, a, b = [], [], [], []
+    for i, wr in enumerate(windows):
+        part = wr.part
+        owner = part.owner
+        if len(wr.regs):
+            code = np.where(owner >= 0, wr.regs["code"][np.maximum(owner, 0)], _OTHER)
+        else:
+            code = np.full(len(owner), _OTHER, dtype=np.int64)
+        win.append(np.full(len(owner), i, dtype=np.int64))
+        lab.append(code)
+        a.append(part.seg_start)
+        b.append(part.seg_end)
+    out = np.zeros((len(windows) * n, 3))
+    if not windows:
+        return out
+    win, lab, a, b = (np.concatenate(x) for x in (win, lab, a, b))
+    cell, length = win * n + lab, b - a
+    out[:, 0] = np.bincount(cell, weights=length, minlength=len(out))
+    traces = np.array([wr.w.trace_id for wr in windows], dtype=np.int64)
+    busy = np.zeros(len(a))
+    for t, gpu in gpu_by_trace.items():
+        seg = np.flatnonzero(traces[win] == t)
+        busy[seg] = gpu.between(a[seg], b[seg])
+    out[:, 1] = np.bincount(cell, weights=length - busy, minlength=len(out))
+    out[~np.repeat(np.isin(traces, list(gpu_by_trace)), n), 1] = np.nan  # no GPU activity in the trace
+    keys = [(wr.w.trace_id, wr.w.pid) for wr in windows]
+    key_of = {k: j for j, k in enumerate(dict.fromkeys(keys))}
+    key_idx = np.array([key_of[k] for k in keys], dtype=np.int64)
+    cpu = np.zeros(len(a))
+    for k, j in key_of.items():
+        seg = np.flatnonzero(key_idx[win] == j)
+        for t in threads_of.get(k, []):
+            cpu[seg] += t.between(a[seg], b[seg])
+    out[:, 2] = np.bincount(cell, weights=cpu, minlength=len(out))
     return out
 
 
-def _window_sums(w: pd.Series, regs: _Cols, gpu: BusyTime | None, threads: list[BusyTime]) -> np.ndarray:
-    """wall/idle/cpu µs per region (rows in :data:`REGIONS` order) for one window: shape (6, 3)."""
-    part = Partition(w.ts_us, w.end_us, regs["ts_us"], regs["end_us"])
-    a, b = part.seg_start, part.seg_end
-    other = len(REGIONS) - 1
-    if len(regs):
-        lab = np.where(part.owner >= 0, regs["code"][np.maximum(part.owner, 0)], other)
-    else:
-        lab = np.full(len(a), other, dtype=np.int64)
-    keep = lab >= 0  # a region outside REGIONS is left out (no rule makes one)
-    lab, a, b = lab[keep], a[keep], b[keep]
-    out = np.zeros((len(REGIONS), 3))
-    out[:, 0] = np.bincount(lab, weights=b - a, minlength=len(REGIONS))
-    out[:, 1] = np.bincount(lab, weights=(b - a) - gpu.between(a, b), minlength=len(REGIONS)) \
-        if gpu is not None else np.nan
-    cpu = sum((t.between(a, b) for t in threads), np.zeros(len(a)))
-    out[:, 2] = np.bincount(lab, weights=cpu, minlength=len(REGIONS))
-    return out
+def _gpu_busy(gpu: pa.Table) -> dict[int, BusyTime]:
+    """The GPU busy intervals per trace."""
+    t = gpu.column("trace_id").to_numpy()
+    ts, end = _numpy(gpu.column("ts_us"), False), _numpy(gpu.column("end_us"), False)
+    return {int(v): BusyTime(ts[t == v], end[t == v]) for v in np.unique(t).tolist()}
 
+
+def _threads(cpu: pa.Table) -> dict[tuple, list[BusyTime]]:
+    """CPU operator busy time per thread, listed per ``(trace_id, pid)`` and per ``(trace_id, None)``."""
+    out: dict[tuple, list[BusyTime]] = {}
+    ts, end = cpu.column("ts_us").combine_chunks(), cpu.column("end_us").combine_chunks()
+    offsets = ts.offsets.to_numpy()
+    flat_ts, flat_end = ts.flatten().to_numpy(), end.flatten().to_numpy()
+    for i, (t, pid) in enumerate(zip(cpu.column("trace_id").to_pylist(), cpu.column("pid").to_pylist(), strict=True)):
+        a, b = offsets[i], offsets[i + 1]
+        bt = BusyTime(flat_ts[a:b], flat_end[a:b])
+        out.setdefault((t, pid), []).append(bt)
+        out.setdefault((t, None), []).append(bt)
+    return out
 
 
 def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -358,48 +505,56 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[
     Also returns facts for notes: kernel bases, kernels outside steps, traces without GPU activity.
     """
     rows = _fetch(con, _ids(traces), *_QUERIES)
-    gpu_by_trace = {t: BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
-                    for t, g in rows["gpu"].groupby("trace_id")}
-    threads_of: dict[tuple, list[BusyTime]] = {}
-    for (t, pid, _), g in rows["cpu"].groupby(["trace_id", "pid", "tid"]):
-        bt = BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
-        threads_of.setdefault((t, pid), []).append(bt)
-        threads_of.setdefault((t, None), []).append(bt)
-    regs, regs_by = _regions_by_window(rows["regions"])
-    windows = rows["windows"]
-    sums = [_window_sums(w, regs.take(regs_by.get((w.trace_id, w.window_id), _NO_ROWS)), gpu_by_trace.get(w.trace_id),
-                         threads_of.get((w.trace_id, None if pd.isna(w.pid) else w.pid), []))
-            for w in windows.itertuples(index=False)]
+    gpu_by_trace = _gpu_busy(rows["gpu"])
+    threads_of = _threads(rows["cpu"])
+    wregs = _window_regions(rows, _vocabulary(rows["regions"].column("tid")))
+    windows = [wr.w for wr in wregs]
     n = len(REGIONS)
-    values = np.concatenate(sums) if sums else np.zeros((0, 3))
+    values = _region_sums(wregs, gpu_by_trace, threads_of)
+    k = _attribute(rows, wregs)
+    kernels, gpu_us = _kernel_sums(k, windows)
     table = pd.DataFrame({
-        "trace_id": np.repeat(windows["trace_id"].to_numpy(), n),
-        "window_id": np.repeat(windows["window_id"].to_numpy(), n),
-        "step": np.repeat(windows["step"].to_numpy(), n),
+        "trace_id": np.repeat(np.array([w.trace_id for w in windows], dtype=np.int64), n),
+        "window_id": np.repeat(np.array([w.window_id for w in windows], dtype=np.int64), n),
+        "step": np.repeat(np.array([w.step for w in windows], dtype=float), n),
         "region": np.tile(np.array(REGIONS, dtype=object), len(windows)),
         "wall_us": values[:, 0], "idle_us": values[:, 1], "cpu_us": values[:, 2],
+        "kernels": kernels, "gpu_us": gpu_us,
     })
-    k = _attribute(rows)
-    k["kernels"] = 1
-    inside = k[k["window_id"].notna()].groupby(["trace_id", "window_id", "region"], as_index=False)[
-        ["kernels", "dur_us"]].sum().rename(columns={"dur_us": "gpu_us"})
-    table = table.merge(inside, on=["trace_id", "window_id", "region"], how="left")
-    early = k[k["basis"] == BEFORE_FIRST_STEP].groupby("trace_id", as_index=False)[["kernels", "dur_us"]].sum()
+    early = _early_rows(k)
     if len(early):
-        early = early.rename(columns={"dur_us": "gpu_us"}).assign(
-            window_id=-2, step=np.nan, region=BEFORE_FIRST_STEP, wall_us=0.0, idle_us=0.0, cpu_us=0.0)
         table = pd.concat([early[table.columns], table], ignore_index=True)
-    table["kernels"] = table["kernels"].fillna(0).astype("int64")
-    table["gpu_us"] = table["gpu_us"].fillna(0.0)
     no_gpu = [t for t in _ids(traces) if t not in gpu_by_trace]
     table.loc[table["trace_id"].isin(no_gpu), "gpu_us"] = np.nan
+    bases = pd.DataFrame({"basis": k.basis, "kernels": 1, "dur_us": k.ks["dur_us"]}).groupby("basis").sum()
     facts = {
-        "bases": k.groupby("basis")[["kernels", "dur_us"]].sum(),
+        "bases": bases,
         "no_gpu": no_gpu,
-        "no_steps": sorted(set(rows["windows"].loc[rows["windows"]["window_id"] == -1, "trace_id"])),
-        "fwd_spans": int(((rows["regions"]["kind"] == "span") & (rows["regions"]["region"] == "forward")).sum()),
+        "no_steps": sorted({w.trace_id for w in windows if w.window_id == -1}),
+        "fwd_spans": int(sum(((wr.regs["kind"] == "span") & (wr.regs["code"] == _REGION_CODE["forward"])).sum()
+                             for wr in wregs)),
     }
     return table, facts
+
+
+def _kernel_sums(k: _Attribution, windows: list[_Window]) -> tuple[np.ndarray, np.ndarray]:
+    """Kernel count and summed ``dur_us`` per (window, region), in the table's row order."""
+    n = len(REGIONS)
+    inside = k.window >= 0
+    cell = k.window[inside] * n + k.code[inside]
+    size = len(windows) * n
+    return (np.bincount(cell, minlength=size).astype(np.int64),
+            np.bincount(cell, weights=k.ks["dur_us"][inside], minlength=size))
+
+
+def _early_rows(k: _Attribution) -> pd.DataFrame:
+    """One ``before_first_step`` row per trace that has such kernels."""
+    early = k.basis == BEFORE_FIRST_STEP
+    if not early.any():
+        return pd.DataFrame()
+    g = pd.DataFrame({"trace_id": k.ks["trace_id"][early].astype(np.int64), "kernels": 1,
+                      "gpu_us": k.ks["dur_us"][early]}).groupby("trace_id", as_index=False).sum()
+    return g.assign(window_id=-2, step=np.nan, region=BEFORE_FIRST_STEP, wall_us=0.0, idle_us=0.0, cpu_us=0.0)
 
 
 def _notes(traces: pd.DataFrame, facts: dict) -> list[str]:

@@ -72,13 +72,16 @@ WITH s AS (
     SELECT s.trace_id, s.step, s.event_id AS window_id, s.pid, s.tid, s.ts_us, s.end_us
     FROM steps s
 ),
+-- traces without a step, found in the small traces table: when every trace has steps the
+-- events are not scanned at all (the semi join's build side is empty)
+no_steps AS (SELECT trace_id FROM traces WHERE trace_id NOT IN (SELECT trace_id FROM s)),
 whole AS (
-    SELECT trace_id, CAST(NULL AS BIGINT) AS step, CAST(-1 AS BIGINT) AS window_id,
+    SELECT e.trace_id, CAST(NULL AS BIGINT) AS step, CAST(-1 AS BIGINT) AS window_id,
            CAST(NULL AS VARCHAR) AS pid, CAST(NULL AS VARCHAR) AS tid,
-           min(ts_us) AS ts_us, max(ts_us + dur_us) AS end_us
-    FROM events
-    WHERE cat <> 'Trace' AND trace_id NOT IN (SELECT trace_id FROM s)
-    GROUP BY trace_id
+           min(e.ts_us) AS ts_us, max(e.ts_us + e.dur_us) AS end_us
+    FROM events e SEMI JOIN no_steps n ON e.trace_id = n.trace_id
+    WHERE e.cat <> 'Trace'
+    GROUP BY e.trace_id
 )
 SELECT * FROM s
 UNION ALL BY NAME
@@ -157,21 +160,21 @@ SELECT * FROM spans WHERE ts_us < end_us;
 -- Every GPU kernel with its launch (the runtime call with the same correlation) and the window
 -- (step) it belongs to: the one its launch falls in, or, without a launch, the one its start falls
 -- in. window_id is NULL for kernels outside every ProfilerStep. before_first_step: the kernel was
--- launched before the first ProfilerStep began, or has no launch in a trace that records launches
--- (the GPU queue lagged the CPU when the trace began); such kernels belong to no step (breakdown
+-- launched before the first ProfilerStep began, or has no launch in a trace where other kernels
+-- have theirs (the GPU queue lagged the CPU when the trace began); such kernels belong to no step (breakdown
 -- shows them as their own 'before_first_step' row), never to the first one. The region of each
 -- kernel is computed by trace_report.analyses.regions.kernel_regions from these rows and the
 -- regions view.
 CREATE OR REPLACE TEMP VIEW kernel_steps AS
 WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used twice
-k AS (
-    SELECT k.trace_id, k.event_id, k.name, k.pid AS device_pid, k.ts_us, k.dur_us, k.launch_event_id,
+k AS (  -- no kernel name: the rows are sorted by the ASOF join below, and names are long
+    SELECT k.trace_id, k.event_id, k.pid AS device_pid, k.ts_us, k.dur_us, k.launch_event_id,
            l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us
     FROM kernels k
     LEFT JOIN runtime_calls l ON l.trace_id = k.trace_id AND l.event_id = k.launch_event_id
 ),
 first_step AS (SELECT trace_id, min(ts_us) AS first_us FROM steps GROUP BY trace_id),
-launching AS (SELECT DISTINCT trace_id FROM runtime_calls WHERE correlation IS NOT NULL),
+launching AS (SELECT DISTINCT trace_id FROM k WHERE launch_event_id IS NOT NULL),
 e AS (
     SELECT k.*, coalesce(f.first_us IS NOT NULL AND (k.launch_ts_us < f.first_us
                OR (k.launch_ts_us IS NULL AND k.trace_id IN (SELECT trace_id FROM launching))), false)

@@ -141,12 +141,12 @@ def run_ray(folder: Path, work: Path, decoded: int, n: int, workers: int) -> dic
 
 
 def run_local(folder: Path, work: Path, decoded: int, n: int, workers: int) -> dict[str, Any]:
-    from trace_report.ingest.engine import LocalEngine
+    from trace_report.ingest.engine import local_engine
     from trace_report.ingest.pipeline import ingest_to_database
 
     db = work / f"local-{n}-{workers}.duckdb"
     t = time.perf_counter()
-    ingest_to_database([folder], db, engine=LocalEngine(workers) if workers > 1 else None)
+    ingest_to_database([folder], db, engine=local_engine(workers))
     wall = time.perf_counter() - t
     return {"engine": "local", "ranks": n, "workers": workers, "ingest_s": wall,
             "ranks_per_s_per_worker": n / wall / workers, "mb_per_s_per_worker": decoded / 1e6 / wall / workers}

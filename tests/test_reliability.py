@@ -187,10 +187,17 @@ def _big_trace(path: Path, events: int) -> None:
         fh.write("]}")
 
 
-def _ingest_process(trace: Path, db: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "trace_report.cli.app", "ingest", str(trace), "-o", str(db),
-                             "--workers", "2", "--no-progress"], cwd=REPO, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+# Decoding runs in threads of the ingest process when the compiled scanner is installed, in
+# forked worker processes when it is not: the second case is made by hiding the scanner module.
+NO_SCANNER = ("import sys; sys.modules['trace_report.formats._scan'] = None; "
+              "from trace_report.cli.app import main; main()")
+
+
+def _ingest_process(trace: Path, db: Path, engine: str) -> subprocess.Popen[str]:
+    start = [sys.executable, "-c", NO_SCANNER] if engine == "processes" else \
+        [sys.executable, "-m", "trace_report.cli.app"]
+    return subprocess.Popen([*start, "ingest", str(trace), "-o", str(db), "--workers", "2", "--no-progress"],
+                            cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def _children(pid: int) -> list[int]:
@@ -198,28 +205,36 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in out.split()]
 
 
-def _wait_for_workers(proc: subprocess.Popen[str]) -> list[int]:
-    for _ in range(200):
-        kids = _children(proc.pid)
-        if len(kids) >= 2:
-            return kids
-        time.sleep(0.05)
-    raise AssertionError("the ingest never started its workers")
+def _wait_for_decoding(proc: subprocess.Popen[str], db: Path, engine: str) -> list[int]:
+    """Wait until the ingest decodes (worker processes started, or a first piece written by a
+    decoding thread); return the worker pids (none for threads)."""
+    pieces = db.with_name(db.name + ".events")
+    known = set(pieces.glob("*"))
+    for _ in range(400):
+        if engine == "processes":
+            kids = _children(proc.pid)
+            if len(kids) >= 2:
+                return kids
+        elif set(pieces.glob("*")) - known:
+            return []
+        time.sleep(0.025)
+    raise AssertionError("the ingest never started decoding")
 
 
-def _running_ingest(db: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], list[int], dict[str, str]]:
-    """An ingest of a large trace into ``db`` that has started its workers: (process, worker
-    pids, the database's snapshot before it)."""
+def _running_ingest(db: Path, tmp_path: Path, engine: str) -> tuple[subprocess.Popen[str], list[int], dict[str, str]]:
+    """An ingest of a large trace into ``db`` that has started decoding: (process, worker pids
+    (none for threads), the database's snapshot before it)."""
     big = tmp_path / "big.json"
     _big_trace(big, 800_000)
     before = snapshot(db)
-    proc = _ingest_process(big, db)
-    return proc, _wait_for_workers(proc), before
+    proc = _ingest_process(big, db, engine)
+    return proc, _wait_for_decoding(proc, db, engine), before
 
 
+@pytest.mark.parametrize("engine", ["threads", "processes"])
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_cleans_up_and_says_so(db: Path, tmp_path: Path, sig: int, code: int) -> None:
-    proc, kids, before = _running_ingest(db, tmp_path)
+def test_interrupt_cleans_up_and_says_so(db: Path, tmp_path: Path, sig: int, code: int, engine: str) -> None:
+    proc, kids, before = _running_ingest(db, tmp_path, engine)
     time.sleep(0.3)
     assert proc.poll() is None, "the ingest finished before the signal: make the trace larger"
     proc.send_signal(sig)
@@ -242,8 +257,9 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_kill_9_leaves_nothing_that_blocks_or_inflates(db: Path, tmp_path: Path) -> None:
-    proc, kids, before = _running_ingest(db, tmp_path)
+@pytest.mark.parametrize("engine", ["threads", "processes"])
+def test_kill_9_leaves_nothing_that_blocks_or_inflates(db: Path, tmp_path: Path, engine: str) -> None:
+    proc, kids, before = _running_ingest(db, tmp_path, engine)
     time.sleep(0.3)
     assert proc.poll() is None, "the ingest finished before the kill: make the trace larger"
     proc.kill()

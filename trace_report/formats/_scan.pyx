@@ -42,7 +42,10 @@ cdef struct Buf:
     Py_ssize_t cap
 
 
-cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
+# Buffer writes return -1 when memory runs out (no exception: the scan runs without the GIL, so
+# that decoding threads scan pieces side by side); scan_events raises MemoryError.
+
+cdef int _reserve(Buf* b, Py_ssize_t extra) noexcept nogil:
     cdef Py_ssize_t cap
     cdef char* p
     if b.size + extra <= b.cap:
@@ -54,39 +57,39 @@ cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
         cap = 4096
     p = <char*>realloc(b.data, cap)
     if p == NULL:
-        raise MemoryError()
+        return -1
     b.data = p
     b.cap = cap
     return 0
 
 
-cdef inline int _put_u8(Buf* b, uint8_t v) except -1:
-    if b.size + 1 > b.cap:
-        _reserve(b, 1)
+cdef inline int _put_u8(Buf* b, uint8_t v) noexcept nogil:
+    if b.size + 1 > b.cap and _reserve(b, 1) < 0:
+        return -1
     (<uint8_t*>(b.data + b.size))[0] = v
     b.size += 1
     return 0
 
 
-cdef inline int _put_i32(Buf* b, int32_t v) except -1:
-    if b.size + 4 > b.cap:
-        _reserve(b, 4)
+cdef inline int _put_i32(Buf* b, int32_t v) noexcept nogil:
+    if b.size + 4 > b.cap and _reserve(b, 4) < 0:
+        return -1
     memcpy(b.data + b.size, &v, 4)
     b.size += 4
     return 0
 
 
-cdef inline int _put_8(Buf* b, const void* src) except -1:
-    if b.size + 8 > b.cap:
-        _reserve(b, 8)
+cdef inline int _put_8(Buf* b, const void* src) noexcept nogil:
+    if b.size + 8 > b.cap and _reserve(b, 8) < 0:
+        return -1
     memcpy(b.data + b.size, src, 8)
     b.size += 8
     return 0
 
 
-cdef inline int _put(Buf* b, const void* src, Py_ssize_t n) except -1:
-    if b.size + n > b.cap:
-        _reserve(b, n)
+cdef inline int _put(Buf* b, const void* src, Py_ssize_t n) noexcept nogil:
+    if b.size + n > b.cap and _reserve(b, n) < 0:
+        return -1
     memcpy(b.data + b.size, src, n)
     b.size += n
     return 0
@@ -572,20 +575,20 @@ cdef Py_ssize_t _event(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) 
 # ---------------------------------------------------------------- columns
 
 
-cdef inline int _text_row(Text* col, const uint8_t* p, Span span) except -1:
+cdef inline int _text_row(Text* col, const uint8_t* p, Span span) noexcept nogil:
     cdef uint8_t ok = span.start >= 0
-    if ok:
-        _put(&col.data, p + span.start, span.n)
-    _put_i32(&col.offsets, <int32_t>col.data.size)
-    _put_u8(&col.valid, ok)
-    return 0
+    if ok and _put(&col.data, p + span.start, span.n) < 0:
+        return -1
+    if _put_i32(&col.offsets, <int32_t>col.data.size) < 0:
+        return -1
+    return _put_u8(&col.valid, ok)
 
 
-cdef inline int _num_row(Num* col, const void* value, int has) except -1:
+cdef inline int _num_row(Num* col, const void* value, int has) noexcept nogil:
     cdef int64_t zero = 0
-    _put_8(&col.values, value if has else <const void*>&zero)
-    _put_u8(&col.valid, has != 0)
-    return 0
+    if _put_8(&col.values, value if has else <const void*>&zero) < 0:
+        return -1
+    return _put_u8(&col.valid, has != 0)
 
 
 cdef tuple _text_out(Text* col):
@@ -617,6 +620,78 @@ cdef int _keep(const uint8_t* p, Event* ev) noexcept nogil:
     return ev.name.start >= 0 and ev.name.n == 8 and memcmp(p + ev.name.start, b"[memory]", 8) == 0
 
 
+cdef enum:
+    SCAN_OK = 0
+    SCAN_DECLINE = 1
+    SCAN_NO_MEMORY = -1
+
+
+cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_n, Text* texts, Num* nums,
+               Py_ssize_t* counts) noexcept nogil:
+    """Scan the array at ``p[0:n]`` into the columns; ``counts`` = events, rows, rows missing a
+    time. SCAN_OK, SCAN_DECLINE (msgspec decodes it) or SCAN_NO_MEMORY."""
+    cdef Py_ssize_t i
+    cdef Event ev
+    cdef int is_x, t, bad
+    cdef double zero_dur = 0.0
+    cdef Span cat
+    i = _ws(p, 0, n)
+    if i >= n or p[i] != 91:
+        return SCAN_DECLINE
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 93:
+        return SCAN_OK if _ws(p, i + 1, n) == n else SCAN_DECLINE
+    while True:
+        ev.ph.start = ev.cat.start = ev.name.start = ev.pid.start = ev.tid.start = ev.args.start = -1
+        ev.has_ts = ev.has_dur = 0
+        for t in range(5):
+            ev.has_int[t] = 0
+            ev.ints[t] = 0
+        ev.seen = 0
+        i = _event(p, i, n, &ev)
+        if i < 0:
+            return SCAN_DECLINE
+        counts[0] += 1
+        if _keep(p, &ev):
+            is_x = p[ev.ph.start] == 88
+            counts[1] += 1
+            if not ev.has_ts or (is_x and not ev.has_dur):
+                counts[2] += 1
+            cat = ev.cat
+            bad = 0
+            if not is_x and (cat.start < 0 or cat.n == 0):
+                bad |= _put(&texts[0].data, mc, mc_n)
+                bad |= _put_i32(&texts[0].offsets, <int32_t>texts[0].data.size)
+                bad |= _put_u8(&texts[0].valid, 1)
+            else:
+                bad |= _text_row(&texts[0], p, cat)
+            bad |= _text_row(&texts[1], p, ev.name)
+            bad |= _text_row(&texts[2], p, ev.pid)
+            bad |= _text_row(&texts[3], p, ev.tid)
+            bad |= _text_row(&texts[4], p, ev.args)
+            bad |= _num_row(&nums[0], &ev.ts, ev.has_ts)
+            if is_x:
+                bad |= _num_row(&nums[1], &ev.dur, ev.has_dur)
+            else:
+                bad |= _num_row(&nums[1], &zero_dur, 1)
+            bad |= _num_row(&nums[2], &ev.ints[3], ev.has_int[3])
+            bad |= _num_row(&nums[3], &ev.ints[4], ev.has_int[4])
+            bad |= _num_row(&nums[4], &ev.ints[0], ev.has_int[0])
+            if ev.has_int[1]:
+                bad |= _num_row(&nums[5], &ev.ints[1], 1)
+            else:
+                bad |= _num_row(&nums[5], &ev.ints[2], ev.has_int[2])
+            if bad:
+                return SCAN_NO_MEMORY
+        i = _ws(p, i, n)
+        if i < n and p[i] == 44:
+            i = _ws(p, i + 1, n)
+            continue
+        if i < n and p[i] == 93:
+            return SCAN_OK if _ws(p, i + 1, n) == n else SCAN_DECLINE
+        return SCAN_DECLINE
+
+
 def scan_events(const unsigned char[::1] buf, bytes memory_cat):
     """Columns of the kept events of one piece, or None (decode it with msgspec instead).
 
@@ -624,20 +699,19 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
     ``(n_events, n_rows, n_missing, texts, numbers)``: ``texts`` = (cat, name, pid, tid, args),
     each ``(data, int32 offsets incl. a leading 0, uint8 validity)``; ``numbers`` = (ts, dur,
     stream, device, correlation, external_id), each ``(float64 or int64 values, uint8 validity)``.
-    Instant events get ``dur`` 0 and, without a category, ``memory_cat``.
+    Instant events get ``dur`` 0 and, without a category, ``memory_cat``. The scan itself runs
+    without the GIL: threads scan pieces in parallel. Raises MemoryError when a column cannot grow.
     """
     cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
-    cdef Py_ssize_t n = buf.shape[0], i
-    cdef Py_ssize_t n_events = 0, n_rows = 0, n_missing = 0
-    cdef Event ev
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_ssize_t counts[3]
     cdef Text texts[5]
     cdef Num nums[6]
-    cdef int c, is_x, t
+    cdef int c, status
     cdef int32_t zero = 0
-    cdef double zero_dur = 0.0
-    cdef Span cat
     cdef const uint8_t* mc = memory_cat
     cdef Py_ssize_t mc_n = len(memory_cat)
+    counts[0] = counts[1] = counts[2] = 0
     for c in range(5):
         texts[c].data.data = texts[c].offsets.data = texts[c].valid.data = NULL
         texts[c].data.size = texts[c].offsets.size = texts[c].valid.size = 0
@@ -648,66 +722,17 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
         nums[c].values.cap = nums[c].valid.cap = 0
     try:
         for c in range(5):
-            _put(&texts[c].offsets, &zero, 4)
-        i = _ws(p, 0, n)
-        if i >= n or p[i] != 91:
-            return None
-        i = _ws(p, i + 1, n)
-        if i < n and p[i] == 93:
-            i += 1
-        else:
-            while True:
-                ev.ph.start = ev.cat.start = ev.name.start = ev.pid.start = ev.tid.start = ev.args.start = -1
-                ev.has_ts = ev.has_dur = 0
-                for t in range(5):
-                    ev.has_int[t] = 0
-                    ev.ints[t] = 0
-                ev.seen = 0
-                i = _event(p, i, n, &ev)
-                if i < 0:
-                    return None
-                n_events += 1
-                if _keep(p, &ev):
-                    is_x = p[ev.ph.start] == 88
-                    n_rows += 1
-                    if not ev.has_ts or (is_x and not ev.has_dur):
-                        n_missing += 1
-                    cat = ev.cat
-                    if not is_x and (cat.start < 0 or cat.n == 0):
-                        _put(&texts[0].data, mc, mc_n)
-                        _put_i32(&texts[0].offsets, <int32_t>texts[0].data.size)
-                        _put_u8(&texts[0].valid, 1)
-                    else:
-                        _text_row(&texts[0], p, cat)
-                    _text_row(&texts[1], p, ev.name)
-                    _text_row(&texts[2], p, ev.pid)
-                    _text_row(&texts[3], p, ev.tid)
-                    _text_row(&texts[4], p, ev.args)
-                    _num_row(&nums[0], &ev.ts, ev.has_ts)
-                    if is_x:
-                        _num_row(&nums[1], &ev.dur, ev.has_dur)
-                    else:
-                        _num_row(&nums[1], &zero_dur, 1)
-                    _num_row(&nums[2], &ev.ints[3], ev.has_int[3])
-                    _num_row(&nums[3], &ev.ints[4], ev.has_int[4])
-                    _num_row(&nums[4], &ev.ints[0], ev.has_int[0])
-                    if ev.has_int[1]:
-                        _num_row(&nums[5], &ev.ints[1], 1)
-                    else:
-                        _num_row(&nums[5], &ev.ints[2], ev.has_int[2])
-                i = _ws(p, i, n)
-                if i < n and p[i] == 44:
-                    i = _ws(p, i + 1, n)
-                    continue
-                if i < n and p[i] == 93:
-                    i += 1
-                    break
-                return None
-        if _ws(p, i, n) != n:
+            if _put(&texts[c].offsets, &zero, 4) < 0:
+                raise MemoryError()
+        with nogil:
+            status = _rows(p, n, mc, mc_n, texts, nums, counts)
+        if status == SCAN_NO_MEMORY:
+            raise MemoryError()
+        if status == SCAN_DECLINE:
             return None
         text_cols = tuple([_text_out(&texts[c]) for c in range(5)])
         num_cols = tuple([_num_out(&nums[c]) for c in range(6)])
-        return n_events, n_rows, n_missing, text_cols, num_cols
+        return counts[0], counts[1], counts[2], text_cols, num_cols
     finally:
         for c in range(5):
             _free_text(&texts[c])

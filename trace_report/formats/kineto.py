@@ -49,6 +49,13 @@ try:
 except ImportError:  # pragma: no cover - built by `pip install`; the msgspec path still works
     _scan = None  # type: ignore[assignment]
 
+
+
+def has_compiled_scanner() -> bool:
+    """Whether the compiled scanner (``_scan``) was built at install."""
+    return _scan is not None
+
+
 MEMORY_EVENT = "[memory]"
 MEMORY_CAT = "cpu_instant_event"
 """Besides complete (``ph: X``) events, the allocator's ``[memory]`` instant events are kept

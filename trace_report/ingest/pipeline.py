@@ -10,7 +10,7 @@ piece is written (only a piece cut inside an event is kept, to merge with the ne
 files are decoded one file per worker. Jobs, their decoding and the order of pieces are in
 :mod:`trace_report.ingest.decoding`; this module plans them and writes the catalog.
 
-The jobs run on an engine (:mod:`trace_report.ingest.engine`: local worker processes by default,
+The jobs run on an engine (:mod:`trace_report.ingest.engine`: decoding threads by default,
 or Ray tasks); whatever the engine, this module (the driver) writes the ``traces`` rows and
 ``event_files``, under the database lock, through an atomic copy of the database.
 """
@@ -64,7 +64,8 @@ none of their bytes (cut into pieces, a 30 MB rank was mostly decoded by the mai
 
 @dataclass(frozen=True)
 class IngestOptions:
-    """Options of an ingest: ``workers`` = decoding processes (default: CPU count);
+    """Options of an ingest: ``workers`` = decoding threads (default: CPU count;
+    processes where the compiled scanner is missing, :func:`~trace_report.ingest.engine.local_engine`);
     ``progress(done_bytes, total_bytes)`` is called as files are read; ``force`` and
     ``append_versions``: see :mod:`trace_report.ingest.versions`; ``max_ratio``: the largest
     decompression ratio accepted for a gzip trace (0 = no limit; see
@@ -351,8 +352,8 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     created) and ``store``.
 
     ``engine`` runs the decoding jobs (:mod:`trace_report.ingest.engine`; it is shut down,
-    outstanding jobs cancelled, on return); by default a :class:`~trace_report.ingest.engine.LocalEngine`
-    of ``options.workers`` processes when the input is large, else this process.
+    outstanding jobs cancelled, on return); by default :func:`~trace_report.ingest.engine.local_engine`
+    of ``options.workers`` (threads) when the input is large, else the calling thread.
 
     Unchanged files already in the database (same path, size and mtime, or same SHA-256)
     are skipped. Raises :class:`~trace_report.errors.InputError` (or its subclass

@@ -1,0 +1,99 @@
+"""Decoding engines on this machine: threads (the compiled scanner releases the GIL) and, where
+the scanner is missing, forked processes; both write the rows of the serial ingest."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import events_of, load_json, trace_file
+
+from trace_report.formats import kineto
+from trace_report.ingest import engine as engine_mod
+from trace_report.ingest.engine import LocalEngine, ThreadEngine, local_engine
+from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+
+Q = ("SELECT count(*), sum(dur_us), sum(ts_us), count(DISTINCT name), sum(correlation), "
+     "count(*) FILTER (WHERE cat = 'kernel') FROM events")
+
+
+def _rows(db: Path) -> tuple:
+    import duckdb
+
+    from trace_report.store.events_view import create_events_view_from_files, events_dir_for
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        create_events_view_from_files(con, events_dir_for(db))
+        return con.execute(Q).fetchone()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("engine", ["threads", "processes"])
+def test_each_engine_writes_the_rows_of_the_serial_ingest(engine: str, tmp_path: Path) -> None:
+    path = trace_file("hta_a100_ddp_nccl")
+    plain = tmp_path / "plain.json"  # byte ranges read by the jobs themselves
+    plain.write_bytes(gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes())
+    events = [e for e in events_of(load_json(path)) if e.get("ph") == "X"]
+    opts = IngestOptions(workers=2, piece_bytes=64 << 10)
+    ingest_to_database([plain], tmp_path / "serial.duckdb", IngestOptions(workers=1, piece_bytes=64 << 10))
+    reference = _rows(tmp_path / "serial.duckdb")
+    # independently: the JSON's complete events and kernels
+    assert reference[0] >= len(events)
+    assert reference[5] == sum(1 for e in events if e.get("cat") == "kernel")
+    pool = ThreadEngine(2) if engine == "threads" else LocalEngine(2)
+    for src in (plain, path):  # plain: ranges; gz: pieces inflated by this process
+        db = tmp_path / f"{engine}-{src.name}.duckdb"
+        ingest_to_database([src], db, opts, engine=pool if src is plain else
+                           (ThreadEngine(2) if engine == "threads" else LocalEngine(2)))
+        assert _rows(db) == pytest.approx(reference)
+
+
+def test_threads_where_the_scanner_is_installed_else_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert local_engine(1) is None  # one worker: the calling thread decodes
+    pool = local_engine(2)
+    try:
+        assert isinstance(pool, ThreadEngine if kineto.has_compiled_scanner() else LocalEngine)
+        assert pool.slots == 2
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    monkeypatch.setattr(engine_mod, "has_compiled_scanner", lambda: False)
+    pool = local_engine(2)
+    try:
+        assert isinstance(pool, LocalEngine)
+    finally:
+        pool.shutdown()
+
+
+def test_the_scan_runs_without_the_gil() -> None:
+    """While one thread scans a large piece, the main thread runs Python code: it could not in
+    the middle of the scan if the scanner held the GIL (a C call never yields it)."""
+    import threading
+    import time
+
+    if not kineto.has_compiled_scanner():
+        pytest.skip("the compiled scanner is not installed")
+    events = events_of(load_json(trace_file("hta_a100_ddp_nccl")))
+    piece = json.dumps(events * max(1, 300_000 // max(len(events), 1))).encode()
+    span: list[float] = []
+
+    def scan() -> None:
+        span.append(time.perf_counter())
+        assert kineto._scan.scan_events(piece, b"cpu_instant_event") is not None
+        span.append(time.perf_counter())
+
+    worker = threading.Thread(target=scan)
+    stamps = []
+    worker.start()
+    while worker.is_alive():
+        stamps.append(time.perf_counter())
+        time.sleep(0.0005)
+    worker.join()
+    start, end = span
+    assert end - start > 0.02, "the piece scans too fast to tell: make it larger"
+    middle = [t for t in stamps if start + 0.3 * (end - start) < t < start + 0.7 * (end - start)]
+    assert middle, f"the main thread never ran during the {end - start:.3f} s scan"

@@ -113,7 +113,8 @@ def test_empty_events_view_has_the_arrow_schema_columns() -> None:
 def test_ingest_loads_no_pandas(tmp_path: Path) -> None:
     """pyarrow imports pandas on its first ``pa.array`` of a list and its first type inference
     (0.25 s and ~50 MB per process); the ingest command and each decoding worker skip that
-    (sysutil.skip_pandas_probe), and pyarrow's own pandas conversions still work afterwards."""
+    (sysutil.skip_pandas_probe), and pyarrow's own pandas conversions still work afterwards.
+    The command also has Arrow allocate with malloc (sysutil.system_arrow_allocator)."""
     trace = trace_file("hta_ns_resolution")
     db = tmp_path / "t.duckdb"
     code = ("from trace_report.cli.app import main\n"
@@ -121,11 +122,14 @@ def test_ingest_loads_no_pandas(tmp_path: Path) -> None:
             "except SystemExit as exc: assert not exc.code, exc.code\n"
             "import sys; print('pandas' in sys.modules)\n"
             "import pyarrow as pa, pandas as pd\n"
+            "print(pa.default_memory_pool().backend_name)\n"
             "frame = pd.DataFrame({'a': [1, None], 'b': ['x', None]})\n"
             "back = pa.Table.from_pandas(frame).to_pandas()\n"
             "print(back['a'].isna().tolist(), back['b'].isna().tolist(), pa.array(pd.Series([1.0, None])).null_count)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert out.stdout.split("\n")[:2] == ["False", "[False, True] [False, True] 1"], out.stdout + out.stderr
+    # and Arrow allocates with malloc (sysutil.system_arrow_allocator)
+    assert out.stdout.split("\n")[:3] == ["False", "system", "[False, True] [False, True] 1"], \
+        out.stdout + out.stderr
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM traces").fetchone() == (1,)
 

@@ -63,9 +63,10 @@ def ingest_cmd(
     Example: trace-report ingest traces/ -o runs.duckdb
     Example: trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
     """
-    from trace_report.sysutil import one_blas_thread, skip_pandas_probe
+    from trace_report.sysutil import one_blas_thread, skip_pandas_probe, system_arrow_allocator
 
     one_blas_thread()  # before numpy loads
+    system_arrow_allocator()  # before pyarrow loads
     from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 
     skip_pandas_probe()  # this process decodes the last piece of each file: no pandas for that

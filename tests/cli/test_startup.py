@@ -171,3 +171,24 @@ def test_a_command_run_alone_parses_and_helps_as_in_the_full_app() -> None:
         assert (alone.exit_code, alone.stdout, alone.stderr) == (code, out, err), args
         assert sorted(c.name for c in app.registered_commands) == sorted(COMMAND_ORDER)
     assert all(name in invoke(["--help"]).stdout for name in COMMAND_ORDER)
+
+
+def test_the_console_script_exits_without_teardown_and_loses_no_output(tmp_path: Path) -> None:
+    """Run as a program, ``main()`` ends with ``os._exit`` after flushing (cli.app._exit_now):
+    every row still reaches a pipe, a closed pipe (| head) is no error, and exit codes and the
+    one ``Error:`` line are those of the command."""
+    db = tmp_path / "t.duckdb"
+    assert invoke(["ingest", trace_file("hta_ns_resolution"), "-o", db, "-q"]).exit_code == 0
+    cmd = [sys.executable, "-m", "trace_report.cli.app"]
+    out = subprocess.run([*cmd, "sql", str(db), "SELECT range AS i FROM range(200000)", "-f", "csv"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "i" and len(lines) == 200_001 and lines[-1] == "199999"
+    piped = subprocess.run(f"'{sys.executable}' -m trace_report.cli.app sql '{db}' "
+                           "'SELECT range FROM range(500000)' -f csv | head -2", shell=True,
+                           capture_output=True, text=True, cwd=REPO)
+    assert piped.stdout.splitlines() == ["range", "0"] and "Traceback" not in piped.stderr
+    bad = subprocess.run([*cmd, "top-kernels", str(tmp_path / "absent.duckdb")], capture_output=True, text=True,
+                         cwd=REPO)
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: ") and len(bad.stderr.splitlines()) == 1

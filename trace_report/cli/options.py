@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from trace_report.present.format import Format
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from trace_report.inputs import Resolution
     from trace_report.store.tracedb import IngestSummary, TraceDB
 
@@ -86,6 +87,8 @@ def make_progress(enabled: bool | None) -> Progress | None:
     """A progress bar on stderr: when asked, or by default when stderr is a terminal."""
     if enabled is False or (enabled is None and not sys.stderr.isatty()):
         return None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn  # only with a bar
+
     return Progress(
         "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
         TimeRemainingColumn(), console=err, transient=True,

@@ -1,0 +1,70 @@
+"""Start-up benchmark (issue 11 item 4): `trace-report --help` and `top-kernels` on a small
+database against `python -c "import duckdb"`, runs interleaved, bytecode cached as users run.
+
+The small database is the ingested hta_a100_ddp_nccl trace of ../shared (built once into
+benchmarks/out/). Prints a Markdown table: median and range of wall time per command and the
+ratio of the medians to `import duckdb`.
+
+Usage: python benchmarks/startup.py [--runs 15] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SMALL = HERE.parent.parent / "shared" / "data" / "traces" / "hta_a100_ddp_nccl"
+
+
+def wall(cmd: list[str]) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    start = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15, help="interleaved runs of each command (default 15)")
+    parser.add_argument("--work", type=Path, default=HERE / "out")
+    args = parser.parse_args(argv)
+    if not SMALL.is_dir():
+        print(f"{SMALL} is absent (../shared)", file=sys.stderr)
+        return 1
+    cli = shutil.which("trace-report") or str(Path(sys.executable).with_name("trace-report"))
+    args.work.mkdir(parents=True, exist_ok=True)
+    db = args.work / "startup-small.duckdb"
+    if not db.is_file():
+        subprocess.run([cli, "ingest", str(SMALL), "-o", str(db), "-q"], check=True, stderr=subprocess.DEVNULL)
+    commands = {
+        'python -c "import duckdb"': [sys.executable, "-c", "import duckdb"],
+        "trace-report --help": [cli, "--help"],
+        "trace-report top-kernels SMALL.duckdb": [cli, "top-kernels", str(db)],
+    }
+    for cmd in commands.values():  # warm the page cache and the bytecode
+        wall(cmd)
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    for _ in range(args.runs):
+        for name, cmd in commands.items():
+            times[name].append(wall(cmd))
+    base = statistics.median(times['python -c "import duckdb"'])
+    print(f"Machine: {os.uname().nodename}, {os.cpu_count()} cores; Python {sys.version.split()[0]}. "
+          f"Date: {dt.date.today()}. {args.runs} interleaved runs each; load average {os.getloadavg()[0]:.2f}.\n")
+    print("| command | median wall | range | vs import duckdb |")
+    print("|---|---|---|---|")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"| `{name}` | {med:.3f} s | {min(ts):.3f}-{max(ts):.3f} s | {med / base:.1f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

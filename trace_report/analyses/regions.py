@@ -22,8 +22,8 @@ For each ProfilerStep (the whole trace when a trace has none) and each region:
 The region intervals are SQL views (``sql/views_regions.sql``): ``region_rules`` (which
 annotation names mark which region), ``region_markers``, ``step_windows``, ``regions`` (per
 step, with the fallback spans) and ``kernel_steps`` (each kernel's launch and step). This module
-partitions time between them (:class:`Partition`, innermost first) and attributes kernels
-(:func:`kernel_regions`).
+partitions time between them (:class:`~trace_report.analyses.intervals.Partition`, innermost
+first) and attributes kernels (:func:`kernel_regions`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from trace_report.analyses.columns import Columns, numpy_column, text_codes, text_vocabulary
+from trace_report.analyses.intervals import BusyTime, Partition, positions_by_key, positions_by_pair
 from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import materialize
@@ -68,86 +69,6 @@ class BreakdownResult:
     frame: pd.DataFrame
     notes: list[str] = field(default_factory=list)
 
-
-
-# ---------------------------------------------------------------------------------------------
-# Interval helpers (all times in µs)
-
-
-def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of ``[start, end)`` intervals as sorted, disjoint ``(starts, ends)`` arrays."""
-    if len(starts) == 0:
-        return np.empty(0), np.empty(0)
-    order = np.argsort(starts, kind="stable")
-    s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    group = np.cumsum(new) - 1
-    out_s = s[new]
-    out_e = np.zeros(len(out_s))
-    np.maximum.at(out_e, group, run_end)
-    return out_s, out_e
-
-
-class BusyTime:
-    """Cumulative busy time of a set of intervals: ``between(a, b)`` = busy µs within ``[a, b)``."""
-
-    def __init__(self, starts: np.ndarray, ends: np.ndarray):
-        self.s, self.e = merge_intervals(np.asarray(starts, float), np.asarray(ends, float))
-        self.cum = np.concatenate([[0.0], np.cumsum(self.e - self.s)])
-
-    def until(self, t: np.ndarray) -> np.ndarray:
-        """Busy µs in ``(-inf, t)`` for each ``t``."""
-        t = np.asarray(t, float)
-        if len(self.s) == 0:
-            return np.zeros_like(t)
-        i = np.searchsorted(self.s, t, side="right") - 1
-        inside = np.where(i >= 0, np.clip(t - self.s[np.maximum(i, 0)], 0.0,
-                                          (self.e - self.s)[np.maximum(i, 0)]), 0.0)
-        return np.where(i >= 0, self.cum[np.maximum(i, 0)] + inside, 0.0)
-
-    def between(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return self.until(b) - self.until(a)
-
-    @property
-    def total(self) -> float:
-        return float(self.cum[-1])
-
-
-class Partition:
-    """``[w0, w1)`` split into segments, each owned by the first interval (in the given priority
-    order) that covers it, or by none (-1): ``owner[k] = min{i : start_i <= cut_k < end_i}``.
-    Each interval covers a contiguous run of segments; writing the runs from the last interval to
-    the first leaves the first covering one: O(n log n + n * run length) in numpy slices."""
-
-    def __init__(self, w0: float, w1: float, starts: np.ndarray, ends: np.ndarray):
-        starts = np.clip(np.asarray(starts, float), w0, w1)
-        ends = np.clip(np.asarray(ends, float), w0, w1)
-        self.cuts = np.unique(np.concatenate([[w0, w1], starts, ends]))
-        owner = np.full(len(self.cuts) - 1, -1, dtype=np.int64)
-        lo = np.searchsorted(self.cuts, starts, side="left")
-        hi = np.searchsorted(self.cuts, ends, side="left")
-        for i in np.flatnonzero(hi > lo)[::-1].tolist():
-            owner[lo[i]:hi[i]] = i
-        self.owner = owner
-
-    @property
-    def seg_start(self) -> np.ndarray:
-        return self.cuts[:-1]
-
-    @property
-    def seg_end(self) -> np.ndarray:
-        return self.cuts[1:]
-
-    def at(self, t: np.ndarray) -> np.ndarray:
-        """Owner (interval index, -1 for none) at each time ``t``; -1 outside ``[w0, w1)``."""
-        t = np.asarray(t, float)
-        k = np.searchsorted(self.cuts, t, side="right") - 1
-        ok = (k >= 0) & (k < len(self.owner))
-        return np.where(ok, self.owner[np.clip(k, 0, max(len(self.owner) - 1, 0))], -1) \
-            if len(self.owner) else np.full(len(t), -1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,62 +123,6 @@ def _fetch(con: duckdb.DuckDBPyConnection, ids: list[int], *names: str) -> dict[
     return rows
 
 
-def _numpy(col: pa.ChunkedArray, text: bool) -> np.ndarray:
-    """A column as numpy: float64 (NULL -> NaN) for numbers, object (NULL -> None) for text."""
-    if text:
-        return col.to_numpy(zero_copy_only=False) if len(col) else np.empty(0, dtype=object)
-    if pa.types.is_boolean(col.type):
-        return col.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-    return col.cast(pa.float64()).to_numpy(zero_copy_only=False) if len(col) else np.empty(0)
-
-
-def _codes(values: pa.ChunkedArray, vocabulary: pa.Array) -> np.ndarray:
-    """Position of each text value in ``vocabulary`` (int64), -1 for NULL or a value not in it."""
-    if not len(values):
-        return np.empty(0, dtype=np.int64)
-    return pc.index_in(values, value_set=vocabulary).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _vocabulary(*cols: pa.ChunkedArray) -> pa.Array:
-    """The distinct non-NULL values of text columns."""
-    chunks = [c for col in cols for c in col.chunks]
-    if not chunks:
-        return pa.array([], pa.string())
-    return pc.drop_null(pc.unique(pa.chunked_array(chunks, pa.string())))
-
-
-@dataclass
-class _Cols:
-    """Columns as numpy arrays (float64 for numbers, object for text, int64 for codes), sliced by
-    row positions."""
-
-    cols: dict[str, np.ndarray]
-
-    @classmethod
-    def of(cls, table: pa.Table, numbers: list[str], texts: tuple[str, ...] = ()) -> _Cols:
-        return cls({n: _numpy(table.column(n), n in texts) for n in numbers + list(texts)})
-
-    def take(self, idx: np.ndarray | slice) -> _Cols:
-        return _Cols({n: c[idx] for n, c in self.cols.items()})
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.cols[name]
-
-    def __len__(self) -> int:
-        return len(next(iter(self.cols.values()))) if self.cols else 0
-
-
-def _groups(trace_id: np.ndarray, window_id: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
-    """Row positions per ``(trace_id, window_id)``, ascending within each; rows with a NULL
-    (NaN) window are left out."""
-    rows = np.flatnonzero(~np.isnan(window_id))
-    order = rows[np.lexsort((window_id[rows], trace_id[rows]))]
-    t, w = trace_id[order], window_id[order]
-    bounds = np.concatenate([[0], np.flatnonzero((t[1:] != t[:-1]) | (w[1:] != w[:-1])) + 1, [len(order)]])
-    return {(int(t[a]), int(w[a])): order[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
-            if b > a}
-
-
 @dataclass(frozen=True)
 class _Window:
     trace_id: int
@@ -275,7 +140,7 @@ def _windows(table: pa.Table) -> list[_Window]:
                                         cols["ts_us"], cols["end_us"], strict=True)]
 
 
-def _label_kernels(w: _WindowRegions, ks: _Cols, gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
+def _label_kernels(w: _WindowRegions, ks: Columns, gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
     """Region (code) and basis of the kernels ``ks`` of one window (see :func:`kernel_regions`)."""
     region = np.full(len(ks), _OTHER, dtype=np.int64)
     basis = np.full(len(ks), "no_region", dtype=object)
@@ -330,14 +195,14 @@ def _region_code(labels: np.ndarray) -> np.ndarray:
     return np.array([_REGION_CODE[r] for r in labels], dtype=np.int64)
 
 
-def _regions_by_window(regions: pa.Table, tids: pa.Array) -> tuple[_Cols, dict]:
-    """The ``regions`` rows as :class:`_Cols` (``code``: the index in :data:`REGIONS`, -1 for any
+def _regions_by_window(regions: pa.Table, tids: pa.Array) -> tuple[Columns, dict]:
+    """The ``regions`` rows as :class:`Columns` (``code``: the index in :data:`REGIONS`, -1 for any
     other name; ``tid_code``: the position of ``tid`` in ``tids``) and their positions per
     ``(trace_id, window_id)``, in the query's priority order."""
-    regs = _Cols.of(regions, ["trace_id", "window_id", "ts_us", "end_us"], ("region", "kind"))
+    regs = Columns.of(regions, ["trace_id", "window_id", "ts_us", "end_us"], ("region", "kind"))
     regs.cols["code"] = _region_code(regs["region"])
-    regs.cols["tid_code"] = _codes(regions.column("tid"), tids)
-    return regs, _groups(regs["trace_id"], regs["window_id"])
+    regs.cols["tid_code"] = text_codes(regions.column("tid"), tids)
+    return regs, positions_by_pair(regs["trace_id"], regs["window_id"])
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -348,7 +213,7 @@ class _WindowRegions:
     """A window, its region rows (priority order) and the Partition of its time between them."""
 
     w: _Window
-    regs: _Cols
+    regs: Columns
     part: Partition
 
 
@@ -366,8 +231,8 @@ def _gpu_marker_partitions(gm: pa.Table, pids: pa.Array) -> dict:
     out = {}
     if not gm.num_rows:
         return out
-    cols = _Cols.of(gm, ["trace_id", "ts_us", "end_us"], ("region",))
-    code = _codes(gm.column("pid"), pids)
+    cols = Columns.of(gm, ["trace_id", "ts_us", "end_us"], ("region",))
+    code = text_codes(gm.column("pid"), pids)
     for t, pid in dict.fromkeys(zip(cols["trace_id"].astype(np.int64).tolist(), code.tolist(), strict=True)):
         g = np.flatnonzero((cols["trace_id"] == t) & (code == pid))
         ts, end = cols["ts_us"][g], cols["end_us"][g]
@@ -380,7 +245,7 @@ class _Attribution:
     """Every kernel (the ``kernels`` query's rows) with its window (position in the windows
     list, -1 for none), region (index in :data:`REGIONS`) and basis."""
 
-    ks: _Cols
+    ks: Columns
     window: np.ndarray
     code: np.ndarray
     basis: np.ndarray
@@ -414,18 +279,18 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
 
 def _attribute(rows: dict[str, pa.Table], windows: list[_WindowRegions] | None = None) -> _Attribution:
     kernels = rows["kernels"]
-    tids = _vocabulary(rows["regions"].column("tid"))
+    tids = text_vocabulary(rows["regions"].column("tid"))
     windows = _window_regions(rows, tids) if windows is None else windows
-    pids = _vocabulary(rows["gpu_markers"].column("pid"))
-    ks = _Cols.of(kernels, ["trace_id", "window_id", "step", "dur_us", "launch_ts_us", "ts_us", "before_first_step"])
-    ks.cols["tid_code"] = _codes(kernels.column("launch_tid"), tids)
-    ks.cols["pid_code"] = _codes(kernels.column("device_pid"), pids)
+    pids = text_vocabulary(rows["gpu_markers"].column("pid"))
+    ks = Columns.of(kernels, ["trace_id", "window_id", "step", "dur_us", "launch_ts_us", "ts_us", "before_first_step"])
+    ks.cols["tid_code"] = text_codes(kernels.column("launch_tid"), tids)
+    ks.cols["pid_code"] = text_codes(kernels.column("device_pid"), pids)
     # labels gathered in numpy and set once per window
     window = np.full(len(ks), -1, dtype=np.int64)
     code = np.full(len(ks), _OTHER, dtype=np.int64)
     basis = np.full(len(ks), None, dtype=object)
     gpu_marks = _gpu_marker_partitions(rows["gpu_markers"], pids)
-    ks_by = _groups(ks["trace_id"], ks["window_id"])  # NULL windows left out
+    ks_by = positions_by_pair(ks["trace_id"], ks["window_id"])  # NULL windows left out
     for i, wr in enumerate(windows):
         idx = ks_by.get((wr.w.trace_id, wr.w.window_id))
         if idx is None:
@@ -464,17 +329,18 @@ def _region_sums(windows: list[_WindowRegions], gpu_by_trace: dict[int, BusyTime
     out[:, 0] = np.bincount(cell, weights=length, minlength=len(out))
     traces = np.array([wr.w.trace_id for wr in windows], dtype=np.int64)
     busy = np.zeros(len(a))
-    for t, gpu in gpu_by_trace.items():
-        seg = np.flatnonzero(traces[win] == t)
-        busy[seg] = gpu.between(a[seg], b[seg])
+    for t, seg in positions_by_key(traces[win]).items():
+        if t in gpu_by_trace:
+            busy[seg] = gpu_by_trace[t].between(a[seg], b[seg])
     out[:, 1] = np.bincount(cell, weights=length - busy, minlength=len(out))
     out[~np.repeat(np.isin(traces, list(gpu_by_trace)), n), 1] = np.nan  # no GPU activity in the trace
     keys = [(wr.w.trace_id, wr.w.pid) for wr in windows]
     key_of = {k: j for j, k in enumerate(dict.fromkeys(keys))}
     key_idx = np.array([key_of[k] for k in keys], dtype=np.int64)
     cpu = np.zeros(len(a))
+    segments_of = positions_by_key(key_idx[win])
     for k, j in key_of.items():
-        seg = np.flatnonzero(key_idx[win] == j)
+        seg = segments_of.get(j, _NO_ROWS)
         for t in threads_of.get(k, []):
             cpu[seg] += t.between(a[seg], b[seg])
     out[:, 2] = np.bincount(cell, weights=cpu, minlength=len(out))
@@ -483,9 +349,9 @@ def _region_sums(windows: list[_WindowRegions], gpu_by_trace: dict[int, BusyTime
 
 def _gpu_busy(gpu: pa.Table) -> dict[int, BusyTime]:
     """The GPU busy intervals per trace."""
-    t = gpu.column("trace_id").to_numpy()
-    ts, end = _numpy(gpu.column("ts_us"), False), _numpy(gpu.column("end_us"), False)
-    return {int(v): BusyTime(ts[t == v], end[t == v]) for v in np.unique(t).tolist()}
+    ts, end = numpy_column(gpu.column("ts_us"), False), numpy_column(gpu.column("end_us"), False)
+    return {t: BusyTime(ts[rows], end[rows])
+            for t, rows in positions_by_key(gpu.column("trace_id").to_numpy().astype(np.int64)).items()}
 
 
 def _threads(cpu: pa.Table) -> dict[tuple, list[BusyTime]]:
@@ -510,7 +376,7 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[
     rows = _fetch(con, _ids(traces), *_QUERIES)
     gpu_by_trace = _gpu_busy(rows["gpu"])
     threads_of = _threads(rows["cpu"])
-    wregs = _window_regions(rows, _vocabulary(rows["regions"].column("tid")))
+    wregs = _window_regions(rows, text_vocabulary(rows["regions"].column("tid")))
     windows = [wr.w for wr in wregs]
     n = len(REGIONS)
     values = _region_sums(wregs, gpu_by_trace, threads_of)

@@ -3,9 +3,12 @@
 CREATE OR REPLACE TEMP VIEW runtime_calls AS
     SELECT * FROM events WHERE cat IN ('cuda_runtime', 'cuda_driver');
 
+-- The launch of a correlation id: its first runtime call (lowest event id), with that call's
+-- name, process, thread and start (DuckDB computes only the columns a query uses).
 CREATE OR REPLACE TEMP VIEW kernel_launches AS
     SELECT trace_id, correlation, min(event_id) AS launch_event_id,
-           arg_min(name, event_id) AS launch_name
+           arg_min(name, event_id) AS launch_name, arg_min(pid, event_id) AS launch_pid,
+           arg_min(tid, event_id) AS launch_tid, arg_min(ts_us, event_id) AS launch_ts_us
     FROM runtime_calls
     WHERE correlation IS NOT NULL
     GROUP BY trace_id, correlation;

@@ -167,11 +167,14 @@ SELECT * FROM spans WHERE ts_us < end_us;
 -- regions view.
 CREATE OR REPLACE TEMP VIEW kernel_steps AS
 WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used twice
-k AS (  -- no kernel name: the rows are sorted by the ASOF join below, and names are long
-    SELECT k.trace_id, k.event_id, k.pid AS device_pid, k.ts_us, k.dur_us, k.launch_event_id,
-           l.pid AS launch_pid, l.tid AS launch_tid, l.ts_us AS launch_ts_us
-    FROM kernels k
-    LEFT JOIN runtime_calls l ON l.trace_id = k.trace_id AND l.event_id = k.launch_event_id
+-- the kernels with their launch (view kernels' join, with the launch's thread and start taken
+-- from kernel_launches in the same pass; no kernel name: the ASOF join below sorts these rows)
+k AS (
+    SELECT k.trace_id, k.event_id, k.pid AS device_pid, k.ts_us, k.dur_us, l.launch_event_id,
+           l.launch_pid, l.launch_tid, l.launch_ts_us
+    FROM events k
+    LEFT JOIN kernel_launches l ON l.trace_id = k.trace_id AND l.correlation = k.correlation
+    WHERE k.cat = 'kernel'
 ),
 first_step AS (SELECT trace_id, min(ts_us) AS first_us FROM steps GROUP BY trace_id),
 launching AS (SELECT DISTINCT trace_id FROM k WHERE launch_event_id IS NOT NULL),

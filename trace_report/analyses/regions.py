@@ -196,8 +196,8 @@ def _region_code(labels: np.ndarray) -> np.ndarray:
 
 
 def _regions_by_window(regions: pa.Table, tids: pa.Array) -> tuple[Columns, dict]:
-    """The ``regions`` rows as :class:`Columns` (``code``: the index in :data:`REGIONS`, -1 for any
-    other name; ``tid_code``: the position of ``tid`` in ``tids``) and their positions per
+    """The ``regions`` rows as :class:`Columns` (``code``: the index in :data:`REGIONS`;
+    ``tid_code``: the position of ``tid`` in ``tids``) and their positions per
     ``(trace_id, window_id)``, in the query's priority order."""
     regs = Columns.of(regions, ["trace_id", "window_id", "ts_us", "end_us"], ("region", "kind"))
     regs.cols["code"] = _region_code(regs["region"])
@@ -217,13 +217,16 @@ class _WindowRegions:
     part: Partition
 
 
-def _window_regions(rows: dict[str, pa.Table], tids: pa.Array) -> list[_WindowRegions]:
+def _window_regions(rows: dict[str, pa.Table]) -> tuple[list[_WindowRegions], pa.Array]:
+    """Each window with its regions and their Partition, and the vocabulary of the regions'
+    thread ids (the codes :func:`_attribute` matches launching threads against)."""
+    tids = text_vocabulary(rows["regions"].column("tid"))
     regs, regs_by = _regions_by_window(rows["regions"], tids)
     out = []
     for w in _windows(rows["windows"]):
         r = regs.take(regs_by.get((w.trace_id, w.window_id), _NO_ROWS))
         out.append(_WindowRegions(w, r, Partition(w.ts_us, w.end_us, r["ts_us"], r["end_us"])))
-    return out
+    return out, tids
 
 
 def _gpu_marker_partitions(gm: pa.Table, pids: pa.Array) -> dict:
@@ -232,9 +235,8 @@ def _gpu_marker_partitions(gm: pa.Table, pids: pa.Array) -> dict:
     if not gm.num_rows:
         return out
     cols = Columns.of(gm, ["trace_id", "ts_us", "end_us"], ("region",))
-    code = text_codes(gm.column("pid"), pids)
-    for t, pid in dict.fromkeys(zip(cols["trace_id"].astype(np.int64).tolist(), code.tolist(), strict=True)):
-        g = np.flatnonzero((cols["trace_id"] == t) & (code == pid))
+    code = text_codes(gm.column("pid"), pids).astype(float)
+    for (t, pid), g in positions_by_pair(cols["trace_id"], code).items():
         ts, end = cols["ts_us"][g], cols["end_us"][g]
         out[(t, pid)] = (Partition(float(ts.min()), float(end.max()), ts, end), _region_code(cols["region"][g]))
     return out
@@ -268,7 +270,7 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     con = db.con
     traces = selected_traces(con, rank)
     rows = _fetch(con, _ids(traces), "windows", "regions", "kernels", "gpu_markers")
-    k = _attribute(rows)
+    k = _attribute(rows, *_window_regions(rows))
     kernels = rows["kernels"]
     return pd.DataFrame({
         "trace_id": kernels.column("trace_id").to_numpy(), "event_id": kernels.column("event_id").to_numpy(),
@@ -277,10 +279,10 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     })
 
 
-def _attribute(rows: dict[str, pa.Table], windows: list[_WindowRegions] | None = None) -> _Attribution:
+def _attribute(rows: dict[str, pa.Table], windows: list[_WindowRegions], tids: pa.Array) -> _Attribution:
+    """Region and basis of every kernel (see :func:`kernel_regions`); ``windows`` and ``tids``
+    from :func:`_window_regions`."""
     kernels = rows["kernels"]
-    tids = text_vocabulary(rows["regions"].column("tid"))
-    windows = _window_regions(rows, tids) if windows is None else windows
     pids = text_vocabulary(rows["gpu_markers"].column("pid"))
     ks = Columns.of(kernels, ["trace_id", "window_id", "step", "dur_us", "launch_ts_us", "ts_us", "before_first_step"])
     ks.cols["tid_code"] = text_codes(kernels.column("launch_tid"), tids)
@@ -376,11 +378,11 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[
     rows = _fetch(con, _ids(traces), *_QUERIES)
     gpu_by_trace = _gpu_busy(rows["gpu"])
     threads_of = _threads(rows["cpu"])
-    wregs = _window_regions(rows, text_vocabulary(rows["regions"].column("tid")))
+    wregs, tids = _window_regions(rows)
     windows = [wr.w for wr in wregs]
     n = len(REGIONS)
     values = _region_sums(wregs, gpu_by_trace, threads_of)
-    k = _attribute(rows, wregs)
+    k = _attribute(rows, wregs, tids)
     kernels, gpu_us = _kernel_sums(k, windows)
     table = pd.DataFrame({
         "trace_id": np.repeat(np.array([w.trace_id for w in windows], dtype=np.int64), n),

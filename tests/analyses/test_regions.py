@@ -390,3 +390,33 @@ def test_breakdown_on_an_ingested_database(dlrm, dlrm_path, tmp_path):
     assert from_db[["rank", "step", "region", "kernels"]].equals(in_memory[["rank", "step", "region", "kernels"]])
     assert from_db["gpu_us"].tolist() == pytest.approx(in_memory["gpu_us"].tolist())
     assert from_db["wall_us"].tolist() == pytest.approx(in_memory["wall_us"].tolist())
+
+
+def test_kernels_without_a_launch_take_the_gpu_annotation_enclosing_them(tmp_path):
+    """In a trace that records no launches (no correlation ids), a kernel goes to the
+    ``gpu_user_annotation`` that encloses its start on its GPU process (basis
+    ``gpu_annotation``). A real trace with its correlation ids removed and one step re-annotated
+    on the GPU side (its own GPU annotations removed): ``## forward ##`` over the first half of
+    the step, ``## backward ##`` over the second; expected counts from a plain pass over the
+    events."""
+    doc = load_json(trace_file("hta_a100_ddp_nccl"))
+    events = [e if corr(e) is None else {**e, "args": {k: v for k, v in e["args"].items() if k != "correlation"}}
+              for e in events_of(doc) if e.get("cat") != "gpu_user_annotation"]  # only ours below
+    step = steps_of(events)[1]
+    s0, s1 = step["ts"], step["ts"] + step["dur"]
+    mid = s0 + step["dur"] / 2
+    pid = next(e["pid"] for e in events if e.get("cat") in KERNEL)
+    marks = [{"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": pid, "tid": 999, "ts": a, "dur": b - a}
+             for name, a, b in (("## forward ##", s0, mid), ("## backward ##", mid, s1))]
+    path = tmp_path / "gpu_marks.json"
+    path.write_text(json.dumps({**doc, "traceEvents": events + marks}))
+    expected: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in KERNEL and e["pid"] == pid and s0 <= e["ts"] < s1:
+            expected["forward" if e["ts"] < mid else "backward"] += 1
+    assert expected["forward"] > 0 and expected["backward"] > 0
+    with tr.open(path) as db:
+        k = kernel_regions(db)
+    placed = k[k["basis"] == "gpu_annotation"]
+    assert {r: int(n) for r, n in placed.groupby("region").size().items()} == dict(expected)
+    assert set(k["basis"]) <= {"gpu_annotation", "kernel_time", "no_launch", "outside_steps"}

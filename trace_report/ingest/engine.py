@@ -106,4 +106,3 @@ def local_engine(workers: int) -> ThreadEngine | LocalEngine | None:
     if workers <= 1:
         return None
     return ThreadEngine(workers) if has_compiled_scanner() else LocalEngine(workers)
-

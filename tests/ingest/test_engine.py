@@ -44,11 +44,10 @@ def test_each_engine_writes_the_rows_of_the_serial_ingest(engine: str, tmp_path:
     # independently: the JSON's complete events and kernels
     assert reference[0] >= len(events)
     assert reference[5] == sum(1 for e in events if e.get("cat") == "kernel")
-    pool = ThreadEngine(2) if engine == "threads" else LocalEngine(2)
     for src in (plain, path):  # plain: ranges; gz: pieces inflated by this process
         db = tmp_path / f"{engine}-{src.name}.duckdb"
-        ingest_to_database([src], db, opts, engine=pool if src is plain else
-                           (ThreadEngine(2) if engine == "threads" else LocalEngine(2)))
+        pool = ThreadEngine(2) if engine == "threads" else LocalEngine(2)  # shut down by the ingest
+        ingest_to_database([src], db, opts, engine=pool)
         assert _rows(db) == pytest.approx(reference)
 
 

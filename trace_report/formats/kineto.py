@@ -50,7 +50,6 @@ except ImportError:  # pragma: no cover - built by `pip install`; the msgspec pa
     _scan = None  # type: ignore[assignment]
 
 
-
 def has_compiled_scanner() -> bool:
     """Whether the compiled scanner (``_scan``) was built at install."""
     return _scan is not None

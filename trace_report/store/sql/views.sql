@@ -14,7 +14,7 @@ CREATE OR REPLACE TEMP VIEW kernel_launches AS
     GROUP BY trace_id, correlation;
 
 CREATE OR REPLACE TEMP VIEW kernels AS
-    SELECT e.*, l.launch_event_id, l.launch_name
+    SELECT e.*, l.launch_event_id, l.launch_name, l.launch_pid, l.launch_tid, l.launch_ts_us
     FROM events e
     LEFT JOIN kernel_launches l ON l.trace_id = e.trace_id AND l.correlation = e.correlation
     WHERE e.cat = 'kernel';

@@ -161,20 +161,17 @@ SELECT * FROM spans WHERE ts_us < end_us;
 -- (step) it belongs to: the one its launch falls in, or, without a launch, the one its start falls
 -- in. window_id is NULL for kernels outside every ProfilerStep. before_first_step: the kernel was
 -- launched before the first ProfilerStep began, or has no launch in a trace where other kernels
--- have theirs (the GPU queue lagged the CPU when the trace began); such kernels belong to no step (breakdown
--- shows them as their own 'before_first_step' row), never to the first one. The region of each
+-- have theirs (the GPU queue lagged the CPU when the trace began); such kernels belong to no
+-- step (breakdown shows them as their own 'before_first_step' row), never to the first one. The region of each
 -- kernel is computed by trace_report.analyses.regions.kernel_regions from these rows and the
 -- regions view.
 CREATE OR REPLACE TEMP VIEW kernel_steps AS
 WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used twice
--- the kernels with their launch (view kernels' join, with the launch's thread and start taken
--- from kernel_launches in the same pass; no kernel name: the ASOF join below sorts these rows)
+-- no kernel name: the ASOF join below sorts these rows, and names are long
 k AS (
-    SELECT k.trace_id, k.event_id, k.pid AS device_pid, k.ts_us, k.dur_us, l.launch_event_id,
-           l.launch_pid, l.launch_tid, l.launch_ts_us
-    FROM events k
-    LEFT JOIN kernel_launches l ON l.trace_id = k.trace_id AND l.correlation = k.correlation
-    WHERE k.cat = 'kernel'
+    SELECT trace_id, event_id, pid AS device_pid, ts_us, dur_us, launch_event_id, launch_pid, launch_tid,
+           launch_ts_us
+    FROM kernels
 ),
 first_step AS (SELECT trace_id, min(ts_us) AS first_us FROM steps GROUP BY trace_id),
 launching AS (SELECT DISTINCT trace_id FROM k WHERE launch_event_id IS NOT NULL),

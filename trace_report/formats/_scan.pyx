@@ -35,6 +35,39 @@ _POW10[0] = 1.0
 for _c in range(1, 23):
     _POW10[_c] = _POW10[_c - 1] * 10.0
 
+# The secret screen of ``args`` (:func:`_screen`): every match of
+# trace_report.redact.PRECHECK_PATTERN contains one of these words, compared case-insensitively
+# (``gh`` stands for ``gh[pousr]_``, ``--`` for ``-----BEGIN`` and ``--flag``, ``auth`` for
+# ``authorization``, ``secret`` for ``aws_secret``). Keep in step with that pattern; the test
+# tests/formats/test_scan_screen.py checks the screen against it.
+_ANCHORS = (b"hf_", b"sk-", b"akia", b"asia", b"gh", b"github_pat_", b"xox", b"eyj", b"--", b"bearer",
+            b"auth", b"secret", b"token", b"key", b"passw", b"credential")
+cdef enum:
+    N_ANCHORS = 16
+    ANCHOR_MAX = 12
+cdef uint8_t _ANCHOR_TEXT[N_ANCHORS][ANCHOR_MAX]
+cdef Py_ssize_t _ANCHOR_LEN[N_ANCHORS]
+cdef uint8_t _LOWER[256]
+"""ASCII letters folded to lower case; other bytes unchanged."""
+cdef uint8_t _CLASS[256]
+"""0: a byte no anchor holds; 1-26: a letter (either case); 27 '-'; 28 '_'; 255: a non-ASCII
+byte (Unicode case folding could make a word of it: RE2 matches ``K`` with the Kelvin sign)."""
+cdef uint8_t _PAIR[32 * 32]
+"""1 where the two classes ``a * 32 + b`` begin an anchor."""
+for _c in range(256):
+    _LOWER[_c] = _c + 32 if 65 <= _c <= 90 else _c
+    _CLASS[_c] = 255 if _c >= 128 else (_LOWER[_c] - 96 if 97 <= _LOWER[_c] <= 122 else
+                                        (27 if _c == 45 else (28 if _c == 95 else 0)))
+for _c in range(32 * 32):
+    _PAIR[_c] = 0
+assert len(_ANCHORS) == N_ANCHORS
+for _k, _word in enumerate(_ANCHORS):
+    assert len(_word) <= ANCHOR_MAX
+    _ANCHOR_LEN[_k] = len(_word)
+    for _c in range(len(_word)):
+        _ANCHOR_TEXT[_k][_c] = _word[_c]
+    _PAIR[_CLASS[_word[0]] * 32 + _CLASS[_word[1]]] = 1
+
 
 cdef struct Buf:
     char* data
@@ -153,6 +186,41 @@ cdef struct Event:
     int64_t ints[5]  # correlation, External id, external id, stream, device
     int has_int[5]
     unsigned int seen
+    int suspect  # args may hold a secret (the screen of _args)
+
+
+# ---------------------------------------------------------------- the secret screen
+
+
+cdef int _anchor_at(const uint8_t* p, Py_ssize_t j, Py_ssize_t e) noexcept nogil:
+    """Whether an anchor word starts at ``p[j]`` (and ends by ``e``), case-insensitively."""
+    cdef Py_ssize_t a, q, m
+    for a in range(N_ANCHORS):
+        m = _ANCHOR_LEN[a]
+        if j + m > e:
+            continue
+        q = 0
+        while q < m and _LOWER[p[j + q]] == _ANCHOR_TEXT[a][q]:
+            q += 1
+        if q == m:
+            return 1
+    return 0
+
+
+cdef int _screen(const uint8_t* p, Py_ssize_t s, Py_ssize_t e) noexcept nogil:
+    """Whether the raw string content ``p[s:e]`` could hold a secret: it has an anchor word
+    or a non-ASCII byte. A pair table finds where a word may start; only there are the words
+    compared, so the screen costs about one table look-up per byte."""
+    cdef uint8_t prev = 0, c
+    cdef Py_ssize_t j
+    for j in range(s, e):
+        c = _CLASS[p[j]]
+        if c == 255:
+            return 1
+        if _PAIR[prev * 32 + c] and _anchor_at(p, j - 1, e):
+            return 1
+        prev = c
+    return 0
 
 
 # ---------------------------------------------------------------- the JSON grammar
@@ -239,15 +307,26 @@ cdef Py_ssize_t _number(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* is_in
     return i
 
 
-cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth) noexcept nogil:
-    """Skip (and check) any JSON value at ``p[i]``: index past it, or -1."""
+cdef inline Py_ssize_t _screened_string(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* suspect) noexcept nogil:
+    """:func:`_string`; with ``suspect``, sets it where the string has an escape or fails
+    :func:`_screen` (it is never cleared)."""
+    cdef int esc = 0
+    cdef Py_ssize_t j = _string(p, i, n, &esc)
+    if suspect != NULL and j >= 0 and not suspect[0] and (esc or _screen(p, i + 1, j - 1)):
+        suspect[0] = 1
+    return j
+
+
+cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth, int* suspect) noexcept nogil:
+    """Skip (and check) any JSON value at ``p[i]``: index past it, or -1. With ``suspect``,
+    its strings (keys included) go through the secret screen (:func:`_screened_string`)."""
     cdef int flag = 0
     cdef uint8_t c
     if i >= n or depth > MAX_DEPTH:
         return -1
     c = p[i]
     if c == 34:
-        return _string(p, i, n, &flag)
+        return _screened_string(p, i, n, suspect)
     if c == 123:  # {
         i = _ws(p, i + 1, n)
         if i < n and p[i] == 125:
@@ -255,13 +334,13 @@ cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth) 
         while True:
             if i >= n or p[i] != 34:
                 return -1
-            i = _string(p, i, n, &flag)
+            i = _screened_string(p, i, n, suspect)
             if i < 0:
                 return -1
             i = _ws(p, i, n)
             if i >= n or p[i] != 58:
                 return -1
-            i = _value(p, _ws(p, i + 1, n), n, depth + 1)
+            i = _value(p, _ws(p, i + 1, n), n, depth + 1, suspect)
             if i < 0:
                 return -1
             i = _ws(p, i, n)
@@ -276,7 +355,7 @@ cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth) 
         if i < n and p[i] == 93:
             return i + 1
         while True:
-            i = _value(p, i, n, depth + 1)
+            i = _value(p, i, n, depth + 1, suspect)
             if i < 0:
                 return -1
             i = _ws(p, i, n)
@@ -455,6 +534,8 @@ cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) n
             return -1
         s = i + 1
         k = j - i - 2
+        if not ev.suspect and _screen(p, s, s + k):
+            ev.suspect = 1
         i = _ws(p, j, n)
         if i >= n or p[i] != 58:
             return -1
@@ -486,7 +567,7 @@ cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) n
                     return -1
                 ev.has_int[which] = 1
         else:
-            i = _value(p, i, n, 2)
+            i = _value(p, i, n, 2, &ev.suspect)
             if i < 0:
                 return -1
         i = _ws(p, i, n)
@@ -560,7 +641,7 @@ cdef Py_ssize_t _event(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) 
         elif which == 7:
             i = _args(p, i, n, ev)
         else:
-            i = _value(p, i, n, 1)
+            i = _value(p, i, n, 1, NULL)
         if i < 0:
             return -1
         i = _ws(p, i, n)
@@ -627,9 +708,10 @@ cdef enum:
 
 
 cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_n, Text* texts, Num* nums,
-               Py_ssize_t* counts) noexcept nogil:
+               Buf* suspects, Py_ssize_t* counts) noexcept nogil:
     """Scan the array at ``p[0:n]`` into the columns; ``counts`` = events, rows, rows missing a
-    time. SCAN_OK, SCAN_DECLINE (msgspec decodes it) or SCAN_NO_MEMORY."""
+    time; ``suspects``: one byte per row, 1 where its ``args`` may hold a secret. SCAN_OK,
+    SCAN_DECLINE (msgspec decodes it) or SCAN_NO_MEMORY."""
     cdef Py_ssize_t i
     cdef Event ev
     cdef int is_x, t, bad
@@ -648,6 +730,7 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
             ev.has_int[t] = 0
             ev.ints[t] = 0
         ev.seen = 0
+        ev.suspect = 0
         i = _event(p, i, n, &ev)
         if i < 0:
             return SCAN_DECLINE
@@ -669,6 +752,7 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
             bad |= _text_row(&texts[2], p, ev.pid)
             bad |= _text_row(&texts[3], p, ev.tid)
             bad |= _text_row(&texts[4], p, ev.args)
+            bad |= _put_u8(suspects, ev.suspect != 0)
             bad |= _num_row(&nums[0], &ev.ts, ev.has_ts)
             if is_x:
                 bad |= _num_row(&nums[1], &ev.dur, ev.has_dur)
@@ -696,9 +780,12 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
     """Columns of the kept events of one piece, or None (decode it with msgspec instead).
 
     ``buf``: the bytes of a JSON array of events (valid UTF-8: the caller checks). Returns
-    ``(n_events, n_rows, n_missing, texts, numbers)``: ``texts`` = (cat, name, pid, tid, args),
-    each ``(data, int32 offsets incl. a leading 0, uint8 validity)``; ``numbers`` = (ts, dur,
-    stream, device, correlation, external_id), each ``(float64 or int64 values, uint8 validity)``.
+    ``(n_events, n_rows, n_missing, texts, numbers, suspects)``: ``texts`` = (cat, name, pid,
+    tid, args), each ``(data, int32 offsets incl. a leading 0, uint8 validity)``; ``numbers`` =
+    (ts, dur, stream, device, correlation, external_id), each ``(float64 or int64 values, uint8
+    validity)``; ``suspects``: one byte per row, 0 where its ``args`` cannot match
+    :data:`trace_report.redact.PRECHECK_PATTERN` (no string in it has an anchor word of
+    ``_ANCHORS``, an escape or a non-ASCII byte), so the secret screen may skip it.
     Instant events get ``dur`` 0 and, without a category, ``memory_cat``. The scan itself runs
     without the GIL: threads scan pieces in parallel. Raises MemoryError when a column cannot grow.
     """
@@ -707,6 +794,7 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
     cdef Py_ssize_t counts[3]
     cdef Text texts[5]
     cdef Num nums[6]
+    cdef Buf suspects
     cdef int c, status
     cdef int32_t zero = 0
     cdef const uint8_t* mc = memory_cat
@@ -720,20 +808,23 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
         nums[c].values.data = nums[c].valid.data = NULL
         nums[c].values.size = nums[c].valid.size = 0
         nums[c].values.cap = nums[c].valid.cap = 0
+    suspects.data = NULL
+    suspects.size = suspects.cap = 0
     try:
         for c in range(5):
             if _put(&texts[c].offsets, &zero, 4) < 0:
                 raise MemoryError()
         with nogil:
-            status = _rows(p, n, mc, mc_n, texts, nums, counts)
+            status = _rows(p, n, mc, mc_n, texts, nums, &suspects, counts)
         if status == SCAN_NO_MEMORY:
             raise MemoryError()
         if status == SCAN_DECLINE:
             return None
         text_cols = tuple([_text_out(&texts[c]) for c in range(5)])
         num_cols = tuple([_num_out(&nums[c]) for c in range(6)])
-        return counts[0], counts[1], counts[2], text_cols, num_cols
+        return counts[0], counts[1], counts[2], text_cols, num_cols, _take(&suspects)
     finally:
+        free(suspects.data)
         for c in range(5):
             _free_text(&texts[c])
         for c in range(6):

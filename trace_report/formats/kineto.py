@@ -143,6 +143,10 @@ class Piece:
     n_missing_time: int = 0
     n_not_objects: int = 0
     n_bad_utf8: int = 0
+    args_suspects: np.ndarray | None = None
+    """From the compiled scanner: bool per row, False where ``args`` cannot match
+    :data:`~trace_report.redact.PRECHECK_PATTERN` (none of its strings has an anchor word, an
+    escape or a non-ASCII byte); None: every row may."""
 
 
 @dataclass
@@ -224,7 +228,7 @@ def _scanned_piece(data: bytes) -> Piece | None:
     out = _scan.scan_events(data, MEMORY_CAT.encode())
     if out is None:
         return None
-    n_events, n_rows, n_missing, texts, numbers = out
+    n_events, n_rows, n_missing, texts, numbers, suspects = out
     columns: list[pa.Array] = []
     for values, offsets, valid in texts:
         columns.append(pa.Array.from_buffers(pa.string(), n_rows, [_bitmap(valid), pa.py_buffer(offsets),
@@ -235,7 +239,8 @@ def _scanned_piece(data: bytes) -> Piece | None:
     cat, name, pid, tid, args = columns[:5]
     ts, dur, stream, device, correlation, external_id = columns[5:]
     ordered = [cat, name, pid, tid, ts, dur, stream, device, correlation, external_id, args]
-    return Piece(pa.Table.from_arrays(ordered, schema=EVENT_SCHEMA), n_events, n_missing)
+    return Piece(pa.Table.from_arrays(ordered, schema=EVENT_SCHEMA), n_events, n_missing,
+                 args_suspects=np.frombuffer(suspects, np.bool_))
 
 
 def _decode_piece(data: bytes) -> Piece:

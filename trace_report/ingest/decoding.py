@@ -92,7 +92,8 @@ class JobResult:
 
 def _finish(piece: Piece, job: Job) -> JobResult:
     table, stats = finalize(piece.table, job.trace_id, job.piece, piece.n_events, piece.n_missing_time,
-                            n_not_objects=piece.n_not_objects, n_bad_utf8=piece.n_bad_utf8)
+                            n_not_objects=piece.n_not_objects, n_bad_utf8=piece.n_bad_utf8,
+                            args_suspects=piece.args_suspects)
     if job.out is not None:
         write_parquet(table, job.out)
         return JobResult(True, stats)

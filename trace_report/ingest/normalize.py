@@ -137,17 +137,38 @@ def _demangle_names(name: pa.Array, counts: Counter[str]) -> tuple[pa.Array, dic
     return pc.take(values, enc.indices), mangled
 
 
+def _screen(values: pa.Array, candidates: np.ndarray | None) -> pa.Array | None:
+    """Rows of ``values`` that :data:`~trace_report.redact.PRECHECK_PATTERN` matches (bool
+    array), or None for none. ``candidates`` (bool per row, from the compiled scanner) limits
+    the RE2 pass to the rows it marks: the others cannot match."""
+    if candidates is None:
+        hits = pc.fill_null(pc.match_substring_regex(values, PRECHECK_PATTERN), False)
+        return hits if pc.any(hits).as_py() else None
+    rows = np.flatnonzero(candidates)
+    if len(rows) == 0:
+        return None
+    found = pc.fill_null(pc.match_substring_regex(values.take(pa.array(rows)), PRECHECK_PATTERN), False)
+    found_np = found.to_numpy(zero_copy_only=False)
+    if not found_np.any():
+        return None
+    mask = np.zeros(len(values), dtype=bool)
+    mask[rows[found_np]] = True
+    return pa.array(mask)
+
+
 def _redact_column(values: pa.Array, column: str, redact: Callable[[str, str], tuple[str, list[Redaction]]],
-                   counts: Counter[str], indices: pa.Array | None = None) -> pa.Array:
+                   counts: Counter[str], indices: pa.Array | None = None,
+                   candidates: np.ndarray | None = None) -> pa.Array:
     """``values`` with secrets replaced; ``counts[kind@events.<column>]`` += events changed.
 
     Only rows that :data:`~trace_report.redact.PRECHECK_PATTERN` matches (one vectorised RE2
-    pass) are looked at in Python, each distinct value once. With ``indices``, ``values`` is a
-    dictionary and each of its entries stands for the events whose index points at it."""
+    pass, over the ``candidates`` rows only when given: see :func:`_screen`) are looked at in
+    Python, each distinct value once. With ``indices``, ``values`` is a dictionary and each of
+    its entries stands for the events whose index points at it."""
     if len(values) == 0 or values.null_count == len(values):
         return values
-    hits = pc.fill_null(pc.match_substring_regex(values, PRECHECK_PATTERN), False)
-    if not pc.any(hits).as_py():
+    hits = _screen(values, candidates)
+    if hits is None:
         return values
     where = f"events.{column}"
     done: dict[str, tuple[str, set[str]]] = {}
@@ -227,8 +248,10 @@ def _edge_rows(table: pa.Table) -> tuple[list[EdgeRow], list[EdgeRow]]:
 
 
 def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
-             n_missing: int, *, n_not_objects: int = 0, n_bad_utf8: int = 0) -> tuple[pa.Table, PieceStats]:
-    """Rows of ``events`` for one decoded piece (:data:`chrome.EVENT_SCHEMA`) and its stats."""
+             n_missing: int, *, n_not_objects: int = 0, n_bad_utf8: int = 0,
+             args_suspects: np.ndarray | None = None) -> tuple[pa.Table, PieceStats]:
+    """Rows of ``events`` for one decoded piece (:data:`chrome.EVENT_SCHEMA`) and its stats;
+    ``args_suspects``: :attr:`~trace_report.formats.kineto.Piece.args_suspects`."""
     n = raw.num_rows
     base = piece_number << PIECE_ID_BITS
     cols = {c: raw.column(c) for c in raw.column_names}
@@ -236,7 +259,7 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     cat = _normalise_categories(cols["cat"])
     redactions: Counter[str] = Counter()
     name, mangled = _demangle_names(cols["name"], redactions)
-    args = _redact_column(cols["args"], "args", redact_json_text, redactions)
+    args = _redact_column(cols["args"], "args", redact_json_text, redactions, candidates=args_suspects)
     table = pa.Table.from_arrays(
         [
             pa.array(np.full(n, trace_id, dtype=np.int32)),

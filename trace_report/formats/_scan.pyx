@@ -172,6 +172,20 @@ cdef struct Span:
     Py_ssize_t n
 
 
+cdef enum:
+    CACHE_SLOTS = 512  # a power of two
+
+
+# The secret screen of one piece's ``args`` (_suspect): ``suspect`` for the row being read, and
+# strings already found clean (pointers into the piece, direct-mapped by a hash of their length
+# and three of their bytes), so that Kineto's few keys, met on every event, are compared
+# (memcmp) rather than screened again.
+cdef struct Screen:
+    int suspect
+    const uint8_t* start[CACHE_SLOTS]
+    Py_ssize_t length[CACHE_SLOTS]
+
+
 cdef struct Event:
     Span ph
     Span cat
@@ -186,7 +200,7 @@ cdef struct Event:
     int64_t ints[5]  # correlation, External id, external id, stream, device
     int has_int[5]
     unsigned int seen
-    int suspect  # args may hold a secret (the screen of _args)
+    Screen* screen
 
 
 # ---------------------------------------------------------------- the secret screen
@@ -220,6 +234,22 @@ cdef int _screen(const uint8_t* p, Py_ssize_t s, Py_ssize_t e) noexcept nogil:
         if _PAIR[prev * 32 + c] and _anchor_at(p, j - 1, e):
             return 1
         prev = c
+    return 0
+
+
+cdef int _suspect(Screen* sc, const uint8_t* p, Py_ssize_t s, Py_ssize_t k) noexcept nogil:
+    """:func:`_screen` of ``p[s:s+k]``, answered from ``sc``'s cache of clean strings when it
+    holds this one."""
+    cdef size_t h
+    if k == 0:
+        return 0
+    h = (<size_t>k * 31 + <size_t>p[s] * 7 + <size_t>p[s + k - 1] * 131 + p[s + (k >> 1)]) & (CACHE_SLOTS - 1)
+    if sc.length[h] == k and memcmp(sc.start[h], p + s, k) == 0:
+        return 0
+    if _screen(p, s, s + k):
+        return 1
+    sc.start[h] = p + s
+    sc.length[h] = k
     return 0
 
 
@@ -307,26 +337,26 @@ cdef Py_ssize_t _number(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* is_in
     return i
 
 
-cdef inline Py_ssize_t _screened_string(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* suspect) noexcept nogil:
-    """:func:`_string`; with ``suspect``, sets it where the string has an escape or fails
-    :func:`_screen` (it is never cleared)."""
+cdef inline Py_ssize_t _screened_string(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Screen* sc) noexcept nogil:
+    """:func:`_string`; with ``sc``, sets ``sc.suspect`` where the string has an escape or
+    fails :func:`_suspect` (it is never cleared here)."""
     cdef int esc = 0
     cdef Py_ssize_t j = _string(p, i, n, &esc)
-    if suspect != NULL and j >= 0 and not suspect[0] and (esc or _screen(p, i + 1, j - 1)):
-        suspect[0] = 1
+    if sc != NULL and j >= 0 and not sc.suspect and (esc or _suspect(sc, p, i + 1, j - i - 2)):
+        sc.suspect = 1
     return j
 
 
-cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth, int* suspect) noexcept nogil:
-    """Skip (and check) any JSON value at ``p[i]``: index past it, or -1. With ``suspect``,
-    its strings (keys included) go through the secret screen (:func:`_screened_string`)."""
+cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth, Screen* sc) noexcept nogil:
+    """Skip (and check) any JSON value at ``p[i]``: index past it, or -1. With ``sc``, its
+    strings (keys included) go through the secret screen (:func:`_screened_string`)."""
     cdef int flag = 0
     cdef uint8_t c
     if i >= n or depth > MAX_DEPTH:
         return -1
     c = p[i]
     if c == 34:
-        return _screened_string(p, i, n, suspect)
+        return _screened_string(p, i, n, sc)
     if c == 123:  # {
         i = _ws(p, i + 1, n)
         if i < n and p[i] == 125:
@@ -334,13 +364,13 @@ cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth, 
         while True:
             if i >= n or p[i] != 34:
                 return -1
-            i = _screened_string(p, i, n, suspect)
+            i = _screened_string(p, i, n, sc)
             if i < 0:
                 return -1
             i = _ws(p, i, n)
             if i >= n or p[i] != 58:
                 return -1
-            i = _value(p, _ws(p, i + 1, n), n, depth + 1, suspect)
+            i = _value(p, _ws(p, i + 1, n), n, depth + 1, sc)
             if i < 0:
                 return -1
             i = _ws(p, i, n)
@@ -355,7 +385,7 @@ cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth, 
         if i < n and p[i] == 93:
             return i + 1
         while True:
-            i = _value(p, i, n, depth + 1, suspect)
+            i = _value(p, i, n, depth + 1, sc)
             if i < 0:
                 return -1
             i = _ws(p, i, n)
@@ -534,8 +564,8 @@ cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) n
             return -1
         s = i + 1
         k = j - i - 2
-        if not ev.suspect and _screen(p, s, s + k):
-            ev.suspect = 1
+        if not ev.screen.suspect and _suspect(ev.screen, p, s, k):
+            ev.screen.suspect = 1
         i = _ws(p, j, n)
         if i >= n or p[i] != 58:
             return -1
@@ -567,7 +597,7 @@ cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) n
                     return -1
                 ev.has_int[which] = 1
         else:
-            i = _value(p, i, n, 2, &ev.suspect)
+            i = _value(p, i, n, 2, ev.screen)
             if i < 0:
                 return -1
         i = _ws(p, i, n)
@@ -717,6 +747,10 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
     cdef int is_x, t, bad
     cdef double zero_dur = 0.0
     cdef Span cat
+    cdef Screen screen
+    for t in range(CACHE_SLOTS):
+        screen.length[t] = -1
+    ev.screen = &screen
     i = _ws(p, 0, n)
     if i >= n or p[i] != 91:
         return SCAN_DECLINE
@@ -730,7 +764,7 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
             ev.has_int[t] = 0
             ev.ints[t] = 0
         ev.seen = 0
-        ev.suspect = 0
+        screen.suspect = 0
         i = _event(p, i, n, &ev)
         if i < 0:
             return SCAN_DECLINE
@@ -752,7 +786,7 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
             bad |= _text_row(&texts[2], p, ev.pid)
             bad |= _text_row(&texts[3], p, ev.tid)
             bad |= _text_row(&texts[4], p, ev.args)
-            bad |= _put_u8(suspects, ev.suspect != 0)
+            bad |= _put_u8(suspects, screen.suspect != 0)
             bad |= _num_row(&nums[0], &ev.ts, ev.has_ts)
             if is_x:
                 bad |= _num_row(&nums[1], &ev.dur, ev.has_dur)

@@ -13,7 +13,7 @@ import pytest
 from conftest import SHARED, TRACES, invoke, shared_or_skip
 
 from trace_report.errors import InputError
-from trace_report.inputs import InputKind, detect, resolve
+from trace_report.inputs import HEAD_BYTES, InputKind, detect, resolve
 
 EXPECTED = {".ncu-rep": InputKind.ncu_report, ".sqlite": InputKind.nsys_sqlite, ".nsys-rep": InputKind.nsys_report,
             ".txt": InputKind.other, ".csv": InputKind.nsys_kernsum, ".tar.gz": InputKind.archive}
@@ -44,6 +44,22 @@ def test_detection_ignores_names(tmp_path: Path) -> None:
     found = detect(tmp_path / "config.json")
     assert (found.kind, found.reason) == (InputKind.other, "a JSON object without traceEvents")
     assert detect(tmp_path / "notes.json").kind is InputKind.other
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_detection_reads_on_to_a_late_events_key(tmp_path: Path, gz: bool) -> None:
+    """The key may come after large metadata: found up to HEAD_BYTES into the content (read in
+    growing steps), not after it; the same for a plain and a gzip file."""
+    events = [{"ph": "X", "name": "k", "ts": 1, "dur": 2}]
+    for pad, expected in [(0, InputKind.trace), (100_000, InputKind.trace), (1_500_000, InputKind.trace),
+                          (HEAD_BYTES + 10, InputKind.other)]:
+        text = json.dumps({"deviceProperties": "x" * pad, "traceEvents": events}).encode()
+        path = tmp_path / f"t{pad}.json"
+        path.write_bytes(gzip.compress(text) if gz else text)
+        assert detect(path).kind is expected, pad
+    array = tmp_path / "array.json"
+    array.write_bytes(b" " * 200_000 + json.dumps(events).encode())
+    assert detect(array).kind is InputKind.trace
 
 
 def test_folder_keeps_every_trace_and_lists_the_rest() -> None:

@@ -16,6 +16,7 @@ import re
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,41 +64,73 @@ def _head(path: Path, size: int = 64) -> bytes:
         return fh.read(size)
 
 
-def _decompressed_head(path: Path) -> bytes:
-    """Up to :data:`HEAD_BYTES` of the file's content, gunzipped when it is gzip; a truncated
-    or damaged stream gives what could be read (the reader reports the damage precisely)."""
+def _growing_heads(path: Path) -> Iterator[bytes]:
+    """The start of the file's content (gunzipped when it is gzip), longer each time: 64 KB,
+    256 KB, 1 MB, then :data:`HEAD_BYTES`, or less where the content ends. A truncated or damaged
+    stream gives what could be read (the reader reports the damage precisely)."""
     with open(path, "rb") as fh:
-        if fh.read(2) != GZIP_MAGIC:
-            fh.seek(0)
-            return fh.read(HEAD_BYTES)
+        gz = fh.read(2) == GZIP_MAGIC
         fh.seek(0)
-        inflate = zlib.decompressobj(wbits=31)
+        inflate = zlib.decompressobj(wbits=31) if gz else None
         out = bytearray()
-        while len(out) < HEAD_BYTES and (block := fh.read(1 << 16)):
-            try:
-                out += inflate.decompress(block, HEAD_BYTES - len(out))
-            except zlib.error:
-                break
-            if inflate.eof:
-                break
-        return bytes(out)
+        want = 64 << 10
+        ended = False
+        while not ended:
+            while len(out) < want and not ended:
+                if inflate is None:
+                    block = fh.read(want - len(out))
+                    out += block
+                    ended = not block
+                    continue
+                block = fh.read(1 << 16)
+                try:
+                    out += inflate.decompress(block, want - len(out))
+                except zlib.error:
+                    ended = True
+                    break
+                ended = not block or inflate.eof
+                if inflate.unconsumed_tail:  # the output limit was reached first: keep the rest
+                    fh.seek(-len(inflate.unconsumed_tail), 1)
+            yield bytes(out)
+            if want >= HEAD_BYTES:
+                return
+            want = min(want * 4, HEAD_BYTES)
 
 
-def _json_kind(path: Path) -> Detected:
-    try:
-        head = _decompressed_head(path)
-    except OSError as exc:
-        return Detected(InputKind.other, f"unreadable ({exc.strerror or exc})")
+def _verdict(head: bytes, final: bool) -> Detected | None:
+    """What a JSON file is, from the start of its content; None while more could change it."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"{"):
         if _EVENTS_KEY.search(text):
             return Detected(InputKind.trace)
-        return Detected(InputKind.other, "a JSON object without traceEvents")
-    if text.startswith(b"[") and _EVENT_START.match(text):
-        return Detected(InputKind.trace)
+        return Detected(InputKind.other, "a JSON object without traceEvents") if final else None
+    if text.startswith(b"["):
+        if _EVENT_START.match(text):
+            return Detected(InputKind.trace)
+        return Detected(InputKind.other, _NOT_A_TRACE) if final else None
     if not text:
-        return Detected(InputKind.other, "empty file")
-    return Detected(InputKind.other, "not a JSON trace (no traceEvents, not an array of events)")
+        return Detected(InputKind.other, "empty file") if final else None
+    return Detected(InputKind.other, _NOT_A_TRACE)
+
+
+_NOT_A_TRACE = "not a JSON trace (no traceEvents, not an array of events)"
+
+
+def _json_kind(path: Path) -> Detected:
+    """A JSON file (maybe gzip) is a trace when its content (up to :data:`HEAD_BYTES`) has
+    ``"traceEvents": [`` or it is an array starting with an event; read in growing steps, so a
+    Kineto trace (the key within its first kilobytes) costs one small read."""
+    head = b""
+    try:
+        for head in _growing_heads(path):
+            verdict = _verdict(head, final=False)
+            if verdict is not None:
+                return verdict
+    except OSError as exc:
+        return Detected(InputKind.other, f"unreadable ({exc.strerror or exc})")
+    verdict = _verdict(head, final=True)
+    assert verdict is not None
+    return verdict
 
 
 def _csv_kind(path: Path) -> Detected:

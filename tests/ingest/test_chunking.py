@@ -118,3 +118,25 @@ def test_several_traces_go_whole_to_the_workers(monkeypatch: pytest.MonkeyPatch)
         assert row == pytest.approx(want)
     con.close()
     assert kinds == ["file", "file"]
+
+
+@pytest.mark.parametrize("trailer", [{"traceName": "t"}, {"tail": [{"x": 1}, {"y": [2]}], "z": {"w": [{"v": 1}]}}])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_streamed_end_cut_before_the_last_event(trailer: dict, workers: int, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of a streamed file goes out as a piece of its events but the last and a small tail;
+    where the trailer's own metadata holds ``}, {`` (a cut there is invalid) the rows and the
+    metadata are still those of a plain JSON read."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": i, "dur": 1 + i % 5,
+               "args": {"correlation": i}} for i in range(3000)]
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": events, **trailer}).encode()))
+    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    con, _ = open_paths([path], IngestOptions(workers=workers, piece_bytes=100_000))
+    try:
+        rows = con.execute("SELECT count(*), sum(dur_us), sum(correlation) FROM events").fetchone()
+        meta = json.loads(con.execute("SELECT metadata FROM traces").fetchone()[0])
+    finally:
+        con.close()
+    assert rows == (len(events), sum(e["dur"] for e in events), sum(range(3000)))
+    assert all(meta.get(k) == v for k, v in trailer.items()), meta

@@ -78,6 +78,10 @@ repeated byte reaches. Override per ingest (``trace-report ingest --max-ratio N`
 RATIO_CHECK_AFTER = 8 << 20
 """Decompressed bytes after which :data:`MAX_RATIO` is enforced (small files are never refused)."""
 
+TAIL_CUT_MIN = 64 << 10
+"""At the end of a streamed file, events before the last one go out as a piece of their own when
+they are at least this many bytes; the rest (last event, ``]``, trailer) is the tail."""
+
 RAW_BLOCK = 1 << 20
 """Compressed bytes read from a gzip file at a time (inflated at most a piece at a time)."""
 
@@ -551,6 +555,16 @@ class PieceStream:
                 want = len(buf) + self.block
                 continue
             want, searched = self.block, 0
+            with memoryview(buf) as view:
+                piece = b"".join((b"[", view[:cut], b"]"))
+            del buf[: _skip_comma(buf, cut)]
+            yield piece
+            del piece
+        # The end of the file: its events but the last go out as a piece of their own, so that the
+        # tail (validated, then decoded where the file is read) is one event and the trailer. A
+        # boundary inside the trailer's own metadata makes that piece invalid: merged as above.
+        cut = _find_cut(buf, len(buf))
+        if cut >= TAIL_CUT_MIN:
             with memoryview(buf) as view:
                 piece = b"".join((b"[", view[:cut], b"]"))
             del buf[: _skip_comma(buf, cut)]

@@ -81,3 +81,23 @@ def test_rows_differing_in_one_field_are_not_duplicates() -> None:
     halves = [t.slice(0, 5), t.slice(5)]  # keys of separate pieces, as workers send them
     assert count_duplicates(lambda columns: [h.select(columns) for h in halves], [row_keys(h) for h in halves]) == 2
     assert np.array_equal(np.concatenate([row_keys(h) for h in halves]), keys)
+
+
+def test_keys_made_while_finalizing_equal_keys_made_from_the_stored_rows() -> None:
+    """finalize hashes cat and name from its own dictionaries (after category spellings are made
+    one, names demangled and redacted, rows with bad numbers dropped); row_keys of the rows as
+    stored must give the same keys, or duplicates across pieces would be missed."""
+    from trace_report.formats.kineto import decode_piece
+    from trace_report.ingest.normalize import finalize
+
+    token = "hf_" + "z" * 34
+    events = [{"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 2, "ts": ts, "dur": dur, "args": {"correlation": 3}}
+              for cat in ("Kernel", "kernel", "cpu_op", None) for name in ("_Z3fooi", f"run --hf-token {token}", "k")
+              for ts, dur in ((1.0, 2.0), (5.0, -1.0))]
+    piece = decode_piece(json.dumps(events).encode())
+    out, stats = finalize(piece.table, 1, 0, piece.n_events, piece.n_missing_time, args_suspects=piece.args_suspects)
+    assert stats.n_bad_numbers == 12 and out.num_rows == 12
+    assert "foo(int)" in out.column("name").to_pylist() and token not in str(out.column("name").to_pylist())
+    (given,) = stats.dup_keys
+    assert np.array_equal(given, row_keys(out))
+    assert count_duplicates(lambda columns: [out.select(columns)], stats.dup_keys) == 3  # Kernel = kernel

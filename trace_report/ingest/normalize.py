@@ -129,22 +129,26 @@ def arrow_of(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
-def _normalise_categories(cat: pa.ChunkedArray | pa.Array) -> pa.Array:
+def _normalise_categories(cat: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """``cat`` with Kineto's spellings made one (:data:`CATEGORY_NAMES`), and its
+    :func:`_text_hashes` (from the same dictionary)."""
     enc = pc.dictionary_encode(cat).combine_chunks() if isinstance(cat, pa.ChunkedArray) else pc.dictionary_encode(cat)
-    values = [CATEGORY_NAMES.get(v, v) for v in enc.dictionary.to_pylist()]
-    return pc.take(pa.array(values, pa.string()), enc.indices)
+    values = pa.array([CATEGORY_NAMES.get(v, v) for v in enc.dictionary.to_pylist()], pa.string())
+    return pc.take(values, enc.indices), _dictionary_hashes(values, enc.indices)
 
 
-def _demangle_names(name: pa.Array, counts: Counter[str]) -> tuple[pa.Array, dict[str, str]]:
+def _demangle_names(name: pa.Array, counts: Counter[str]) -> tuple[pa.Array, dict[str, str], np.ndarray]:
+    """``name`` redacted and demangled, the names demangled, and its :func:`_text_hashes`."""
     enc = pc.dictionary_encode(name)
     dictionary = _redact_column(enc.dictionary, "name", redact_text, counts, enc.indices)
     uniques = dictionary.to_pylist()
     mangled = {u: demangle(u) for u in uniques if u is not None and u.startswith("_Z")}
     mangled = {raw: nice for raw, nice in mangled.items() if nice != raw}
     if not mangled:
-        return (name if dictionary is enc.dictionary else pc.take(dictionary, enc.indices)), {}
+        out = name if dictionary is enc.dictionary else pc.take(dictionary, enc.indices)
+        return out, {}, _dictionary_hashes(dictionary, enc.indices)
     values = pa.array([mangled.get(u, u) if u is not None else None for u in uniques], pa.string())
-    return pc.take(values, enc.indices), mangled
+    return pc.take(values, enc.indices), mangled, _dictionary_hashes(values, enc.indices)
 
 
 def _screen(values: pa.Array, candidates: np.ndarray | None) -> pa.Array | None:
@@ -237,14 +241,17 @@ def _edge_rows(table: pa.Table) -> tuple[list[EdgeRow], list[EdgeRow]]:
     """The :data:`EDGE_ROWS` rows with the latest ends and those with the earliest starts (rows
     with both ``ts_us`` and ``dur_us``; ties in order of ``event_id``)."""
     ts_col, dur_col = table.column("ts_us"), table.column("dur_us")
-    both = pc.and_(pc.is_valid(ts_col), pc.is_valid(dur_col)).to_numpy(zero_copy_only=False)
-    rows = np.flatnonzero(both)
+    ts = ts_col.to_numpy(zero_copy_only=False)
+    dur = dur_col.to_numpy(zero_copy_only=False)
+    event_id = table.column("event_id").to_numpy(zero_copy_only=False)
+    if ts_col.null_count or dur_col.null_count:
+        rows = np.flatnonzero(pc.and_(pc.is_valid(ts_col), pc.is_valid(dur_col)).to_numpy(zero_copy_only=False))
+        ts, dur, event_id = ts[rows], dur[rows], event_id[rows]
+    else:
+        rows = np.arange(len(ts))
     if len(rows) == 0:
         return [], []
-    ts = ts_col.to_numpy(zero_copy_only=False)[rows]
-    dur = dur_col.to_numpy(zero_copy_only=False)[rows]
     end = ts + dur
-    event_id = table.column("event_id").to_numpy(zero_copy_only=False)[rows]
     k = min(EDGE_ROWS, len(rows))
 
     def pick(key: np.ndarray) -> list[EdgeRow]:
@@ -266,9 +273,9 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     base = piece_number << PIECE_ID_BITS
     cols = {c: raw.column(c) for c in raw.column_names}
     cols = {c: (v.chunk(0) if v.num_chunks == 1 else v.combine_chunks()) for c, v in cols.items()}
-    cat = _normalise_categories(cols["cat"])
+    cat, cat_hashes = _normalise_categories(cols["cat"])
     redactions: Counter[str] = Counter()
-    name, mangled = _demangle_names(cols["name"], redactions)
+    name, mangled, name_hashes = _demangle_names(cols["name"], redactions)
     args = _redact_column(cols["args"], "args", redact_json_text, redactions, candidates=args_suspects)
     table = pa.Table.from_arrays(
         [
@@ -296,6 +303,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         bad_example = (first["name"], first["ts_us"], first["dur_us"])
         keep = pc.invert(bad)
         table = table.filter(keep)
+        kept = keep.to_numpy(zero_copy_only=False)
+        cat_hashes, name_hashes = cat_hashes[kept], name_hashes[kept]
     late_ends, early_starts = _edge_rows(table)
     is_kernel = pc.fill_null(pc.equal(table.column("cat"), "kernel"), False)
     devices = pc.filter(table.column("device"), is_kernel)
@@ -315,7 +324,7 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         early_starts=early_starts,
         n_not_objects=n_not_objects,
         n_bad_utf8=n_bad_utf8,
-        dup_keys=[row_keys(table)],
+        dup_keys=[row_keys(table, {"cat": cat_hashes, "name": name_hashes})],
     )
     return table, stats
 
@@ -374,26 +383,34 @@ def _int_keys(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(column, -1).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
 
 
+def _dictionary_hashes(values: pa.Array, indices: pa.Array) -> np.ndarray:
+    """:func:`_text_hashes` of the column ``values.take(indices)``, one BLAKE2b per value."""
+    hashes = np.array([int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "little")
+                       if v is not None else 0 for v in values.to_pylist()] + [0], dtype=np.uint64)
+    return hashes[pc.fill_null(indices, len(values)).to_numpy(zero_copy_only=False)]
+
+
 def _text_hashes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A 64-bit hash per row of a string column (null -> 0): BLAKE2b of each distinct value, so
     that equal texts get equal hashes in any process (unlike ``hash``)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     enc = pc.dictionary_encode(column)
-    hashes = np.array([int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "little")
-                       for v in enc.dictionary.to_pylist()] + [0], dtype=np.uint64)
-    return hashes[pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+    return _dictionary_hashes(enc.dictionary, enc.indices)
 
 
-def row_keys(table: pa.Table) -> np.ndarray:
+def row_keys(table: pa.Table, text_hashes: dict[str, np.ndarray] | None = None) -> np.ndarray:
     """One 64-bit key per row over :data:`KEY_COLUMNS` (uint64; equal rows, equal keys). Rows that
     share a key are compared exactly by :func:`count_duplicates`: with the names, ids and ``args``
     lengths in the key, the nested operators that start and end together (common at microsecond
-    resolution) no longer do."""
+    resolution) no longer do. ``text_hashes``: :func:`_text_hashes` of some text columns, already
+    computed (:func:`finalize` has them from its own dictionaries)."""
+    known = text_hashes or {}
     key = _time_keys(table)
     with np.errstate(over="ignore"):
         for name in ("cat", "name", "pid", "tid"):
-            key = key * _KEY_MUL ^ _text_hashes(table.column(name))
+            hashes = known[name] if name in known else _text_hashes(table.column(name))
+            key = key * _KEY_MUL ^ hashes
         for name in ("correlation", "external_id", "args"):
             key = key * _KEY_MUL ^ _int_keys(table.column(name))
     return key

@@ -78,6 +78,10 @@ repeated byte reaches. Override per ingest (``trace-report ingest --max-ratio N`
 RATIO_CHECK_AFTER = 8 << 20
 """Decompressed bytes after which :data:`MAX_RATIO` is enforced (small files are never refused)."""
 
+READ_BYTES = 1 << 20
+"""Decoded bytes read from a streamed file at a time (a piece is joined from several: a small
+block keeps what runs past a piece's cut, copied to start the next one, small)."""
+
 TAIL_CUT_MIN = 64 << 10
 """At the end of a streamed file, events before the last one go out as a piece of their own when
 they are at least this many bytes; the rest (last event, ``]``, trailer) is the tail."""
@@ -494,7 +498,7 @@ class PieceStream:
         return self._reader.raw_bytes if self._reader is not None else 0
 
     def __iter__(self) -> Iterator[bytes]:
-        reader = _HashingReader(self.path, self.block, self.max_ratio)
+        reader = _HashingReader(self.path, min(self.block, READ_BYTES), self.max_ratio)
         self._reader = reader
         try:
             yield from self._pieces(reader)
@@ -527,39 +531,56 @@ class PieceStream:
                 raise TraceFormatError(f"{self.path}: no 'traceEvents' array in the trace")
 
     def _pieces(self, reader: _HashingReader) -> Iterator[bytes]:
+        """The pieces of the array, each made with one copy: the decoded blocks of a piece are
+        kept as they come (:data:`READ_BYTES` each) and joined once, cut at the last event
+        boundary of the last block; what follows the cut starts the next piece."""
         header, first = self._head(reader)
         if header:
             meta = _parse_object(header + b'"traceEvents": []}', "header", self.path)
             meta.pop("traceEvents", None)
             self.envelope.metadata.update(meta)
-        buf = bytearray(first)  # grows in place; consumed pieces are deleted from its front
+        blocks: list[bytes | memoryview] = [first] if first else []
+        size = len(first)
         del first
         eof = False
         want = self.block
-        searched = 0  # buf[:searched] holds no event boundary (a long event being read on)
+        searched = 0  # of a joined run without an event boundary (a long event being read on)
         # A cut that lands in the metadata after the array makes an invalid piece, which the
         # decoder merges with the next ones and at last with the tail (PieceRunner), so pieces go
-        # out as soon as they are cut: the tail, decoded alone in the main process, stays one piece.
+        # out as soon as they are cut.
         while not eof:
-            while len(buf) < want and not eof:
+            while size < want and not eof:
                 data = reader.read()
                 eof = not data
-                buf += data
+                if data:
+                    blocks.append(data)
+                    size += len(data)
                 del data
             if eof:
                 break
-            cut = _find_cut(buf, len(buf), searched)
-            if cut < 0:  # one event larger than a block: read on, up to the limit
-                self._check_event_size(len(buf), reader)
-                searched = max(0, len(buf) - 4096)  # a boundary's white space may run past the end
-                want = len(buf) + self.block
-                continue
+            last = blocks[-1]
+            cut = _find_cut(last, len(last))
+            if cut < 0:  # no event ends in the last block: look at the whole run, joined
+                run = b"".join(blocks)
+                blocks = [run]
+                cut = _find_cut(run, len(run), searched)
+                if cut < 0:  # one event larger than a block: read on, up to the limit
+                    self._check_event_size(size, reader)
+                    searched = max(0, size - 4096)  # a boundary's white space may run past the end
+                    want = size + self.block
+                    continue
+                last = run
             want, searched = self.block, 0
-            with memoryview(buf) as view:
-                piece = b"".join((b"[", view[:cut], b"]"))
-            del buf[: _skip_comma(buf, cut)]
+            with memoryview(last) as view:
+                piece = b"".join([b"[", *blocks[:-1], view[:cut], b"]"])
+                rest = view[_skip_comma(last, cut):]
+                blocks = [bytes(rest)] if len(rest) else []
+            size = len(blocks[0]) if blocks else 0
+            del last
             yield piece
             del piece
+        buf = bytearray(b"".join(blocks))
+        del blocks
         # The end of the file: its events but the last go out as a piece of their own, so that the
         # tail (validated, then decoded where the file is read) is one event and the trailer. A
         # boundary inside the trailer's own metadata makes that piece invalid: merged as above.

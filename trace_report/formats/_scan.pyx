@@ -601,8 +601,6 @@ cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) n
             return -1
         s = i + 1
         k = j - i - 2
-        if not ev.screen.suspect and _suspect(ev.screen, p, s, k):
-            ev.screen.suspect = 1
         i = _ws(p, j, n)
         if i >= n or p[i] != 58:
             return -1
@@ -622,6 +620,8 @@ cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) n
             which = 4
         if which == -2:
             return -1  # an escaped key might spell one of ours: msgspec decides
+        if which == -1 and not ev.screen.suspect and _suspect(ev.screen, p, s, k):
+            ev.screen.suspect = 1  # (our own keys hold no anchor word: they need no screen)
         if which >= 0:
             if seen & (1u << which):
                 return -1

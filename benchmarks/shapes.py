@@ -10,11 +10,11 @@ make_big_trace.py, timestamps and ids shifted per copy):
      JSON (it needs ~4x the file in memory: 5 GB would need ~20 GB on a 24 GB machine).
 
 Each run is a separate process; wall time, peak RSS summed over the process tree (sampled every
-20 ms, psutil) and CPU time (user + system of the process and of the children it waited for,
-i.e. our decoding workers) are taken; the median of ``--repeat`` runs is reported with ratios.
-Then the query time alone of top-kernels, breakdown and flags on the database of row a (an
-analysis call in an open process), the whole commands, and ``breakdown`` straight on a raw
-trace against ingest + breakdown on the database.
+20 ms, psutil; the tree itself looked up every 0.1 s) and CPU time (user + system of the process
+and of the children it waited for, i.e. our decoding workers) are taken; the median of
+``--repeat`` runs is reported with ratios. Then the query time alone of top-kernels, breakdown
+and flags on the database of row a (an analysis call in an open process), the whole commands,
+and ``breakdown`` straight on a raw trace against ingest + breakdown on the database.
 
 Prints a Markdown table ready for docs/benchmarks.md (machine, date, versions, load average).
 
@@ -45,6 +45,10 @@ SHARED = HERE.parent.parent / "shared" / "data" / "traces"
 RN50 = SHARED / "kineto_rn50_nw4_2021jun" / "worker0.1623212756351.pt.trace.json.gz"
 DENSE = SHARED / "param_linear_kineto_2080ti" / "linear_kineto.json.gz"
 HTA_MAX_BYTES = 2_000_000_000
+CHILDREN_EVERY = 5
+"""Samples between two looks for child processes: finding them reads /proc of every process on
+the machine (~1.4 ms), 7% of a core at every 20 ms sample, taken from the program measured;
+decoding workers and HTA's pool live for seconds, so a look every 0.1 s finds them all."""
 
 HTA_SNIPPET = """
 import logging, sys
@@ -92,12 +96,16 @@ def measure(cmd: list[str]) -> Run:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # bytecode cached, as users run
     proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = 0
+    procs = [proc]
+    samples = 0
     while proc.poll() is None:
         try:
-            procs = [proc, *proc.children(recursive=True)]
+            if samples % CHILDREN_EVERY == 0:
+                procs = [proc, *proc.children(recursive=True)]
             peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
         except psutil.Error:
             pass
+        samples += 1
         time.sleep(0.02)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

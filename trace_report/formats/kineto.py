@@ -79,8 +79,8 @@ RATIO_CHECK_AFTER = 8 << 20
 """Decompressed bytes after which :data:`MAX_RATIO` is enforced (small files are never refused)."""
 
 READ_BYTES = 1 << 20
-"""Decoded bytes read from a streamed file at a time (a piece is joined from several: a small
-block keeps what runs past a piece's cut, copied to start the next one, small)."""
+"""Decoded bytes read from a streamed file at a time: a piece is joined from several such blocks,
+and what runs past its cut (less than a block) is copied to start the next piece."""
 
 TAIL_CUT_MIN = 64 << 10
 """At the end of a streamed file, events before the last one go out as a piece of their own when
@@ -539,7 +539,7 @@ class PieceStream:
             meta = _parse_object(header + b'"traceEvents": []}', "header", self.path)
             meta.pop("traceEvents", None)
             self.envelope.metadata.update(meta)
-        blocks: list[bytes | memoryview] = [first] if first else []
+        blocks: list[bytes] = [first] if first else []
         size = len(first)
         del first
         eof = False
@@ -573,13 +573,13 @@ class PieceStream:
             want, searched = self.block, 0
             with memoryview(last) as view:
                 piece = b"".join([b"[", *blocks[:-1], view[:cut], b"]"])
-                rest = view[_skip_comma(last, cut):]
-                blocks = [bytes(rest)] if len(rest) else []
-            size = len(blocks[0]) if blocks else 0
-            del last
+                rest = bytes(view[_skip_comma(last, cut):])
+            blocks = [rest] if rest else []
+            size = len(rest)
+            del last, rest
             yield piece
             del piece
-        buf = bytearray(b"".join(blocks))
+        buf = bytearray().join(blocks)
         del blocks
         # The end of the file: its events but the last go out as a piece of their own, so that the
         # tail (validated, then decoded where the file is read) is one event and the trailer. A

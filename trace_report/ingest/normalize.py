@@ -139,7 +139,8 @@ def _normalise_categories(cat: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np
 
 
 def _demangle_names(name: pa.Array, counts: Counter[str]) -> tuple[pa.Array, dict[str, str], np.ndarray]:
-    """``name`` redacted and demangled, the names demangled, and its :func:`_text_hashes`."""
+    """``name`` redacted and demangled, the mangled names met (raw -> demangled), and the
+    :func:`_text_hashes` of the result."""
     enc = pc.dictionary_encode(name)
     dictionary = _redact_column(enc.dictionary, "name", redact_text, counts, enc.indices)
     uniques = dictionary.to_pylist()

@@ -111,6 +111,7 @@ def test_ray_ingest_and_analyses_match_local_on_the_8_rank_archive(ray_up: Any, 
 
 def test_engine_ray_without_ray_is_one_error_line(tmp_path: Path) -> None:
     """Ray made unimportable in a child process: one ``Error:`` line with the install command."""
+    shared_or_skip()
     trace = TRACES / A100
     for argv in (["top-kernels", str(trace), "--engine", "ray"],
                  ["ingest", str(trace), "-o", str(tmp_path / "x.duckdb"), "--engine", "ray"]):

@@ -539,7 +539,7 @@ class PieceStream:
             meta = _parse_object(header + b'"traceEvents": []}', "header", self.path)
             meta.pop("traceEvents", None)
             self.envelope.metadata.update(meta)
-        blocks: list[bytes] = [first] if first else []
+        blocks: list[bytes | bytearray] = [first] if first else []
         size = len(first)
         del first
         eof = False
@@ -561,7 +561,10 @@ class PieceStream:
             last = blocks[-1]
             cut = _find_cut(last, len(last))
             if cut < 0:  # no event ends in the last block: look at the whole run, joined
-                run = b"".join(blocks)
+                # (grown in place while a long event is read on, not joined again per block)
+                run = blocks[0] if isinstance(blocks[0], bytearray) else bytearray(blocks[0])
+                for block in blocks[1:]:
+                    run += block
                 blocks = [run]
                 cut = _find_cut(run, len(run), searched)
                 if cut < 0:  # one event larger than a block: read on, up to the limit

@@ -63,8 +63,11 @@ def ingest_cmd(
     Example: trace-report ingest traces/ -o runs.duckdb
     Example: trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
     """
+    from trace_report.ingest.digests import start_hashing, stop_hashing
     from trace_report.sysutil import one_blas_thread, skip_pandas_probe, system_arrow_allocator
 
+    if engine is not EngineName.ray:
+        start_hashing(targets)  # plain traces' SHA-256 on the idle core while pyarrow and DuckDB load
     one_blas_thread()  # before numpy loads
     system_arrow_allocator()  # before pyarrow loads
     from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
@@ -82,11 +85,14 @@ def ingest_cmd(
             return ingest_with_ray(targets, output, opts, address=ray_address, num_cpus=workers)
         return ingest_to_database(targets, output, opts)
 
-    if bar is None:
-        summary = run()
-    else:
-        with bar:
+    try:
+        if bar is None:
             summary = run()
+        else:
+            with bar:
+                summary = run()
+    finally:
+        stop_hashing()
     print_summary(summary, verbose=True, quiet=quiet)
     ncu_part = f", {len(summary.ncu_reports)} Nsight Compute report(s)" if summary.ncu_reports else ""
     err.print(f"{output}: {len(summary.ingested)} trace(s) ingested{ncu_part}, "

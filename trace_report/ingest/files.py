@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,14 +9,11 @@ from pathlib import Path
 from trace_report.errors import TraceFormatError
 from trace_report.formats.kineto import MAX_RATIO, PieceStream, TailBytes, TraceEnvelope, is_gzip
 from trace_report.formats.kineto_pieces import plan_ranges
+from trace_report.ingest.digests import claim, sha256_file
 
 
 def _hash_file(path: Path, out: list[str]) -> None:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(8 << 20):
-            digest.update(block)
-    out.append(digest.hexdigest())
+    out.append(sha256_file(path))
 
 
 GZIP_RATIO_GUESS = 8
@@ -39,9 +35,7 @@ def decoded_size(path: Path) -> int:
 
 def sha256_of(path: Path) -> str:
     """SHA-256 of a file as stored (hex)."""
-    out: list[str] = []
-    _hash_file(path, out)
-    return out[0]
+    return sha256_file(path)
 
 
 class FileReader:
@@ -49,8 +43,9 @@ class FileReader:
     file, ``("tail", (raw end, splitter))`` for one file.
 
     Plain files are planned by byte ranges (workers read them) while a thread computes the
-    file's SHA-256; gzip files (and plain files the planner cannot cut) are streamed, a piece at a
-    time as the caller asks for the next one (``max_ratio``: see :data:`~trace_report.formats.kineto.MAX_RATIO`).
+    file's SHA-256 (or takes the one :mod:`trace_report.ingest.digests` computed ahead); gzip
+    files (and plain files the planner cannot cut) are streamed, a piece at a time as the caller
+    asks for the next one (``max_ratio``: see :data:`~trace_report.formats.kineto.MAX_RATIO`).
     After iteration :attr:`envelope` holds the metadata and digest.
     """
 
@@ -86,14 +81,18 @@ class FileReader:
         self.envelope = self._stream.envelope
 
     def _ranges(self, plan) -> Iterator[tuple[str, object]]:  # noqa: ANN001 - RangePlan
+        ahead = claim(self.path)
         digest: list[str] = []
-        hasher = threading.Thread(target=_hash_file, args=(self.path, digest), daemon=True)
-        hasher.start()
+        hasher = None
+        if ahead is None:
+            hasher = threading.Thread(target=_hash_file, args=(self.path, digest), daemon=True)
+            hasher.start()
         for start, end in plan.ranges:
             self._pos = end
             yield "range", (self.path, start, end)
         yield "bytes", plan.last_piece
-        hasher.join()
+        if hasher is not None:
+            hasher.join()
         self.envelope = plan.envelope
-        self.envelope.sha256 = digest[0]
+        self.envelope.sha256 = digest[0] if ahead is None else ahead()
         self._pos = self.path.stat().st_size

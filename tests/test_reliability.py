@@ -221,6 +221,12 @@ def _wait_for_decoding(proc: subprocess.Popen[str], db: Path, engine: str) -> li
     raise AssertionError("the ingest never started decoding")
 
 
+MID_DECODING_S = {"threads": 0.05, "processes": 0.3}
+"""How long after :func:`_wait_for_decoding` returns the ingest is surely still decoding: threads
+are seen once a first piece is written (the trace decodes in ~0.3 s more), processes as soon as
+the workers exist."""
+
+
 def _running_ingest(db: Path, tmp_path: Path, engine: str) -> tuple[subprocess.Popen[str], list[int], dict[str, str]]:
     """An ingest of a large trace into ``db`` that has started decoding: (process, worker pids
     (none for threads), the database's snapshot before it)."""
@@ -235,7 +241,7 @@ def _running_ingest(db: Path, tmp_path: Path, engine: str) -> tuple[subprocess.P
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_cleans_up_and_says_so(db: Path, tmp_path: Path, sig: int, code: int, engine: str) -> None:
     proc, kids, before = _running_ingest(db, tmp_path, engine)
-    time.sleep(0.3)
+    time.sleep(MID_DECODING_S[engine])
     assert proc.poll() is None, "the ingest finished before the signal: make the trace larger"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -260,7 +266,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("engine", ["threads", "processes"])
 def test_kill_9_leaves_nothing_that_blocks_or_inflates(db: Path, tmp_path: Path, engine: str) -> None:
     proc, kids, before = _running_ingest(db, tmp_path, engine)
-    time.sleep(0.3)
+    time.sleep(MID_DECODING_S[engine])
     assert proc.poll() is None, "the ingest finished before the kill: make the trace larger"
     proc.kill()
     proc.wait()

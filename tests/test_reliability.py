@@ -59,6 +59,16 @@ def test_same_path_twice_is_read_once_and_the_database_stays_readable(tmp_path: 
     assert sql(out, "SELECT count(*) > 0 AS ok FROM events") == [{"ok": True}]
 
 
+def test_identical_content_in_one_call_is_stored_once(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.json.gz"
+    shutil.copy(TRACE, copy)
+    out = tmp_path / "one-call.duckdb"
+    result = invoke(["ingest", TRACE, copy, "-o", out])  # the second is compared with rows not written yet
+    assert result.exit_code == 0 and "same content as trace 1" in result.stderr
+    assert sql(out, "SELECT trace_id, path FROM traces") == [{"trace_id": 1, "path": str(TRACE)}]
+    assert sql(out, "SELECT count(DISTINCT trace_id) AS n FROM event_files") == [{"n": 1}]
+
+
 def test_identical_content_is_stored_once(db: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy.json.gz"
     shutil.copy(TRACE, copy)

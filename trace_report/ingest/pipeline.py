@@ -32,6 +32,7 @@ from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
+from trace_report.ingest.catalog import Catalog
 from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
 from trace_report.ingest.engine import Engine, JobFuture, local_engine
 from trace_report.ingest.files import decoded_size, sha256_of
@@ -90,7 +91,8 @@ class Ingest:
         self.opts = opts
         self.store = store
         self.summary = IngestSummary()
-        self.versions = Versions(con, store, self.summary, opts.force, opts.append_versions)
+        self.catalog = Catalog(con, store)
+        self.versions = Versions(self.catalog, self.summary, opts.force, opts.append_versions)
         row = con.execute("SELECT coalesce(max(trace_id), 0) FROM traces").fetchone()
         self.next_id = int(row[0]) + 1 if row else 1
         self.total = 0
@@ -124,6 +126,7 @@ class Ingest:
             self.done += src.path.stat().st_size
             if self.opts.progress:
                 self.opts.progress(self.done, self.total)
+        self.catalog.flush()
 
     def _submit_files(self, todo: list[Source], ids: dict[Source, int],
                       pool: Engine | None) -> dict[Source, tuple[Path | None, JobFuture]]:
@@ -191,12 +194,11 @@ class Ingest:
         if isinstance(self.store, ParquetStore):
             out = self.store.path_for(trace_id, 0)
             write_parquet(full, out)
-            self.store.record(self.con, trace_id, [(out, n)])
+            self.catalog.add_files(trace_id, [(out, n)])
         else:
             self.store.add([full])
         st = src.path.stat()
-        self.con.execute(
-            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+        self.catalog.add_trace(
             [trace_id, src.label, src.run_dir.name if src.run_dir else None, facts["rank"] or 0,
              facts["rank_source"] or "default", facts["world_size"], facts["host"], facts["device_name"],
              facts["compute_capability"], facts["torch_version"], facts["schema_version"], facts["n_events"],
@@ -225,10 +227,10 @@ class Ingest:
         self.versions.replace_previous(src.label)
         self._check_numbers(src, stats, parts, duplicates)
         if isinstance(self.store, ParquetStore):
-            self.store.record(self.con, trace_id, [(p, r.stats.rows) for p, r in parts if p is not None])
+            self.catalog.add_files(trace_id, [(p, r.stats.rows) for p, r in parts if p is not None])
         else:
             self.store.add([r.table for _, r in parts if r.table is not None])
-        self._kernel_names(stats)
+        self.catalog.add_kernel_names(stats.mangled)
         self._trace_row(trace_id, src, env, stats)
         self.summary.ingested.append((trace_id, src.label))
 
@@ -264,14 +266,6 @@ class Ingest:
                 if path is not None:
                     self.store.forget(path)
 
-    def _kernel_names(self, stats: PieceStats) -> None:
-        if stats.mangled:
-            self.con.executemany(
-                "INSERT INTO kernel_names SELECT ?, ? WHERE NOT EXISTS "
-                "(SELECT 1 FROM kernel_names WHERE raw_name = ?)",
-                [(nice, raw, raw) for raw, nice in stats.mangled.items()],
-            )
-
     def _trace_row(self, trace_id: int, src: Source, env: TraceEnvelope, stats: PieceStats) -> None:
         run = run_context(src)
         facts, warning = trace_facts(env.metadata, src.label, run)
@@ -290,8 +284,7 @@ class Ingest:
         if device_name is None:
             device_name, cc = run.device_name, run.compute_capability
         st = src.path.stat()
-        self.con.execute(
-            "INSERT INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+        self.catalog.add_trace(
             [trace_id, src.label, facts.run_id, facts.rank, facts.rank_source, facts.world_size,
              facts.host, device_name, cc, facts.torch_version, facts.schema_version, stats.n_events,
              stats.rows, stats.n_kernels, env.sha256, st.st_size, st.st_mtime_ns,

@@ -15,19 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
-
+from trace_report.ingest.catalog import Catalog
 from trace_report.inputs import Source
-from trace_report.store.pieces import MemoryStore, ParquetStore
+from trace_report.store.pieces import ParquetStore
 from trace_report.store.tracedb import IngestSummary
 
 
 @dataclass
 class Versions:
-    """The decisions of one ingest about files it may have seen before."""
+    """The decisions of one ingest about files it may have seen before, made on the traces the
+    ``catalog`` knows (stored, and added by this ingest)."""
 
-    con: duckdb.DuckDBPyConnection
-    store: ParquetStore | MemoryStore
+    catalog: Catalog
     summary: IngestSummary
     force: bool = False
     append_versions: bool = False
@@ -37,20 +36,16 @@ class Versions:
         if self.force:
             return False
         st = src.path.stat()
-        row = self.con.execute(
-            "SELECT 1 FROM traces WHERE path = ? AND file_bytes = ? AND file_mtime_ns = ?",
-            [src.label, st.st_size, st.st_mtime_ns],
-        ).fetchone()
-        return row is not None
+        return any(k.path == src.label and k.file_bytes == st.st_size and k.file_mtime_ns == st.st_mtime_ns
+                   for k in self.catalog.known)
 
     def skip_reason(self, label: str, sha256: str) -> str | None:
         """Why a decoded file with this content is not stored again, or None to store it."""
-        for trace_id, path in self.con.execute(
-                "SELECT trace_id, path FROM traces WHERE sha256 = ? ORDER BY trace_id", [sha256]).fetchall():
-            if path != label:
-                return f"same content as trace {trace_id}"
+        for k in sorted((k for k in self.catalog.known if k.sha256 == sha256), key=lambda k: k.trace_id):
+            if k.path != label:
+                return f"same content as trace {k.trace_id}"
             if not self.force:
-                return f"content unchanged (trace {trace_id}); only its size or time stamp differ"
+                return f"content unchanged (trace {k.trace_id}); only its size or time stamp differ"
         return None
 
     def replace_previous(self, label: str) -> None:
@@ -58,11 +53,15 @@ class Versions:
         pieces are deleted only once the new database is in place."""
         if self.append_versions:
             return
-        old = [t for (t,) in self.con.execute("SELECT trace_id FROM traces WHERE path = ?", [label]).fetchall()]
+        old = sorted(k.trace_id for k in self.catalog.known if k.path == label)
+        if not old:
+            return
+        catalog, con = self.catalog, self.catalog.con
+        catalog.flush()  # rows of this ingest included: the database then holds every known trace
         for trace_id in old:
-            if isinstance(self.store, ParquetStore):
-                self.store.retire(self.con, trace_id)
-            self.con.execute("DELETE FROM traces WHERE trace_id = ?", [trace_id])
-        if old:
-            why = "read again (--force)" if self.force else "its content changed"
-            self.summary.notes.append(f"{label}: replaced trace {', '.join(map(str, old))} ({why})")
+            if isinstance(catalog.store, ParquetStore):
+                catalog.store.retire(con, trace_id)
+            con.execute("DELETE FROM traces WHERE trace_id = ?", [trace_id])
+        catalog.known = [k for k in catalog.known if k.trace_id not in old]
+        why = "read again (--force)" if self.force else "its content changed"
+        self.summary.notes.append(f"{label}: replaced trace {', '.join(map(str, old))} ({why})")

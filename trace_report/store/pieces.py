@@ -57,14 +57,14 @@ class ParquetStore:
         if path in self.written:
             self.written.remove(path)
 
-    def record(self, con: duckdb.DuckDBPyConnection, trace_id: int, files: list[tuple[Path, int]]) -> None:
-        """List a trace's Parquet files (name, rows) in ``event_files``: one statement for all of
+    def record(self, con: duckdb.DuckDBPyConnection, files: list[tuple[int, Path, int]]) -> None:
+        """List Parquet files (trace id, path, rows) in ``event_files``: one statement for all of
         them (``executemany`` cost ~0.7 ms a row, 0.1 s for the 140 pieces of a 1 GB trace)."""
         if not files:
             return
         con.execute(
             "INSERT INTO event_files VALUES " + ", ".join(["(?, ?, ?)"] * len(files)),
-            [value for p, rows in files for value in (trace_id, p.name, rows)],
+            [value for trace_id, p, rows in files for value in (trace_id, p.name, rows)],
         )
 
     def retire(self, con: duckdb.DuckDBPyConnection, trace_id: int) -> None:

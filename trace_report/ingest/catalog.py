@@ -1,0 +1,89 @@
+"""The catalog rows of one ingest (``traces``, ``event_files``, ``kernel_names``), written at its
+end in one statement per table, and what the database already holds, read once.
+
+Each DuckDB statement costs 2-5 ms of CPU while the decoding workers keep both cores busy: five
+per trace (three lookups, two inserts) were ~0.1 s of CPU and ~5% of the wall time of a 16-rank
+folder (docs/benchmarks.md). The duplicate and changed-file rules
+(:mod:`trace_report.ingest.versions`) look traces up in :attr:`Catalog.known` instead, which holds
+the stored traces and those added by this ingest. Nothing is lost by writing late: an ingest is
+all or nothing (the database is a temporary copy until it succeeds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from trace_report.store.pieces import MemoryStore, ParquetStore
+
+TRACE_VALUES = 19
+"""Values of a ``traces`` row as the ingest gives them: every column but ``ingested_at`` (set when
+the rows are written), in table order (``store/sql/schema.sql``)."""
+CHUNK_ROWS = 100
+"""Rows per INSERT statement (a few thousand parameters at most)."""
+
+
+@dataclass(frozen=True)
+class KnownTrace:
+    """What the rules compare of a trace: id, path as given, SHA-256, size and time of its file."""
+
+    trace_id: int
+    path: str
+    sha256: str | None
+    file_bytes: int | None
+    file_mtime_ns: int | None
+
+
+@dataclass
+class Catalog:
+    """Catalog rows waiting to be written (:meth:`flush`) and the traces known so far."""
+
+    con: duckdb.DuckDBPyConnection
+    store: ParquetStore | MemoryStore
+    known: list[KnownTrace] = field(default_factory=list)
+    traces: list[list[Any]] = field(default_factory=list)
+    files: list[tuple[int, Path, int]] = field(default_factory=list)
+    kernel_names: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.known = [KnownTrace(*row) for row in self.con.execute(
+            "SELECT trace_id, path, sha256, file_bytes, file_mtime_ns FROM traces ORDER BY trace_id").fetchall()]
+
+    def add_trace(self, values: list[Any]) -> None:
+        """One ``traces`` row (:data:`TRACE_VALUES` values, table order)."""
+        assert len(values) == TRACE_VALUES
+        self.traces.append(values)
+        self.known.append(KnownTrace(values[0], values[1], values[14], values[15], values[16]))
+
+    def add_files(self, trace_id: int, files: list[tuple[Path, int]]) -> None:
+        """A trace's Parquet pieces (path, rows), for ``event_files``."""
+        self.files.extend((trace_id, path, rows) for path, rows in files)
+
+    def add_kernel_names(self, mangled: dict[str, str]) -> None:
+        """Raw (mangled) kernel names and their demangled form, for ``kernel_names``."""
+        self.kernel_names.update(mangled)
+
+    def flush(self) -> None:
+        """Write the waiting rows; kernel names already in ``kernel_names`` are not added twice."""
+        for i in range(0, len(self.traces), CHUNK_ROWS):
+            chunk = self.traces[i:i + CHUNK_ROWS]
+            row = "(" + ", ".join(["?"] * TRACE_VALUES) + ", now()::TIMESTAMP)"
+            self.con.execute("INSERT INTO traces VALUES " + ", ".join([row] * len(chunk)),
+                             [v for values in chunk for v in values])
+        self.traces.clear()
+        if isinstance(self.store, ParquetStore):
+            for i in range(0, len(self.files), CHUNK_ROWS * 10):
+                self.store.record(self.con, self.files[i:i + CHUNK_ROWS * 10])
+        self.files.clear()
+        names = list(self.kernel_names.items())
+        for i in range(0, len(names), CHUNK_ROWS * 10):
+            chunk = names[i:i + CHUNK_ROWS * 10]
+            self.con.execute(
+                "INSERT INTO kernel_names SELECT v.name, v.raw_name FROM (VALUES "
+                + ", ".join(["(?, ?)"] * len(chunk)) + ") v(raw_name, name) "
+                "WHERE NOT EXISTS (SELECT 1 FROM kernel_names k WHERE k.raw_name = v.raw_name)",
+                [x for raw, nice in chunk for x in (raw, nice)])
+        self.kernel_names.clear()

@@ -51,6 +51,22 @@ def test_import_cli_loads_no_heavy_module() -> None:
     assert _modules_after("import trace_report.cli.app") == []
 
 
+def test_import_cli_loads_no_rich() -> None:
+    """stderr lines are written without rich (~20 ms of start-up); rich loads for tables and bars."""
+    probe = "import sys, trace_report.cli.app\nprint('rich' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_messages_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    missing = tmp_path / "a\x1b[2Jb\rc\x07.json"  # clear screen, carriage return, bell in a file name
+    code, _, err = run_cli(["ingest", str(missing), "-o", str(tmp_path / "x.duckdb")])
+    assert code == 1
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("Error: ") and "a[2Jbc.json" in line
+    assert not {"\x1b", "\r", "\x07"} & set(err)
+
+
 def test_top_kernels_on_a_database_loads_no_heavy_module(small_db: tuple[Path, Path]) -> None:
     trace, db = small_db
     code = ("import io, json, contextlib\nfrom trace_report.cli.app import main\nbuf = io.StringIO()\n"

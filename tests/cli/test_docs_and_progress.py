@@ -6,7 +6,7 @@ from pathlib import Path
 
 from conftest import REPO, trace_file
 
-from trace_report.cli.doc import command_names, reference
+from trace_report.cli.doc import _help, command_names, reference
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import resolve
 
@@ -20,6 +20,20 @@ def test_every_command_is_documented() -> None:
     text = (REPO / "docs" / "cli.md").read_text()
     for name in command_names():
         assert f"## trace-report {name}" in text
+
+
+def test_every_command_shows_its_examples_one_per_line() -> None:
+    for name in command_names():
+        lines = _help([name]).splitlines()
+        heads = [i for i, line in enumerate(lines) if line.strip() in ("Example:", "Examples:")]
+        assert len(heads) == 1, f"{name}: no example in --help"
+        examples = []
+        for line in lines[heads[0] + 1:]:
+            if not line.strip():
+                break
+            examples.append(line.strip())
+        assert examples and all(e.startswith(f"trace-report {name}") for e in examples), (name, examples)
+        assert (len(examples) > 1) == (lines[heads[0]].strip() == "Examples:"), (name, examples)
 
 
 def test_progress_reports_bytes_up_to_the_total(tmp_path: Path) -> None:

@@ -26,7 +26,12 @@ def advise_cmd(
     output: OutputOpt = None,
 ) -> None:
     """Recommendations with the measured numbers and thresholds behind them; silent (a note, no rows)
-    when nothing crosses a threshold."""
+    when nothing crosses a threshold.
+
+    \b
+    Example:
+      trace-report advise traces/run-42 --by-rank
+    """
     from trace_report.analyses.advise import advise
     from trace_report.present.format import Format
     from trace_report.present.tables import OutputOptions, emit, text_lists

@@ -45,8 +45,10 @@ def breakdown_cmd(
     With --engine ray the regions of each trace are computed in a Ray task and summed here
     (--stragglers and the spread note still read the database on this machine).
 
-    Example: trace-report breakdown traces/ddp-run/ --stragglers
-    Example: trace-report breakdown runs.duckdb --engine ray
+    \b
+    Examples:
+      trace-report breakdown traces/ddp-run/ --stragglers
+      trace-report breakdown runs.duckdb --engine ray
     """
     from trace_report.analyses.regions import BreakdownOptions, breakdown
     from trace_report.analyses.stragglers import StragglerOptions

@@ -204,6 +204,11 @@ def capture(
     """Train ResNet (or another model) under torch.profiler and write traces/<run-id>/.
 
     With no EXPERIMENT: a short CPU-friendly baseline (ResNet-18, synthetic CIFAR, 8 steps).
+
+    \b
+    Examples:
+      trace-report capture
+      trace-report capture amp --device cuda --steps 20
     """
     options = dict(locals())  # first statement: exactly the parameters, named as the config fields
     del options["workers_list"], options["batch_sizes"], options["fmt"], options["nproc_list"]

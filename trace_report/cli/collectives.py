@@ -18,7 +18,9 @@ def collectives_cmd(
     """Collectives per kind and message size: count, kernel time, algbw and busbw in GB/s with
     nccl-tests' factors, and wait_us, the skew a rank waited for its last peer (all ranks given).
 
-    Example: trace-report collectives traces/ddp-run/ --by-rank
+    \b
+    Example:
+      trace-report collectives traces/ddp-run/ --by-rank
     """
     from trace_report.analyses.collectives import CollectivesOptions, collectives
     from trace_report.present.tables import OutputOptions, emit

@@ -62,8 +62,10 @@ def compare_cmd(
     """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
     largest time difference first. Regions are compared per step by default.
 
-    Example: trace-report compare runs/torch-2.0 runs/torch-2.4 --match short -n 20
-    Example: trace-report compare a.duckdb b.duckdb --engine ray (each side's traces in Ray tasks)
+    \b
+    Examples:
+      trace-report compare runs/torch-2.0 runs/torch-2.4 --match short -n 20
+      trace-report compare a.duckdb b.duckdb --engine ray (each side's traces in Ray tasks)
     """
     from trace_report.analyses.compare import CompareOptions, compare
     from trace_report.present.tables import OutputOptions, emit

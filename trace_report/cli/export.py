@@ -19,7 +19,12 @@ def export_cmd(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing folder.")] = False,
 ) -> None:
     """Write the schema as a Parquet dataset partitioned by run and rank (Hive layout:
-    events/run_id=.../rank=.../*.parquet, traces.parquet, ...), atomically."""
+    events/run_id=.../rank=.../*.parquet, traces.parquet, ...), atomically.
+
+    \b
+    Example:
+      trace-report export runs.duckdb -o runs-dataset/
+    """
     from trace_report.store.export import export_parquet
 
     with load(target) as db:

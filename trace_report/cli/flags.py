@@ -45,8 +45,10 @@ def flags_cmd(
     """Flag GPU kernels by class (TF32, tensor core, BF16/FP16, layout conversion, GEMM, conv, NCCL,
     ...) with count and time, then the TF32, tensor-core and layout-conversion shares of GPU time.
 
-    Example: trace-report flags traces/run-42 --class tf32 --explain
-    Example: trace-report flags runs.duckdb --summary --engine ray
+    \b
+    Examples:
+      trace-report flags traces/run-42 --class tf32 --explain
+      trace-report flags runs.duckdb --summary --engine ray
     """
     import sys
 

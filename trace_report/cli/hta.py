@@ -37,7 +37,12 @@ def hta_cmd(
     limit: LimitOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Run a Holistic Trace Analysis (HTA) analysis on trace files and print its table."""
+    """Run a Holistic Trace Analysis (HTA) analysis on trace files and print its table.
+
+    \b
+    Example:
+      trace-report hta temporal traces/ddp-run/
+    """
     from trace_report.analyses.hta_bridge import HtaOptions, hta_idle, hta_launch_stats, hta_temporal
     from trace_report.present.tables import OutputOptions, emit
 

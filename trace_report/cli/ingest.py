@@ -60,8 +60,10 @@ def ingest_cmd(
     Parquet piece beside the database, and this process writes the catalog: the database, its
     pieces folder and the inputs must be on a filesystem every Ray worker shares (docs/scaling.md).
 
-    Example: trace-report ingest traces/ -o runs.duckdb
-    Example: trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
+    \b
+    Examples:
+      trace-report ingest traces/ -o runs.duckdb
+      trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.ingest.digests import start_hashing, stop_hashing
     from trace_report.sysutil import one_blas_thread, skip_pandas_probe, system_arrow_allocator

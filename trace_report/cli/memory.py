@@ -26,7 +26,9 @@ def memory_cmd(
     """Peak allocated and reserved bytes per device and ProfilerStep, from the allocator's
     [memory] events (profile_memory=True); --timeline lists every event, --chart draws them.
 
-    Example: trace-report memory trace.json.gz --chart memory.html
+    \b
+    Example:
+      trace-report memory trace.json.gz --chart memory.html
     """
     from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
     from trace_report.present.charts import save_chart

@@ -23,7 +23,9 @@ def ops_cmd(
     """Operators (aten::) with self CPU time, the GPU time of the kernels they launched (directly,
     and with nested operators), FLOP from input shapes (GEMM, convolution, attention) and TFLOP/s.
 
-    Example: trace-report ops trace.json.gz --by-shape -n 20
+    \b
+    Example:
+      trace-report ops trace.json.gz --by-shape -n 20
     """
     from trace_report.analyses.ops import OpsOptions, ops
     from trace_report.present.tables import OutputOptions, emit

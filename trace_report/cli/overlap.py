@@ -30,7 +30,9 @@ def overlap_cmd(
     kernels (comm_us), both at once (overlap_us), and overlap_us / comm_us in percent, as HTA's
     get_comm_comp_overlap.
 
-    Example: trace-report overlap traces/run-42 --format json
+    \b
+    Example:
+      trace-report overlap traces/run-42 --format json
     """
     from trace_report.analyses.overlap import OverlapOptions, overlap
     from trace_report.present.tables import OutputOptions, emit

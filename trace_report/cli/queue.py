@@ -27,7 +27,9 @@ def queue_cmd(
     HTA's get_queue_length_summary) and blocked_us, the time the queue was full and the CPU
     blocked (HTA's get_time_spent_blocked_on_full_queue).
 
-    Example: trace-report queue traces/run-42 --max-queue-length 8
+    \b
+    Example:
+      trace-report queue traces/run-42 --max-queue-length 8
     """
     from trace_report.analyses.queue import QueueOptions, queue_length
     from trace_report.present.tables import OutputOptions, emit

@@ -26,7 +26,12 @@ def report_cmd(
     rank: RankOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Kernels in the top-kernels chart and table.")] = 20,
 ) -> None:
-    """One offline HTML page: run configuration, headline numbers, charts, kernel classes, advice."""
+    """One offline HTML page: run configuration, headline numbers, charts, kernel classes, advice.
+
+    \b
+    Example:
+      trace-report report traces/run-42 -o run-42.html
+    """
     from trace_report.present.report import ReportOptions, check_output, write_report
 
     check_output(output)  # before the traces are read

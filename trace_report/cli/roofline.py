@@ -173,7 +173,9 @@ def roofline_cmd(
 
     Several runs (or reports) get a run column and one colour per run on the chart.
 
-    Example: trace-report roofline report.ncu-rep --gpu a100-sxm4-80gb --chart roofline.png
+    \b
+    Example:
+      trace-report roofline report.ncu-rep --gpu a100-sxm4-80gb --chart roofline.png
     """
 
     from trace_report.analyses.roofline.measured import RooflineOptions, batch_size_near, roofline

@@ -33,7 +33,9 @@ def sql_cmd(
     read-write and allows changing statements, holding the database's lock; --unsafe lifts the
     sandbox.
 
-    Example: trace-report sql runs.duckdb "select name, sum(dur_us) from kernels group by 1 order by 2 desc limit 5"
+    \b
+    Example:
+      trace-report sql runs.duckdb "select name, sum(dur_us) from kernels group by 1 order by 2 desc limit 5"
     """
     from contextlib import ExitStack
     from dataclasses import replace

@@ -45,8 +45,10 @@ def top_kernels_cmd(
     pct_of_gpu_time is of all GPU time (kernels + memcpy + memset), as in flags and HTA. With
     --engine ray each trace is aggregated by a Ray task and the partial sums merged here (same rows).
 
-    Example: trace-report top-kernels traces/run-42 --by-rank -f json
-    Example: trace-report top-kernels runs.duckdb --engine ray --ray-address auto
+    \b
+    Examples:
+      trace-report top-kernels traces/run-42 --by-rank -f json
+      trace-report top-kernels runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
     from trace_report.inputs import InputKind, detect

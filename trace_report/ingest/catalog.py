@@ -2,10 +2,10 @@
 end in one statement per table, and what the database already holds, read once.
 
 Each DuckDB statement costs 2-5 ms of CPU while the decoding workers keep both cores busy: five
-per trace (three lookups, two inserts) were ~0.1 s of CPU and ~5% of the wall time of a 16-rank
-folder (docs/benchmarks.md). The duplicate and changed-file rules
-(:mod:`trace_report.ingest.versions`) look traces up in :attr:`Catalog.known` instead, which holds
-the stored traces and those added by this ingest. Nothing is lost by writing late: an ingest is
+per trace (three lookups, two inserts) were ~0.1 s of CPU on a 16-rank folder
+(docs/benchmarks.md). The duplicate and changed-file rules (:mod:`trace_report.ingest.versions`)
+look traces up here instead (:meth:`Catalog.with_path`, :meth:`Catalog.with_content`), among the
+stored traces and those added by this ingest. Nothing is lost by writing late: an ingest is
 all or nothing (the database is a temporary copy until it succeeds).
 """
 
@@ -39,24 +39,45 @@ class KnownTrace:
 
 @dataclass
 class Catalog:
-    """Catalog rows waiting to be written (:meth:`flush`) and the traces known so far."""
+    """Catalog rows waiting to be written (:meth:`flush`) and the traces known so far, by path
+    and by content."""
 
     con: duckdb.DuckDBPyConnection
     store: ParquetStore | MemoryStore
-    known: list[KnownTrace] = field(default_factory=list)
     traces: list[list[Any]] = field(default_factory=list)
     files: list[tuple[int, Path, int]] = field(default_factory=list)
     kernel_names: dict[str, str] = field(default_factory=dict)
+    _by_path: dict[str, list[KnownTrace]] = field(default_factory=dict)
+    _by_sha: dict[str | None, list[KnownTrace]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.known = [KnownTrace(*row) for row in self.con.execute(
-            "SELECT trace_id, path, sha256, file_bytes, file_mtime_ns FROM traces ORDER BY trace_id").fetchall()]
+        for row in self.con.execute(
+                "SELECT trace_id, path, sha256, file_bytes, file_mtime_ns FROM traces ORDER BY trace_id").fetchall():
+            self._know(KnownTrace(*row))
+
+    def _know(self, trace: KnownTrace) -> None:
+        self._by_path.setdefault(trace.path, []).append(trace)
+        self._by_sha.setdefault(trace.sha256, []).append(trace)
+
+    def with_path(self, path: str) -> list[KnownTrace]:
+        """The known traces read from ``path`` (as given), by trace id."""
+        return list(self._by_path.get(path, []))
+
+    def with_content(self, sha256: str) -> list[KnownTrace]:
+        """The known traces whose file had this SHA-256, by trace id."""
+        return list(self._by_sha.get(sha256, []))
+
+    def forget(self, traces: list[KnownTrace]) -> None:
+        """Traces removed from the database (:meth:`flush` first if they were added here)."""
+        for trace in traces:
+            self._by_path[trace.path].remove(trace)
+            self._by_sha[trace.sha256].remove(trace)
 
     def add_trace(self, values: list[Any]) -> None:
         """One ``traces`` row (:data:`TRACE_VALUES` values, table order)."""
         assert len(values) == TRACE_VALUES
         self.traces.append(values)
-        self.known.append(KnownTrace(values[0], values[1], values[14], values[15], values[16]))
+        self._know(KnownTrace(values[0], values[1], values[14], values[15], values[16]))
 
     def add_files(self, trace_id: int, files: list[tuple[Path, int]]) -> None:
         """A trace's Parquet pieces (path, rows), for ``event_files``."""

@@ -36,12 +36,12 @@ class Versions:
         if self.force:
             return False
         st = src.path.stat()
-        return any(k.path == src.label and k.file_bytes == st.st_size and k.file_mtime_ns == st.st_mtime_ns
-                   for k in self.catalog.known)
+        return any(k.file_bytes == st.st_size and k.file_mtime_ns == st.st_mtime_ns
+                   for k in self.catalog.with_path(src.label))
 
     def skip_reason(self, label: str, sha256: str) -> str | None:
         """Why a decoded file with this content is not stored again, or None to store it."""
-        for k in sorted((k for k in self.catalog.known if k.sha256 == sha256), key=lambda k: k.trace_id):
+        for k in self.catalog.with_content(sha256):
             if k.path != label:
                 return f"same content as trace {k.trace_id}"
             if not self.force:
@@ -53,15 +53,16 @@ class Versions:
         pieces are deleted only once the new database is in place."""
         if self.append_versions:
             return
-        old = sorted(k.trace_id for k in self.catalog.known if k.path == label)
-        if not old:
+        replaced = self.catalog.with_path(label)
+        if not replaced:
             return
+        old = [k.trace_id for k in replaced]
         catalog, con = self.catalog, self.catalog.con
         catalog.flush()  # rows of this ingest included: the database then holds every known trace
         for trace_id in old:
             if isinstance(catalog.store, ParquetStore):
                 catalog.store.retire(con, trace_id)
             con.execute("DELETE FROM traces WHERE trace_id = ?", [trace_id])
-        catalog.known = [k for k in catalog.known if k.trace_id not in old]
+        catalog.forget(replaced)
         why = "read again (--force)" if self.force else "its content changed"
         self.summary.notes.append(f"{label}: replaced trace {', '.join(map(str, old))} ({why})")

@@ -96,16 +96,18 @@ class _Hasher:
                 if key in self.claimed:  # the decoding got there first and hashes it itself
                     continue
                 self.running = key
+            digest: str | None = None
             try:
-                digest: str | None = sha256_file(path)
+                digest = sha256_file(path)
+                if _key(path) != key:  # changed while read: let the decoding hash what it reads
+                    digest = None
             except OSError:
-                digest = None
-            if _key(path) != key:  # changed while read: let the decoding hash what it reads
-                digest = None
-            with self.cond:
-                self.done[key] = digest
-                self.running = None
-                self.cond.notify_all()
+                pass
+            finally:  # whoever waits for this file is answered, whatever happened (None: hash it yourself)
+                with self.cond:
+                    self.done[key] = digest
+                    self.running = None
+                    self.cond.notify_all()
 
     def claim(self, path: Path) -> Callable[[], str] | None:
         key = _key(path)

@@ -60,6 +60,7 @@ def test_same_path_twice_is_read_once_and_the_database_stays_readable(tmp_path: 
 
 
 def test_identical_content_in_one_call_is_stored_once(tmp_path: Path) -> None:
+    shared_or_skip()
     copy = tmp_path / "copy.json.gz"
     shutil.copy(TRACE, copy)
     out = tmp_path / "one-call.duckdb"

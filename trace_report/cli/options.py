@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from trace_report.inputs import Resolution
     from trace_report.store.tracedb import IngestSummary, TraceDB
 
-
-
 _CONTROL = dict.fromkeys([7, 8, 11, 12, 13, 27])
 """Bell, backspace, vertical tab, form feed, carriage return (what rich strips) and escape: a
 file name or trace string in a message cannot move the cursor or recolour the terminal."""

@@ -33,11 +33,6 @@ def decoded_size(path: Path) -> int:
     return max(isize, GZIP_RATIO_GUESS * size)
 
 
-def sha256_of(path: Path) -> str:
-    """SHA-256 of a file as stored (hex)."""
-    return sha256_file(path)
-
-
 class FileReader:
     """Yields ``("range", (path, start, end))``, ``("bytes", piece)`` and, last for a streamed
     file, ``("tail", (raw end, splitter))`` for one file.

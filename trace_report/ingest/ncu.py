@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from trace_report.errors import InputError
 from trace_report.formats.ncu import read_ncu
-from trace_report.ingest.files import sha256_of
+from trace_report.ingest.digests import sha256_file
 from trace_report.store.views import ensure_ncu_tables
 
 
@@ -25,7 +25,7 @@ def load_ncu(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
     if not data.kernels:
         raise InputError(f"{path}: no profiled kernel launches in the report")
     ensure_ncu_tables(con)
-    sha = sha256_of(path)
+    sha = sha256_file(path)
     old = con.execute("SELECT count(*) FROM ncu_kernels WHERE path = ? AND sha256 = ?",
                       [str(path), sha]).fetchall()[0][0]
     if old:

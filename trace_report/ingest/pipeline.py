@@ -34,8 +34,9 @@ from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.ingest.catalog import Catalog
 from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
+from trace_report.ingest.digests import sha256_file
 from trace_report.ingest.engine import Engine, JobFuture, local_engine
-from trace_report.ingest.files import decoded_size, sha256_of
+from trace_report.ingest.files import decoded_size
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, overlong_events
 from trace_report.ingest.versions import Versions
@@ -185,7 +186,7 @@ class Ingest:
              *[table.column(f.name) for f in EVENTS_SCHEMA if f.name not in ("trace_id", "event_id")]],
             schema=EVENTS_SCHEMA,
         )
-        sha = sha256_of(src.path)
+        sha = sha256_file(src.path)
         reason = self.versions.skip_reason(src.label, sha)
         if reason:
             self.summary.skipped.append((src.label, reason))

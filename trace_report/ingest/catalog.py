@@ -87,24 +87,29 @@ class Catalog:
         """Raw (mangled) kernel names and their demangled form, for ``kernel_names``."""
         self.kernel_names.update(mangled)
 
+    def last_trace_id(self) -> int:
+        """The largest trace id known (0 for none): the database's, then this ingest's."""
+        return max((t.trace_id for ts in self._by_path.values() for t in ts), default=0)
+
     def flush(self) -> None:
         """Write the waiting rows; kernel names already in ``kernel_names`` are not added twice."""
-        for i in range(0, len(self.traces), CHUNK_ROWS):
-            chunk = self.traces[i:i + CHUNK_ROWS]
-            row = "(" + ", ".join(["?"] * TRACE_VALUES) + ", now()::TIMESTAMP)"
+        row = "(" + ", ".join(["?"] * TRACE_VALUES) + ", now()::TIMESTAMP)"
+        for chunk in _chunks(self.traces, CHUNK_ROWS):
             self.con.execute("INSERT INTO traces VALUES " + ", ".join([row] * len(chunk)),
                              [v for values in chunk for v in values])
-        self.traces.clear()
         if isinstance(self.store, ParquetStore):
-            for i in range(0, len(self.files), CHUNK_ROWS * 10):
-                self.store.record(self.con, self.files[i:i + CHUNK_ROWS * 10])
-        self.files.clear()
-        names = list(self.kernel_names.items())
-        for i in range(0, len(names), CHUNK_ROWS * 10):
-            chunk = names[i:i + CHUNK_ROWS * 10]
+            for chunk in _chunks(self.files, CHUNK_ROWS * 10):
+                self.store.record(self.con, chunk)
+        for chunk in _chunks(list(self.kernel_names.items()), CHUNK_ROWS * 10):
             self.con.execute(
                 "INSERT INTO kernel_names SELECT v.name, v.raw_name FROM (VALUES "
                 + ", ".join(["(?, ?)"] * len(chunk)) + ") v(raw_name, name) "
                 "WHERE NOT EXISTS (SELECT 1 FROM kernel_names k WHERE k.raw_name = v.raw_name)",
                 [x for raw, nice in chunk for x in (raw, nice)])
+        self.traces.clear()
+        self.files.clear()
         self.kernel_names.clear()
+
+
+def _chunks(rows: list[Any], size: int) -> list[list[Any]]:
+    return [rows[i:i + size] for i in range(0, len(rows), size)]

@@ -94,8 +94,7 @@ class Ingest:
         self.summary = IngestSummary()
         self.catalog = Catalog(con, store)
         self.versions = Versions(self.catalog, self.summary, opts.force, opts.append_versions)
-        row = con.execute("SELECT coalesce(max(trace_id), 0) FROM traces").fetchone()
-        self.next_id = int(row[0]) + 1 if row else 1
+        self.next_id = self.catalog.last_trace_id() + 1
         self.total = 0
         self.done = 0
 

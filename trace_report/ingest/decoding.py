@@ -91,9 +91,13 @@ class JobResult:
 
 
 def _finish(piece: Piece, job: Job) -> JobResult:
-    table, stats = finalize(piece.table, job.trace_id, job.piece, piece.n_events, piece.n_missing_time,
+    """The rows of a decoded piece, written to ``job.out`` or returned; takes the table out of
+    ``piece`` (the decoded columns are let go as soon as their normalised rows exist)."""
+    decoded, piece.table = piece.table, None  # type: ignore[assignment]
+    table, stats = finalize(decoded, job.trace_id, job.piece, piece.n_events, piece.n_missing_time,
                             n_not_objects=piece.n_not_objects, n_bad_utf8=piece.n_bad_utf8,
                             args_suspects=piece.args_suspects)
+    del decoded  # the columns finalize replaced (names, categories) go before the file is written
     if job.out is not None:
         write_parquet(table, job.out)
         return JobResult(True, stats)
@@ -102,13 +106,27 @@ def _finish(piece: Piece, job: Job) -> JobResult:
 
 def decode_bytes(data: bytes, job: Job) -> JobResult:
     """Decode one piece; ``ok=False`` (not an exception) when it is not valid JSON alone."""
+    piece = _decode(data, job)
+    return JobResult(False) if piece is None else _finish(piece, job)
+
+
+def _decode(data: bytes, job: Job) -> Piece | None:
     try:
-        piece = decode_piece(data)
+        return decode_piece(data)
     except msgspec.DecodeError:
-        return JobResult(False)
+        return None
     except TraceFormatError as exc:
         raise TraceFormatError(f"{job.label}: {exc}") from None
-    return _finish(piece, job)
+
+
+def decode_range(job: Job) -> JobResult:
+    """Decode the bytes of a ``range`` job (read here) as :func:`decode_bytes` does, letting go of
+    them before the rows are normalised and written: a piece's bytes are not held beside its
+    columns and its Parquet pages (a decoding thread's peak memory, with it its heap's size)."""
+    data = job.raw()
+    piece = _decode(data, job)
+    del data
+    return JobResult(False) if piece is None else _finish(piece, job)
 
 
 def join_pieces(a: bytes, b: bytes) -> bytes:
@@ -169,7 +187,7 @@ def run_job(job: Job) -> JobResult:
             return read_whole(job)
         if job.kind == "pieces":
             return read_pieces(job)
-        return decode_bytes(job.raw(), job)
+        return decode_range(job) if job.kind == "range" else decode_bytes(job.raw(), job)
     except TraceFormatError as exc:
         return JobResult(False, error=exc)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 PREHASH_MIN_BYTES = 16 << 20
 """Smallest plain file hashed ahead (smaller ones take under 10 ms beside their decoding)."""
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 1 << 20
 
 _Key = tuple[str, int, int]
 """A file as it was seen: real path, size, modification time (ns). A changed file is a new key."""

@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import events_of, kernel_stats, load_json, trace_file
 from hypothesis import HealthCheck, given, settings
@@ -140,3 +141,19 @@ def test_streamed_end_cut_before_the_last_event(trailer: dict, workers: int, tmp
         con.close()
     assert rows == (len(events), sum(e["dur"] for e in events), sum(range(3000)))
     assert all(meta.get(k) == v for k, v in trailer.items()), meta
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_small_ingests_are_cut_into_small_pieces(small: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ingest of under SMALL_INPUT_BYTES is cut into 4 MB pieces (a lower peak beside the
+    process's fixed memory), a larger one into 8 MB pieces (fewer event files to query)."""
+    path = trace_file("hta_trace_diff").parent / "control.json.gz"  # 31 MB of JSON
+    decoded = len(gzip.decompress(path.read_bytes()))
+    if not small:
+        monkeypatch.setattr(ingest_mod, "SMALL_INPUT_BYTES", 0)
+    ingest_mod.ingest_to_database([path], tmp_path / "p.duckdb")
+    con = duckdb.connect(str(tmp_path / "p.duckdb"), read_only=True)
+    (files,) = con.execute("SELECT count(*) FROM event_files").fetchone()
+    con.close()
+    piece = ingest_mod.SMALL_PIECE_BYTES if small else ingest_mod.PIECE_BYTES
+    assert decoded // piece <= files <= decoded // piece + 2  # + the piece before the tail, the tail

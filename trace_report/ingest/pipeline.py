@@ -58,8 +58,11 @@ __all__ = ["IngestOptions", "decode_file", "ingest_sources", "ingest_to_database
 PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
 :func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
+SMALL_INPUT_BYTES = 128 << 20
+"""An ingest of fewer decoded bytes than this in total is cut into :data:`SMALL_PIECE_BYTES` pieces."""
+SMALL_PIECE_BYTES = 4 << 20
 WHOLE_FILE_PIECES = 8
-"""With several inputs, a trace of up to this many pieces (decoded) goes whole to one worker, which
+"""With several inputs, a trace of up to this many pieces of the default size (decoded) goes whole to one worker, which
 reads and decodes it alone: the ranks of a run decode side by side and the main process reads
 none of their bytes (cut into pieces, a 30 MB rank was mostly decoded by the main process)."""
 
@@ -74,7 +77,8 @@ class IngestOptions:
     :data:`~trace_report.formats.kineto.MAX_RATIO`)."""
 
     workers: int | None = None
-    piece_bytes: int = PIECE_BYTES
+    piece_bytes: int | None = None
+    """Size of the pieces a large file is cut into; None: :func:`piece_bytes_for` the input."""
     progress: Callable[[int, int], None] | None = None
     force: bool = False
     """Read files again even when their path, size and time are unchanged (replacing them)."""
@@ -87,9 +91,10 @@ class Ingest:
     """One ingest: sources -> jobs -> ``traces`` rows and event files/tables."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, opts: IngestOptions,
-                 store: ParquetStore | MemoryStore) -> None:
+                 store: ParquetStore | MemoryStore, piece_bytes: int = PIECE_BYTES) -> None:
         self.con = con
         self.opts = opts
+        self.piece_bytes = piece_bytes
         self.store = store
         self.summary = IngestSummary()
         self.catalog = Catalog(con, store)
@@ -136,19 +141,20 @@ class Ingest:
         if pool is None:
             return {}
         traces = [s for s in todo if s.kind is InputKind.trace]
-        whole_bytes = self.opts.piece_bytes * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
+        # (in pieces of the size asked for, or of the default size: not of the small inputs' size)
+        whole_bytes = (self.opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
         small = [s for s in traces if decoded_size(s.path) < whole_bytes]
         large = [s for s in traces if s not in small]
         whole = (pool.file_tasks and isinstance(self.store, ParquetStore) and len(large) >= pool.slots)
         futures = {}
         for s in small:
             job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
-                      max_ratio=self.opts.max_ratio, piece_bytes=self.opts.piece_bytes)
+                      max_ratio=self.opts.max_ratio, piece_bytes=self.piece_bytes)
             futures[s] = (job.out, pool.submit(run_job, job))
         for s in large if whole else []:
             assert isinstance(self.store, ParquetStore)
             job = Job("pieces", ids[s], 0, s.label, path=s.path, max_ratio=self.opts.max_ratio,
-                      store=self.store.sibling(), piece_bytes=self.opts.piece_bytes)
+                      store=self.store.sibling(), piece_bytes=self.piece_bytes)
             futures[s] = (None, pool.submit(run_job, job))
         return futures
 
@@ -169,7 +175,7 @@ class Ingest:
     def _one_file(self, trace_id: int, src: Source, pool: Engine | None) -> None:
         progress = self.opts.progress
         envelope, results = decode_file(
-            src.path, src.label, trace_id, piece_bytes=self.opts.piece_bytes, pool=pool,
+            src.path, src.label, trace_id, piece_bytes=self.piece_bytes, pool=pool,
             store=self.store if isinstance(self.store, ParquetStore) else None,
             on_piece=(lambda pos: progress(self.done + pos, self.total)) if progress else None,
             max_ratio=self.opts.max_ratio,
@@ -339,6 +345,19 @@ def run_context(src: Source) -> RunContext:
     )
 
 
+def piece_bytes_for(total: int) -> int:
+    """The piece size of an ingest of ``total`` decoded bytes (:func:`~trace_report.ingest.files.decoded_size`).
+
+    A decoding thread holds about three times its piece at once (bytes, columns, Parquet pages),
+    and glibc keeps each thread's heap at its peak. Beside the ~0.15 GB that the process takes
+    before reading anything (pyarrow, numpy, DuckDB and a connection), two threads' 8 MB pieces
+    are a third of the peak of a 113 MB ingest; 4 MB pieces take 12% off it at the same speed.
+    Larger inputs keep :data:`~trace_report.formats.kineto.PIECE_BYTES`: 4 MB pieces made a 205 MB
+    ingest 5% slower and a 1.13 GB database's queries 15-35% slower (twice the event files).
+    Measured on 2 cores (docs/benchmarks.md, 2026-11-25 evening)."""
+    return SMALL_PIECE_BYTES if total < SMALL_INPUT_BYTES else PIECE_BYTES
+
+
 def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: ParquetStore | MemoryStore,
                    options: IngestOptions | None = None, engine: Engine | None = None) -> IngestSummary:
     """Ingest resolved sources (:func:`trace_report.inputs.resolve`) into ``con`` (schema
@@ -357,7 +376,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     total = sum(decoded_size(s.path) for s in found.sources)
     workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
     pool = engine if engine is not None else local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
-    job = Ingest(con, opts, store)
+    job = Ingest(con, opts, store, opts.piece_bytes or piece_bytes_for(total))
     job.summary.skipped.extend(found.skipped)
     job.summary.notes.extend(found.notes)
     try:

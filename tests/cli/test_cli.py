@@ -121,7 +121,7 @@ def test_ingest_then_query_and_skip(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert json.loads(out) == [{"n": 2700}]
     _, from_db, _ = run_cli(["top-kernels", str(db), "-f", "json", "-n", "50"], capsys)
     _, from_trace, _ = run_cli(["top-kernels", str(path), "-f", "json", "-n", "50"], capsys)
-    assert json.loads(from_db) == json.loads(from_trace)
+    assert _same(json.loads(from_db), json.loads(from_trace))
 
 
 def test_python_api_matches_cli(capsys: pytest.CaptureFixture[str]) -> None:

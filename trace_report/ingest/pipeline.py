@@ -62,9 +62,10 @@ SMALL_INPUT_BYTES = 128 << 20
 """An ingest of fewer decoded bytes than this in total is cut into :data:`SMALL_PIECE_BYTES` pieces."""
 SMALL_PIECE_BYTES = 4 << 20
 WHOLE_FILE_PIECES = 8
-"""With several inputs, a trace of up to this many pieces of the default size (decoded) goes whole to one worker, which
-reads and decodes it alone: the ranks of a run decode side by side and the main process reads
-none of their bytes (cut into pieces, a 30 MB rank was mostly decoded by the main process)."""
+"""With several inputs, a trace of up to this many pieces (decoded; pieces of the size asked for,
+else of the default size) goes whole to one worker, which reads and decodes it alone: the ranks
+of a run decode side by side and the main process reads none of their bytes (cut into pieces, a
+30 MB rank was mostly decoded by the main process)."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,6 @@ class Ingest:
         if pool is None:
             return {}
         traces = [s for s in todo if s.kind is InputKind.trace]
-        # (in pieces of the size asked for, or of the default size: not of the small inputs' size)
         whole_bytes = (self.opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
         small = [s for s in traces if decoded_size(s.path) < whole_bytes]
         large = [s for s in traces if s not in small]

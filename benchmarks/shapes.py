@@ -33,6 +33,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -90,29 +91,51 @@ class Row:
 
 
 def measure(cmd: list[str]) -> Run:
-    """Wall seconds, peak RSS (GB, summed over the process tree) and CPU seconds of ``cmd``."""
+    """Wall seconds, peak RSS (GB, summed over the process tree) and CPU seconds of ``cmd``.
+
+    The wall time ends when the process is reaped (``os.wait4``), not at the next RSS sample
+    (which added 0-20 ms); the RSS of the tree is sampled every 20 ms in a thread, and the peak
+    is the larger of the highest sample and the process's own peak as the kernel counted it
+    (``ru_maxrss`` from ``wait4``: exact for a single process, which samples can miss)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # bytecode cached, as users run
-    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    peak = 0
-    procs = [proc]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    stop = threading.Event()
+    sampled = [0]
+    sampler = threading.Thread(target=_sample_rss, args=(proc.pid, stop, sampled), daemon=True)
+    sampler.start()
+    stderr = proc.stderr.read() if proc.stderr else b""  # until the process closes it (at exit)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    stop.set()
+    sampler.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} failed: {stderr.decode()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    peak = max(sampled[0], usage.ru_maxrss * 1024)  # ru_maxrss: KiB on Linux
+    return Run(wall, peak / 1e9, cpu)
+
+
+def _sample_rss(pid: int, stop: threading.Event, peak: list[int]) -> None:
+    """Highest RSS summed over ``pid`` and its descendants, sampled every 20 ms into ``peak[0]``."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.Error:
+        return
+    procs = [root]
     samples = 0
-    while proc.poll() is None:
+    while not stop.is_set():
         try:
             if samples % CHILDREN_EVERY == 0:
-                procs = [proc, *proc.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+                procs = [root, *root.children(recursive=True)]
+            peak[0] = max(peak[0], sum(p.memory_info().rss for p in procs if p.is_running()))
         except psutil.Error:
             pass
         samples += 1
-        time.sleep(0.02)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:3])} failed: {proc.stderr.read().decode()[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(wall, peak / 1e9, cpu)
+        stop.wait(0.02)
 
 
 def median(runs: list[Run]) -> Run:

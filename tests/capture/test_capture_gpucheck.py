@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,53 @@ def test_the_analysis_steps_name_real_commands(command):
     with pytest.raises(SystemExit) as done:
         main([command, "--help"])
     assert done.value.code == 0
+
+
+def test_a_step_over_its_timeout_is_stopped_with_its_children(tmp_path):
+    # The step starts a grandchild (as ncu starts the capture) that would outlive a plain kill.
+    marker = tmp_path / "grandchild.pid"
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    step = gpucheck.Step("slow", [sys.executable, "-c", code])
+    outcome = gpucheck.run_step(step, tmp_path, timeout_s=3)
+    assert (outcome.status, outcome.rc, outcome.reason) == ("timeout", None, "over 3 s")
+    assert 3 <= outcome.wall_s < 30
+    pid = int(marker.read_text())
+    for _ in range(100):  # killed by the group's SIGKILL; reaped by init shortly after
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        status = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
+        if status == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"grandchild {pid} still running")
+
+
+def test_an_interrupt_stops_the_step_and_keeps_the_summary(capsys, tmp_path, monkeypatch):
+    py = sys.executable
+    fake_plan = [gpucheck.Step("ok", [py, "-c", "print('fine')"]),
+                 gpucheck.Step("long", [py, "-c", "import time; time.sleep(60)"])]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(gpucheck, "plan", lambda folder, steps, gpus: fake_plan)
+    monkeypatch.setattr(gpucheck, "environment", lambda: {"gpus": ["fake"]})
+    real_popen = subprocess.Popen
+
+    class InterruptedWait(real_popen):  # Ctrl-C while the second step runs
+        def wait(self, timeout=None):
+            if timeout is not None and "sleep" in " ".join(self.args):
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    monkeypatch.setattr(gpucheck.subprocess, "Popen", InterruptedWait)
+    assert gpucheck.main(["--out-dir", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Interrupted" in err
+    (folder,) = tmp_path.glob("gpu-check-*")
+    steps = json.loads((folder / "summary.json").read_text())["steps"]
+    assert [(s["name"], s["status"]) for s in steps] == [("ok", "passed"),
+                                                         ("long", "interrupted")]

@@ -11,10 +11,13 @@ Nsight Systems and Nsight Compute runs. Each step is a separate process; its tra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -41,7 +44,7 @@ class Step:
 
 @dataclass
 class Outcome:
-    """What one step did: ``passed``, ``failed``, ``timeout`` or ``skipped``."""
+    """What one step did: ``passed``, ``failed``, ``timeout``, ``skipped`` or ``interrupted``."""
 
     name: str
     status: str
@@ -64,8 +67,21 @@ def plan(folder: Path, *, steps: int, gpus: int) -> list[Step]:
     def capture(name: str, *args: str, needs: str | None = None) -> Step:
         return Step(name, [*CAPTURE, *args, *common, "--run-id", name], needs)
 
-    out = [
+    baseline = str(folder / "baseline")
+    # The steps whose traces the tests pin come first (a short lease still yields them);
+    # torch.compile, the slowest, comes last.
+    return [
         capture("baseline", "baseline"),
+        Step("analyse-top-kernels", [*ANALYSE, "top-kernels", baseline, "--limit", "15"]),
+        Step("analyse-breakdown", [*ANALYSE, "breakdown", baseline]),
+        Step("analyse-flags", [*ANALYSE, "flags", baseline]),
+        capture("channels-last", "baseline", "--channels-last"),
+        capture("ddp", "ddp", "--nproc-list", world_sizes(gpus)),
+        # the forward pass of one step (~130 kernels, ~1.5 min under ncu on an H100; a whole
+        # step takes ~5): its FLOP per image is what `capture params` counts
+        capture("ncu", "baseline", "--ncu", "--ncu-region", "forward", "--wait", "0",
+                "--warmup", "1", "--active", "1", "--batch-size", "16", needs="ncu"),
+        capture("nsys", "baseline", "--nsys", needs="nsys"),
         capture("baseline-imagenet", "baseline", "--model", "resnet18-imagenet",
                 "--image-size", "224", "--batch-size", "32"),
         capture("data-on-device", "baseline", "--data-on-device", "--batch-size", "256"),
@@ -77,22 +93,11 @@ def plan(folder: Path, *, steps: int, gpus: int) -> list[Step]:
         capture("no-bn", "no-bn"),
         capture("amp", "amp", "--batch-sizes", "64,256"),
         capture("amp-bf16", "amp", "--amp-dtype", "bf16", "--batch-sizes", "64,256"),
+        capture("torchscript", "torchscript", "--latency-runs", "100", "--latency-warmup", "20"),
         capture("compile", "compile", "--timed-runs", "2", "--warmup-epochs", "1"),
         capture("compile-reduce-overhead", "compile", "--compile-mode", "reduce-overhead",
                 "--timed-runs", "2", "--warmup-epochs", "2"),
-        capture("torchscript", "torchscript", "--latency-runs", "100", "--latency-warmup", "20"),
-        capture("ddp", "ddp", "--nproc-list", world_sizes(gpus)),
-        capture("nsys", "baseline", "--nsys", needs="nsys"),
-        capture("ncu", "baseline", "--ncu", "--wait", "0", "--warmup", "1", "--active", "1",
-                "--batch-size", "16", needs="ncu"),
     ]
-    baseline = str(folder / "baseline")
-    out += [
-        Step("analyse-top-kernels", [*ANALYSE, "top-kernels", baseline, "--limit", "15"]),
-        Step("analyse-breakdown", [*ANALYSE, "breakdown", baseline]),
-        Step("analyse-flags", [*ANALYSE, "flags", baseline]),
-    ]
-    return out
 
 
 def run_step(step: Step, logs: Path, timeout_s: float) -> Outcome:
@@ -105,16 +110,30 @@ def run_step(step: Step, logs: Path, timeout_s: float) -> Outcome:
     with open(log, "w") as fh:
         fh.write(f"$ {step.shell()}\n")
         fh.flush()
+        # Its own process group: a timeout ends the step's children too (ncu and the
+        # capture under it, DDP workers), not only the process we started.
+        proc = subprocess.Popen(step.argv, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         try:
-            done = subprocess.run(step.argv, stdout=fh, stderr=subprocess.STDOUT,
-                                  timeout=timeout_s)
+            code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            kill_group(proc)
             return Outcome(step.name, "timeout", None, time.perf_counter() - start,
                            step.shell(), str(log), f"over {timeout_s:.0f} s")
-    status = "passed" if done.returncode == 0 else "failed"
+        except BaseException:  # Ctrl-C: leave nothing running on the GPU
+            kill_group(proc)
+            raise
+    status = "passed" if code == 0 else "failed"
     reason = "" if status == "passed" else last_error(log)
-    return Outcome(step.name, status, done.returncode, time.perf_counter() - start,
+    return Outcome(step.name, status, code, time.perf_counter() - start,
                    step.shell(), str(log), reason)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s process group (it leads one) and reap ``proc``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def last_error(log: Path) -> str:
@@ -176,14 +195,23 @@ def check(out_dir: Path, *, steps: int, dry_run: bool, timeout_s: float,
         return 0
     logs = folder / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    outcomes = []
-    for step in todo:
+    outcomes: list[Outcome] = []
+    env = environment()
+    summary = write_summary(folder, outcomes, env)  # rewritten after each step: a run cut
+    for step in todo:                               # off says how far it got
         print(f"[gpu-check] {step.name} ...", file=sys.stderr, flush=True)
-        outcome = run_step(step, logs, timeout_s)
+        start = time.perf_counter()
+        try:
+            outcome = run_step(step, logs, timeout_s)
+        except KeyboardInterrupt:  # run_step has stopped the step's processes
+            outcomes.append(Outcome(step.name, "interrupted", None, time.perf_counter() - start,
+                                    step.shell(), str(logs / f"{step.name}.log"), "interrupted"))
+            write_summary(folder, outcomes, env)
+            raise
         print(f"[gpu-check] {step.name}: {outcome.status} ({outcome.wall_s:.1f} s) "
               f"{outcome.reason}", file=sys.stderr, flush=True)
         outcomes.append(outcome)
-    summary = write_summary(folder, outcomes, environment())
+        summary = write_summary(folder, outcomes, env)
     print(summary.read_text())
     return 0 if all(o.status in ("passed", "skipped") for o in outcomes) else 1
 
@@ -207,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     except TraceReportError as err:
         print(f"Error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("Interrupted: the running step was stopped; summary.md lists the steps so far",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

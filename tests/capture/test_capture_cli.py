@@ -126,11 +126,32 @@ def test_print_command_ncu_profiles_the_window_and_exports_csv(capsys, tmp_path)
     metrics = argv[argv.index("--metrics") + 1].split(",")
     assert {"gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
             "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"} <= set(metrics)
-    assert "SpeedOfLight_RooflineChart" in argv
+    assert "SpeedOfLight_RooflineChart" in argv and "InstructionStats" in argv  # tensor-core work
+    assert "--nvtx" not in argv  # every kernel of the window unless --ncu-region
     assert shlex.split(export) == [
         "ncu", "--import", str(tmp_path / "r2" / "r2.ncu-rep"), "--csv", "--page", "raw",
-        "--print-units", "base", ">", str(tmp_path / "r2" / "r2.ncu.csv"),
+        "--print-units", "base", "--print-metric-instances", "details", ">",
+        str(tmp_path / "r2" / "r2.ncu.csv"),
     ]
+
+
+def test_ncu_region_profiles_only_that_regions_nvtx_range(capsys, tmp_path):
+    code, out, _ = run(capsys, "--ncu", "--ncu-region", "forward", "--print-command",
+                       "--run-id", "r3", "--out-dir", str(tmp_path))
+    assert code == 0
+    argv = shlex.split(out.splitlines()[0])
+    assert argv[argv.index("--nvtx-include") + 1] == "forward/" and "--nvtx" in argv
+    child = argv[argv.index("-m") + 1:]
+    assert "--ncu-region" not in child and "--ncu" not in child  # the child runs plain
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--ncu-region", "forward"], "add --ncu"),
+    (["--ncu", "--ncu-region", "fwd"], "--ncu-region 'fwd' is not one of"),
+])
+def test_bad_ncu_region_is_one_error_line(capsys, tmp_path, args, message):
+    code, _, err = run(capsys, *args, "--print-command", "--out-dir", str(tmp_path))
+    assert_one_error_line(code, err, message)
 
 
 @pytest.mark.parametrize("tool", ["nsys", "ncu"])

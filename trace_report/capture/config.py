@@ -39,6 +39,8 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 COMPILE_MODES: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
 AMP_DTYPES: tuple[str, ...] = ("fp16", "bf16")
 SYNTHETIC_DATASETS: tuple[str, ...] = ("synthetic", "cifar100")  # cifar100 without --data-dir
+REGIONS: tuple[str, ...] = ("forward", "loss", "backward", "optimizer_step")
+"""The named regions of a training step (record_function and, on CUDA, NVTX ranges)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class CaptureConfig:
     # Nsight
     nsys: bool = False
     ncu: bool = False
+    ncu_region: str | None = None  # --ncu: only kernels inside this region's NVTX range
     print_command: bool = False
     cuda_profiler_range: bool = False  # internal: call cudaProfilerStart/Stop (set under nsys/ncu)
     # experiment-specific
@@ -196,6 +199,10 @@ def validate(cfg: CaptureConfig) -> CaptureConfig:
         _at_least(value, low, flag)
     if cfg.lr is not None and cfg.lr <= 0:
         raise InputError(f"--lr must be greater than 0, got {cfg.lr}")
+    if cfg.ncu_region is not None:
+        _choice(cfg.ncu_region, REGIONS, "--ncu-region")
+        if not cfg.ncu:
+            raise InputError("--ncu-region selects the kernels --ncu profiles: add --ncu")
     if cfg.nsys and cfg.ncu:
         raise InputError("--nsys and --ncu cannot be combined: run them one at a time")
     if cfg.dataset not in SYNTHETIC_DATASETS and cfg.data_dir is None:

@@ -21,7 +21,10 @@ from trace_report.capture.config import DEFAULTS, CaptureConfig
 from trace_report.errors import InputError, TraceReportError
 
 NSYS_TRACE = "cuda,nvtx,cudnn,cublas"
-NCU_SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart")
+NCU_SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "InstructionStats")
+"""Sections collected: speed of light and its roofline chart, and the instruction statistics
+(warp-level SASS counts per opcode and modifier, e.g. ``HMMA.1688.F32.TF32``: the tensor-core
+work of the roofline, which no FP32/FP16 thread counter sees)."""
 # Counts behind the roofline (FLOP = 2*FMA + ADD + MUL per precision; bytes from DRAM).
 NCU_METRICS = (
     "gpu__time_duration.sum",
@@ -34,7 +37,8 @@ NCU_METRICS = (
     ),
     "sm__inst_executed_pipe_tensor.sum",
 )
-_NOT_FORWARDED = {"experiment", "nsys", "ncu", "print_command", "cuda_profiler_range"}
+_NOT_FORWARDED = {"experiment", "nsys", "ncu", "ncu_region", "print_command",
+                  "cuda_profiler_range"}
 
 
 @dataclass(frozen=True)
@@ -85,15 +89,20 @@ def plan(cfg: CaptureConfig, run_dir: Path) -> list[Step]:
             f"--trace={NSYS_TRACE}", "--output", str(report), "--force-overwrite=true", *child,
         ])]
     sections = [arg for name in NCU_SECTIONS for arg in ("--section", name)]
+    # "forward/": kernels launched inside the push/pop range "forward" (ncu's NVTX filtering;
+    # the capture's regions push one range each, not nested)
+    nvtx = ["--nvtx", "--nvtx-include", f"{cfg.ncu_region}/"] if cfg.ncu_region else []
     rep = report.with_name(report.name + ".ncu-rep")
     return [
         Step([
-            "ncu", "--profile-from-start", "off", "--target-processes", "all", *sections,
+            "ncu", "--profile-from-start", "off", "--target-processes", "all", *nvtx, *sections,
             "--metrics", ",".join(NCU_METRICS), "--export", str(report), "--force-overwrite",
             *child,
         ]),
         Step(
-            ["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"],
+            # with the per-opcode counts (HMMA/HGMMA...): the tensor-core work of the roofline
+            ["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base",
+             "--print-metric-instances", "details"],
             stdout=report.with_name(report.name + ".ncu.csv"),
         ),
     ]

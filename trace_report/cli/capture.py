@@ -157,6 +157,10 @@ def capture(
     ncu: Annotated[bool, typer.Option(
         help="Run under Nsight Compute with the roofline metrics; writes .ncu-rep and CSV.",
         rich_help_panel=_NSIGHT)] = DEFAULTS.ncu,
+    ncu_region: Annotated[str | None, typer.Option(
+        help="--ncu: profile only the kernels of this region (forward, loss, backward, "
+        "optimizer_step; its NVTX range), e.g. the forward pass's FLOP per image.",
+        rich_help_panel=_NSIGHT)] = None,
     print_command: Annotated[bool, typer.Option(
         help="Print the --nsys/--ncu command line instead of running it.",
         rich_help_panel=_NSIGHT)] = DEFAULTS.print_command,

@@ -16,6 +16,7 @@ from conftest import SHARED
 from trace_report.errors import InputError
 from trace_report.formats.ncu import read_ncu
 from trace_report.formats.ncu_csv import base_function
+from trace_report.formats.ncu_types import INSTANCED
 from trace_report.ingest.ncu import load_ncu
 
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
@@ -102,9 +103,27 @@ def write_csv(path: Path, header: list[str], rows: list[list[str]], preamble: st
     return path
 
 
-def raw_fixture(path: Path, rep: Path) -> Path:
+def instanced_metrics(a: Any) -> dict[str, Any]:
+    """The per-opcode metrics as `--print-metric-instances details` prints them:
+    "<sum> (<opcode>: <count>; ...)", thousands separators included."""
+    out = {}
+    for name in INSTANCED:
+        m = a.metric_by_name(name)
+        if m is None or not m.num_instances():
+            continue
+        ids = m.correlation_ids()
+        pairs = [(ids.as_string(k), m.as_double(k)) for k in range(m.num_instances())]
+        total = sum(v for _, v in pairs)
+        out[name] = f"{total:,.0f} (" + "; ".join(f"{n}: {v:,.0f}" for n, v in pairs) + ")"
+    return out
+
+
+def raw_fixture(path: Path, rep: Path, *, instances: bool = False) -> Path:
     acts = actions(rep)
     per = [scalar_metrics(a) for a in acts]
+    if instances:
+        for values, a in zip(per, acts, strict=True):
+            values.update({k: (text, "") for k, text in instanced_metrics(a).items()})
     names = sorted(set().union(*per))
     picks: dict[str, tuple[str, tuple[str, float] | None]] = {}
     rows = []
@@ -115,6 +134,9 @@ def raw_fixture(path: Path, rep: Path) -> Path:
                 row.append("n/a")
                 continue
             value, unit = values[name]
+            if isinstance(value, str):  # an instanced cell, printed as is
+                row.append(value)
+                continue
             text, shown, pick = display(value, unit, picks.get(name, (None, None))[1])
             picks.setdefault(name, (shown, pick))
             row.append(text)
@@ -187,6 +209,28 @@ def test_csv_roofline_equals_report_roofline(tmp_path: Path, rep: Path, page: st
     for g, w in zip(got, want, strict=True):
         assert g == pytest.approx(w, rel=1e-6)
     assert any(w[2] for w in want)  # some launch has FP32 work
+
+
+def tensor_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    return con.execute("SELECT launch_id, tensor_flop, int_ops, flop, tensor_uncounted FROM roofline "
+                       "ORDER BY launch_id").fetchall()
+
+
+@pytest.mark.parametrize("rep", [A100, A40], ids=["a100", "a40"])
+def test_csv_with_metric_instances_counts_tensor_work_as_the_report_does(tmp_path: Path, rep: Path) -> None:
+    rep_con = loaded(rep)
+    with_instances = loaded(raw_fixture(tmp_path / "inst.csv", rep, instances=True))
+    want = tensor_rows(rep_con)
+    assert any(w[1] or w[2] for w in want)  # A40: HMMA.16816.F16 FLOP; A100: IMMA int8 OP
+    for got, w in zip(tensor_rows(with_instances), want, strict=True):
+        assert [g if g is None or isinstance(g, bool) else pytest.approx(g, rel=1e-9) for g in got] == list(w)
+    q = ("SELECT launch_id, metric, instance, value FROM ncu_metrics WHERE instance IS NOT NULL "
+         "ORDER BY ALL")
+    assert with_instances.execute(q).fetchall() == rep_con.execute(q).fetchall()
+    sums_only = loaded(raw_fixture(tmp_path / "sums.csv", rep))  # an export without instances
+    for got, w in zip(tensor_rows(sums_only), want, strict=True):
+        if w[1]:  # floating-point tensor work: unknown without per-opcode counts, never 0
+            assert got[1] is None and got[3] is None and got[4] is True
 
 
 def test_details_page_maps_labels_to_metric_names(tmp_path: Path) -> None:

@@ -11,7 +11,10 @@ https://docs.nvidia.com/nsight-compute/NsightComputeCli/index.html):
   ``--print-metric-name name`` was used; known labels are mapped to metric names
   (:data:`LABELS`, taken from the labels ncu's own section files give).
 * raw: the same identification columns, then one column per metric name, a second row of
-  units, then one row per launch.
+  units, then one row per launch. With ``--print-metric-instances details`` an instanced metric
+  reads ``"<sum> (<id>: <value>; ...)"``: the per-opcode counts of :data:`INSTANCED` are kept
+  (the tensor-core work of the roofline) as the .ncu-rep reader keeps them, other instanced
+  metrics as their sum.
 
 Lines before the header (``==PROF==`` progress, program output) are skipped; values may carry
 thousands separators (``"1,215,000,000.00"``) or read ``n/a``; units auto-scale per value.
@@ -25,7 +28,7 @@ import re
 from pathlib import Path
 
 from trace_report.errors import InputError
-from trace_report.formats.ncu_types import NcuData, fill_device_names
+from trace_report.formats.ncu_types import INSTANCED, NcuData, fill_device_names, split_instances
 
 ID_COLUMNS = {
     "ID": "launch_id", "Process ID": "process_id", "Process Name": "process_name",
@@ -205,5 +208,19 @@ def _raw(header: list[str], rows: list[list[str]], path: Path) -> NcuData:
         data.kernels.append(fields)
         for i in metric_cols:
             if i < len(raw):
-                data.add_metric(lid, None, header[i], None, units[i], raw[i])
+                _add_cell(data, lid, header[i], units[i], raw[i])
     return data
+
+
+def _add_cell(data: NcuData, lid: int, metric: str, unit: str, cell: str) -> None:
+    """One raw-page cell. An instanced one (``--print-metric-instances details``) gives one row
+    per opcode for the metrics of :data:`INSTANCED` (as the .ncu-rep reader stores them) and
+    its aggregate for the others."""
+    split = split_instances(cell)
+    if split is None:
+        data.add_metric(lid, None, metric, None, unit, cell)
+    elif metric in INSTANCED:
+        for name, value in split[1]:
+            data.add_metric(lid, None, metric, None, unit, value, instance=name)
+    else:
+        data.add_metric(lid, None, metric, None, unit, split[0])

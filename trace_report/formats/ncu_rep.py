@@ -13,15 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_report.errors import InputError
-from trace_report.formats.ncu_types import NcuData, fill_device_names
-
-INSTANCED = {
-    "sass__inst_executed_per_opcode",                    # warp-level, per basic opcode
-    "sass__inst_executed_per_opcode_with_modifier_all",  # warp-level, e.g. HMMA.16816.F32.BF16
-    "sass__thread_inst_executed_true_per_opcode",        # thread-level, predicate true
-}
-"""Instanced metrics kept (instance = SASS opcode); other instanced metrics (per-PC samples) are
-not stored."""
+from trace_report.formats.ncu_types import INSTANCED, NcuData, fill_device_names
 
 _SKIP_PREFIXES = ("group:", "breakdown:", "pmsampling:")
 

@@ -71,6 +71,30 @@ _NA = {"", "n/a", "N/A", "nan", "NaN", "-", "(!) n/a"}
 _NUMBER = re.compile(r"^[+-]?(\d{1,3}(,\d{3})+|\d+)?(\.\d*)?([eE][+-]?\d+)?$")
 
 
+INSTANCED = {
+    "sass__inst_executed_per_opcode",                    # warp-level, per basic opcode
+    "sass__inst_executed_per_opcode_with_modifier_all",  # warp-level, e.g. HMMA.16816.F32.BF16
+    "sass__thread_inst_executed_true_per_opcode",        # thread-level, predicate true
+}
+"""Instanced metrics kept (instance = SASS opcode); other instanced metrics (per-PC samples) are
+not stored."""
+
+_INSTANCES = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*\((.*)\)\s*$", re.S)
+
+
+def split_instances(text: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """``ncu --print-metric-instances details`` cells: ``"4,200,448 (HMMA.1688.F32.TF32: 4,718,592;
+    IMAD: 12)"`` -> ``("4,200,448", [("HMMA.1688.F32.TF32", "4,718,592"), ("IMAD", "12")])``
+    (the aggregate, then each correlation id with its value); None for any other cell."""
+    found = _INSTANCES.match(text)
+    if found is None:
+        return None
+    pairs = [item.rsplit(":", 1) for item in found.group(2).split(";") if item.strip()]
+    if not all(len(pair) == 2 for pair in pairs):
+        return None
+    return found.group(1), [(name.strip(), value.strip()) for name, value in pairs]
+
+
 def parse_value(text: str | None) -> tuple[float | None, str | None]:
     """(number, None) for a numeric ncu cell (``"1,215,000,000.00"``), (None, None) for
     ``n/a``/empty, else (None, text)."""

@@ -330,6 +330,11 @@ def ncu_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = 
     notes = []
     if peaks is None:
         notes.append(f"no peak figures for device {device!r}: give --gpu or --peak-flops/--peak-bw")
+    uncounted = int(frame["tensor_uncounted"].fillna(False).sum())
+    if uncounted:
+        notes.append(f"{uncounted} launch(es) ran tensor-core MMA instructions but the input has no "
+                     "per-opcode counts (an ncu CSV export carries only their sums): their FLOP is "
+                     "unknown (empty), not zero; read the .ncu-rep instead")
     if frame["unknown_tensor_shapes"].any():
         notes.append("some tensor-core instructions have no known MMA shape; their work is not counted")
     if (frame["flop"].fillna(0) == 0).all() and frame["int_ops"].isna().all():

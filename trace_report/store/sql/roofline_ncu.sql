@@ -19,10 +19,23 @@ SELECT report_id, launch_id,
        max(value) FILTER (WHERE metric = 'dram__bytes_write.sum') AS dram_write,
        max(value) FILTER (WHERE metric = 'dram__bytes.sum.per_second') AS dram_bw,
        max(value) FILTER (WHERE metric = 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active')
-           AS tensor_pipe_pct
+           AS tensor_pipe_pct,
+       -- MMA cycles (sm90: sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active;
+       -- sm80: sm__pipe_tensor_op_{hmma,imma,dmma}_cycles_active), in % of peak, on the busiest SM
+       -- (.max) or on average: >= 1% is matrix work. Batch-norm, layout and GEMV kernels show up
+       -- to 0.01% there (HFMA2.MMA moves), implicit-GEMM convolutions 20-30% (H100 ResNet-18).
+       coalesce(max(value) FILTER (WHERE metric SIMILAR TO
+           'sm__pipe_tensor_(type_[a-z_]*mma|op_[hid]mma)_cycles_active[.](max|avg)[.]pct_of_peak_sustained_(elapsed|active)'),
+           0) >= 1.0 AS mma_active
 FROM ncu_metrics
 WHERE instance IS NULL
 GROUP BY report_id, launch_id;
+
+-- Launches that have per-opcode SASS counts (the Instruction Statistics instances); without them
+-- tensor-core work cannot be counted (an ncu CSV export carries only their sums).
+CREATE OR REPLACE TEMP VIEW ncu_opcode_counted AS
+SELECT DISTINCT report_id, launch_id FROM ncu_metrics
+WHERE metric = 'sass__inst_executed_per_opcode_with_modifier_all' AND instance IS NOT NULL;
 
 -- Per launch and CUDA-core floating-point operation: thread-instruction count, from (1) the
 -- counter itself (--metrics ...pred_on.sum), (2) the Source Counters per-opcode thread counts
@@ -64,8 +77,13 @@ SELECT v.report_id, v.launch_id, v.op, v.precision, v.flop_per_inst,
             WHEN v.rate_per_cycle IS NOT NULL AND b.sm_hz IS NOT NULL AND b.time_s IS NOT NULL THEN 'rate' END AS source
 FROM v JOIN ncu_launch_basics b USING (report_id, launch_id);
 
--- Tensor-core work from warp-level SASS MMA instruction counts with their shape modifier
--- (HMMA.16816.F32 = one m16n8k16 MMA per warp instruction = 2*16*8*16 operations).
+-- Tensor-core work from warp-level SASS MMA instruction counts with their shape modifier.
+-- mma.sync (sm70-sm90: HMMA/IMMA/DMMA/BMMA): HMMA.16816.F32 = one m16n8k16 MMA per warp
+-- instruction = 2*16*8*16 operations. Warpgroup MMA (sm90 wgmma: HGMMA/IGMMA/QGMMA/BGMMA):
+-- HGMMA.64x128x8.F32.TF32 is one m64n128k8 MMA issued by the 4 warps of a warpgroup, and the
+-- warp-level count sees each of the 4, so one counted instruction = 2*64*128*8/4 operations
+-- (PTX ISA, wgmma.mma_async; checked on an H100 ResNet-18 forward pass against
+-- FlopCounterMode: docs/roofline.md).
 CREATE OR REPLACE TEMP VIEW ncu_tensor_ops AS
 WITH shapes(shape, m, n, k) AS (VALUES
     ('884', 8, 8, 4), ('8816', 8, 8, 16), ('8832', 8, 8, 32), ('88128', 8, 8, 128),
@@ -77,15 +95,24 @@ t AS (
            split_part(instance, '.', 1) AS opcode, split_part(instance, '.', 2) AS shape
     FROM ncu_metrics
     WHERE metric = 'sass__inst_executed_per_opcode_with_modifier_all'
-      AND split_part(instance, '.', 1) IN ('HMMA', 'IMMA', 'DMMA', 'BMMA')
+      AND split_part(instance, '.', 1) IN ('HMMA', 'IMMA', 'DMMA', 'BMMA',
+                                          'HGMMA', 'IGMMA', 'QGMMA', 'BGMMA')
+),
+g AS (  -- warpgroup shapes MxNxK, per warp
+    SELECT *, TRY_CAST(regexp_extract(shape, '^([0-9]+)x([0-9]+)x([0-9]+)$', 1) AS BIGINT) AS gm,
+              TRY_CAST(regexp_extract(shape, '^([0-9]+)x([0-9]+)x([0-9]+)$', 2) AS BIGINT) AS gn,
+              TRY_CAST(regexp_extract(shape, '^([0-9]+)x([0-9]+)x([0-9]+)$', 3) AS BIGINT) AS gk
+    FROM t
 )
-SELECT t.report_id, t.launch_id, t.instance, t.opcode, t.warp_inst,
-       CASE WHEN t.opcode = 'DMMA' THEN 'fp64_tensor'
-            WHEN t.opcode IN ('IMMA', 'BMMA') THEN 'int8_tensor'
-            WHEN t.instance LIKE '%TF32%' THEN 'tf32_tensor'
+SELECT g.report_id, g.launch_id, g.instance, g.opcode, g.warp_inst,
+       CASE WHEN g.opcode = 'DMMA' THEN 'fp64_tensor'
+            WHEN g.opcode IN ('IMMA', 'BMMA', 'IGMMA', 'BGMMA') THEN 'int8_tensor'
+            WHEN g.opcode = 'QGMMA' THEN 'fp8_tensor'
+            WHEN g.instance LIKE '%TF32%' THEN 'tf32_tensor'
             ELSE 'fp16_tensor' END AS precision,
-       2.0 * s.m * s.n * s.k * t.warp_inst AS ops
-FROM t LEFT JOIN shapes s USING (shape);
+       CASE WHEN g.opcode LIKE '_GMMA' THEN 2.0 * g.gm * g.gn * g.gk / 4 * g.warp_inst
+            ELSE 2.0 * s.m * s.n * s.k * g.warp_inst END AS ops
+FROM g LEFT JOIN shapes s USING (shape);
 
 -- One row per profiled launch: work per precision (FLOP), DRAM bytes, duration, arithmetic
 -- intensity, achieved FLOP/s; bound and pct_of_roof against roofline_peaks (the macros of
@@ -111,8 +138,10 @@ w AS (
     SELECT k.report_id, k.launch_id, k.kernel, k.function, k.device_name, k.compute_capability,
            fp.flop_fp64, fp.flop_fp32, fp.flop_fp16, tc.tensor_flop, tc.int_ops, tc.tensor_precision,
            coalesce(tc.unknown_shapes, false) AS unknown_tensor_shapes,
-           coalesce(fp.flop_fp64, 0) + coalesce(fp.flop_fp32, 0) + coalesce(fp.flop_fp16, 0)
-               + coalesce(tc.tensor_flop, 0) AS flop,
+           coalesce(b.mma_active, false) AND oc.launch_id IS NULL AS tensor_uncounted,
+           CASE WHEN NOT (coalesce(b.mma_active, false) AND oc.launch_id IS NULL) THEN
+               coalesce(fp.flop_fp64, 0) + coalesce(fp.flop_fp32, 0) + coalesce(fp.flop_fp16, 0)
+               + coalesce(tc.tensor_flop, 0) END AS flop,
            coalesce(b.dram_bytes, b.dram_read + b.dram_write, b.dram_bw * b.time_s) AS bytes,
            CASE WHEN b.dram_bytes IS NOT NULL THEN 'dram__bytes.sum'
                 WHEN b.dram_read IS NOT NULL AND b.dram_write IS NOT NULL THEN 'dram__bytes_read+write.sum'
@@ -124,10 +153,12 @@ w AS (
     LEFT JOIN fp USING (report_id, launch_id)
     LEFT JOIN tc USING (report_id, launch_id)
     LEFT JOIN ncu_launch_basics b USING (report_id, launch_id)
+    LEFT JOIN ncu_opcode_counted oc USING (report_id, launch_id)
 ),
 p AS (
     SELECT w.*,
-           CASE WHEN greatest(coalesce(flop_fp64, 0), coalesce(flop_fp32, 0), coalesce(flop_fp16, 0),
+           CASE WHEN tensor_uncounted THEN NULL
+                WHEN greatest(coalesce(flop_fp64, 0), coalesce(flop_fp32, 0), coalesce(flop_fp16, 0),
                               coalesce(tensor_flop, 0), coalesce(int_ops, 0)) = 0 THEN NULL
                 WHEN coalesce(int_ops, 0) > flop THEN 'int8_tensor'
                 WHEN coalesce(tensor_flop, 0) >= greatest(coalesce(flop_fp64, 0), coalesce(flop_fp32, 0),
@@ -152,7 +183,7 @@ SELECT report_id, launch_id, kernel, function, device_name, gpu,
        roof_flop_per_s / nullif(peak_bw, 0) AS ridge_ai,
        roof_bound(precision, work, bytes, roof_flop_per_s, peak_bw) AS bound,
        roof_pct(work, time_s, bytes, roof_flop_per_s, peak_bw) AS pct_of_roof,
-       tensor_precision, tensor_pipe_pct, unknown_tensor_shapes, flop_source, bytes_source,
+       tensor_precision, tensor_pipe_pct, unknown_tensor_shapes, tensor_uncounted, flop_source, bytes_source,
        'ncu' AS source
 FROM r
 ORDER BY report_id, launch_id;

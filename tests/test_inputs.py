@@ -90,6 +90,25 @@ def test_skipped_files_are_listed_with_reasons(tmp_path: Path) -> None:
     assert "skipped:" not in quiet.stderr and "2 skipped" in quiet.stderr
 
 
+def test_an_ncu_run_folder_reads_the_report_not_also_its_csv_export(tmp_path: Path) -> None:
+    shared_or_skip()
+    report = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep"
+    csv = Path(__file__).resolve().parents[1] / "traces" / "h100-2026-11-25" / "ncu-forward" / "ncu.ncu.csv"
+    run = tmp_path / "run"  # what `capture --ncu --run-id r` leaves: r.ncu-rep and r.ncu.csv
+    run.mkdir()
+    shutil.copy(report, run / "r.ncu-rep")
+    shutil.copy(csv, run / "r.ncu.csv")
+    with resolve([run]) as found:
+        assert [s.path.name for s in found.sources] == ["r.ncu-rep"]
+        assert found.skipped == [(str(run / "r.ncu.csv"), "the CSV export of r.ncu-rep beside it, "
+                                                        "which is read instead")]
+    (run / "r.ncu.csv").rename(run / "other.ncu.csv")  # not the report's export: both are read
+    with resolve([run]) as found:
+        assert sorted(s.path.name for s in found.sources) == ["other.ncu.csv", "r.ncu-rep"]
+    with resolve([run / "other.ncu.csv"]) as found:  # named on its own, a CSV is always read
+        assert [s.path.name for s in found.sources] == ["other.ncu.csv"]
+
+
 def test_repeats_are_read_once(tmp_path: Path) -> None:
     shared_or_skip()
     trace = TRACES / "hta_trace_diff" / "control.json.gz"

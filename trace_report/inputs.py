@@ -247,6 +247,14 @@ def _real(path: Path) -> Path:
         return path.absolute()
 
 
+NCU_CSV_EXPORT = ".ncu.csv"
+"""Suffix of the CSV that ``capture --ncu`` exports from its ``.ncu-rep`` (same stem)."""
+
+
+def _ncu_report_of(csv_name: str) -> str:
+    return csv_name[: -len(NCU_CSV_EXPORT)] + ".ncu-rep"
+
+
 class _Resolver:
     def __init__(self) -> None:
         self.out = Resolution()
@@ -281,9 +289,16 @@ class _Resolver:
     def folder(self, folder: Path) -> None:
         files = sorted(p for p in folder.rglob("*") if p.is_file()
                        and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+        names = {p.name for p in files}
         for p in files:
             if p.name.endswith((".duckdb.wal", ".parquet")) or ".duckdb.events" in p.parent.name:
                 continue  # a database's own files
+            if p.name.endswith(NCU_CSV_EXPORT) and _ncu_report_of(p.name) in names:
+                # `capture --ncu` writes X.ncu-rep and its CSV export X.ncu.csv side by side:
+                # the same launches (the report with more metrics) must not count twice
+                self.out.skipped.append((str(p), f"the CSV export of {_ncu_report_of(p.name)} "
+                                                 "beside it, which is read instead"))
+                continue
             self.file(p, explicit=False)
 
     def archive(self, archive: Path) -> None:

@@ -6,13 +6,14 @@ MANIFEST.tsv and plain-Python passes over the trace JSON.
 
 from __future__ import annotations
 
+import gzip
 import json
 import sqlite3
 from collections import Counter, defaultdict
 
 import cpp_demangle
 import pytest
-from conftest import GPU_OP_CATS, KERNEL_CATS, SHARED, TRACES, folder_events, invoke, manifest_by_dir, tar_ranks
+from conftest import GPU_OP_CATS, KERNEL_CATS, REPO, SHARED, TRACES, folder_events, invoke, manifest_by_dir, tar_ranks
 
 import trace_report as tr
 from trace_report.analyses.kernel_classes import FlagsOptions, classify, flags, rules
@@ -42,7 +43,9 @@ _names_cache: dict[str, list[str]] = {}
 def real_names(source: str) -> list[str]:
     """GPU op names of a trace folder, the DLRM archive, or an Nsight Systems export (nsys:...)."""
     if source not in _names_cache:
-        if source.startswith("nsys:"):
+        if source.startswith("repo:"):  # traces/ of this repository (our own captures)
+            names = sorted({e["name"] for e in repo_trace_events(source[5:]) if e.get("cat") in GPU_OPS})
+        elif source.startswith("nsys:"):
             names = nsys_kernel_names(source[5:])
         elif source == "param_dlrm_kineto_v100x8":
             ranks = tar_ranks(TRACES / source / "dlrm_kineto.tar.gz")
@@ -51,6 +54,12 @@ def real_names(source: str) -> list[str]:
             names = sorted({e["name"] for e in folder_events(source) if e.get("cat") in GPU_OPS})
         _names_cache[source] = names
     return _names_cache[source]
+
+
+def repo_trace_events(folder: str) -> list[dict]:
+    (path,) = (REPO / "traces" / folder).glob("*.pt.trace.json.gz")
+    with gzip.open(path) as fh:
+        return json.load(fh)["traceEvents"]
 
 
 def real_name(source: str, fragment: str) -> str:
@@ -71,7 +80,11 @@ def small():
 # ------------------------------------------------------------------ every rule on a real name
 
 # (rule_id, source of the real name, fragment that finds it, compute capability, class it gives)
+H100 = "repo:h100-2026-11-25/baseline"
+
 RULE_CASES = [
+    ("cuda_core_ffma", H100, "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8", 9.0, "cuda_core"),
+    ("cuda_core_ffma", H100, "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs", 9.0, "cuda_core"),
     ("tc_pyprof", "tracelens_h100_timesformer", "cutlass_75_tensorop_bf16_s1688gemm", 9.0, "tensor_core"),
     ("tc_pyprof", "tracelens_h100_timesformer", "sm90_xmma_gemm_bf16bf16", 9.0, "tensor_core"),
     ("tc_xmma_conv", "hta_a100_ddp_nccl", "sm80_xmma_fprop_implicit_gemm", 8.0, "tensor_core"),
@@ -139,6 +152,11 @@ NOT_CASES = [
     ("tracelens_b200_vllm_eager", "multimem_all_reduce_kernel", 10.0, {"reduction"}, "all_reduce_kernel"),
     ("hta_trace_diff", "splitKreduce_kernel", 8.0, {"reduction"}, "cuBLAS split-K epilogue is GEMM"),
     ("hta_a100_ddp_nccl", "sm80_xmma_fprop_implicit_gemm", 8.0, {"gemm"}, "implicit-GEMM conv is a conv"),
+    (H100, "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8", 9.0,
+     {"tensor_core", "tf32", "fp16_tensor_core", "bf16_tensor_core"}, "xmma GEMM on CUDA cores (_ffma_)"),
+    (H100, "sm80_xmma_dgrad_implicit_gemm_f32f32_f32f32_f32_nchwkcrs", 9.0, {"tensor_core"},
+     "xmma conv on CUDA cores (_ffma_): ncu counts no MMA in its fprop sibling"),
+    (H100, "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32", 9.0, {"cuda_core"}, "TF32 xmma conv (HGMMA)"),
 ]
 
 

@@ -3,9 +3,16 @@
 -- A rule matches when its RE2 pattern (regexp_matches, case-sensitive unless (?i)) finds the
 -- name, the trace's compute capability is >= min_cc (when set), and the name already has the
 -- class in `requires` (or lacks it, for '!class'). `requires` refers only to rules without one.
+-- A cuda_core match removes tensor_core (and so the classes that require it).
 -- Every rule is tested on a real kernel name from ../shared/data (tests/test_kernel_classes.py).
 CREATE OR REPLACE TEMP VIEW kernel_class_rules AS
-SELECT '2' AS version, * FROM (VALUES
+SELECT '3' AS version, * FROM (VALUES
+    (5, 'cuda_core_ffma', 'cuda_core', '_ffma_', NULL, NULL,
+     'cuDNN/cuBLAS xmma kernels built for CUDA cores name their math _ffma_ (FP32 FMA) and their '
+     || 'types f32f32_f32f32_f32; they run no MMA (Nsight Compute on an H100 counts no HMMA/HGMMA in '
+     || 'sm80_xmma_fprop_implicit_gemm_..._ffma_...). The class vetoes tensor_core, which '
+     || 'xmma_gemm / xmma_(fprop|dgrad|wgrad)_implicit_gemm would otherwise give',
+     'traces/h100-2026-11-25 (this project''s H100 ResNet-18 captures and their ncu forward pass)'),
     (10, 'tc_pyprof', 'tensor_core',
      'h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv|xmma_warp_specialized_implicit_gemm|xmma_gemm|xmma_sparse_gemm|c1688',
      NULL, NULL,
@@ -91,7 +98,9 @@ CREATE OR REPLACE TEMP MACRO kernel_class_matches(kname, kcc) AS (
         SELECT class, rule_id, requires, priority FROM kernel_class_rules
         WHERE regexp_matches(kname, pattern) AND (min_cc IS NULL OR kcc >= min_cc)
     ),
-    base AS (SELECT * FROM m WHERE requires IS NULL),
+    -- cuda_core (a kernel that names its CUDA-core math) vetoes tensor_core
+    base AS (SELECT * FROM m WHERE requires IS NULL AND NOT (
+        class = 'tensor_core' AND EXISTS (SELECT 1 FROM m v WHERE v.class = 'cuda_core'))),
     dep AS (
         SELECT * FROM m
         WHERE requires IS NOT NULL

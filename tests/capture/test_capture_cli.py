@@ -12,10 +12,10 @@ import torch
 
 from trace_report.capture import nsight, runner
 from trace_report.capture.__main__ import main
-from trace_report.capture.config import CaptureConfig
+from trace_report.capture.config import CaptureConfig, validate
 from trace_report.capture.profiling import CudaProfilerWindow
 from trace_report.capture.runner import NsightOutcome, run_capture
-from trace_report.errors import InputError
+from trace_report.errors import InputError, TraceReportError
 
 TINY = ["--steps", "2", "--batch-size", "8", "--image-size", "16", "--wait", "0",
         "--warmup", "1", "--active", "1", "--synthetic-test", "16", "--threads", "1", "--no-progress"]
@@ -203,3 +203,27 @@ def test_cuda_profiler_window_brackets_the_active_steps(monkeypatch):
         window.after_step(step)
     window.stop()
     assert calls == ["0", "1", "start", "2", "3", "4", "stop", "5", "6", "7"]
+
+
+def test_ncu_export_falls_back_when_ncu_lacks_metric_instances(tmp_path, monkeypatch):
+    # A stand-in ncu: the profile writes the report; an import that asks for
+    # --print-metric-instances fails as an older ncu does, a plain import prints the CSV.
+    fake = tmp_path / "bin" / "ncu"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        '  *--print-metric-instances*) echo "unrecognised option" >&2; exit 1 ;;\n'
+        '  *--import*) echo \'"ID","Kernel Name"\' ;;\n'
+        '  *) while [ "$1" != "--export" ]; do shift; done; touch "$2.ncu-rep" ;;\n'
+        "esac\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    cfg = validate(CaptureConfig(ncu=True, run_id="r", out_dir=tmp_path))
+    run_dir = tmp_path / "r"
+    reports = nsight.run(nsight.plan(cfg, run_dir), run_dir)
+    assert [p.name for p in reports] == ["r.ncu-rep", "r.ncu.csv"]
+    assert (run_dir / "r.ncu.csv").read_text() == '"ID","Kernel Name"\n'
+    fake.write_text("#!/bin/sh\nexit 3\n")  # a failing profile is still an error
+    with pytest.raises(TraceReportError, match="ncu exited with code 3"):
+        nsight.run(nsight.plan(cfg, run_dir), run_dir)

@@ -43,10 +43,12 @@ _NOT_FORWARDED = {"experiment", "nsys", "ncu", "ncu_region", "print_command",
 
 @dataclass(frozen=True)
 class Step:
-    """One command of the plan; ``stdout`` is a file its output is redirected to."""
+    """One command of the plan; ``stdout`` is a file its output is redirected to;
+    ``fallback`` is run instead when the command fails (an older ncu without an option)."""
 
     argv: list[str]
     stdout: Path | None = None
+    fallback: list[str] | None = None
 
     def shell(self) -> str:
         """The command line as a shell would take it."""
@@ -93,6 +95,7 @@ def plan(cfg: CaptureConfig, run_dir: Path) -> list[Step]:
     # the capture's regions push one range each, not nested)
     nvtx = ["--nvtx", "--nvtx-include", f"{cfg.ncu_region}/"] if cfg.ncu_region else []
     rep = report.with_name(report.name + ".ncu-rep")
+    export = ["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"]
     return [
         Step([
             "ncu", "--profile-from-start", "off", "--target-processes", "all", *nvtx, *sections,
@@ -100,10 +103,10 @@ def plan(cfg: CaptureConfig, run_dir: Path) -> list[Step]:
             *child,
         ]),
         Step(
-            # with the per-opcode counts (HMMA/HGMMA...): the tensor-core work of the roofline
-            ["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base",
-             "--print-metric-instances", "details"],
-            stdout=report.with_name(report.name + ".ncu.csv"),
+            # with the per-opcode counts (HMMA/HGMMA...): the tensor-core work of the roofline;
+            # an ncu without --print-metric-instances exports their sums only
+            [*export, "--print-metric-instances", "details"],
+            stdout=report.with_name(report.name + ".ncu.csv"), fallback=export,
         ),
     ]
 
@@ -120,16 +123,21 @@ def check_tools(cfg: CaptureConfig) -> None:
         raise InputError(f"--{tool} profiles CUDA work: use --device cuda or auto, not cpu")
 
 
+def _run(argv: list[str], stdout: Path | None) -> int:
+    if stdout is None:
+        return subprocess.run(argv).returncode
+    with open(stdout, "w") as out:
+        return subprocess.run(argv, stdout=out).returncode
+
+
 def run(steps: list[Step], run_dir: Path) -> list[Path]:
     """Run the plan; the reports it wrote (``.nsys-rep``, ``.ncu-rep``, ``.ncu.csv``)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for step in steps:
-        if step.stdout is None:
-            done = subprocess.run(step.argv)
-        else:
-            with open(step.stdout, "w") as out:
-                done = subprocess.run(step.argv, stdout=out)
-        if done.returncode != 0:
-            raise TraceReportError(f"{step.argv[0]} exited with code {done.returncode}")
+        code = _run(step.argv, step.stdout)
+        if code != 0 and step.fallback is not None:
+            code = _run(step.fallback, step.stdout)
+        if code != 0:
+            raise TraceReportError(f"{step.argv[0]} exited with code {code}")
     patterns = ("*.nsys-rep", "*.ncu-rep", "*.ncu.csv")
     return sorted(p for pattern in patterns for p in run_dir.glob(pattern))

@@ -210,3 +210,15 @@ def test_measured_forward_flop_per_image_matches_flop_counter_mode():
     with FlopCounterMode(display=False) as counter:
         build_model("resnet18", 10).train()(torch.randn(16, 3, 32, 32))
     assert counter.get_total_flops() / 16 == expected
+
+
+def test_advise_names_the_layout_conversions_and_not_after_channels_last():
+    gpu = [e for e in trace_doc("baseline")["traceEvents"]
+           if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    share = 100 * sum(e["dur"] for e in gpu if LAYOUT.search(e["name"])) / sum(e["dur"] for e in gpu)
+    with tr.open(H100 / "baseline") as db:
+        found = db.advise().set_index("finding")
+    assert found.loc["layout_conversions", "value"] == pytest.approx(share, abs=5e-4)  # shown to 3 places
+    assert "channels_last" in found.loc["layout_conversions", "recommendation"]
+    with tr.open(H100 / "channels-last") as db:
+        assert "layout_conversions" not in set(db.advise()["finding"])

@@ -107,6 +107,18 @@ def test_an_ncu_run_folder_reads_the_report_not_also_its_csv_export(tmp_path: Pa
         assert sorted(s.path.name for s in found.sources) == ["other.ncu.csv", "r.ncu-rep"]
     with resolve([run / "other.ncu.csv"]) as found:  # named on its own, a CSV is always read
         assert [s.path.name for s in found.sources] == ["other.ncu.csv"]
+    (run / "sub").mkdir()  # a report of that name in another folder is another run's
+    (run / "other.ncu.csv").rename(run / "sub" / "r.ncu.csv")
+    with resolve([run]) as found:
+        assert sorted(s.label for s in found.sources) == [str(run / "r.ncu-rep"), str(run / "sub" / "r.ncu.csv")]
+    archive = tmp_path / "runs.tar"
+    with tarfile.open(archive, "w") as tar:  # the same rule inside an archive
+        tar.add(run / "r.ncu-rep", "a/r.ncu-rep")
+        tar.add(run / "sub" / "r.ncu.csv", "a/r.ncu.csv")
+        tar.add(run / "sub" / "r.ncu.csv", "b/r.ncu.csv")
+    with resolve([archive]) as found:
+        assert sorted(s.label for s in found.sources) == [f"{archive}!a/r.ncu-rep", f"{archive}!b/r.ncu.csv"]
+        assert [label for label, _ in found.skipped] == [f"{archive}!a/r.ncu.csv"]
 
 
 def test_repeats_are_read_once(tmp_path: Path) -> None:

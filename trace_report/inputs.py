@@ -18,7 +18,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from trace_report.errors import InputError
 from trace_report.formats.magic import GZIP_MAGIC
@@ -248,11 +248,14 @@ def _real(path: Path) -> Path:
 
 
 NCU_CSV_EXPORT = ".ncu.csv"
-"""Suffix of the CSV that ``capture --ncu`` exports from its ``.ncu-rep`` (same stem)."""
+"""Suffix of the CSV that ``capture --ncu`` exports from its ``.ncu-rep`` (same stem, same
+folder). Both hold the same launches: in a folder or archive only the report is read."""
+_EXPORT_SKIPPED = "the CSV export of {} beside it, which is read instead"
 
 
-def _ncu_report_of(csv_name: str) -> str:
-    return csv_name[: -len(NCU_CSV_EXPORT)] + ".ncu-rep"
+def _ncu_report_beside(name: str) -> str | None:
+    """``X.ncu-rep`` for a file named ``X.ncu.csv``, else None."""
+    return name[: -len(NCU_CSV_EXPORT)] + ".ncu-rep" if name.endswith(NCU_CSV_EXPORT) else None
 
 
 class _Resolver:
@@ -289,15 +292,13 @@ class _Resolver:
     def folder(self, folder: Path) -> None:
         files = sorted(p for p in folder.rglob("*") if p.is_file()
                        and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-        names = {p.name for p in files}
+        present = set(files)
         for p in files:
             if p.name.endswith((".duckdb.wal", ".parquet")) or ".duckdb.events" in p.parent.name:
                 continue  # a database's own files
-            if p.name.endswith(NCU_CSV_EXPORT) and _ncu_report_of(p.name) in names:
-                # `capture --ncu` writes X.ncu-rep and its CSV export X.ncu.csv side by side:
-                # the same launches (the report with more metrics) must not count twice
-                self.out.skipped.append((str(p), f"the CSV export of {_ncu_report_of(p.name)} "
-                                                 "beside it, which is read instead"))
+            report = _ncu_report_beside(p.name)
+            if report and p.with_name(report) in present:
+                self.out.skipped.append((str(p), _EXPORT_SKIPPED.format(report)))
                 continue
             self.file(p, explicit=False)
 
@@ -307,9 +308,14 @@ class _Resolver:
         before = len(self.out.sources)
         try:
             with tarfile.open(archive) as tar:
-                for n, member in enumerate(tar.getmembers()):
-                    if member.isfile():
-                        self.member(tar, member, archive, Path(tmp.name) / f"{n:05d}-{Path(member.name).name}")
+                members = [m for m in tar.getmembers() if m.isfile()]
+                present = {m.name for m in members}
+                for n, member in enumerate(members):
+                    report = _ncu_report_beside(Path(member.name).name)
+                    if report and str(PurePosixPath(member.name).with_name(report)) in present:
+                        self.out.skipped.append((f"{archive}!{member.name}", _EXPORT_SKIPPED.format(report)))
+                        continue
+                    self.member(tar, member, archive, Path(tmp.name) / f"{n:05d}-{Path(member.name).name}")
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             raise InputError(f"{archive}: cannot read tar archive ({exc})") from exc
         if len(self.out.sources) == before:

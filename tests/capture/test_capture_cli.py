@@ -227,3 +227,8 @@ def test_ncu_export_falls_back_when_ncu_lacks_metric_instances(tmp_path, monkeyp
     fake.write_text("#!/bin/sh\nexit 3\n")  # a failing profile is still an error
     with pytest.raises(TraceReportError, match="ncu exited with code 3"):
         nsight.run(nsight.plan(cfg, run_dir), run_dir)
+    fake.write_text("#!/bin/sh\nexit 0\n")  # ncu writes no report when it profiled nothing
+    region = validate(CaptureConfig(ncu=True, ncu_region="loss", run_id="r2", out_dir=tmp_path))
+    with pytest.raises(TraceReportError, match="wrote no r2.ncu-rep: it profiled no kernel "
+                                               r"\(nothing was launched inside the NVTX range of region 'loss'\)"):
+        nsight.run(nsight.plan(region, tmp_path / "r2"), tmp_path / "r2")

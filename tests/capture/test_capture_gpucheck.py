@@ -173,3 +173,26 @@ def test_an_interrupt_stops_the_step_and_keeps_the_summary(capsys, tmp_path, mon
     steps = json.loads((folder / "summary.json").read_text())["steps"]
     assert [(s["name"], s["status"]) for s in steps] == [("ok", "passed"),
                                                          ("long", "interrupted")]
+
+
+def test_a_timeout_reaches_workers_in_their_own_session_through_sigterm(tmp_path):
+    # As torchrun does: the step starts its worker in a new session (out of the step's process
+    # group) and passes SIGTERM on to it.
+    marker = tmp_path / "worker.pid"
+    code = ("import os, signal, subprocess, sys, time; "
+            "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+            "start_new_session=True); "
+            f"open({str(marker)!r}, 'w').write(str(w.pid)); "
+            "signal.signal(signal.SIGTERM, lambda *a: (w.terminate(), w.wait(), sys.exit(143))); "
+            "time.sleep(60)")
+    outcome = gpucheck.run_step(gpucheck.Step("ddp-like", [sys.executable, "-c", code]), tmp_path,
+                                timeout_s=3)
+    assert outcome.status == "timeout" and outcome.wall_s < 30
+    pid = int(marker.read_text())
+    for _ in range(100):
+        stat = Path(f"/proc/{pid}/stat")
+        if not stat.exists() or stat.read_text().split()[2] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"worker {pid} still running")

@@ -111,7 +111,7 @@ def run_step(step: Step, logs: Path, timeout_s: float) -> Outcome:
         fh.write(f"$ {step.shell()}\n")
         fh.flush()
         # Its own process group: a timeout ends the step's children too (ncu and the
-        # capture under it, DDP workers), not only the process we started.
+        # capture under it, torchrun and, through its SIGTERM, the DDP workers).
         proc = subprocess.Popen(step.argv, stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
@@ -129,8 +129,18 @@ def run_step(step: Step, logs: Path, timeout_s: float) -> Outcome:
                    step.shell(), str(log), reason)
 
 
+GRACE_S = 10.0
+"""Seconds a stopped step gets between SIGTERM and SIGKILL."""
+
+
 def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL ``proc``'s process group (it leads one) and reap ``proc``."""
+    """Stop ``proc``'s process group (it leads one): SIGTERM first, which torchrun passes on to
+    its DDP workers (they run in sessions of their own, outside the group), SIGKILL to what is
+    left after :data:`GRACE_S`; reap ``proc``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=GRACE_S)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -226,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per step")
     parser.add_argument("--only", default=None, help="comma-separated step names")
     args = parser.parse_args(argv)
+    # SIGTERM/SIGHUP (a scheduler, a closed terminal) stop the running step as Ctrl-C does
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if args.steps < 5:
             raise InputError(f"--steps must be at least 5 (the profiler schedule), got {args.steps}")
@@ -239,6 +251,13 @@ def main(argv: list[str] | None = None) -> int:
         print("Interrupted: the running step was stopped; summary.md lists the steps so far",
               file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

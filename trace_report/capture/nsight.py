@@ -49,6 +49,8 @@ class Step:
     argv: list[str]
     stdout: Path | None = None
     fallback: list[str] | None = None
+    creates: Path | None = None  # the report the step must leave behind
+    missing: str = ""  # why it may not have (said when it did not)
 
     def shell(self) -> str:
         """The command line as a shell would take it."""
@@ -96,12 +98,14 @@ def plan(cfg: CaptureConfig, run_dir: Path) -> list[Step]:
     nvtx = ["--nvtx", "--nvtx-include", f"{cfg.ncu_region}/"] if cfg.ncu_region else []
     rep = report.with_name(report.name + ".ncu-rep")
     export = ["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"]
+    why = (f"nothing was launched inside the NVTX range of region {cfg.ncu_region!r}"
+           if cfg.ncu_region else "no CUDA kernel ran in the profiled steps")
     return [
         Step([
             "ncu", "--profile-from-start", "off", "--target-processes", "all", *nvtx, *sections,
             "--metrics", ",".join(NCU_METRICS), "--export", str(report), "--force-overwrite",
             *child,
-        ]),
+        ], creates=rep, missing=why),
         Step(
             # with the per-opcode counts (HMMA/HGMMA...): the tensor-core work of the roofline;
             # an ncu without --print-metric-instances exports their sums only
@@ -139,5 +143,8 @@ def run(steps: list[Step], run_dir: Path) -> list[Path]:
             code = _run(step.fallback, step.stdout)
         if code != 0:
             raise TraceReportError(f"{step.argv[0]} exited with code {code}")
+        if step.creates is not None and not step.creates.is_file():
+            raise TraceReportError(f"{step.argv[0]} wrote no {step.creates.name}: it profiled no kernel "
+                                   f"({step.missing})")
     patterns = ("*.nsys-rep", "*.ncu-rep", "*.ncu.csv")
     return sorted(p for pattern in patterns for p in run_dir.glob(pattern))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import math
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 import trace_report as tr
 from trace_report.analyses.roofline.measured import RooflineOptions, ncu_roofline
+from trace_report.present.charts.roofline import _safe, chart_points
 
 H100 = Path(__file__).resolve().parents[2] / "traces" / "h100-2026-11-25"
 REGION_NAMES = ("forward", "loss", "backward", "optimizer_step")
@@ -165,6 +167,10 @@ def test_csv_fp32_work_is_counted_and_tensor_work_is_unknown_not_zero():
     assert frame.loc[frame["tensor_uncounted"], "flop"].isna().all()  # unknown, not 0 FLOP
     assert frame.loc[~frame["tensor_uncounted"], "flop"].notna().all()
     assert any("18 launch(es) ran tensor-core MMA instructions" in n for n in result.notes)
+    assert math.isnan(result.total_flop)  # a sum without them is no total
+    points = chart_points(result.frame)  # and no FP32-only point stands in for a TF32 convolution
+    assert not points["kernel"].isin(set(frame.loc[frame["tensor_uncounted"], "kernel"].map(_safe))).any()
+    assert len(points) > 0
 
 
 # ------------------------------------------------------------------ ncu, per-opcode counts
@@ -222,3 +228,19 @@ def test_advise_names_the_layout_conversions_and_not_after_channels_last():
     assert "channels_last" in found.loc["layout_conversions", "recommendation"]
     with tr.open(H100 / "channels-last") as db:
         assert "layout_conversions" not in set(db.advise()["finding"])
+
+
+def test_an_mma_shape_we_cannot_read_makes_the_launch_unknown_not_smaller(tmp_path):
+    text = STEP_CSV.read_text()
+    assert text.count("HGMMA.64x64x8.F32.TF32:") >= 2
+    changed = tmp_path / "renamed.ncu.csv"  # as if a future ncu named the shape differently
+    changed.write_text(text.replace("HGMMA.64x64x8.F32.TF32:", "HGMMA.SP.64x64x8.F32.TF32:"))
+    with tr.open(changed) as db:
+        result = ncu_roofline(db.con, RooflineOptions(batch_size=16))
+    frame = result.frame
+    unknown = frame["unknown_tensor_shapes"].astype(bool)
+    assert unknown.sum() == sum("HGMMA.64x64x8" in line for line in text.splitlines())
+    assert frame.loc[unknown, "flop"].isna().all() and frame.loc[unknown, "precision"].isna().all()
+    assert frame.loc[~unknown, "flop"].notna().all()
+    assert math.isnan(result.total_flop) and result.per_run["flop_per_image"].isna().all()
+    assert any("no known MMA shape" in n for n in result.notes)

@@ -16,7 +16,7 @@ from conftest import SHARED
 from trace_report.errors import InputError
 from trace_report.formats.ncu import read_ncu
 from trace_report.formats.ncu_csv import base_function
-from trace_report.formats.ncu_types import INSTANCED
+from trace_report.formats.ncu_types import INSTANCED, instance_counts
 from trace_report.ingest.ncu import load_ncu
 
 A100 = SHARED / "data" / "ncu" / "cutlass_fork_ncu_a100_fullset" / "report.ncu-rep"
@@ -301,3 +301,15 @@ def test_bad_csv_raises_input_error(tmp_path: Path) -> None:
     header_only.write_text(",".join(f'"{c}"' for c in DETAILS_NEW) + "\n")
     with pytest.raises(InputError, match="no profiled kernel launches"):
         load_ncu(duckdb.connect(), header_only)
+
+
+@pytest.mark.parametrize(("cell", "expected"), [
+    ("4,718,604 (HMMA.1688.F32.TF32: 4,718,592; IMAD: 12)", [("HMMA.1688.F32.TF32", 4718592.0), ("IMAD", 12.0)]),
+    ("5 (HGMMA.64x128x8.F32.TF32: 5)", [("HGMMA.64x128x8.F32.TF32", 5.0)]),
+    ("3 (HMMA.16816.F32: 1, IMAD: 2)", None),   # another separator: never read as one opcode
+    ("9 (HMMA.16816.F32: 1; IMAD: 2)", None),   # does not add up to its aggregate
+    ("3 (HMMA.16816.F32: n/a; IMAD: 2)", None),  # not a count
+    ("(64, 1, 1)", None), ("1,234", None),
+])
+def test_instance_counts_are_read_only_when_they_add_up(cell, expected):
+    assert instance_counts(cell) == expected

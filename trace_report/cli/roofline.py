@@ -101,10 +101,11 @@ def _summary(result: RooflineResult) -> None:
     spent = f"in {si(result.total_time_s, 's')} of kernel time" if timed else "with no GPU kernel time"
     ints = f" and {si(result.total_int_op, 'OP')} integer (int8/int4 tensor-core) operations" \
         if result.total_int_op else ""
-    err.print(f"total: {si(result.total_flop, 'FLOP')}{ints} {spent} ({result.source})", markup=False)
+    flop = "unknown FLOP (see the note)" if math.isnan(result.total_flop) else si(result.total_flop, "FLOP")
+    err.print(f"total: {flop}{ints} {spent} ({result.source})", markup=False)
     for r in result.per_run.to_dict("records"):
         err.print(_per_run_line(result, r), markup=False)
-    if result.per_run.empty and result.flop_per_sample is not None:  # ncu reports outside a run folder
+    if result.per_run.empty and result.flop_per_sample is not None and not math.isnan(result.total_flop):
         err.print(f"all rows / batch size: {result.flop_per_sample:.6g} FLOP per sample (batch size "
                   f"{result.batch_size})", markup=False)
     notes(result.notes)
@@ -115,6 +116,8 @@ def _per_run_line(result: RooflineResult, r: dict[str, object]) -> str:
     region, what the total divided by the batch size really is."""
     run = f"{r['run']}: " if len(result.per_run) > 1 or result.source == "ncu" else ""
     batch, steps, flop = r["batch_size"], r["steps"], float(r["flop"])  # type: ignore[arg-type]
+    if math.isnan(flop):
+        return f"{run}FLOP unknown: some launches' tensor-core work was not counted (see the note)"
     batch = None if _missing(batch) else int(batch)  # type: ignore[call-overload]
     if result.region:
         if _missing(r["flop_per_image"]) or batch is None:

@@ -28,7 +28,13 @@ import re
 from pathlib import Path
 
 from trace_report.errors import InputError
-from trace_report.formats.ncu_types import INSTANCED, NcuData, fill_device_names, split_instances
+from trace_report.formats.ncu_types import (
+    INSTANCED,
+    NcuData,
+    fill_device_names,
+    instance_counts,
+    split_instances,
+)
 
 ID_COLUMNS = {
     "ID": "launch_id", "Process ID": "process_id", "Process Name": "process_name",
@@ -219,8 +225,8 @@ def _add_cell(data: NcuData, lid: int, metric: str, unit: str, cell: str) -> Non
     split = split_instances(cell)
     if split is None:
         data.add_metric(lid, None, metric, None, unit, cell)
-    elif metric in INSTANCED:
-        for name, value in split[1]:
-            data.add_metric(lid, None, metric, None, unit, value, instance=name)
-    else:
+    elif metric not in INSTANCED:
         data.add_metric(lid, None, metric, None, unit, split[0])
+    else:  # counts that do not add up are dropped: the launch's tensor work is then unknown
+        for name, count in instance_counts(cell) or []:
+            data.add_metric(lid, None, metric, None, unit, count, instance=name)

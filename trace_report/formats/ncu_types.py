@@ -83,8 +83,8 @@ _INSTANCES = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*\((.*)\)\s*$", re.S)
 
 
 def split_instances(text: str) -> tuple[str, list[tuple[str, str]]] | None:
-    """``ncu --print-metric-instances details`` cells: ``"4,200,448 (HMMA.1688.F32.TF32: 4,718,592;
-    IMAD: 12)"`` -> ``("4,200,448", [("HMMA.1688.F32.TF32", "4,718,592"), ("IMAD", "12")])``
+    """``ncu --print-metric-instances details`` cells: ``"4,718,604 (HMMA.1688.F32.TF32: 4,718,592;
+    IMAD: 12)"`` -> ``("4,718,604", [("HMMA.1688.F32.TF32", "4,718,592"), ("IMAD", "12")])``
     (the aggregate, then each correlation id with its value); None for any other cell."""
     found = _INSTANCES.match(text)
     if found is None:
@@ -93,6 +93,22 @@ def split_instances(text: str) -> tuple[str, list[tuple[str, str]]] | None:
     if not all(len(pair) == 2 for pair in pairs):
         return None
     return found.group(1), [(name.strip(), value.strip()) for name, value in pairs]
+
+
+def instance_counts(text: str) -> list[tuple[str, float]] | None:
+    """The (opcode, count) pairs of a per-opcode count cell, checked: every count a number and
+    their sum the cell's aggregate (to ncu's rounding); None when the cell is not such a list or
+    does not add up, so that a layout we misread is never taken for counts."""
+    split = split_instances(text)
+    if split is None:
+        return None
+    total, _ = parse_value(split[0])
+    counts = [(name, parse_value(value)[0]) for name, value in split[1]]
+    if total is None or any(c is None or not name or " " in name for name, c in counts):
+        return None  # a SASS opcode with its modifiers has no space
+    if abs(sum(c for _, c in counts) - total) > 1e-6 * max(total, 1.0):  # type: ignore[misc]
+        return None
+    return counts  # type: ignore[return-value]
 
 
 def parse_value(text: str | None) -> tuple[float | None, str | None]:

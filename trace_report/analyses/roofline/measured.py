@@ -69,6 +69,7 @@ class RooflineResult:
     peak_flops: float | None
     device_name: str | None
     total_flop: float
+    """FLOP of every row; NaN when some row's FLOP is unknown (``tensor_uncounted``)."""
     total_time_s: float
     batch_size: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -175,7 +176,12 @@ def _aggregate(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, peaks: GpuPe
     sums = ["launches", "flop_fp64", "flop_fp32", "flop_fp16", "tensor_flop", "int_ops", "flop", "bytes", "time_s"]
     keys = ["kernel", "precision", "source", *(["run"] if by_run else [])]
     present = [c for c in sums if c in frame]
-    agg = frame.groupby(keys, dropna=False)[present].sum(min_count=1).reset_index()
+    groups = frame.groupby(keys, dropna=False)
+    agg = groups[present].sum(min_count=1)
+    for flag in ("tensor_uncounted", "unknown_tensor_shapes"):  # any launch unknown: the name's too
+        if flag in frame:
+            agg[flag] = groups[flag].agg(lambda s: bool(s.fillna(False).any()))
+    agg = agg.reset_index()
     agg["ai_flop_per_byte"] = agg["flop"] / agg["bytes"].where(agg["bytes"] > 0)
     agg["achieved_flop_per_s"] = agg["flop"] / agg["time_s"].where(agg["time_s"] > 0)
     agg = apply_roofs(con, agg, peaks, override)
@@ -330,23 +336,31 @@ def ncu_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = 
     notes = []
     if peaks is None:
         notes.append(f"no peak figures for device {device!r}: give --gpu or --peak-flops/--peak-bw")
-    uncounted = int(frame["tensor_uncounted"].fillna(False).sum())
-    if uncounted:
-        notes.append(f"{uncounted} launch(es) ran tensor-core MMA instructions but the input has no "
-                     "per-opcode counts (an ncu CSV export carries only their sums): their FLOP is "
-                     "unknown (empty), not zero; read the .ncu-rep instead")
-    if frame["unknown_tensor_shapes"].any():
-        notes.append("some tensor-core instructions have no known MMA shape; their work is not counted")
-    if (frame["flop"].fillna(0) == 0).all() and frame["int_ops"].isna().all():
+    uncounted = frame["tensor_uncounted"].fillna(False).astype(bool)
+    if uncounted.any():
+        notes.append(f"{int(uncounted.sum())} launch(es) ran tensor-core MMA instructions but the input has "
+                     "no per-opcode SASS counts (ncu's Instruction Statistics section; a CSV export keeps "
+                     "them only with --print-metric-instances details): their FLOP, and so the totals, are "
+                     "unknown (empty), not zero")
+    shapes = frame["unknown_tensor_shapes"].fillna(False).astype(bool)
+    if shapes.any():
+        notes.append(f"{int(shapes.sum())} launch(es) ran tensor-core instructions of no known MMA shape: "
+                     "their FLOP, and so the totals, are unknown (empty)")
+    uncounted = uncounted | shapes
+    if not uncounted.any() and (frame["flop"].fillna(0) == 0).all() and frame["int_ops"].isna().all():
         notes.append("the report holds no floating-point instruction metrics (profile with --set full "
                      "or the roofline sections)")
     runs = report_runs(con)
     frame = frame.merge(runs[["report_id", "run"]], on="report_id", how="left")
     per_run = per_run_figures(frame.assign(trace_id=frame["report_id"]), runs.assign(trace_id=runs["report_id"]),
                               None, opts.batch_size, {})
+    unknown_runs = set(frame.loc[uncounted, "run"])
+    flop_cols = ["flop", "flop_per_step", "flop_per_image", "flop_per_image_min", "flop_per_image_max"]
+    per_run.loc[per_run["run"].isin(unknown_runs), flop_cols] = float("nan")  # a sum without them is no total
+    total_flop = float("nan") if uncounted.any() else float(frame["flop"].sum())
     frame = _finish(con, frame, opts, opts.by_run, peaks, per_run)
     return RooflineResult(frame, "ncu", peaks, opts.peak_flops, device,
-                          float(frame["flop"].sum()), float(frame["time_s"].sum()), opts.batch_size, notes,
+                          total_flop, float(frame["time_s"].sum()), opts.batch_size, notes,
                           roofs_by_precision(con, peaks, opts.peak_flops), None, per_run)
 
 

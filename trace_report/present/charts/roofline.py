@@ -44,10 +44,16 @@ def chart_points(frame: pd.DataFrame) -> pd.DataFrame:
         bytes_, time_s = r.get("bytes"), r.get("time_s")
         if not bytes_ or not time_s or pd.isna(bytes_) or pd.isna(time_s):
             continue
+        if any(_true(r.get(k)) for k in ("tensor_uncounted", "unknown_tensor_shapes")):
+            continue  # unknown tensor work: its FP32 side work alone would be a false point
         for cls, work in _works(r, classes):
             pts.append({"kernel": _safe(r.get("kernel")), "label": _label(r), "precision": LABELS.get(cls, cls),
                         "run": _run(r), "ai": work / bytes_, "perf": work / time_s, "time_s": time_s})
     return pd.DataFrame(pts, columns=POINT_COLUMNS)
+
+
+def _true(value: object) -> bool:
+    return value is not None and not pd.isna(value) and bool(value)  # type: ignore[arg-type]
 
 
 POINT_COLUMNS = ["kernel", "label", "precision", "run", "ai", "perf", "time_s"]

@@ -139,7 +139,9 @@ w AS (
            fp.flop_fp64, fp.flop_fp32, fp.flop_fp16, tc.tensor_flop, tc.int_ops, tc.tensor_precision,
            coalesce(tc.unknown_shapes, false) AS unknown_tensor_shapes,
            coalesce(b.mma_active, false) AND oc.launch_id IS NULL AS tensor_uncounted,
-           CASE WHEN NOT (coalesce(b.mma_active, false) AND oc.launch_id IS NULL) THEN
+           -- unknown, not a smaller number: MMA work without opcode counts or of an unknown shape
+           CASE WHEN NOT (coalesce(b.mma_active, false) AND oc.launch_id IS NULL)
+                     AND NOT coalesce(tc.unknown_shapes, false) THEN
                coalesce(fp.flop_fp64, 0) + coalesce(fp.flop_fp32, 0) + coalesce(fp.flop_fp16, 0)
                + coalesce(tc.tensor_flop, 0) END AS flop,
            coalesce(b.dram_bytes, b.dram_read + b.dram_write, b.dram_bw * b.time_s) AS bytes,
@@ -157,7 +159,7 @@ w AS (
 ),
 p AS (
     SELECT w.*,
-           CASE WHEN tensor_uncounted THEN NULL
+           CASE WHEN tensor_uncounted OR unknown_tensor_shapes THEN NULL
                 WHEN greatest(coalesce(flop_fp64, 0), coalesce(flop_fp32, 0), coalesce(flop_fp16, 0),
                               coalesce(tensor_flop, 0), coalesce(int_ops, 0)) = 0 THEN NULL
                 WHEN coalesce(int_ops, 0) > flop THEN 'int8_tensor'

@@ -18,7 +18,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 
 from trace_report.errors import InputError
 from trace_report.formats.magic import GZIP_MAGIC
@@ -250,12 +250,15 @@ def _real(path: Path) -> Path:
 NCU_CSV_EXPORT = ".ncu.csv"
 """Suffix of the CSV that ``capture --ncu`` exports from its ``.ncu-rep`` (same stem, same
 folder). Both hold the same launches: in a folder or archive only the report is read."""
-_EXPORT_SKIPPED = "the CSV export of {} beside it, which is read instead"
 
 
-def _ncu_report_beside(name: str) -> str | None:
-    """``X.ncu-rep`` for a file named ``X.ncu.csv``, else None."""
-    return name[: -len(NCU_CSV_EXPORT)] + ".ncu-rep" if name.endswith(NCU_CSV_EXPORT) else None
+def _export_skipped(path: PurePath, present: set[PurePath]) -> str | None:
+    """Why ``path`` is not read, when it is ``X.ncu.csv`` and ``present`` (the files of a folder
+    or the members of an archive) holds ``X.ncu-rep`` in the same folder; else None."""
+    if not path.name.endswith(NCU_CSV_EXPORT):
+        return None
+    report = path.with_name(path.name[: -len(NCU_CSV_EXPORT)] + ".ncu-rep")
+    return f"the CSV export of {report.name} beside it, which is read instead" if report in present else None
 
 
 class _Resolver:
@@ -292,13 +295,12 @@ class _Resolver:
     def folder(self, folder: Path) -> None:
         files = sorted(p for p in folder.rglob("*") if p.is_file()
                        and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-        present = set(files)
+        present: set[PurePath] = set(files)
         for p in files:
             if p.name.endswith((".duckdb.wal", ".parquet")) or ".duckdb.events" in p.parent.name:
                 continue  # a database's own files
-            report = _ncu_report_beside(p.name)
-            if report and p.with_name(report) in present:
-                self.out.skipped.append((str(p), _EXPORT_SKIPPED.format(report)))
+            if why := _export_skipped(p, present):
+                self.out.skipped.append((str(p), why))
                 continue
             self.file(p, explicit=False)
 
@@ -309,11 +311,10 @@ class _Resolver:
         try:
             with tarfile.open(archive) as tar:
                 members = [m for m in tar.getmembers() if m.isfile()]
-                present = {m.name for m in members}
+                present: set[PurePath] = {PurePosixPath(m.name) for m in members}
                 for n, member in enumerate(members):
-                    report = _ncu_report_beside(Path(member.name).name)
-                    if report and str(PurePosixPath(member.name).with_name(report)) in present:
-                        self.out.skipped.append((f"{archive}!{member.name}", _EXPORT_SKIPPED.format(report)))
+                    if why := _export_skipped(PurePosixPath(member.name), present):
+                        self.out.skipped.append((f"{archive}!{member.name}", why))
                         continue
                     self.member(tar, member, archive, Path(tmp.name) / f"{n:05d}-{Path(member.name).name}")
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:

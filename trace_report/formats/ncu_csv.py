@@ -31,8 +31,8 @@ from trace_report.errors import InputError
 from trace_report.formats.ncu_types import (
     INSTANCED,
     NcuData,
+    checked_counts,
     fill_device_names,
-    instance_counts,
     split_instances,
 )
 
@@ -228,5 +228,5 @@ def _add_cell(data: NcuData, lid: int, metric: str, unit: str, cell: str) -> Non
     elif metric not in INSTANCED:
         data.add_metric(lid, None, metric, None, unit, split[0])
     else:  # counts that do not add up are dropped: the launch's tensor work is then unknown
-        for name, count in instance_counts(cell) or []:
+        for name, count in checked_counts(split) or []:
             data.add_metric(lid, None, metric, None, unit, count, instance=name)

@@ -99,7 +99,11 @@ def instance_counts(text: str) -> list[tuple[str, float]] | None:
     """The (opcode, count) pairs of a per-opcode count cell, checked: every count a number and
     their sum the cell's aggregate (to ncu's rounding); None when the cell is not such a list or
     does not add up, so that a layout we misread is never taken for counts."""
-    split = split_instances(text)
+    return checked_counts(split_instances(text))
+
+
+def checked_counts(split: tuple[str, list[tuple[str, str]]] | None) -> list[tuple[str, float]] | None:
+    """:func:`instance_counts` of a cell :func:`split_instances` has split."""
     if split is None:
         return None
     total, _ = parse_value(split[0])

@@ -346,18 +346,18 @@ def ncu_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = 
     if shapes.any():
         notes.append(f"{int(shapes.sum())} launch(es) ran tensor-core instructions of no known MMA shape: "
                      "their FLOP, and so the totals, are unknown (empty)")
-    uncounted = uncounted | shapes
-    if not uncounted.any() and (frame["flop"].fillna(0) == 0).all() and frame["int_ops"].isna().all():
+    unknown = uncounted | shapes  # launches whose FLOP is unknown
+    if not unknown.any() and (frame["flop"].fillna(0) == 0).all() and frame["int_ops"].isna().all():
         notes.append("the report holds no floating-point instruction metrics (profile with --set full "
                      "or the roofline sections)")
     runs = report_runs(con)
     frame = frame.merge(runs[["report_id", "run"]], on="report_id", how="left")
     per_run = per_run_figures(frame.assign(trace_id=frame["report_id"]), runs.assign(trace_id=runs["report_id"]),
                               None, opts.batch_size, {})
-    unknown_runs = set(frame.loc[uncounted, "run"])
+    unknown_runs = set(frame.loc[unknown, "run"])
     flop_cols = ["flop", "flop_per_step", "flop_per_image", "flop_per_image_min", "flop_per_image_max"]
     per_run.loc[per_run["run"].isin(unknown_runs), flop_cols] = float("nan")  # a sum without them is no total
-    total_flop = float("nan") if uncounted.any() else float(frame["flop"].sum())
+    total_flop = float("nan") if unknown.any() else float(frame["flop"].sum())
     frame = _finish(con, frame, opts, opts.by_run, peaks, per_run)
     return RooflineResult(frame, "ncu", peaks, opts.peak_flops, device,
                           total_flop, float(frame["time_s"].sum()), opts.batch_size, notes,

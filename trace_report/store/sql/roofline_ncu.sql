@@ -139,11 +139,8 @@ w AS (
            fp.flop_fp64, fp.flop_fp32, fp.flop_fp16, tc.tensor_flop, tc.int_ops, tc.tensor_precision,
            coalesce(tc.unknown_shapes, false) AS unknown_tensor_shapes,
            coalesce(b.mma_active, false) AND oc.launch_id IS NULL AS tensor_uncounted,
-           -- unknown, not a smaller number: MMA work without opcode counts or of an unknown shape
-           CASE WHEN NOT (coalesce(b.mma_active, false) AND oc.launch_id IS NULL)
-                     AND NOT coalesce(tc.unknown_shapes, false) THEN
-               coalesce(fp.flop_fp64, 0) + coalesce(fp.flop_fp32, 0) + coalesce(fp.flop_fp16, 0)
-               + coalesce(tc.tensor_flop, 0) END AS flop,
+           coalesce(fp.flop_fp64, 0) + coalesce(fp.flop_fp32, 0) + coalesce(fp.flop_fp16, 0)
+               + coalesce(tc.tensor_flop, 0) AS flop,
            coalesce(b.dram_bytes, b.dram_read + b.dram_write, b.dram_bw * b.time_s) AS bytes,
            CASE WHEN b.dram_bytes IS NOT NULL THEN 'dram__bytes.sum'
                 WHEN b.dram_read IS NOT NULL AND b.dram_write IS NOT NULL THEN 'dram__bytes_read+write.sum'
@@ -158,7 +155,8 @@ w AS (
     LEFT JOIN ncu_opcode_counted oc USING (report_id, launch_id)
 ),
 p AS (
-    SELECT w.*,
+    -- unknown, not a smaller number: MMA work without opcode counts or of an unknown shape
+    SELECT w.* REPLACE (CASE WHEN NOT (tensor_uncounted OR unknown_tensor_shapes) THEN flop END AS flop),
            CASE WHEN tensor_uncounted OR unknown_tensor_shapes THEN NULL
                 WHEN greatest(coalesce(flop_fp64, 0), coalesce(flop_fp32, 0), coalesce(flop_fp16, 0),
                               coalesce(tensor_flop, 0), coalesce(int_ops, 0)) = 0 THEN NULL

@@ -4,7 +4,8 @@
 -- name, the trace's compute capability is >= min_cc (when set), and the name already has the
 -- class in `requires` (or lacks it, for '!class'). `requires` refers only to rules without one.
 -- A cuda_core match removes tensor_core (and so the classes that require it).
--- Every rule is tested on a real kernel name from ../shared/data (tests/test_kernel_classes.py).
+-- Every rule is tested on a real kernel name from ../shared/data or traces/ (our own captures),
+-- in tests/analyses/test_kernel_classes.py.
 CREATE OR REPLACE TEMP VIEW kernel_class_rules AS
 SELECT '3' AS version, * FROM (VALUES
     (5, 'cuda_core_ffma', 'cuda_core', '_ffma_', NULL, NULL,

@@ -244,3 +244,14 @@ def test_an_mma_shape_we_cannot_read_makes_the_launch_unknown_not_smaller(tmp_pa
     assert frame.loc[~unknown, "flop"].notna().all()
     assert math.isnan(result.total_flop) and result.per_run["flop_per_image"].isna().all()
     assert any("no known MMA shape" in n for n in result.notes)
+
+
+def test_every_bf16_convolution_of_the_amp_run_is_a_bf16_tensor_core_kernel():
+    run = run_json("amp-bf16")
+    assert (run["config"]["amp"], run["config"]["amp_dtype"]) == (True, "bf16")
+    xmma = {e["name"] for e in kernels("amp-bf16") if e["name"].startswith("sm90_xmma_")
+            and "_bf16bf16_" in e["name"]}
+    assert any("wgrad_indexed_implicit_gemm" in n for n in xmma)  # sm90 puts `indexed` first
+    assert {"fprop", "dgrad", "wgrad"} == {n.split("_")[2] for n in xmma}
+    assert xmma <= set(flagged("amp-bf16", "bf16_tensor_core"))
+    assert xmma <= set(flagged("amp-bf16", "tensor_core"))

@@ -81,6 +81,7 @@ def small():
 
 # (rule_id, source of the real name, fragment that finds it, compute capability, class it gives)
 H100 = "repo:h100-2026-11-25/baseline"
+H100_BF16 = "repo:h100-2026-11-25/amp-bf16"
 
 RULE_CASES = [
     ("cuda_core_ffma", H100, "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8", 9.0, "cuda_core"),
@@ -88,6 +89,8 @@ RULE_CASES = [
     ("tc_pyprof", "tracelens_h100_timesformer", "cutlass_75_tensorop_bf16_s1688gemm", 9.0, "tensor_core"),
     ("tc_pyprof", "tracelens_h100_timesformer", "sm90_xmma_gemm_bf16bf16", 9.0, "tensor_core"),
     ("tc_xmma_conv", "hta_a100_ddp_nccl", "sm80_xmma_fprop_implicit_gemm", 8.0, "tensor_core"),
+    ("tc_xmma_conv", H100_BF16, "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16", 9.0, "tensor_core"),
+    ("bf16_tc", H100_BF16, "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16", 9.0, "bf16_tensor_core"),
     ("tc_cutlass_tensorop", "hta_a100_ddp_nccl", "cutlass_tensorop_s1688fprop_optimized_tf32", 8.0, "tensor_core"),
     ("tc_cutlass_tensorop", "tracelens_h100_bert_small", "cutlass_80_wmma_tensorop_bf16_s161616gemm", 9.0,
      "tensor_core"),

@@ -7,7 +7,7 @@
 -- Every rule is tested on a real kernel name from ../shared/data or traces/ (our own captures),
 -- in tests/analyses/test_kernel_classes.py.
 CREATE OR REPLACE TEMP VIEW kernel_class_rules AS
-SELECT '4' AS version, * FROM (VALUES
+SELECT '5' AS version, * FROM (VALUES
     (5, 'cuda_core_ffma', 'cuda_core', '_ffma_', NULL, NULL,
      'cuDNN/cuBLAS xmma kernels built for CUDA cores name their math _ffma_ (FP32 FMA) and their '
      || 'types f32f32_f32f32_f32; they run no MMA (Nsight Compute on an H100 counts no HMMA/HGMMA in '
@@ -23,8 +23,10 @@ SELECT '4' AS version, * FROM (VALUES
      'cuDNN xmma implicit-GEMM convolutions (sm80_xmma_fprop_implicit_gemm_..._tensor16x8x8; '
      || 'sm90 names put indexed first: sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_...)',
      'cuDNN kernel naming; the names carry the MMA tile (tensor16x8x8)'),
-    (12, 'tc_cutlass_tensorop', 'tensor_core', 'tensorop', NULL, NULL,
-     'CUTLASS names kernels by operator class: tensorop (tensor cores) vs simt (CUDA cores)',
+    (12, 'tc_cutlass_tensorop', 'tensor_core', 'tensorop|MmaTensorOp', NULL, NULL,
+     'CUTLASS names kernels by operator class: tensorop (tensor cores) vs simt (CUDA cores); '
+     || 'cuDNN''s CUTLASS convolutions carry it in their template arguments, as the warp-level '
+     || 'MmaTensorOp (vs MmaSimt)',
      'NVIDIA CUTLASS library operation naming (cutlass_tensorop_*, cutlass_simt_*)'),
     (13, 'tc_tf32', 'tensor_core', 'tf32', NULL, NULL,
      'TF32 math exists only on tensor cores (sm80+)',

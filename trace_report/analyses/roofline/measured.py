@@ -69,7 +69,8 @@ class RooflineResult:
     peak_flops: float | None
     device_name: str | None
     total_flop: float
-    """FLOP of every row; NaN when some row's FLOP is unknown (``tensor_uncounted``)."""
+    """FLOP of every row; NaN when some row's FLOP is unknown (``tensor_uncounted`` or
+    ``unknown_tensor_shapes``)."""
     total_time_s: float
     batch_size: int | None = None
     notes: list[str] = field(default_factory=list)

@@ -125,6 +125,19 @@ def test_the_analysis_steps_name_real_commands(command):
     assert done.value.code == 0
 
 
+def assert_gone(pid: int) -> None:
+    """``pid`` ends within 5 s: gone, or a zombie that init has not reaped yet."""
+    for _ in range(100):
+        stat = Path(f"/proc/{pid}/stat")
+        try:
+            if stat.read_text().split()[2] == "Z":
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still running")
+
+
 def test_a_step_over_its_timeout_is_stopped_with_its_children(tmp_path):
     # The step starts a grandchild (as ncu starts the capture) that would outlive a plain kill.
     marker = tmp_path / "grandchild.pid"
@@ -135,18 +148,7 @@ def test_a_step_over_its_timeout_is_stopped_with_its_children(tmp_path):
     outcome = gpucheck.run_step(step, tmp_path, timeout_s=3)
     assert (outcome.status, outcome.rc, outcome.reason) == ("timeout", None, "over 3 s")
     assert 3 <= outcome.wall_s < 30
-    pid = int(marker.read_text())
-    for _ in range(100):  # killed by the group's SIGKILL; reaped by init shortly after
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        status = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
-        if status == "Z":
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError(f"grandchild {pid} still running")
+    assert_gone(int(marker.read_text()))
 
 
 def test_an_interrupt_stops_the_step_and_keeps_the_summary(capsys, tmp_path, monkeypatch):
@@ -188,11 +190,4 @@ def test_a_timeout_reaches_workers_in_their_own_session_through_sigterm(tmp_path
     outcome = gpucheck.run_step(gpucheck.Step("ddp-like", [sys.executable, "-c", code]), tmp_path,
                                 timeout_s=3)
     assert outcome.status == "timeout" and outcome.wall_s < 30
-    pid = int(marker.read_text())
-    for _ in range(100):
-        stat = Path(f"/proc/{pid}/stat")
-        if not stat.exists() or stat.read_text().split()[2] == "Z":
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError(f"worker {pid} still running")
+    assert_gone(int(marker.read_text()))

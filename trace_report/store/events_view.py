@@ -29,6 +29,12 @@ def events_dir_for(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".events")
 
 
+def database_file(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The file of the database behind ``con``; None for a database in memory."""
+    rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    return Path(rows[0][0]) if rows and rows[0][0] else None
+
+
 def _sql_list(paths: list[str]) -> str:
     return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 

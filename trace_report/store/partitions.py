@@ -26,7 +26,7 @@ import pyarrow as pa
 from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.store.database import create_schema
-from trace_report.store.events_view import events_dir_for
+from trace_report.store.events_view import database_file, events_dir_for
 from trace_report.store.sandbox import EVENT_DIRS
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import create_views
@@ -46,11 +46,6 @@ class EventPartition:
     @property
     def trace_ids(self) -> list[int]:
         return [int(t) for t in self.traces.column("trace_id").to_pylist()]
-
-
-def _database_file(con: duckdb.DuckDBPyConnection) -> Path | None:
-    rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
-    return Path(rows[0][0]) if rows and rows[0][0] else None
 
 
 def _event_dirs(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -104,7 +99,7 @@ def event_partitions(db: TraceDB, trace_ids: list[int] | None = None) -> list[Ev
 
     Raises :class:`InputError` for a database whose events are not in files (opened from traces
     in memory)."""
-    path = _database_file(db.con)
+    path = database_file(db.con)
     if path is not None:
         return _from_database(db.con, path, trace_ids)
     dirs = _event_dirs(db.con)

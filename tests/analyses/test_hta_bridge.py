@@ -13,7 +13,7 @@ from conftest import TRACES, invoke
 
 import trace_report as tr
 from trace_report.analyses.hta_bridge import HtaOptions, hta_idle, hta_launch_stats, hta_temporal
-from trace_report.analyses.regions import gpu_timeline
+from trace_report.analyses.utilization import gpu_timeline
 from trace_report.errors import InputError
 
 pytest.importorskip("hta")

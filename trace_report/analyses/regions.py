@@ -24,10 +24,16 @@ annotation names mark which region), ``region_markers``, ``step_windows``, ``reg
 step, with the fallback spans) and ``kernel_steps`` (each kernel's launch and step). This module
 partitions time between them (:class:`~trace_report.analyses.intervals.Partition`, innermost
 first) and attributes kernels (:func:`kernel_regions`).
+
+The rows per (trace, step, region) depend on the trace's events alone: the first query of a
+database keeps them beside it (:mod:`trace_report.store.derived`, ``<db>.events/derived/``) and
+later queries read them (:func:`region_table`).
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass, field
 
 import duckdb
@@ -35,9 +41,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from trace_report.analyses import columns as _columns_module
+from trace_report.analyses import intervals as _intervals_module
 from trace_report.analyses.columns import Columns, numpy_column, text_codes, text_vocabulary
 from trace_report.analyses.intervals import BusyTime, Partition, positions_by_key, positions_by_pair
 from trace_report.errors import InputError, UsageError
+from trace_report.store.derived import code_version, derived_store
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import materialize
 
@@ -370,12 +379,75 @@ def _threads(cpu: pa.Table) -> dict[tuple, list[BusyTime]]:
     return out
 
 
-def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """One row per (trace, window, region) with wall/gpu/idle/cpu µs and kernel counts.
+def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: bool = True
+                 ) -> tuple[pd.DataFrame, dict]:
+    """One row per (trace, window, region) with wall/gpu/idle/cpu µs and kernel counts, in
+    ``trace_id`` order.
 
     Also returns facts for notes: kernel bases, kernels outside steps, traces without GPU activity.
+    Each trace's rows and facts depend on that trace's events alone: they are read from the
+    database's derived tables where a query has kept them (:mod:`trace_report.store.derived`,
+    keyed by the trace's event files and this code's version), else computed and, with ``keep``,
+    kept there for the next query.
     """
-    rows = _fetch(con, _ids(traces), *_QUERIES)
+    ids = _ids(traces)
+    store = derived_store(con) if keep else None
+    version = _version() if store is not None else ""
+    parts: dict[int, tuple[pd.DataFrame, dict]] = {}
+    for t in ids if store is not None else []:
+        kept = store.load(DERIVED_KIND, t, version)
+        if kept is not None and (part := _part_from_arrow(kept)) is not None:
+            parts[t] = part
+    missing = [t for t in ids if t not in parts]
+    if missing:
+        computed = _compute_parts(con, missing)
+        for t in missing:
+            parts[t] = computed[t]
+            if store is not None:
+                store.save(DERIVED_KIND, t, version, _part_to_arrow(*computed[t]))
+    return merge_region_tables([parts[t] for t in ids])
+
+
+DERIVED_KIND = "breakdown"
+"""The name of the breakdown's per-trace tables among a database's derived tables."""
+_FACTS_KEY = b"trace_report.breakdown_facts"
+_TABLE_COLUMNS = ["trace_id", "window_id", "step", "region", "wall_us", "idle_us", "cpu_us", "kernels", "gpu_us"]
+
+
+def _version() -> str:
+    """The version of the code behind the kept tables: this module, the interval and column
+    helpers it uses, the SQL views, and the libraries that compute and store them."""
+    return code_version((sys.modules[__name__], _intervals_module, _columns_module),
+                        (pa.__version__, np.__version__, pd.__version__, duckdb.__version__))
+
+
+def _part_to_arrow(table: pd.DataFrame, facts: dict) -> pa.Table:
+    """One trace's rows with its facts as JSON in the schema's metadata."""
+    bases = {str(b): [int(r["kernels"]), float(r["dur_us"])] for b, r in facts["bases"].iterrows()}
+    meta = {"bases": bases, "no_gpu": bool(facts["no_gpu"]), "no_steps": bool(facts["no_steps"]),
+            "fwd_spans": int(facts["fwd_spans"])}
+    out = pa.Table.from_pandas(table[_TABLE_COLUMNS], preserve_index=False)
+    return out.replace_schema_metadata({_FACTS_KEY: json.dumps(meta).encode()})
+
+
+def _part_from_arrow(kept: pa.Table) -> tuple[pd.DataFrame, dict] | None:
+    """The rows and facts :func:`_part_to_arrow` kept; None for a table that is not one."""
+    raw = (kept.schema.metadata or {}).get(_FACTS_KEY)
+    if raw is None or kept.column_names != _TABLE_COLUMNS:
+        return None
+    meta = json.loads(raw)
+    table = kept.to_pandas()
+    trace_id = int(table["trace_id"].iloc[0]) if len(table) else None
+    bases = pd.DataFrame([(b, k, us) for b, (k, us) in meta["bases"].items()],
+                         columns=["basis", "kernels", "dur_us"]).set_index("basis")
+    facts = {"bases": bases, "no_gpu": [trace_id] if meta["no_gpu"] else [],
+             "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": meta["fwd_spans"]}
+    return table, facts
+
+
+def _compute_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, tuple[pd.DataFrame, dict]]:
+    """:func:`region_table`'s rows and facts of each of ``ids``, computed from the events."""
+    rows = _fetch(con, ids, *_QUERIES)
     gpu_by_trace = _gpu_busy(rows["gpu"])
     threads_of = _threads(rows["cpu"])
     wregs, tids = _window_regions(rows)
@@ -395,17 +467,24 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame) -> tuple[
     early = _early_rows(k)
     if len(early):
         table = pd.concat([early[table.columns], table], ignore_index=True)
-    no_gpu = [t for t in _ids(traces) if t not in gpu_by_trace]
-    table.loc[table["trace_id"].isin(no_gpu), "gpu_us"] = np.nan
-    bases = pd.DataFrame({"basis": k.basis, "kernels": 1, "dur_us": k.ks["dur_us"]}).groupby("basis").sum()
-    facts = {
-        "bases": bases,
-        "no_gpu": no_gpu,
-        "no_steps": sorted({w.trace_id for w in windows if w.window_id == -1}),
-        "fwd_spans": int(sum(((wr.regs["kind"] == "span") & (wr.regs["code"] == _REGION_CODE["forward"])).sum()
-                             for wr in wregs)),
-    }
-    return table, facts
+    table.loc[~table["trace_id"].isin(list(gpu_by_trace)), "gpu_us"] = np.nan
+    bases = pd.DataFrame({"trace_id": k.ks["trace_id"].astype(np.int64), "basis": k.basis, "kernels": 1,
+                          "dur_us": k.ks["dur_us"]}).groupby(["trace_id", "basis"]).sum()
+    fwd = {}
+    for wr in wregs:
+        spans = int(((wr.regs["kind"] == "span") & (wr.regs["code"] == _REGION_CODE["forward"])).sum())
+        fwd[wr.w.trace_id] = fwd.get(wr.w.trace_id, 0) + spans
+    no_steps = {w.trace_id for w in windows if w.window_id == -1}
+    rows_of = {t: g for t, g in table.groupby("trace_id", sort=False)}
+    empty_bases = pd.DataFrame({"kernels": pd.Series(dtype=np.int64), "dur_us": pd.Series(dtype=float)},
+                               index=pd.Index([], name="basis", dtype=object))
+    out = {}
+    for t in ids:
+        b = bases.xs(t, level="trace_id") if t in bases.index.get_level_values("trace_id") else empty_bases
+        out[t] = (rows_of[t].reset_index(drop=True) if t in rows_of else table.iloc[:0],
+                  {"bases": b, "no_gpu": [t] if t not in gpu_by_trace else [],
+                   "no_steps": [t] if t in no_steps else [], "fwd_spans": fwd.get(t, 0)})
+    return out
 
 
 def _kernel_sums(k: _Attribution, windows: list[_Window]) -> tuple[np.ndarray, np.ndarray]:
@@ -528,36 +607,3 @@ def merge_region_tables(parts: list[tuple[pd.DataFrame, dict]]) -> tuple[pd.Data
         "fwd_spans": sum(f["fwd_spans"] for f in facts),
     }
     return table, merged
-
-
-# ---------------------------------------------------------------------------------------------
-# Whole-trace GPU timeline (HTA's temporal breakdown, computed here)
-
-
-def gpu_timeline(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
-    """Per trace: GPU span, busy and idle µs, HTA-style.
-
-    Columns: ``trace_id``, ``rank``, ``span_us`` (first GPU op start to last GPU op end, kernels +
-    memcpy + memset), ``busy_us`` (union of their intervals), ``idle_us`` (= span - busy, what
-    HTA's ``get_temporal_breakdown`` reports as ``idle_time(us)``), ``kernel_us`` (sum of kernel
-    durations), ``gpu_ops``, ``utilization_pct`` (100 * busy / span). Traces without GPU activity
-    have NULL times.
-    """
-    con = db.con
-    traces = selected_traces(con, rank)
-    ops = con.execute(
-        "SELECT trace_id, cat, ts_us, ts_us + dur_us AS end_us, dur_us FROM gpu_ops "
-        "WHERE list_contains($ids, trace_id)", {"ids": _ids(traces)}).df()
-    rows = []
-    for tr in traces.itertuples(index=False):
-        g = ops[ops["trace_id"] == tr.trace_id]
-        row = {"trace_id": tr.trace_id, "rank": tr.rank, "span_us": None, "busy_us": None, "idle_us": None,
-               "kernel_us": None, "gpu_ops": len(g), "utilization_pct": None}
-        if len(g):
-            busy = BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
-            span = float(g["end_us"].max() - g["ts_us"].min())
-            row.update(span_us=span, busy_us=busy.total, idle_us=span - busy.total,
-                       kernel_us=float(g.loc[g["cat"] == "kernel", "dur_us"].sum()),
-                       utilization_pct=100.0 * busy.total / span if span > 0 else None)
-        rows.append(row)
-    return pd.DataFrame(rows)

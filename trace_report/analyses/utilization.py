@@ -10,12 +10,16 @@ docs/analysis.md "Definitions"); the report headline, ``advise`` and the noteboo
 - Launch-bound (view ``launch_bound``): GPU operations (kernels + memcpy + memset) launched inside
   ProfilerSteps that ran shorter than the CPU call that launched them (HTA
   ``get_cuda_kernel_launch_stats``, ``include_memory_events=True``).
+
+:func:`gpu_timeline` gives the whole-trace figures of HTA's temporal breakdown (span, busy, idle).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from trace_report.analyses.intervals import BusyTime
+from trace_report.analyses.regions import selected_traces
 from trace_report.store.tracedb import TraceDB
 
 UTILIZATION_COLUMNS = ["rank", "trace_id", "step", "basis", "wall_us", "busy_us", "gpu_util_pct"]
@@ -43,3 +47,32 @@ def launch_stats(db: TraceDB, trace_ids: list[int]) -> pd.DataFrame:
     ``median_gpu_us``, ``median_launch_us``."""
     return db.con.execute("SELECT * FROM launch_bound WHERE list_contains($ids, trace_id) ORDER BY trace_id",
                           {"ids": trace_ids}).df()
+
+
+def gpu_timeline(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
+    """Per trace: GPU span, busy and idle µs, HTA-style.
+
+    Columns: ``trace_id``, ``rank``, ``span_us`` (first GPU op start to last GPU op end, kernels +
+    memcpy + memset), ``busy_us`` (union of their intervals), ``idle_us`` (= span - busy, what
+    HTA's ``get_temporal_breakdown`` reports as ``idle_time(us)``), ``kernel_us`` (sum of kernel
+    durations), ``gpu_ops``, ``utilization_pct`` (100 * busy / span). Traces without GPU activity
+    have NULL times.
+    """
+    con = db.con
+    traces = selected_traces(con, rank)
+    ops = con.execute(
+        "SELECT trace_id, cat, ts_us, ts_us + dur_us AS end_us, dur_us FROM gpu_ops "
+        "WHERE list_contains($ids, trace_id)", {"ids": [int(t) for t in traces["trace_id"]]}).df()
+    rows = []
+    for tr in traces.itertuples(index=False):
+        g = ops[ops["trace_id"] == tr.trace_id]
+        row = {"trace_id": tr.trace_id, "rank": tr.rank, "span_us": None, "busy_us": None, "idle_us": None,
+               "kernel_us": None, "gpu_ops": len(g), "utilization_pct": None}
+        if len(g):
+            busy = BusyTime(g["ts_us"].to_numpy(), g["end_us"].to_numpy())
+            span = float(g["end_us"].max() - g["ts_us"].min())
+            row.update(span_us=span, busy_us=busy.total, idle_us=span - busy.total,
+                       kernel_us=float(g.loc[g["cat"] == "kernel", "dur_us"].sum()),
+                       utilization_pct=100.0 * busy.total / span if span > 0 else None)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 
 from trace_report.errors import DatabaseError
+from trace_report.store.derived import prune as prune_derived
 from trace_report.store.events_view import create_events_view_from_files, empty_events_view, events_dir_for
 from trace_report.store.views import create_views, sql_text
 
@@ -174,18 +175,20 @@ def clean_leftovers(path: Path) -> list[str]:
         notes.append(f"{path}: removed {len(stale)} temporary copy(ies) left by an interrupted ingest")
     folder = events_dir_for(path)
     if folder.is_dir():
-        listed: set[str] = set()
+        rows: list[tuple[int, str]] = []
         if path.is_file():
             con = _open_ours(path, read_only=True)
             try:
-                listed = {f for (f,) in con.execute("SELECT file FROM event_files").fetchall()}
+                rows = con.execute("SELECT trace_id, file FROM event_files").fetchall()
             finally:
                 con.close()
+        listed = {f for _, f in rows}
         orphans = [p for p in folder.glob("*.parquet") if p.name not in listed]
         for piece in orphans:
             piece.unlink(missing_ok=True)
         if orphans:
             notes.append(f"{path}: removed {len(orphans)} orphan event piece(s) left by an interrupted ingest")
+        prune_derived(folder, rows)  # tables derived from pieces no longer listed: no note, nothing was lost
     return notes
 
 

@@ -1,0 +1,145 @@
+"""The breakdown's per-trace tables kept beside a database (trace_report.store.derived): a query
+that reads them gives exactly what computing from the events gives, and a kept table is never
+read once the events or the code it came from changed.
+
+Real data: this project's own H100 captures (traces/h100-2026-11-25), so nothing here needs
+../shared. What computing from the events gives is itself checked against plain-Python passes
+over the trace JSON in tests/analyses/test_h100_captures.py and test_breakdown_*.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import trace_report as tr
+from trace_report.analyses import regions
+from trace_report.analyses.regions import BreakdownOptions, breakdown, region_table, selected_traces
+from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+from trace_report.store import derived
+from trace_report.store.events_view import events_dir_for
+
+H100 = Path(__file__).resolve().parents[2] / "traces" / "h100-2026-11-25"
+RUNS = ("baseline", "amp-bf16", "ddp")  # three traces: facts and rows of each must stay its own
+OPTIONS = [BreakdownOptions(), BreakdownOptions(by_step=True), BreakdownOptions(by_rank=True),
+           BreakdownOptions(by_step=True, by_rank=True), BreakdownOptions(trace_ids=(2,))]
+
+pytestmark = pytest.mark.skipif(not H100.is_dir(), reason="traces/h100-2026-11-25 is not present")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    path = tmp_path / "t.duckdb"
+    ingest_to_database([H100 / r for r in RUNS], path, IngestOptions(workers=1))
+    return path
+
+
+def kept_files(db_path: Path) -> list[Path]:
+    folder = events_dir_for(db_path) / derived.FOLDER
+    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+
+
+def computed(db_path: Path, opts: BreakdownOptions) -> regions.BreakdownResult:
+    """The breakdown computed from the events, nothing read from or written to the kept tables."""
+    with tr.open(db_path) as db:
+        traces = selected_traces(db.con, opts.rank)
+        if opts.trace_ids is not None:
+            traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
+        table, facts = region_table(db.con, traces, keep=False)
+        return regions.breakdown_from(table, facts, traces, opts)
+
+
+def test_kept_tables_give_the_computed_breakdown(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = {repr(o): computed(db_path, o) for o in OPTIONS}
+    assert kept_files(db_path) == []
+    with tr.open(db_path) as db:  # read-only, as every query opens it
+        first = breakdown(db, BreakdownOptions())
+    files = kept_files(db_path)
+    assert [f.name.split("-")[1] for f in files] == ["t000001", "t000002", "t000003"]
+    pd.testing.assert_frame_equal(first.frame, expected[repr(BreakdownOptions())].frame, check_exact=True)
+
+    def no_events(*_: object) -> None:
+        raise AssertionError("the kept tables were not read")
+
+    monkeypatch.setattr(regions, "_compute_parts", no_events)
+    with tr.open(db_path) as db:
+        for o in OPTIONS:
+            got = breakdown(db, o)
+            pd.testing.assert_frame_equal(got.frame, expected[repr(o)].frame, check_exact=True)
+            assert got.notes == expected[repr(o)].notes
+    assert expected[repr(BreakdownOptions())].frame["kernels"].sum() > 1000  # real steps, real kernels
+
+
+def test_a_changed_trace_or_code_is_computed_again(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with tr.open(db_path) as db:
+        breakdown(db)
+    before = {f.name for f in kept_files(db_path)}
+    ingest_to_database([H100 / "baseline"], db_path, IngestOptions(workers=1, force=True))  # new pieces for trace 1
+    after_ingest = {f.name for f in kept_files(db_path)}
+    assert len(after_ingest) == 2 and after_ingest < before  # the replaced trace's table went with its pieces
+
+    calls: list[list[int]] = []
+    compute = regions._compute_parts
+
+    def counting(con: object, ids: list[int]) -> dict:
+        calls.append(ids)
+        return compute(con, ids)
+
+    monkeypatch.setattr(regions, "_compute_parts", counting)
+    with tr.open(db_path) as db:
+        ids = selected_traces(db.con, None)["trace_id"].tolist()
+        breakdown(db)
+    assert len(calls) == 1 and sorted(calls[0]) == [ids[-1]]  # only the re-ingested trace
+    monkeypatch.setattr(regions, "_version", lambda: "0123456789ab")  # another trace-report
+    with tr.open(db_path) as db:
+        breakdown(db)
+    assert sorted(calls[1]) == sorted(ids)
+    assert all(f.name.endswith("-0123456789ab.parquet") for f in kept_files(db_path))  # one version kept per trace
+    assert len(kept_files(db_path)) == 3
+
+
+def test_damaged_or_unwritable_kept_tables_are_ignored(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = computed(db_path, BreakdownOptions())
+    with tr.open(db_path) as db:
+        breakdown(db)
+    victim = kept_files(db_path)[0]
+    victim.write_bytes(victim.read_bytes()[:100])  # truncated (a full disk, a killed copy)
+    with tr.open(db_path) as db:
+        got = breakdown(db)
+    pd.testing.assert_frame_equal(got.frame, expected.frame, check_exact=True)
+    assert victim.stat().st_size > 100  # computed again and kept again
+
+    shutil.rmtree(events_dir_for(db_path) / derived.FOLDER)
+
+    def read_only(*_: object, **__: object) -> None:
+        raise PermissionError(13, "Read-only file system")
+
+    monkeypatch.setattr("pyarrow.parquet.write_table", read_only)
+    with tr.open(db_path) as db:
+        got = breakdown(db)
+    pd.testing.assert_frame_equal(got.frame, expected.frame, check_exact=True)
+    assert kept_files(db_path) == []
+    assert not any((events_dir_for(db_path) / derived.FOLDER).glob(".*tmp*"))
+
+
+def test_the_next_ingest_removes_tables_of_pieces_no_longer_listed(db_path: Path) -> None:
+    with tr.open(db_path) as db:
+        breakdown(db)
+    folder = events_dir_for(db_path) / derived.FOLDER
+    stale = folder / "breakdown-t000001-deadbeef-0123456789ab.parquet"  # pieces this database never had
+    leftover = folder / ".breakdown-t000002-x.parquet.tmp-1-abc"  # a write that was killed
+    shutil.copyfile(kept_files(db_path)[0], stale)
+    leftover.write_bytes(b"partial")
+    current = set(kept_files(db_path)) - {stale}
+    ingest_to_database([H100 / "baseline"], db_path, IngestOptions(workers=1))  # skipped: already ingested
+    assert set(kept_files(db_path)) == current
+    assert not leftover.exists()
+
+
+def test_a_database_in_memory_keeps_nothing(tmp_path: Path) -> None:
+    with tr.open([H100 / "baseline"]) as db:
+        assert derived.derived_store(db.con) is None
+        assert breakdown(db).frame["kernels"].sum() > 0

@@ -542,16 +542,26 @@ def _pct(agg: pd.DataFrame, col: str, group: list[str]) -> pd.Series:
     return 100.0 * agg[col] / denom.where(denom > 0)
 
 
+_TIMES = ["wall_us", "gpu_us", "idle_us", "cpu_us"]
+
+
+def _sums(t: pd.DataFrame, keys: list[str], steps_from: str, steps_how: str) -> pd.DataFrame:
+    """Per group of ``keys`` (NULL keys kept, groups in first-seen order): the times summed (NULL
+    when every row is NULL), ``kernels`` summed, and ``steps`` (``steps_from`` counted or summed)."""
+    g = t.groupby(keys, dropna=False, sort=False)
+    agg = g[_TIMES].sum(min_count=1)
+    agg["kernels"] = g["kernels"].sum()
+    agg["steps"] = g[steps_from].agg(steps_how)
+    return agg.reset_index()
+
+
 def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions) -> pd.DataFrame:
     t = table.merge(traces[["trace_id", "rank"]], on="trace_id")
     t["window"] = t["trace_id"].astype(str) + ":" + t["window_id"].astype(str)
     keys = (["rank"] if opts.by_rank else []) + (["trace_id", "window_id", "step"] if opts.by_step else [])
-    sums = {c: (c, lambda s: s.sum(min_count=1)) for c in ("wall_us", "gpu_us", "idle_us", "cpu_us")}
-    agg = t.groupby(keys + ["region"], dropna=False, sort=False).agg(
-        **sums, kernels=("kernels", "sum"), steps=("window", "nunique")).reset_index()
+    agg = _sums(t, keys + ["region"], "window", "nunique")
     if opts.by_step and not opts.by_rank:  # the same step number on several ranks adds up
-        agg = agg.groupby(["step", "region"], dropna=False, sort=False).agg(
-            **sums, kernels=("kernels", "sum"), steps=("steps", "sum")).reset_index()
+        agg = _sums(agg, ["step", "region"], "steps", "sum")
     if not opts.by_step:
         agg["step"] = None
     group = (["rank"] if opts.by_rank else []) + (["step"] if opts.by_step else [])

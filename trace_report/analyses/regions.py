@@ -438,8 +438,8 @@ def _part_from_arrow(kept: pa.Table) -> tuple[pd.DataFrame, dict] | None:
     meta = json.loads(raw)
     table = kept.to_pandas()
     trace_id = int(table["trace_id"].iloc[0]) if len(table) else None
-    bases = pd.DataFrame([(b, k, us) for b, (k, us) in meta["bases"].items()],
-                         columns=["basis", "kernels", "dur_us"]).set_index("basis")
+    bases = _bases_frame(list(meta["bases"]), [k for k, _ in meta["bases"].values()],
+                         [us for _, us in meta["bases"].values()])
     facts = {"bases": bases, "no_gpu": [trace_id] if meta["no_gpu"] else [],
              "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": meta["fwd_spans"]}
     return table, facts
@@ -468,22 +468,36 @@ def _compute_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, 
     if len(early):
         table = pd.concat([early[table.columns], table], ignore_index=True)
     table.loc[~table["trace_id"].isin(list(gpu_by_trace)), "gpu_us"] = np.nan
-    bases = pd.DataFrame({"trace_id": k.ks["trace_id"].astype(np.int64), "basis": k.basis, "kernels": 1,
-                          "dur_us": k.ks["dur_us"]}).groupby(["trace_id", "basis"]).sum()
+    bases = _bases_by_trace(k)
     fwd = {}
     for wr in wregs:
         spans = int(((wr.regs["kind"] == "span") & (wr.regs["code"] == _REGION_CODE["forward"])).sum())
         fwd[wr.w.trace_id] = fwd.get(wr.w.trace_id, 0) + spans
     no_steps = {w.trace_id for w in windows if w.window_id == -1}
     rows_of = {t: g for t, g in table.groupby("trace_id", sort=False)}
-    empty_bases = pd.DataFrame({"kernels": pd.Series(dtype=np.int64), "dur_us": pd.Series(dtype=float)},
-                               index=pd.Index([], name="basis", dtype=object))
     out = {}
     for t in ids:
-        b = bases.xs(t, level="trace_id") if t in bases.index.get_level_values("trace_id") else empty_bases
         out[t] = (rows_of[t].reset_index(drop=True) if t in rows_of else table.iloc[:0],
-                  {"bases": b, "no_gpu": [t] if t not in gpu_by_trace else [],
+                  {"bases": bases.get(t, _bases_frame([], [], [])), "no_gpu": [t] if t not in gpu_by_trace else [],
                    "no_steps": [t] if t in no_steps else [], "fwd_spans": fwd.get(t, 0)})
+    return out
+
+
+def _bases_frame(names: list, kernels: list, dur_us: list) -> pd.DataFrame:
+    return pd.DataFrame({"kernels": np.asarray(kernels, dtype=np.int64), "dur_us": np.asarray(dur_us, dtype=float)},
+                        index=pd.Index(names, name="basis", dtype=object))
+
+
+def _bases_by_trace(k: _Attribution) -> dict[int, pd.DataFrame]:
+    """Per trace: kernels and summed ``dur_us`` per basis (the bases it has), indexed by basis.
+    The bases are a handful of strings over every kernel: coded once (hashing), counted in numpy."""
+    codes, names = pd.factorize(k.basis)
+    out = {}
+    for t, rows in positions_by_key(k.ks["trace_id"].astype(np.int64)).items():
+        n = np.bincount(codes[rows], minlength=len(names))
+        us = np.bincount(codes[rows], weights=k.ks["dur_us"][rows], minlength=len(names))
+        has = np.flatnonzero(n)
+        out[t] = _bases_frame(list(names[has]), n[has], us[has])
     return out
 
 

@@ -29,9 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import inspect
 import os
-import secrets
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -54,8 +52,9 @@ def code_version(modules: tuple[ModuleType, ...], extra: tuple[str, ...] = ()) -
     events. Empty when a module's source cannot be read (then nothing is kept)."""
     h = hashlib.sha256()
     for module in modules:
+        source = getattr(module, "__file__", None)
         try:
-            h.update(Path(inspect.getfile(module)).read_bytes())
+            h.update(Path(source).read_bytes())
         except (OSError, TypeError):
             return ""
     folder = resources.files("trace_report.store").joinpath("sql")
@@ -104,7 +103,7 @@ class DerivedStore:
         path = self.path(kind, trace_id, version)
         if path is None:
             return False
-        tmp = self.folder / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}"
+        tmp = self.folder / f".{path.name}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
         import pyarrow as pa  # here, not at the top: see load
         import pyarrow.parquet as pq
 

@@ -64,7 +64,7 @@ def test_kept_tables_give_the_computed_breakdown(db_path: Path, monkeypatch: pyt
     def no_events(*_: object) -> None:
         raise AssertionError("the kept tables were not read")
 
-    monkeypatch.setattr(regions, "_compute_parts", no_events)
+    monkeypatch.setattr(regions, "compute_region_parts", no_events)
     with tr.open(db_path) as db:
         for o in OPTIONS:
             got = breakdown(db, o)
@@ -82,18 +82,18 @@ def test_a_changed_trace_or_code_is_computed_again(db_path: Path, monkeypatch: p
     assert len(after_ingest) == 2 and after_ingest < before  # the replaced trace's table went with its pieces
 
     calls: list[list[int]] = []
-    compute = regions._compute_parts
+    compute = regions.compute_region_parts
 
     def counting(con: object, ids: list[int]) -> dict:
         calls.append(ids)
         return compute(con, ids)
 
-    monkeypatch.setattr(regions, "_compute_parts", counting)
+    monkeypatch.setattr(regions, "compute_region_parts", counting)
     with tr.open(db_path) as db:
         ids = selected_traces(db.con, None)["trace_id"].tolist()
         breakdown(db)
     assert len(calls) == 1 and sorted(calls[0]) == [ids[-1]]  # only the re-ingested trace
-    monkeypatch.setattr(regions, "_version", lambda: "0123456789ab")  # another trace-report
+    monkeypatch.setattr(regions, "code_version", lambda: "0123456789ab")  # another trace-report
     with tr.open(db_path) as db:
         breakdown(db)
     assert sorted(calls[1]) == sorted(ids)

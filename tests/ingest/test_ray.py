@@ -100,6 +100,12 @@ def test_ray_ingest_and_analyses_match_local_on_the_8_rank_archive(ray_up: Any, 
     again = invoke(["ingest", folder, "-o", ray_db, "--engine", "ray"])
     assert again.exit_code == 0 and "0 trace(s) ingested, 8 skipped" in again.stderr
     _same_analyses(folder, ray_db, FAST)
+    # the Ray breakdown kept each rank's rows beside the database; local and Ray runs now read them
+    kept = sorted((tmp_path / "ray.duckdb.events" / "derived").glob("breakdown-t*.parquet"))
+    assert len(kept) == 8
+    _same_analyses(folder, ray_db, (["breakdown", "--by-step"],))
+    assert differences(_json(["breakdown", folder]), _json(["breakdown", ray_db]), "kept rows, local") == []
+    assert sorted((tmp_path / "ray.duckdb.events" / "derived").glob("breakdown-t*.parquet")) == kept
     top = _json(["top-kernels", ray_db, "--limit", "1000", "--engine", "ray"])
     assert sum(r["count"] for r in top) == n_kernels
     # an exported dataset (hive-partitioned run_id=/rank=) is aggregated one partition per task

@@ -5,7 +5,7 @@ trace of a ``.duckdb`` database, one ``run_id=/rank=`` folder of an exported dat
 ones joined into at most :data:`TASKS_PER_CPU` tasks per CPU of the cluster) are each opened by a
 Ray task as its own in-memory DuckDB over its Parquet files, and the analysis' own SQL or
 per-trace code runs there (``store/sql/top_kernels.sql``, ``kernel_flags.sql``, the region views
-and :func:`~trace_report.analyses.regions.region_table`, :func:`~trace_report.analyses.compare.gpu_op_totals`,
+and :func:`~trace_report.analyses.regions.compute_region_parts`, :func:`~trace_report.analyses.compare.gpu_op_totals`,
 :func:`~trace_report.analyses.top_kernels.cpu_self_time`). Reduce, on the driver: counts and sums
 are summed, minima and maxima taken, and every mean and percentage is computed again from the
 merged sums (never averaged); the same functions as the local engine then shape the rows. So the
@@ -13,7 +13,9 @@ output is the local engine's, up to the last bits of floating-point sums taken i
 (as between two DuckDB runs on several threads).
 
 The driver holds a :class:`~trace_report.store.tracedb.TraceDB` of the database (its small tables:
-``traces``, ``event_files``) and never scans ``events``. Needs a Ray runtime
+``traces``, ``event_files``) and never scans ``events``. The breakdown's rows kept beside a
+database (:mod:`~trace_report.analyses.regions_kept`) are read there and only the other traces
+go to tasks; their rows are kept in turn. Needs a Ray runtime
 (:func:`~trace_report.ingest.engine_ray.ray_runtime`).
 """
 
@@ -42,10 +44,12 @@ from trace_report.analyses.regions import (
     BreakdownOptions,
     BreakdownResult,
     breakdown_from,
+    code_version,
+    compute_region_parts,
     merge_region_tables,
-    region_table,
     selected_traces,
 )
+from trace_report.analyses.regions_kept import RegionPart, kept_region_parts
 from trace_report.analyses.top_kernels import (
     CPU_COLUMNS,
     KERNEL_COLUMNS,
@@ -97,9 +101,10 @@ def _cpu(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
     return cpu_self_time(db.con, TopKernelsOptions(limit=None, rank=p["rank"], by_rank=p["by_rank"]))
 
 
-def _regions(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, dict]:
-    """Per (trace, window, region) wall/GPU/idle/CPU µs and kernels, and the facts for the notes."""
-    return region_table(db.con, selected_traces(db.con, None))
+def _regions(db: TraceDB, p: dict[str, Any]) -> dict[int, RegionPart]:
+    """Per trace of the partition: per (window, region) wall/GPU/idle/CPU µs and kernels, and the
+    facts for the notes."""
+    return compute_region_parts(db.con, [int(t) for t in selected_traces(db.con, None)["trace_id"]])
 
 
 def _flags(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
@@ -198,7 +203,13 @@ def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> Break
         traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
         if traces.empty:
             raise InputError("none of the selected traces is in the database")
-    table, facts = merge_region_tables(_map(db, "regions", {}, opts.rank, opts.trace_ids))
+    ids = [int(t) for t in traces["trace_id"]]
+
+    def in_tasks(missing: list[int]) -> dict[int, RegionPart]:
+        return {t: part for parts in _map(db, "regions", {}, trace_ids=tuple(missing)) for t, part in parts.items()}
+
+    parts = kept_region_parts(db.con, ids, in_tasks, code_version())  # only traces without kept rows go to Ray
+    table, facts = merge_region_tables([parts[t] for t in ids])
     return breakdown_from(table, facts, traces, opts)
 
 

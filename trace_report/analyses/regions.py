@@ -32,7 +32,6 @@ later queries read them (:func:`region_table`).
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 
@@ -43,10 +42,12 @@ import pyarrow as pa
 
 from trace_report.analyses import columns as _columns_module
 from trace_report.analyses import intervals as _intervals_module
+from trace_report.analyses import regions_kept as _kept_module
 from trace_report.analyses.columns import Columns, numpy_column, text_codes, text_vocabulary
 from trace_report.analyses.intervals import BusyTime, Partition, positions_by_key, positions_by_pair
+from trace_report.analyses.regions_kept import RegionPart, bases_frame, kept_region_parts
 from trace_report.errors import InputError, UsageError
-from trace_report.store.derived import code_version, derived_store
+from trace_report.store.derived import code_version as derived_code_version
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import materialize
 
@@ -388,64 +389,22 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: 
     Each trace's rows and facts depend on that trace's events alone: they are read from the
     database's derived tables where a query has kept them (:mod:`trace_report.store.derived`,
     keyed by the trace's event files and this code's version), else computed and, with ``keep``,
-    kept there for the next query.
+    kept there for the next query (:func:`~trace_report.analyses.regions_kept.kept_region_parts`).
     """
     ids = _ids(traces)
-    store = derived_store(con) if keep else None
-    version = _version() if store is not None else ""
-    parts: dict[int, tuple[pd.DataFrame, dict]] = {}
-    for t in ids if store is not None else []:
-        kept = store.load(DERIVED_KIND, t, version)
-        if kept is not None and (part := _part_from_arrow(kept)) is not None:
-            parts[t] = part
-    missing = [t for t in ids if t not in parts]
-    if missing:
-        computed = _compute_parts(con, missing)
-        for t in missing:
-            parts[t] = computed[t]
-            if store is not None:
-                store.save(DERIVED_KIND, t, version, _part_to_arrow(*computed[t]))
+    parts = kept_region_parts(con, ids, lambda missing: compute_region_parts(con, missing),
+                              code_version() if keep else None)
     return merge_region_tables([parts[t] for t in ids])
 
 
-DERIVED_KIND = "breakdown"
-"""The name of the breakdown's per-trace tables among a database's derived tables."""
-_FACTS_KEY = b"trace_report.breakdown_facts"
-_TABLE_COLUMNS = ["trace_id", "window_id", "step", "region", "wall_us", "idle_us", "cpu_us", "kernels", "gpu_us"]
+def code_version() -> str:
+    """The version of the code behind the kept rows: this module, the modules it computes them
+    with, the SQL views, and the libraries that compute and store them."""
+    return derived_code_version((sys.modules[__name__], _intervals_module, _columns_module, _kept_module),
+                                (pa.__version__, np.__version__, pd.__version__, duckdb.__version__))
 
 
-def _version() -> str:
-    """The version of the code behind the kept tables: this module, the interval and column
-    helpers it uses, the SQL views, and the libraries that compute and store them."""
-    return code_version((sys.modules[__name__], _intervals_module, _columns_module),
-                        (pa.__version__, np.__version__, pd.__version__, duckdb.__version__))
-
-
-def _part_to_arrow(table: pd.DataFrame, facts: dict) -> pa.Table:
-    """One trace's rows with its facts as JSON in the schema's metadata."""
-    bases = {str(b): [int(r["kernels"]), float(r["dur_us"])] for b, r in facts["bases"].iterrows()}
-    meta = {"bases": bases, "no_gpu": bool(facts["no_gpu"]), "no_steps": bool(facts["no_steps"]),
-            "fwd_spans": int(facts["fwd_spans"])}
-    out = pa.Table.from_pandas(table[_TABLE_COLUMNS], preserve_index=False)
-    return out.replace_schema_metadata({_FACTS_KEY: json.dumps(meta).encode()})
-
-
-def _part_from_arrow(kept: pa.Table) -> tuple[pd.DataFrame, dict] | None:
-    """The rows and facts :func:`_part_to_arrow` kept; None for a table that is not one."""
-    raw = (kept.schema.metadata or {}).get(_FACTS_KEY)
-    if raw is None or kept.column_names != _TABLE_COLUMNS:
-        return None
-    meta = json.loads(raw)
-    table = kept.to_pandas()
-    trace_id = int(table["trace_id"].iloc[0]) if len(table) else None
-    bases = _bases_frame(list(meta["bases"]), [k for k, _ in meta["bases"].values()],
-                         [us for _, us in meta["bases"].values()])
-    facts = {"bases": bases, "no_gpu": [trace_id] if meta["no_gpu"] else [],
-             "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": meta["fwd_spans"]}
-    return table, facts
-
-
-def _compute_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, tuple[pd.DataFrame, dict]]:
+def compute_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, RegionPart]:
     """:func:`region_table`'s rows and facts of each of ``ids``, computed from the events."""
     rows = _fetch(con, ids, *_QUERIES)
     gpu_by_trace = _gpu_busy(rows["gpu"])
@@ -478,14 +437,9 @@ def _compute_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, 
     out = {}
     for t in ids:
         out[t] = (rows_of[t].reset_index(drop=True) if t in rows_of else table.iloc[:0],
-                  {"bases": bases.get(t, _bases_frame([], [], [])), "no_gpu": [t] if t not in gpu_by_trace else [],
+                  {"bases": bases.get(t, bases_frame([], [], [])), "no_gpu": [t] if t not in gpu_by_trace else [],
                    "no_steps": [t] if t in no_steps else [], "fwd_spans": fwd.get(t, 0)})
     return out
-
-
-def _bases_frame(names: list, kernels: list, dur_us: list) -> pd.DataFrame:
-    return pd.DataFrame({"kernels": np.asarray(kernels, dtype=np.int64), "dur_us": np.asarray(dur_us, dtype=float)},
-                        index=pd.Index(names, name="basis", dtype=object))
 
 
 def _bases_by_trace(k: _Attribution) -> dict[int, pd.DataFrame]:
@@ -497,7 +451,7 @@ def _bases_by_trace(k: _Attribution) -> dict[int, pd.DataFrame]:
         n = np.bincount(codes[rows], minlength=len(names))
         us = np.bincount(codes[rows], weights=k.ks["dur_us"][rows], minlength=len(names))
         has = np.flatnonzero(n)
-        out[t] = _bases_frame(list(names[has]), n[has], us[has])
+        out[t] = bases_frame(list(names[has]), n[has], us[has])
     return out
 
 

@@ -169,3 +169,40 @@ def test_fast_inflater_reads_a_real_trace_as_gzip_does() -> None:
     reader.close()
     assert b"".join(blocks) == gzip.decompress(path.read_bytes())
     assert reader.digest.hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("inflater", ["installed", "standard library"])
+def test_gzip_reader_members_padding_digest_and_damage(inflater: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader behind every streamed trace, with zlib-ng and with the fallback (the standard
+    library's zlib, used where zlib-ng is missing): members and zero padding read as gzip.decompress
+    reads them, at most a block per read, every stored byte hashed; a truncated and a corrupt file
+    are one TraceFormatError each."""
+    if inflater == "standard library":
+        monkeypatch.setattr(kineto, "_inflate", zlib)
+    text = json.dumps({"traceEvents": events(500)}).encode()
+    data = gzip.compress(text[:1000]) + b"\0" * 700 + gzip.compress(text[1000:]) + b"\0" * 3
+    path = tmp_path / "t.json.gz"
+
+    def read_all() -> tuple[bytes, kineto._HashingReader]:
+        reader = kineto._HashingReader(path, 4096)
+        blocks = []
+        try:
+            while block := reader.read():
+                assert len(block) <= 4096
+                blocks.append(block)
+        finally:
+            reader.close()
+        return b"".join(blocks), reader
+
+    path.write_bytes(data)
+    out, reader = read_all()
+    assert out == gzip.decompress(data) == text
+    assert reader.raw_bytes == len(data) and reader.digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFormatError, match="truncated gzip file"):
+        read_all()
+    whole = gzip.compress(text)
+    path.write_bytes(whole[:-8] + bytes([whole[-8] ^ 0xFF]) + whole[-7:])  # CRC-32 of the member changed
+    with pytest.raises(TraceFormatError, match="corrupt gzip data"):
+        read_all()

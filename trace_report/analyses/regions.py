@@ -309,9 +309,10 @@ def _attribute(rows: dict[str, pa.Table], windows: list[_WindowRegions], tids: p
             continue
         window[idx] = i
         code[idx], basis[idx] = _label_kernels(wr, ks.take(idx), gpu_marks)
-    unset = pd.isna(basis)
-    basis[unset & ks["before_first_step"].astype(bool)] = BEFORE_FIRST_STEP
-    basis[pd.isna(basis)] = "outside_steps"
+    unset = window < 0  # in no window: _label_kernels gave every other kernel its basis
+    early = ks["before_first_step"].astype(bool)
+    basis[unset & early] = BEFORE_FIRST_STEP
+    basis[unset & ~early] = "outside_steps"
     return _Attribution(ks, window, code, basis)
 
 

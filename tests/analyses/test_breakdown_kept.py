@@ -114,15 +114,41 @@ def test_damaged_or_unwritable_kept_tables_are_ignored(db_path: Path, monkeypatc
 
     shutil.rmtree(events_dir_for(db_path) / derived.FOLDER)
 
-    def read_only(*_: object, **__: object) -> None:
+    def refused(*_: object, **__: object) -> None:
         raise PermissionError(13, "Read-only file system")
 
-    monkeypatch.setattr("pyarrow.parquet.write_table", read_only)
+    for target in ("pyarrow.parquet.write_table", "os.replace"):  # nothing written / written, not renamed
+        with monkeypatch.context() as m:
+            m.setattr(target, refused)
+            with tr.open(db_path) as db:
+                got = breakdown(db)
+        pd.testing.assert_frame_equal(got.frame, expected.frame, check_exact=True)
+        folder = events_dir_for(db_path) / derived.FOLDER
+        assert kept_files(db_path) == []
+        assert not folder.is_dir() or list(folder.iterdir()) == []  # no temporary file left behind
+
+
+def test_redefined_views_neither_read_nor_keep_rows(db_path: Path) -> None:
+    """A notebook that redefines a view the breakdown reads (here every annotation is 'forward')
+    gets the breakdown of its own views, and the database's kept rows stay the database's own."""
+    expected = computed(db_path, BreakdownOptions())
     with tr.open(db_path) as db:
-        got = breakdown(db)
-    pd.testing.assert_frame_equal(got.frame, expected.frame, check_exact=True)
+        breakdown(db)  # kept
+    before = {f: f.stat().st_mtime_ns for f in kept_files(db_path)}
+    with tr.open(db_path) as db:
+        db.con.execute("CREATE OR REPLACE TEMP VIEW region_rules AS SELECT 'all' AS rule_id, 1 AS priority, "
+                       "'forward' AS region, '.*' AS pattern, 'any' AS scope, '' AS rationale, '' AS source")
+        mine = breakdown(db).frame.set_index("region")
+    assert mine.loc["forward", "wall_pct"] > 90 > expected.frame.set_index("region").loc["forward", "wall_pct"]
+    assert {f: f.stat().st_mtime_ns for f in kept_files(db_path)} == before
+    shutil.rmtree(events_dir_for(db_path) / derived.FOLDER)
+    with tr.open(db_path) as db:
+        db.con.execute("CREATE OR REPLACE TEMP VIEW region_rules AS SELECT 'all' AS rule_id, 1 AS priority, "
+                       "'forward' AS region, '.*' AS pattern, 'any' AS scope, '' AS rationale, '' AS source")
+        breakdown(db)
     assert kept_files(db_path) == []
-    assert not any((events_dir_for(db_path) / derived.FOLDER).glob(".*tmp*"))
+    with tr.open(db_path) as db:
+        pd.testing.assert_frame_equal(breakdown(db).frame, expected.frame, check_exact=True)
 
 
 def test_the_next_ingest_removes_tables_of_pieces_no_longer_listed(db_path: Path) -> None:

@@ -101,11 +101,11 @@ def test_ray_ingest_and_analyses_match_local_on_the_8_rank_archive(ray_up: Any, 
     assert again.exit_code == 0 and "0 trace(s) ingested, 8 skipped" in again.stderr
     _same_analyses(folder, ray_db, FAST)
     # the Ray breakdown kept each rank's rows beside the database; local and Ray runs now read them
-    kept = sorted((tmp_path / "ray.duckdb.events" / "derived").glob("breakdown-t*.parquet"))
+    kept = {p: p.stat().st_mtime_ns for p in (tmp_path / "ray.duckdb.events" / "derived").glob("breakdown-t*.parquet")}
     assert len(kept) == 8
     _same_analyses(folder, ray_db, (["breakdown", "--by-step"],))
     assert differences(_json(["breakdown", folder]), _json(["breakdown", ray_db]), "kept rows, local") == []
-    assert sorted((tmp_path / "ray.duckdb.events" / "derived").glob("breakdown-t*.parquet")) == kept
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept  # read, not computed and written again
     top = _json(["top-kernels", ray_db, "--limit", "1000", "--engine", "ray"])
     assert sum(r["count"] for r in top) == n_kernels
     # an exported dataset (hive-partitioned run_id=/rank=) is aggregated one partition per task
@@ -133,6 +133,28 @@ def test_engine_ray_without_ray_is_one_error_line(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- slow: more inputs, retries, atomicity
+
+
+@pytest.mark.slow
+def test_ray_breakdown_of_a_dataset_with_a_trace_without_events(ray_up: Any, tmp_path: Path) -> None:
+    """A trace whose every event is left out at ingest has no run_id=/rank= folder in an exported
+    dataset, so no Ray task sees it: the breakdown still lists it as the local engine does."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (good,) = (REPO / "traces" / "h100-2026-11-25" / "baseline").glob("*.pt.trace.json.gz")
+    (traces / good.name).write_bytes(good.read_bytes())
+    (traces / "empty.json").write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 10, "dur": -5}],
+        "distributedInfo": {"rank": 1}}))
+    db, dataset = tmp_path / "t.duckdb", tmp_path / "dataset"
+    _ingest(traces, db)
+    assert invoke(["export", db, "-o", dataset]).exit_code == 0
+    assert len(list((dataset / "events").glob("run_id=*/rank=*"))) == 1
+    local = invoke(["breakdown", dataset, "-f", "json"])
+    distributed = invoke(["breakdown", dataset, "-f", "json", "--engine", "ray"])
+    assert local.exit_code == distributed.exit_code == 0, distributed.stderr
+    assert differences(json.loads(local.stdout), json.loads(distributed.stdout), "breakdown") == []
+    assert "empty.json: CPU-only trace" in local.stderr and "empty.json: CPU-only trace" in distributed.stderr
 
 
 @pytest.mark.slow

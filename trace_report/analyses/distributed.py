@@ -49,7 +49,7 @@ from trace_report.analyses.regions import (
     merge_region_tables,
     selected_traces,
 )
-from trace_report.analyses.regions_kept import RegionPart, kept_region_parts
+from trace_report.analyses.regions_kept import RegionPart, empty_part, kept_region_parts
 from trace_report.analyses.top_kernels import (
     CPU_COLUMNS,
     KERNEL_COLUMNS,
@@ -206,7 +206,10 @@ def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> Break
     ids = [int(t) for t in traces["trace_id"]]
 
     def in_tasks(missing: list[int]) -> dict[int, RegionPart]:
-        return {t: part for parts in _map(db, "regions", {}, trace_ids=tuple(missing)) for t, part in parts.items()}
+        got = {t: part for parts in _map(db, "regions", {}, trace_ids=tuple(missing)) for t, part in parts.items()}
+        # a trace without events has no partition (an exported dataset holds no folder for it): its
+        # part is what the local engine computes for it, no window and no GPU activity
+        return {t: got.get(t) or empty_part(t) for t in missing}
 
     parts = kept_region_parts(db.con, ids, in_tasks, code_version())  # only traces without kept rows go to Ray
     table, facts = merge_region_tables([parts[t] for t in ids])

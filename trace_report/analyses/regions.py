@@ -399,10 +399,8 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: 
 
 
 def code_version() -> str:
-    """The version of the code behind the kept rows: this module, the modules it computes them
-    with, the SQL views, and the libraries that compute and store them."""
-    return derived_code_version((sys.modules[__name__], _intervals_module, _columns_module, _kept_module),
-                                (pa.__version__, np.__version__, pd.__version__, duckdb.__version__))
+    """The version of the code behind the kept rows (:data:`CODE_VERSION`)."""
+    return CODE_VERSION
 
 
 def compute_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, RegionPart]:
@@ -586,3 +584,11 @@ def merge_region_tables(parts: list[tuple[pd.DataFrame, dict]]) -> tuple[pd.Data
         "fwd_spans": sum(f["fwd_spans"] for f in facts),
     }
     return table, merged
+
+
+CODE_VERSION = derived_code_version((sys.modules[__name__], _intervals_module, _columns_module, _kept_module),
+                                    (pa.__version__, np.__version__, pd.__version__, duckdb.__version__))
+"""The version of the code behind the kept rows: this module, the modules it computes them with,
+the SQL views, and the libraries that compute and store them; hashed from their files when this
+module is imported, so that a process still running older code after an upgrade keeps its rows
+under the older version."""

@@ -58,6 +58,13 @@ def bases_frame(names: list, kernels: list, dur_us: list) -> pd.DataFrame:
                         index=pd.Index(names, name="basis", dtype=object))
 
 
+def empty_part(trace_id: int) -> RegionPart:
+    """The part of a trace without events: no window, no GPU activity, no kernels."""
+    table = pd.DataFrame({c: pd.Series(dtype=np.int64 if c in _INTEGERS else object if c == "region" else float)
+                          for c in TABLE_COLUMNS})
+    return table, {"bases": bases_frame([], [], []), "no_gpu": [trace_id], "no_steps": [], "fwd_spans": 0}
+
+
 def part_to_arrow(table: pd.DataFrame, facts: dict) -> pa.Table:
     """One trace's rows with its facts as JSON in the schema's metadata."""
     bases = {str(b): [int(r["kernels"]), float(r["dur_us"])] for b, r in facts["bases"].iterrows()}
@@ -71,17 +78,34 @@ def part_from_arrow(kept: pa.Table, trace_id: int) -> RegionPart | None:
     """The rows and facts :func:`part_to_arrow` kept for ``trace_id``; None for a table that is
     not one (another layout, or another trace's rows)."""
     raw = (kept.schema.metadata or {}).get(_FACTS_KEY)
-    if raw is None or kept.column_names != TABLE_COLUMNS:
-        return None
-    table = kept.to_pandas()
-    if len(table) and not (table["trace_id"] == trace_id).all():
+    if raw is None or kept.column_names != TABLE_COLUMNS or not _types_ok(kept.schema):
         return None
     try:
+        table = kept.to_pandas()
+        if len(table) and not (table["trace_id"] == trace_id).all():
+            return None
         meta = json.loads(raw)
         bases = bases_frame(list(meta["bases"]), [k for k, _ in meta["bases"].values()],
                             [us for _, us in meta["bases"].values()])
         facts = {"bases": bases, "no_gpu": [trace_id] if meta["no_gpu"] else [],
                  "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": int(meta["fwd_spans"])}
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException):
         return None
     return table, facts
+
+
+_INTEGERS = ("trace_id", "window_id", "kernels")
+
+
+def _types_ok(schema: pa.Schema) -> bool:
+    """Integer ids and counts, floating-point times and step, text region: what part_to_arrow writes."""
+    for f in schema:
+        if f.name in _INTEGERS:
+            ok = pa.types.is_integer(f.type)
+        elif f.name == "region":
+            ok = pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        else:
+            ok = pa.types.is_floating(f.type)
+        if not ok:
+            return False
+    return True

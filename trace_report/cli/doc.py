@@ -31,7 +31,8 @@ ERRORS = """## Errors, warnings and notes
 Bad input prints one line, `Error: ...`, on stderr and exits 1 (2 for a usage error, such as an
 unknown option or a `--rank` that no trace has: the message lists the ranks there are); an
 existing database and its `<db>.events/` folder are left as they were, byte for byte, also when
-the disk fills up. A file inside a tar archive is named `archive!member` in every message.
+the disk fills up (a query may add the breakdown's kept rows in `<db>.events/derived/`: results,
+not data, safe to delete). A file inside a tar archive is named `archive!member` in every message.
 What ingest decided about the data is said on stderr too:
 
 - `warning:` invalid UTF-8 in a trace (an event name, args or metadata) is not an error: each

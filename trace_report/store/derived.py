@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from trace_report.store.events_view import database_file, events_dir_for
+from trace_report.store.views import views_as_created
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -86,7 +87,10 @@ class DerivedStore:
     def load(self, kind: str, trace_id: int, version: str) -> pa.Table | None:
         """The table kept for this trace, kind and version, or None (none kept, or unreadable)."""
         path = self.path(kind, trace_id, version)
-        if path is None or not path.is_file():
+        try:
+            if path is None or not path.is_file():  # is_file raises for a folder it may not search
+                return None
+        except OSError:
             return None
         # pyarrow here, not at the top: the database layer prunes derived files without it
         import pyarrow as pa
@@ -94,7 +98,7 @@ class DerivedStore:
 
         try:
             return pq.read_table(path)
-        except (OSError, pa.ArrowException):
+        except (OSError, pa.ArrowException, ValueError):
             return None
 
     def save(self, kind: str, trace_id: int, version: str, table: pa.Table) -> bool:
@@ -111,25 +115,37 @@ class DerivedStore:
             self.folder.mkdir(exist_ok=True)
             pq.write_table(table, tmp, compression="lz4")
             os.replace(tmp, path)
-        except (OSError, pa.ArrowException):
+        except (OSError, pa.ArrowException, ValueError):
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             return False
-        for old in self.folder.glob(f"{kind}-t{trace_id:06d}-*.parquet"):
-            if old != path:
-                with contextlib.suppress(OSError):
-                    old.unlink()
+        _unlink_all(self.folder, f"{kind}-t{trace_id:06d}-*.parquet", keep=path)
         return True
 
 
+def _unlink_all(folder: Path, pattern: str, keep: Path | None = None) -> None:
+    """Delete the files of ``folder`` matching ``pattern`` but ``keep``; a folder or file that is
+    gone or may not be touched is left alone (another process may be pruning it)."""
+    with contextlib.suppress(OSError):
+        for old in list(folder.glob(pattern)):
+            if old != keep:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+
+
 def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
-    """The derived tables of the database behind ``con``; None for a database in memory or one
-    whose event folder is missing."""
+    """The derived tables of the database behind ``con``; None for a database in memory, one
+    whose event folder is missing, or a connection whose views are not those trace-report made
+    (a notebook that redefined ``events`` or ``region_rules`` neither reads nor keeps rows:
+    :func:`~trace_report.store.views.views_as_created`)."""
     path = database_file(con)
     if path is None:
         return None
     folder = events_dir_for(path)
-    if not folder.is_dir():
+    try:
+        if not folder.is_dir() or not views_as_created(con):
+            return None
+    except OSError:
         return None
     files: dict[int, list[str]] = {}
     for trace_id, name in con.execute("SELECT trace_id, file FROM event_files").fetchall():
@@ -139,27 +155,24 @@ def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
 
 def forget_traces(events_folder: Path, trace_ids: list[int]) -> None:
     """Delete every derived file of these traces (their events were replaced or removed)."""
-    folder = events_folder / FOLDER
-    if not folder.is_dir():
-        return
     for trace_id in trace_ids:
-        for old in folder.glob(f"*-t{trace_id:06d}-*.parquet"):
-            with contextlib.suppress(OSError):
-                old.unlink()
+        _unlink_all(events_folder / FOLDER, f"*-t{trace_id:06d}-*.parquet")
 
 
 def prune(events_folder: Path, listed: list[tuple[int, str]]) -> int:
     """Delete derived files whose trace's event files are not ``listed`` ((trace_id, file) rows
     of ``event_files``) and temporary files of interrupted writes; the number deleted."""
     folder = events_folder / FOLDER
-    if not folder.is_dir():
-        return 0
     files: dict[int, list[str]] = {}
     for trace_id, name in listed:
         files.setdefault(int(trace_id), []).append(name)
     live = {f"t{t:06d}-{pieces_key(f)}" for t, f in files.items()}
+    try:
+        entries = list(folder.iterdir()) if folder.is_dir() else []
+    except OSError:  # a folder this user may not read: left as it is
+        return 0
     gone = 0
-    for p in folder.iterdir():
+    for p in entries:
         parts = p.name.split("-")
         current = len(parts) >= 4 and p.suffix == ".parquet" and f"{parts[-3]}-{parts[-2]}" in live
         if not current:

@@ -93,7 +93,7 @@ def test_a_changed_trace_or_code_is_computed_again(db_path: Path, monkeypatch: p
         ids = selected_traces(db.con, None)["trace_id"].tolist()
         breakdown(db)
     assert len(calls) == 1 and sorted(calls[0]) == [ids[-1]]  # only the re-ingested trace
-    monkeypatch.setattr(regions, "code_version", lambda: "0123456789ab")  # another trace-report
+    monkeypatch.setattr(regions, "CODE_VERSION", "0123456789ab")  # another trace-report
     with tr.open(db_path) as db:
         breakdown(db)
     assert sorted(calls[1]) == sorted(ids)

@@ -41,10 +41,10 @@ from trace_report.analyses.compare import (
 )
 from trace_report.analyses.kernel_classes import FlagsOptions, FlagsResult, check_options, flags, flags_from_rows
 from trace_report.analyses.regions import (
+    CODE_VERSION,
     BreakdownOptions,
     BreakdownResult,
     breakdown_from,
-    code_version,
     compute_region_parts,
     merge_region_tables,
     selected_traces,
@@ -211,7 +211,7 @@ def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> Break
         # part is what the local engine computes for it, no window and no GPU activity
         return {t: got.get(t) or empty_part(t) for t in missing}
 
-    parts = kept_region_parts(db.con, ids, in_tasks, code_version())  # only traces without kept rows go to Ray
+    parts = kept_region_parts(db.con, ids, in_tasks, CODE_VERSION)  # only traces without kept rows go to Ray
     table, facts = merge_region_tables([parts[t] for t in ids])
     return breakdown_from(table, facts, traces, opts)
 

@@ -394,13 +394,8 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: 
     """
     ids = _ids(traces)
     parts = kept_region_parts(con, ids, lambda missing: compute_region_parts(con, missing),
-                              code_version() if keep else None)
+                              CODE_VERSION if keep else None)
     return merge_region_tables([parts[t] for t in ids])
-
-
-def code_version() -> str:
-    """The version of the code behind the kept rows (:data:`CODE_VERSION`)."""
-    return CODE_VERSION
 
 
 def compute_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, RegionPart]:

@@ -37,9 +37,11 @@ def kept_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int],
     for this code ``version``, the others from ``compute(missing ids)`` (in this process or in Ray
     tasks), then kept. ``version`` None: nothing is read or kept (everything computed)."""
     store = derived_store(con) if version else None
+    if store is None or not version:
+        return compute(ids)
     parts: dict[int, RegionPart] = {}
-    for t in ids if store is not None else []:
-        kept = store.load(DERIVED_KIND, t, version or "")
+    for t in ids:
+        kept = store.load(DERIVED_KIND, t, version)
         if kept is not None and (part := part_from_arrow(kept, t)) is not None:
             parts[t] = part
     missing = [t for t in ids if t not in parts]
@@ -47,8 +49,7 @@ def kept_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int],
         computed = compute(missing)
         for t in missing:
             parts[t] = computed[t]
-            if store is not None:
-                store.save(DERIVED_KIND, t, version or "", part_to_arrow(*computed[t]))
+            store.save(DERIVED_KIND, t, version, part_to_arrow(*computed[t]))
     return parts
 
 

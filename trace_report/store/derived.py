@@ -27,7 +27,6 @@ touched.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 from importlib import resources
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 FOLDER = "derived"
 
 
-@functools.cache
 def code_version(modules: tuple[ModuleType, ...], extra: tuple[str, ...] = ()) -> str:
     """12 hex digits of SHA-256 over the source of ``modules``, every ``store/sql/*.sql`` file
     and ``extra`` (library versions): what decides a derived table's content besides the
@@ -147,10 +145,15 @@ def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
             return None
     except OSError:
         return None
+    return DerivedStore(folder / FOLDER, _keys(con.execute("SELECT trace_id, file FROM event_files").fetchall()))
+
+
+def _keys(listed: list[tuple[int, str]]) -> dict[int, str]:
+    """:func:`pieces_key` of each trace of ``listed``, (trace_id, file) rows of ``event_files``."""
     files: dict[int, list[str]] = {}
-    for trace_id, name in con.execute("SELECT trace_id, file FROM event_files").fetchall():
+    for trace_id, name in listed:
         files.setdefault(int(trace_id), []).append(name)
-    return DerivedStore(folder / FOLDER, {t: pieces_key(f) for t, f in files.items()})
+    return {t: pieces_key(f) for t, f in files.items()}
 
 
 def forget_traces(events_folder: Path, trace_ids: list[int]) -> None:
@@ -163,10 +166,7 @@ def prune(events_folder: Path, listed: list[tuple[int, str]]) -> int:
     """Delete derived files whose trace's event files are not ``listed`` ((trace_id, file) rows
     of ``event_files``) and temporary files of interrupted writes; the number deleted."""
     folder = events_folder / FOLDER
-    files: dict[int, list[str]] = {}
-    for trace_id, name in listed:
-        files.setdefault(int(trace_id), []).append(name)
-    live = {f"t{t:06d}-{pieces_key(f)}" for t, f in files.items()}
+    live = {f"t{t:06d}-{key}" for t, key in _keys(listed).items()}
     try:
         entries = list(folder.iterdir()) if folder.is_dir() else []
     except OSError:  # a folder this user may not read: left as it is

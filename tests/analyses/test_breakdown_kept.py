@@ -45,9 +45,7 @@ def kept_files(db_path: Path) -> list[Path]:
 def computed(db_path: Path, opts: BreakdownOptions) -> regions.BreakdownResult:
     """The breakdown computed from the events, nothing read from or written to the kept tables."""
     with tr.open(db_path) as db:
-        traces = selected_traces(db.con, opts.rank)
-        if opts.trace_ids is not None:
-            traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
+        traces = regions.breakdown_traces(db.con, opts)
         table, facts = region_table(db.con, traces, keep=False)
         return regions.breakdown_from(table, facts, traces, opts)
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
-from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces
+from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces, trace_ids
 from trace_report.analyses.utilization import gpu_utilization, launch_stats
 from trace_report.store.tracedb import TraceDB
 
@@ -251,7 +251,7 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False,
     traces = selected_traces(con, rank)
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
     fl = flags(db, FlagsOptions(rank=rank, by_rank=True)).summary
-    ids = [int(t) for t in traces["trace_id"]]
+    ids = trace_ids(traces)
     launches = launch_stats(db, ids).merge(traces[["trace_id", "rank"]], on="trace_id")
     util = gpu_utilization(db, rank)
     peaks = memory_peaks(con, ids).merge(traces[["trace_id", "rank"]], on="trace_id")

@@ -45,9 +45,11 @@ from trace_report.analyses.regions import (
     BreakdownOptions,
     BreakdownResult,
     breakdown_from,
+    breakdown_traces,
     compute_region_parts,
     merge_region_tables,
     selected_traces,
+    trace_ids,
 )
 from trace_report.analyses.regions_kept import RegionPart, empty_part, kept_region_parts
 from trace_report.analyses.top_kernels import (
@@ -104,7 +106,7 @@ def _cpu(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
 def _regions(db: TraceDB, p: dict[str, Any]) -> dict[int, RegionPart]:
     """Per trace of the partition: per (window, region) wall/GPU/idle/CPU µs and kernels, and the
     facts for the notes."""
-    return compute_region_parts(db.con, [int(t) for t in selected_traces(db.con, None)["trace_id"]])
+    return compute_region_parts(db.con, trace_ids(selected_traces(db.con, None)))
 
 
 def _flags(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
@@ -198,12 +200,8 @@ def top_kernels_ray(db: TraceDB, options: TopKernelsOptions | None = None) -> To
 def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> BreakdownResult:
     """:func:`~trace_report.analyses.regions.breakdown` with one Ray task per partition."""
     opts = options or BreakdownOptions()
-    traces = selected_traces(db.con, opts.rank)
-    if opts.trace_ids is not None:
-        traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
-        if traces.empty:
-            raise InputError("none of the selected traces is in the database")
-    ids = [int(t) for t in traces["trace_id"]]
+    traces = breakdown_traces(db.con, opts)
+    ids = trace_ids(traces)
 
     def in_tasks(missing: list[int]) -> dict[int, RegionPart]:
         got = {t: part for parts in _map(db, "regions", {}, trace_ids=tuple(missing)) for t, part in parts.items()}

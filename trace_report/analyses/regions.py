@@ -100,8 +100,20 @@ def selected_traces(con: duckdb.DuckDBPyConnection, rank: int | None) -> pd.Data
     return traces.reset_index(drop=True)
 
 
-def _ids(traces: pd.DataFrame) -> list[int]:
+def trace_ids(traces: pd.DataFrame) -> list[int]:
+    """The ``trace_id`` column of :func:`selected_traces`' frame as Python ints (query parameters)."""
     return [int(t) for t in traces["trace_id"]]
+
+
+def breakdown_traces(con: duckdb.DuckDBPyConnection, opts: BreakdownOptions) -> pd.DataFrame:
+    """:func:`selected_traces` of ``opts.rank``, narrowed to ``opts.trace_ids``; raises
+    :class:`InputError` when none of those is in the database."""
+    traces = selected_traces(con, opts.rank)
+    if opts.trace_ids is not None:
+        traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
+        if traces.empty:
+            raise InputError("none of the selected traces is in the database")
+    return traces
 
 
 _QUERIES = {
@@ -279,7 +291,7 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     """
     con = db.con
     traces = selected_traces(con, rank)
-    rows = _fetch(con, _ids(traces), "windows", "regions", "kernels", "gpu_markers")
+    rows = _fetch(con, trace_ids(traces), "windows", "regions", "kernels", "gpu_markers")
     k = _attribute(rows, *_window_regions(rows))
     kernels = rows["kernels"]
     return pd.DataFrame({
@@ -392,7 +404,7 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: 
     keyed by the trace's event files and this code's version), else computed and, with ``keep``,
     kept there for the next query (:func:`~trace_report.analyses.regions_kept.kept_region_parts`).
     """
-    ids = _ids(traces)
+    ids = trace_ids(traces)
     parts = kept_region_parts(con, ids, lambda missing: compute_region_parts(con, missing),
                               CODE_VERSION if keep else None)
     return merge_region_tables([parts[t] for t in ids])
@@ -548,13 +560,8 @@ def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> Breakdown
     :class:`InputError` for an empty database or an unknown rank.
     """
     opts = options or BreakdownOptions()
-    con = db.con
-    traces = selected_traces(con, opts.rank)
-    if opts.trace_ids is not None:
-        traces = traces[traces["trace_id"].isin(opts.trace_ids)].reset_index(drop=True)
-        if traces.empty:
-            raise InputError("none of the selected traces is in the database")
-    table, facts = region_table(con, traces)
+    traces = breakdown_traces(db.con, opts)
+    table, facts = region_table(db.con, traces)
     return breakdown_from(table, facts, traces, opts)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from trace_report.analyses.intervals import BusyTime
-from trace_report.analyses.regions import selected_traces
+from trace_report.analyses.regions import selected_traces, trace_ids
 from trace_report.store.tracedb import TraceDB
 
 UTILIZATION_COLUMNS = ["rank", "trace_id", "step", "basis", "wall_us", "busy_us", "gpu_util_pct"]
@@ -62,7 +62,7 @@ def gpu_timeline(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     traces = selected_traces(con, rank)
     ops = con.execute(
         "SELECT trace_id, cat, ts_us, ts_us + dur_us AS end_us, dur_us FROM gpu_ops "
-        "WHERE list_contains($ids, trace_id)", {"ids": [int(t) for t in traces["trace_id"]]}).df()
+        "WHERE list_contains($ids, trace_id)", {"ids": trace_ids(traces)}).df()
     rows = []
     for tr in traces.itertuples(index=False):
         g = ops[ops["trace_id"] == tr.trace_id]

@@ -12,7 +12,8 @@ make_big_trace.py, timestamps and ids shifted per copy):
 Each run is a separate process; wall time, peak RSS summed over the process tree (sampled every
 20 ms, psutil; the tree itself looked up every 0.1 s) and CPU time (user + system of the process
 and of the children it waited for, i.e. our decoding workers) are taken; the median of
-``--repeat`` runs is reported with ratios. Then the query time alone of top-kernels, breakdown
+``--repeat`` runs is reported with ratios. Our runs and HTA's take turns (ours, HTA, ours, ...),
+so that a drift of the machine's speed weighs on both alike. Then the query time alone of top-kernels, breakdown
 and flags on the database of row a (an analysis call in an open process: the first call, with
 breakdown's kept per-trace tables removed, and the best of the next three), the whole commands,
 and ``breakdown`` straight on a raw trace against ingest + breakdown on the database.
@@ -223,13 +224,16 @@ def hta_dir_for(row: Row, work: Path) -> Path:
 
 def bench_row(row: Row, args: argparse.Namespace, cli: str) -> None:
     db = args.work / f"{row.key}.duckdb"
-    for _ in range(args.repeat):
-        shutil.rmtree(db.with_name(db.name + ".events"), ignore_errors=True)
-        db.unlink(missing_ok=True)
-        row.ours.append(measure([cli, "ingest", *map(str, row.paths), "-o", str(db), "--no-progress"]))
-    if row.hta and not args.skip_hta and size_of(row.paths) <= HTA_MAX_BYTES:
-        folder = hta_dir_for(row, args.work)
-        for _ in range(args.hta_repeat):
+    hta = row.hta and not args.skip_hta and size_of(row.paths) <= HTA_MAX_BYTES
+    folder = hta_dir_for(row, args.work) if hta else None
+    # Ours and HTA take turns, so that both sample the same minutes of a VM whose speed drifts by
+    # 10-20% within minutes (run one after the other, the ratio carried that drift).
+    for i in range(max(args.repeat, args.hta_repeat if hta else 0)):
+        if i < args.repeat:
+            shutil.rmtree(db.with_name(db.name + ".events"), ignore_errors=True)
+            db.unlink(missing_ok=True)
+            row.ours.append(measure([cli, "ingest", *map(str, row.paths), "-o", str(db), "--no-progress"]))
+        if hta and i < args.hta_repeat:
             row.theirs.append(measure([sys.executable, "-c", HTA_SNIPPET, str(folder)]))
     o = median(row.ours)
     line = f"{row.key}: ours {o.wall_s:.2f} s {o.peak_gb:.2f} GB cpu {o.cpu_s:.1f} s"

@@ -151,6 +151,21 @@ def test_ingest_loads_no_pandas(tmp_path: Path) -> None:
         assert con.execute("SELECT count(*) FROM traces").fetchone() == (1,)
 
 
+def test_ingest_loads_no_pyarrow_compute(tmp_path: Path) -> None:
+    """``import pyarrow.compute`` costs 25-30 ms of every ingest's serial start: the ingest calls
+    Arrow's functions through trace_report.arrowcalls instead, in the command and in the decoding
+    threads (this project's own gzip captures, several files: one whole-file job per thread)."""
+    db = tmp_path / "t.duckdb"
+    code = ("from trace_report.cli.app import main\n"
+            f"try: main(['ingest', {str(REPO / 'traces')!r}, '-o', {str(db)!r}, '--workers', '2', '-q'])\n"
+            "except SystemExit as exc: assert not exc.code, exc.code\n"
+            "import sys; print('pyarrow.compute' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM traces").fetchone()[0] >= 4
+
+
 def test_decoding_worker_loads_no_pandas() -> None:
     trace = trace_file("hta_ns_resolution")
     code = ("from pathlib import Path\nfrom trace_report.ingest.engine import _worker_init\n"

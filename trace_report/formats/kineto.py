@@ -26,6 +26,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from trace_report import arrowcalls as ac
 from trace_report.errors import TraceFormatError
 from trace_report.formats.magic import GZIP_MAGIC, is_gzip
 from trace_report.formats.schema import EVENTS_SCHEMA
@@ -180,7 +181,7 @@ def _to_text_column(values: list[int | str | None]) -> pa.Array:
             arr = pa.array(values, kind)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
             continue
-        return arr if kind == pa.string() else arr.cast(pa.string())
+        return arr if kind == pa.string() else ac.cast(arr, pa.string())
     return pa.array([_as_text(v) for v in values], pa.string())
 
 
@@ -191,9 +192,9 @@ def _text_column(raws: list[msgspec.Raw]) -> pa.Array:
     np.cumsum(lengths, out=offsets[1:])
     valid = np.packbits(lengths > 0, bitorder="little")
     data = b"".join(raws)
-    return pa.Array.from_buffers(
+    return ac.cast(pa.Array.from_buffers(
         pa.large_string(), len(raws), [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
-    ).cast(pa.string())
+    ), pa.string())
 
 
 def replace_bad_utf8(data: bytes) -> tuple[bytes, int]:

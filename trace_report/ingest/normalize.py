@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from trace_report import arrowcalls as ac
 from trace_report.formats.names import demangle
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.redact import PRECHECK_PATTERN, Redaction, redact_json_text, redact_text
@@ -133,24 +133,24 @@ def arrow_of(values: np.ndarray) -> pa.Array:
 def _normalise_categories(cat: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray]:
     """``cat`` with Kineto's spellings made one (:data:`CATEGORY_NAMES`), and its
     :func:`_text_hashes` (from the same dictionary)."""
-    enc = pc.dictionary_encode(cat).combine_chunks() if isinstance(cat, pa.ChunkedArray) else pc.dictionary_encode(cat)
+    enc = ac.dictionary_encode(cat).combine_chunks() if isinstance(cat, pa.ChunkedArray) else ac.dictionary_encode(cat)
     values = pa.array([CATEGORY_NAMES.get(v, v) for v in enc.dictionary.to_pylist()], pa.string())
-    return pc.take(values, enc.indices), _dictionary_hashes(values, enc.indices)
+    return ac.take(values, enc.indices), _dictionary_hashes(values, enc.indices)
 
 
 def _demangle_names(name: pa.Array, counts: Counter[str]) -> tuple[pa.Array, dict[str, str], np.ndarray]:
     """``name`` redacted and demangled, the mangled names met (raw -> demangled), and the
     :func:`_text_hashes` of the result."""
-    enc = pc.dictionary_encode(name)
+    enc = ac.dictionary_encode(name)
     dictionary = _redact_column(enc.dictionary, "name", redact_text, counts, enc.indices)
     uniques = dictionary.to_pylist()
     mangled = {u: demangle(u) for u in uniques if u is not None and u.startswith("_Z")}
     mangled = {raw: nice for raw, nice in mangled.items() if nice != raw}
     if not mangled:
-        out = name if dictionary is enc.dictionary else pc.take(dictionary, enc.indices)
+        out = name if dictionary is enc.dictionary else ac.take(dictionary, enc.indices)
         return out, {}, _dictionary_hashes(dictionary, enc.indices)
     values = pa.array([mangled.get(u, u) if u is not None else None for u in uniques], pa.string())
-    return pc.take(values, enc.indices), mangled, _dictionary_hashes(values, enc.indices)
+    return ac.take(values, enc.indices), mangled, _dictionary_hashes(values, enc.indices)
 
 
 def _screen(values: pa.Array, candidates: np.ndarray | None) -> pa.Array | None:
@@ -158,12 +158,12 @@ def _screen(values: pa.Array, candidates: np.ndarray | None) -> pa.Array | None:
     array), or None for none. ``candidates`` (bool per row, from the compiled scanner) limits
     the RE2 pass to the rows it marks: the others cannot match."""
     if candidates is None:
-        hits = pc.fill_null(pc.match_substring_regex(values, PRECHECK_PATTERN), False)
-        return hits if pc.any(hits).as_py() else None
+        hits = ac.fill_null(ac.match_substring_regex(values, PRECHECK_PATTERN), False)
+        return hits if ac.any(hits).as_py() else None
     rows = np.flatnonzero(candidates)
     if len(rows) == 0:
         return None
-    found = pc.fill_null(pc.match_substring_regex(values.take(arrow_of(rows)), PRECHECK_PATTERN), False)
+    found = ac.fill_null(ac.match_substring_regex(ac.take(values, arrow_of(rows)), PRECHECK_PATTERN), False)
     found_np = found.to_numpy(zero_copy_only=False)
     if not found_np.any():
         return None
@@ -190,8 +190,8 @@ def _redact_column(values: pa.Array, column: str, redact: Callable[[str, str], t
     done: dict[str, tuple[str, set[str]]] = {}
     changed = []
     found_at: list[tuple[int, set[str]]] = []
-    positions = pc.indices_nonzero(hits).to_pylist()
-    for pos, text in zip(positions, pc.filter(values, hits).to_pylist(), strict=True):
+    positions = ac.indices_nonzero(hits).to_pylist()
+    for pos, text in zip(positions, ac.filter(values, hits).to_pylist(), strict=True):
         if text not in done:
             new, found = redact(text, where)
             done[text] = new, {f"{r.kind}@{where}" for r in found}
@@ -203,12 +203,12 @@ def _redact_column(values: pa.Array, column: str, redact: Callable[[str, str], t
         return values
     weight: dict[int, int] = {}
     if indices is not None:
-        used = pc.value_counts(indices.drop_null()).to_pylist()
+        used = ac.value_counts(ac.drop_null(indices)).to_pylist()
         weight = {int(v["values"]): int(v["counts"]) for v in used}
     for pos, kinds in found_at:
         for kind in kinds:
             counts[kind] += weight.get(pos, 0) if indices is not None else 1
-    return pc.replace_with_mask(values, hits, pa.array(changed, values.type))
+    return ac.replace_with_mask(values, hits, pa.array(changed, values.type))
 
 
 def _stream_number(tid: str) -> int | None:
@@ -220,9 +220,9 @@ def _stream_number(tid: str) -> int | None:
 
 def _stream(stream: pa.Array, tid: pa.Array) -> pa.Array:
     """``stream``, filled from a 2020/2021 ``tid`` such as ``"stream 7"`` where args lack it."""
-    from_tid = pc.starts_with(tid, "stream ")
-    mask = pc.and_kleene(pc.is_null(stream), pc.fill_null(from_tid, False))
-    if not pc.any(mask).as_py():
+    from_tid = ac.starts_with(tid, "stream ")
+    mask = ac.and_kleene(ac.is_null(stream), ac.fill_null(from_tid, False))
+    if not ac.any(mask).as_py():
         return stream
     values = stream.to_pylist()
     for i, (use, t) in enumerate(zip(mask.to_pylist(), tid.to_pylist(), strict=True)):
@@ -234,9 +234,9 @@ def _stream(stream: pa.Array, tid: pa.Array) -> pa.Array:
 def _bad_numbers(ts: pa.Array, dur: pa.Array) -> pa.Array:
     """True where ``dur`` is negative, not finite or over :data:`ABSURD_DUR_US`, or ``ts`` is not
     finite (nulls are not judged here: a missing ``ts``/``dur`` is an error of its own)."""
-    broken = pc.or_kleene(pc.invert(pc.is_finite(ts)), pc.invert(pc.is_finite(dur)))
-    out_of_range = pc.or_kleene(pc.less(dur, 0.0), pc.greater(dur, ABSURD_DUR_US))
-    return pc.fill_null(pc.or_kleene(broken, out_of_range), False)
+    broken = ac.or_kleene(ac.invert(ac.is_finite(ts)), ac.invert(ac.is_finite(dur)))
+    out_of_range = ac.or_kleene(ac.less(dur, 0.0), ac.greater(dur, ABSURD_DUR_US))
+    return ac.fill_null(ac.or_kleene(broken, out_of_range), False)
 
 
 def _edge_rows(table: pa.Table) -> tuple[list[EdgeRow], list[EdgeRow]]:
@@ -247,7 +247,7 @@ def _edge_rows(table: pa.Table) -> tuple[list[EdgeRow], list[EdgeRow]]:
     dur = dur_col.to_numpy(zero_copy_only=False)
     event_id = table.column("event_id").to_numpy(zero_copy_only=False)
     if ts_col.null_count or dur_col.null_count:
-        rows = np.flatnonzero(pc.and_(pc.is_valid(ts_col), pc.is_valid(dur_col)).to_numpy(zero_copy_only=False))
+        rows = np.flatnonzero(ac.and_(ac.is_valid(ts_col), ac.is_valid(dur_col)).to_numpy(zero_copy_only=False))
         ts, dur, event_id = ts[rows], dur[rows], event_id[rows]
     else:
         rows = np.arange(len(ts))
@@ -259,7 +259,7 @@ def _edge_rows(table: pa.Table) -> tuple[list[EdgeRow], list[EdgeRow]]:
     def pick(key: np.ndarray) -> list[EdgeRow]:
         first = np.argpartition(key, k - 1)[:k] if len(key) > k else np.arange(len(key))
         first = first[np.lexsort((event_id[first], key[first]))]
-        names = table.column("name").take(arrow_of(rows[first])).to_pylist()
+        names = ac.take(table.column("name"), arrow_of(rows[first])).to_pylist()
         return [EdgeRow(float(end[i]), float(ts[i]), float(dur[i]), int(event_id[i]), n)
                 for i, n in zip(first, names, strict=True)]
 
@@ -298,24 +298,24 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         schema=EVENTS_SCHEMA,
     )
     bad = _bad_numbers(cols["ts_us"], cols["dur_us"])
-    n_bad = int(pc.sum(bad).as_py() or 0)
+    n_bad = int(ac.sum(bad).as_py() or 0)
     bad_example = None
     if n_bad:
-        first = table.filter(bad).slice(0, 1).to_pylist()[0]
+        first = ac.filter(table, bad).slice(0, 1).to_pylist()[0]
         bad_example = (first["name"], first["ts_us"], first["dur_us"])
-        keep = pc.invert(bad)
-        table = table.filter(keep)
+        keep = ac.invert(bad)
+        table = ac.filter(table, keep)
         kept = keep.to_numpy(zero_copy_only=False)
         cat_hashes, name_hashes = cat_hashes[kept], name_hashes[kept]
     late_ends, early_starts = _edge_rows(table)
-    is_kernel = pc.fill_null(pc.equal(table.column("cat"), "kernel"), False)
-    devices = pc.filter(table.column("device"), is_kernel)
-    counts = pc.value_counts(devices.drop_null()) if len(devices) else []
+    is_kernel = ac.fill_null(ac.equal(table.column("cat"), "kernel"), False)
+    devices = ac.filter(table.column("device"), is_kernel)
+    counts = ac.value_counts(ac.drop_null(devices)) if len(devices) else []
     stats = PieceStats(
         rows=table.num_rows,
         n_events=n_events,
         n_missing_time=n_missing,
-        n_kernels=int(pc.sum(is_kernel).as_py() or 0),
+        n_kernels=int(ac.sum(is_kernel).as_py() or 0),
         kernel_devices=Counter({int(c["values"]): int(c["counts"]) for c in counts.to_pylist()})
         if len(devices) else Counter(),
         mangled=mangled,
@@ -381,15 +381,15 @@ def _time_keys(table: pa.Table) -> np.ndarray:
 def _int_keys(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """An integer column (null -> -1), or the byte lengths of any other (text) column, as uint64."""
     if not pa.types.is_integer(column.type):
-        column = pc.binary_length(column)
-    return pc.fill_null(column, -1).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        column = ac.binary_length(column)
+    return ac.fill_null(column, -1).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
 
 
 def _dictionary_hashes(values: pa.Array, indices: pa.Array) -> np.ndarray:
     """:func:`_text_hashes` of the column ``values.take(indices)``, one BLAKE2b per value."""
     hashes = np.array([int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "little")
                        if v is not None else 0 for v in values.to_pylist()] + [0], dtype=np.uint64)
-    return hashes[pc.fill_null(indices, len(values)).to_numpy(zero_copy_only=False)]
+    return hashes[ac.fill_null(indices, len(values)).to_numpy(zero_copy_only=False)]
 
 
 def _text_hashes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -397,7 +397,7 @@ def _text_hashes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     that equal texts get equal hashes in any process (unlike ``hash``)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    enc = pc.dictionary_encode(column)
+    enc = ac.dictionary_encode(column)
     return _dictionary_hashes(enc.dictionary, enc.indices)
 
 
@@ -443,7 +443,7 @@ def count_duplicates(tables: Callable[[list[str]], Iterable[pa.Table]],
     shared = np.unique(every[1:][repeated])
     del every, repeated
     wanted = arrow_of(shared.astype(np.uint64))
-    parts = [t.select(DUPLICATE_COLUMNS).filter(pc.is_in(arrow_of(row_keys(t)), wanted))
+    parts = [ac.filter(t.select(DUPLICATE_COLUMNS), ac.is_in(arrow_of(row_keys(t)), wanted))
              for t in tables(KEY_COLUMNS)]
     rows = pa.concat_tables(parts)
     groups = rows.group_by(DUPLICATE_COLUMNS, use_threads=False).aggregate([([], "count_all")])

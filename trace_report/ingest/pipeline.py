@@ -24,9 +24,9 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from trace_report import arrowcalls as ac
 from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
@@ -319,10 +319,10 @@ def _drop_rows(path: Path | None, result: JobResult, event_ids: pa.Array) -> Non
     table = result.table if result.table is not None else (pq.read_table(path) if path is not None else None)
     if table is None:
         return
-    keep = pc.invert(pc.is_in(table.column("event_id"), event_ids))
-    if pc.all(keep).as_py():
+    keep = ac.invert(ac.is_in(table.column("event_id"), event_ids))
+    if ac.all(keep).as_py():
         return
-    table = table.filter(keep)
+    table = ac.filter(table, keep)
     result.stats.rows = table.num_rows
     if result.table is not None:
         result.table = table

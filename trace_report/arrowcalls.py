@@ -14,6 +14,7 @@ them); Python scalars are converted to Arrow scalars as those wrappers convert t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -22,114 +23,60 @@ from pyarrow import _compute
 Arrow = Any  # an Array, ChunkedArray, Table or Scalar
 
 
-def _call(name: str, *args: Any, options: Any = None) -> Arrow:
-    return _compute.call_function(name, list(args), options)
+def _plain(name: str) -> Callable[..., Arrow]:
+    """The registry function ``name``, called with its default options."""
+
+    def call(*args: Any) -> Arrow:
+        return _compute.call_function(name, list(args))
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
-def take(values: Arrow, indices: Arrow) -> Arrow:
-    return _call("take", values, indices)
-
-
-def filter(values: Arrow, mask: Arrow) -> Arrow:  # noqa: A001 - Arrow's name
-    """Rows of an array or table where ``mask`` is true (nulls dropped)."""
-    return _call("filter", values, mask)
-
-
-def drop_null(values: Arrow) -> Arrow:
-    return _call("drop_null", values)
+# no options: the defaults are those of pyarrow.compute's wrappers (take: bounds checked;
+# filter: nulls dropped; any/all/sum: nulls skipped, at least one value)
+take = _plain("take")
+filter = _plain("filter")  # noqa: A001 - Arrow's name; also filters a Table
+drop_null = _plain("drop_null")
+dictionary_encode = _plain("dictionary_encode")
+value_counts = _plain("value_counts")
+replace_with_mask = _plain("replace_with_mask")
+binary_length = _plain("binary_length")
+indices_nonzero = _plain("indices_nonzero")
+any = _plain("any")  # noqa: A001
+all = _plain("all")  # noqa: A001
+sum = _plain("sum")  # noqa: A001
+equal = _plain("equal")
+less = _plain("less")
+greater = _plain("greater")
+invert = _plain("invert")
+and_ = _plain("and")
+and_kleene = _plain("and_kleene")
+or_kleene = _plain("or_kleene")
+is_null = _plain("is_null")
+is_valid = _plain("is_valid")
+is_finite = _plain("is_finite")
 
 
 def cast(values: Arrow, target: pa.DataType) -> Arrow:
     """Safe cast (raises on overflow or truncation), as ``Array.cast`` does by default."""
-    return _call("cast", values, options=_compute.CastOptions.safe(target))
+    return _compute.call_function("cast", [values], _compute.CastOptions.safe(target))
 
 
 def fill_null(values: Arrow, fill: Any) -> Arrow:
     """``values`` with nulls replaced by ``fill`` (a Python value, made a scalar of their type)."""
     if not isinstance(fill, pa.Scalar | pa.Array | pa.ChunkedArray):
         fill = pa.scalar(fill, type=values.type)
-    return _call("coalesce", values, fill)
-
-
-def dictionary_encode(values: Arrow) -> Arrow:
-    return _call("dictionary_encode", values)
-
-
-def value_counts(values: Arrow) -> Arrow:
-    return _call("value_counts", values)
+    return _compute.call_function("coalesce", [values, fill])
 
 
 def match_substring_regex(values: Arrow, pattern: str) -> Arrow:
-    return _call("match_substring_regex", values, options=_compute.MatchSubstringOptions(pattern))
+    return _compute.call_function("match_substring_regex", [values], _compute.MatchSubstringOptions(pattern))
 
 
 def starts_with(values: Arrow, prefix: str) -> Arrow:
-    return _call("starts_with", values, options=_compute.MatchSubstringOptions(prefix))
+    return _compute.call_function("starts_with", [values], _compute.MatchSubstringOptions(prefix))
 
 
 def is_in(values: Arrow, value_set: Arrow) -> Arrow:
-    return _call("is_in", values, options=_compute.SetLookupOptions(value_set))
-
-
-def replace_with_mask(values: Arrow, mask: Arrow, replacements: Arrow) -> Arrow:
-    return _call("replace_with_mask", values, mask, replacements)
-
-
-def binary_length(values: Arrow) -> Arrow:
-    return _call("binary_length", values)
-
-
-def indices_nonzero(values: Arrow) -> Arrow:
-    return _call("indices_nonzero", values)
-
-
-def any(values: Arrow) -> pa.Scalar:  # noqa: A001 - Arrow's name
-    return _call("any", values)
-
-
-def all(values: Arrow) -> pa.Scalar:  # noqa: A001 - Arrow's name
-    return _call("all", values)
-
-
-def sum(values: Arrow) -> pa.Scalar:  # noqa: A001 - Arrow's name
-    return _call("sum", values)
-
-
-def equal(a: Arrow, b: Any) -> Arrow:
-    return _call("equal", a, b)
-
-
-def less(a: Arrow, b: Any) -> Arrow:
-    return _call("less", a, b)
-
-
-def greater(a: Arrow, b: Any) -> Arrow:
-    return _call("greater", a, b)
-
-
-def invert(values: Arrow) -> Arrow:
-    return _call("invert", values)
-
-
-def and_(a: Arrow, b: Arrow) -> Arrow:
-    return _call("and", a, b)
-
-
-def and_kleene(a: Arrow, b: Arrow) -> Arrow:
-    return _call("and_kleene", a, b)
-
-
-def or_kleene(a: Arrow, b: Arrow) -> Arrow:
-    return _call("or_kleene", a, b)
-
-
-def is_null(values: Arrow) -> Arrow:
-    return _call("is_null", values)
-
-
-def is_valid(values: Arrow) -> Arrow:
-    return _call("is_valid", values)
-
-
-def is_finite(values: Arrow) -> Arrow:
-    return _call("is_finite", values)
+    return _compute.call_function("is_in", [values], _compute.SetLookupOptions(value_set))

@@ -12,11 +12,12 @@ make_big_trace.py, timestamps and ids shifted per copy):
 Each run is a separate process; wall time, peak RSS summed over the process tree (sampled every
 20 ms, psutil; the tree itself looked up every 0.1 s) and CPU time (user + system of the process
 and of the children it waited for, i.e. our decoding workers) are taken; the median of
-``--repeat`` runs is reported with ratios. Our runs and HTA's take turns (ours, HTA, ours, ...),
-so that a drift of the machine's speed weighs on both alike. Then the query time alone of top-kernels, breakdown
-and flags on the database of row a (an analysis call in an open process: the first call, with
-breakdown's kept per-trace tables removed, and the best of the next three), the whole commands,
-and ``breakdown`` straight on a raw trace against ingest + breakdown on the database.
+``--repeat`` runs is reported with ratios. Our runs and HTA's take turns (ours, HTA, ours,
+...), so that a drift of the machine's speed weighs on both alike. Then the query time alone of
+top-kernels, breakdown and flags on the database of row a (an analysis call in an open process:
+the first call, with breakdown's kept per-trace tables removed, and the best of the next three),
+the whole commands, and ``breakdown`` straight on a raw trace against ingest + breakdown on the
+database.
 
 Prints a Markdown table ready for docs/benchmarks.md (machine, date, versions, load average).
 

@@ -153,17 +153,23 @@ def test_ingest_loads_no_pandas(tmp_path: Path) -> None:
 
 def test_ingest_loads_no_pyarrow_compute(tmp_path: Path) -> None:
     """``import pyarrow.compute`` costs 25-30 ms of every ingest's serial start: the ingest calls
-    Arrow's functions through trace_report.arrowcalls instead, in the command and in the decoding
-    threads (this project's own gzip captures, several files: one whole-file job per thread)."""
-    db = tmp_path / "t.duckdb"
+    Arrow's functions through trace_report.arrowcalls instead. This project's own gzip captures,
+    through the command (small: decoded in its own thread) and on two decoding threads (one
+    whole-file job per trace, the path of a folder of ranks)."""
+    traces = str(REPO / "traces")
     code = ("from trace_report.cli.app import main\n"
-            f"try: main(['ingest', {str(REPO / 'traces')!r}, '-o', {str(db)!r}, '--workers', '2', '-q'])\n"
+            f"try: main(['ingest', {traces!r}, '-o', {str(tmp_path / 'a.duckdb')!r}, '-q'])\n"
             "except SystemExit as exc: assert not exc.code, exc.code\n"
+            "from pathlib import Path\n"
+            "from trace_report.ingest.engine import ThreadEngine\n"
+            "from trace_report.ingest.pipeline import ingest_to_database\n"
+            f"ingest_to_database([Path({traces!r})], Path({str(tmp_path / 'b.duckdb')!r}), engine=ThreadEngine(2))\n"
             "import sys; print('pyarrow.compute' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
-    with duckdb.connect(str(db), read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM traces").fetchone()[0] >= 4
+    for name in ("a.duckdb", "b.duckdb"):
+        with duckdb.connect(str(tmp_path / name), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM traces").fetchone()[0] >= 4
 
 
 def test_decoding_worker_loads_no_pandas() -> None:

@@ -7,9 +7,10 @@ imports it (``pyarrow.parquet`` and DuckDB do not), and neither do Arrow's own m
 they are not called: ``Array.take``, ``Table.filter``, ``drop_null`` and ``cast`` import it on
 first use, so the ingest calls the functions here instead. Each calls the registry function of
 the same name through :func:`pyarrow.compute.call_function` (defined in ``pyarrow._compute``,
-the compiled module under ``pyarrow.compute``: 4 ms to load) with the options ``pyarrow.compute``'s
-wrapper passes by default, so the results are those of ``pyarrow.compute`` (tests/test_arrowcalls.py compares
-them); Python scalars are converted to Arrow scalars as those wrappers convert them.
+the compiled module under ``pyarrow.compute``: 4 ms to load) with the options that
+``pyarrow.compute``'s wrapper passes by default, so the results are those of ``pyarrow.compute``
+(tests/test_arrowcalls.py compares them); Python scalars are converted to Arrow scalars as
+those wrappers convert them.
 """
 
 from __future__ import annotations

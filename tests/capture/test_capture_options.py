@@ -14,6 +14,7 @@ import torch
 from test_capture_cli import TINY, assert_one_error_line
 from test_capture_runs import capture, metrics
 
+from trace_report.capture import experiments
 from trace_report.capture.__main__ import main
 from trace_report.capture.config import CaptureConfig, validate
 from trace_report.capture.data import (
@@ -24,6 +25,7 @@ from trace_report.capture.data import (
     resolve_classes,
 )
 from trace_report.capture.loop import DistInfo, Trainer, amp_dtype
+from trace_report.capture.runner import run_capture
 from trace_report.errors import InputError
 
 
@@ -164,6 +166,36 @@ def test_compile_mode_reaches_torch_compile(monkeypatch):
         Trainer(CaptureConfig(compile=True, compile_mode=mode, model="resnet18"),
                 torch.device("cpu"), DistInfo())
         assert seen["mode"] == expected
+
+
+@pytest.mark.parametrize(("cfg", "expected"), [
+    (CaptureConfig(experiment="compile", compile_mode="reduce-overhead"), True),
+    (CaptureConfig(compile=True, compile_mode="max-autotune"), True),
+    (CaptureConfig(experiment="compile"), False),  # mode default: no CUDA graphs
+    (CaptureConfig(compile_mode="reduce-overhead"), False),  # nothing compiled
+])
+def test_cuda_graph_compile_modes_imply_set_to_none(cfg, expected):
+    # On an H200 (torch 2.11) `capture compile --compile-mode reduce-overhead` stopped in the
+    # second step while zero_grad(set_to_none=False) kept the CUDA graphs' gradients.
+    assert validate(cfg).set_to_none is expected
+
+
+def test_the_experiment_runs_with_the_validated_options(monkeypatch, tmp_path):
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_compile(cfg, run_dir):
+        seen.append(cfg)
+        raise Stop
+
+    monkeypatch.setattr(experiments, "compile_", fake_compile)
+    cfg = CaptureConfig(experiment="compile", compile_mode="reduce-overhead", device="cpu",
+                        out_dir=tmp_path, progress=False)
+    with pytest.raises(Stop):
+        run_capture(cfg)
+    assert [c.set_to_none for c in seen] == [True]
 
 
 # ------------------------------------------------------------------------- data on the device

@@ -37,6 +37,12 @@ OPTIMIZERS_LR = 0.1  # the `optimizers` experiment compares every optimizer at t
 DATASETS: tuple[str, ...] = ("synthetic", "cifar10", "cifar100", "imagefolder")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 COMPILE_MODES: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
+CUDA_GRAPH_MODES: tuple[str, ...] = ("reduce-overhead", "max-autotune")
+"""``torch.compile`` modes that replay CUDA graphs (CUDA graph trees). Their backward writes
+the gradients into memory that the next step's replay reuses, so a step must drop the gradients
+(``zero_grad(set_to_none=True)``) rather than zero them in place: :func:`validate` turns
+``set_to_none`` on under them (with ``set_to_none=False`` torch 2.11 stops in the second step:
+"accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run")."""
 AMP_DTYPES: tuple[str, ...] = ("fp16", "bf16")
 SYNTHETIC_DATASETS: tuple[str, ...] = ("synthetic", "cifar100")  # cifar100 without --data-dir
 REGIONS: tuple[str, ...] = ("forward", "loss", "backward", "optimizer_step")
@@ -164,7 +170,10 @@ def parse_int_list(text: str, flag: str, *, low: int = 0) -> tuple[int, ...]:
 
 
 def validate(cfg: CaptureConfig) -> CaptureConfig:
-    """Check every option; raise :class:`InputError` with a one-line message naming the flag."""
+    """Check every option; raise :class:`InputError` with a one-line message naming the flag.
+
+    Returns ``cfg`` with what an option implies: ``set_to_none`` under a CUDA-graph compile
+    mode (:data:`CUDA_GRAPH_MODES`)."""
     _choice(cfg.experiment, EXPERIMENTS, "experiment")
     _choice(cfg.model, MODELS, "--model")
     _choice(cfg.dataset, DATASETS, "--dataset")
@@ -217,6 +226,9 @@ def validate(cfg: CaptureConfig) -> CaptureConfig:
             raise InputError("--data-on-device has no DataLoader workers: drop --workers")
     if cfg.run_id is not None:
         validate_run_id(cfg.run_id)
+    if (cfg.compile or cfg.experiment == "compile") and cfg.compile_mode in CUDA_GRAPH_MODES:
+        # both variants of `compile` too: eager and compiled zero their gradients alike
+        cfg = dataclasses.replace(cfg, set_to_none=True)
     return cfg
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from trace_report.capture.config import OPTIMIZERS, OPTIMIZERS_LR, CaptureConfig
+from trace_report.capture.config import CUDA_GRAPH_MODES, OPTIMIZERS, OPTIMIZERS_LR, CaptureConfig
 from trace_report.capture.loop import RunResult, amp_dtype_name, train
 from trace_report.capture.results import (
     ExperimentResult,
@@ -235,6 +235,8 @@ def compile_(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
         f"median of {cfg.timed_runs} timed epochs of {runs[0].epochs[0].steps} steps; the first "
         f"{cfg.warmup_epochs} (compiling) epoch(s) excluded; mode {cfg.compile_mode}",
         f"compiled speedup: {table['speedup'].iloc[1]:.2f}x",
+        *([f"zero_grad(set_to_none=True) in both runs: mode {cfg.compile_mode} replays CUDA "
+           "graphs, which own the gradients"] if cfg.compile_mode in CUDA_GRAPH_MODES else []),
         *repeats_note(cfg),
     ]
     return ExperimentResult("compile", run_dir, table, chart, notes=notes, runs=runs)

@@ -83,7 +83,7 @@ def _nsight(cfg: CaptureConfig) -> NsightOutcome:
 
 def run_capture(cfg: CaptureConfig) -> ExperimentResult | NsightOutcome:
     """Validate ``cfg`` and run its experiment (or its Nsight plan)."""
-    validate(cfg)
+    cfg = validate(cfg)
     if cfg.print_command and not (cfg.nsys or cfg.ncu):
         raise InputError("--print-command prints the Nsight command: add --nsys or --ncu")
     cfg = replace(cfg, run_id=cfg.run_id or new_run_id(cfg.experiment))

@@ -113,7 +113,8 @@ def capture(
     compile: Annotated[bool, typer.Option(
         help="torch.compile the model.", rich_help_panel=_LOOP)] = DEFAULTS.compile,
     compile_mode: Annotated[str, typer.Option(
-        help="torch.compile mode: default, reduce-overhead (CUDA graphs) or max-autotune.",
+        help="torch.compile mode: default, reduce-overhead (CUDA graphs) or max-autotune "
+        "(CUDA graphs too; both imply --set-to-none).",
         rich_help_panel=_LOOP)] = DEFAULTS.compile_mode,
     data_on_device: Annotated[bool, typer.Option(
         help="Keep the synthetic set on the device: no DataLoader, no host-to-device copies.",

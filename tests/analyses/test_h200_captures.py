@@ -1,0 +1,94 @@
+"""This project's own H200 captures (traces/h200-2026-11-26, written by ``./run gpu-check`` on an
+NVIDIA H200 with torch 2.11/cuDNN 9.19; traces/README.md): ``torch.compile`` with CUDA graphs
+(mode reduce-overhead) and TorchScript on CUDA, the two studies the H100 check did not reach.
+
+Expected values come from plain-Python passes over the trace JSON and from the capture's own
+run.json and results.json; these files live in the repository, so nothing here needs ../shared.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import trace_report as tr
+
+H200 = Path(__file__).resolve().parents[2] / "traces" / "h200-2026-11-26"
+COMPILED = H200 / "compile-reduce-overhead" / "compiled"
+REGION_NAMES = ("forward", "loss", "backward", "optimizer_step")
+
+pytestmark = pytest.mark.skipif(not H200.is_dir(), reason="traces/h200-2026-11-26 is not present")
+
+
+def events(folder: Path) -> list[dict]:
+    (path,) = folder.glob("*.pt.trace.json.gz")
+    with gzip.open(path) as fh:
+        return json.load(fh)["traceEvents"]
+
+
+def launcher_of_each_kernel(evs: list[dict]) -> list[tuple[dict, dict]]:
+    """(kernel, the runtime call with its correlation id) for every kernel."""
+    calls = {e["args"]["correlation"]: e for e in evs
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    return [(k, calls[k["args"]["correlation"]]) for k in evs if k.get("cat") == "kernel"]
+
+
+def kernels_launched_in(evs: list[dict], region: str) -> int:
+    """Kernels whose launching call (a cudaGraphLaunch included) starts inside a ``region`` range."""
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in evs
+             if e.get("cat") == "user_annotation" and e.get("name") == region]
+    return sum(1 for _, call in launcher_of_each_kernel(evs)
+               if any(a <= call["ts"] <= b for a, b in spans))
+
+
+def run_config(folder: Path) -> dict:
+    return json.loads((folder / "run.json").read_text())["config"]
+
+
+# ------------------------------------------------------------------ CUDA graphs
+
+
+def test_cuda_graph_kernels_count_in_the_region_that_replays_them():
+    evs = events(COMPILED)
+    launchers = Counter(call["name"] for _, call in launcher_of_each_kernel(evs))
+    # reduce-overhead replays one graph for the forward and one for the backward of each step
+    graph_launches = [e for e in evs if e.get("name") == "cudaGraphLaunch"]
+    assert len(graph_launches) == 2 * run_config(COMPILED)["active"]
+    assert launchers["cudaGraphLaunch"] > 0.85 * sum(launchers.values())
+    with tr.open(COMPILED) as db:
+        frame = db.breakdown().set_index("region")
+    assert set(REGION_NAMES) <= set(frame.index)
+    for region in ("forward", "backward"):
+        expected = kernels_launched_in(evs, region)
+        assert expected > 100
+        assert frame.loc[region, "kernels"] == expected
+
+
+def test_cuda_graph_modes_zero_gradients_by_dropping_them_in_both_variants():
+    for variant in ("eager", "compiled"):
+        config = run_config(COMPILED.parent / variant)
+        assert config["compile_mode"] == "reduce-overhead" and config["set_to_none"] is True
+    assert run_config(COMPILED)["compile"] is True
+    rows = {r["variant"]: r for r in json.loads((COMPILED.parent / "results.json").read_text())}
+    assert rows["compiled"]["speedup"] == pytest.approx(
+        rows["eager"]["median_run_s"] / rows["compiled"]["median_run_s"])
+    assert rows["compiled"]["speedup"] > 1.5  # launch-bound at batch 32: the graphs pay off
+
+
+# ------------------------------------------------------------------ TorchScript on CUDA
+
+
+def test_torchscript_on_cuda_keeps_the_accuracy_and_its_speedup_is_the_latency_ratio():
+    rows = json.loads((H200 / "torchscript" / "results.json").read_text())
+    by = {(r["device"], r["mode"]): r for r in rows}
+    assert set(by) == {(d, m) for d in ("cpu", "cuda") for m in ("eager", "torchscript")}
+    for device in ("cpu", "cuda"):
+        eager, script = by[(device, "eager")], by[(device, "torchscript")]
+        assert eager["test_samples"] == script["test_samples"] > 0
+        assert eager["test_accuracy"] == script["test_accuracy"]
+        assert script["speedup"] == pytest.approx(eager["median_ms"] / script["median_ms"])
+    assert run_config(H200 / "torchscript")["device"] == "cuda"

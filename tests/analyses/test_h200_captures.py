@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -77,6 +78,26 @@ def test_cuda_graph_modes_zero_gradients_by_dropping_them_in_both_variants():
     assert rows["compiled"]["speedup"] == pytest.approx(
         rows["eager"]["median_run_s"] / rows["compiled"]["median_run_s"])
     assert rows["compiled"]["speedup"] > 1.5  # launch-bound at batch 32: the graphs pay off
+
+
+# ------------------------------------------------------------------ kernel classes of inductor
+
+
+def test_inductor_kernels_that_name_a_convolution_are_not_convolutions():
+    names = {k["name"]: k for k, _ in launcher_of_each_kernel(events(COMPILED))}
+    fused = {n for n in names if re.match(r"triton_(poi|red|per)_", n) and "convolution" in n}
+    assert len(fused) >= 3  # triton_poi_fused_convolution_backward_native_batch_norm_backward_17
+    with tr.open(COMPILED) as db:
+        frame = db.flags()
+    classes = {r.name: set(r.classes) for r in frame.itertuples()}
+    for name in fused:
+        assert "convolution" not in classes[name] and "triton" in classes[name]
+        assert classes[name] & {"elementwise", "reduction"}
+    # the cuDNN kernels the compiled model calls: implicit-GEMM fprop/dgrad/wgrad and the like
+    cudnn = {n for n in names
+             if not n.startswith("triton_") and re.search(r"(?i)convol|fprop|dgrad|wgrad", n)}
+    assert len(cudnn) >= 5
+    assert {n for n, c in classes.items() if "convolution" in c} == cudnn
 
 
 # ------------------------------------------------------------------ TorchScript on CUDA

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import trace_report as tr
+from trace_report.analyses.advise import advise
 
 H200 = Path(__file__).resolve().parents[2] / "traces" / "h200-2026-11-26"
 COMPILED = H200 / "compile-reduce-overhead" / "compiled"
@@ -79,6 +80,30 @@ def test_cuda_graph_modes_zero_gradients_by_dropping_them_in_both_variants():
         rows["eager"]["median_run_s"] / rows["compiled"]["median_run_s"])
     assert rows["compiled"]["speedup"] > 1.5  # launch-bound at batch 32: the graphs pay off
 
+
+
+def test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound():
+    """One cudaGraphLaunch serves every kernel of its graph: HTA's rule (an op shorter than its
+    launch call) is applied to the other operations only."""
+    evs = events(COMPILED)
+    steps = {(e["ts"], e["ts"] + e["dur"]) for e in evs if str(e.get("name", "")).startswith("ProfilerStep#")}
+    calls = {e["args"]["correlation"]: e for e in evs
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    ops = [(g, calls[g["args"]["correlation"]]) for g in evs
+           if g.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and g.get("args", {}).get("correlation") in calls]
+    in_steps = [(g, c) for g, c in ops if any(a <= c["ts"] < b for a, b in steps)]
+    graph = [(g, c) for g, c in in_steps if c["name"] == "cudaGraphLaunch"]
+    own = [(g, c) for g, c in in_steps if c["name"] != "cudaGraphLaunch"]
+    assert len(graph) > 5 * len(own) > 0
+    with tr.open(COMPILED) as db:
+        (row,) = db.con.execute("SELECT * FROM launch_bound").df().itertuples(index=False)
+        findings = set(advise(db).frame["finding"])
+    assert (row.graph_ops, row.gpu_ops) == (len(graph), len(own))
+    assert row.shorter_pct == pytest.approx(100.0 * sum(g["dur"] < c["dur"] for g, c in own) / len(own))
+    # counted against their one launch call, as HTA counts them, nearly all would be "shorter"
+    assert sum(g["dur"] < c["dur"] for g, c in graph) > 0.9 * len(graph)
+    assert "launch_bound" not in findings  # 38 launched ops per step: below the rule's 100
 
 # ------------------------------------------------------------------ kernel classes of inductor
 

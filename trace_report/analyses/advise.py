@@ -12,7 +12,8 @@ is, the result has no rows and a note lists what was checked. The checks and the
 - ``layout_conversions``: cuDNN NCHW<->NHWC conversion kernels > 2% of GPU time (docs/analysis.md).
 - ``launch_bound``: >= 100 GPU operations per step, >= 50% of them shorter than the CPU call that
   launched them (HTA ``get_cuda_kernel_launch_stats``: kernels + memcpy + memset shorter than their
-  launch; view ``launch_bound``), and the GPU busy < 80% of step time.
+  launch; view ``launch_bound``, which leaves out operations replayed from CUDA graphs: one
+  ``cudaGraphLaunch`` serves them all), and the GPU busy < 80% of step time.
 - ``low_gpu_utilization``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5), or of the
   first-to-last GPU op span when a trace has no ProfilerStep (view ``gpu_utilization``, the
   figure the report headline shows).
@@ -171,15 +172,17 @@ class _Checker:
             return
         per_step = kernels / steps
         short = 100.0 * ls["shorter_than_launch"].sum() / kernels
-        self.checked.append(f"{per_step:,.0f} GPU ops per step, {short:.0f}% shorter than their launch")
+        graph = int(ls["graph_ops"].sum())
+        graphs = f" ({graph:,} more replayed from CUDA graphs, which have no launch each)" if graph else ""
+        self.checked.append(f"{per_step:,.0f} GPU ops per step, {short:.0f}% shorter than their launch{graphs}")
         th = self.th
         if per_step >= th.launch_bound_min_kernels_per_step and short >= th.launch_bound_short_pct \
                 and busy_pct < th.launch_bound_max_busy_pct:
             self.rows.append(_finding(
                 rank, "launch_bound", short, th.launch_bound_short_pct,
                 "% of GPU ops (kernels, memcpy, memset) shorter than their launch",
-                f"{per_step:,.0f} GPU ops per step; median GPU op {ls['median_gpu_us'].median():.1f} us vs "
-                f"median launch call {ls['median_launch_us'].median():.1f} us; GPU busy {busy_pct:.1f}% of "
+                f"{per_step:,.0f} GPU ops per step{graphs}; median GPU op {ls['median_gpu_us'].median():.1f} us "
+                f"vs median launch call {ls['median_launch_us'].median():.1f} us; GPU busy {busy_pct:.1f}% of "
                 "step time",
                 "Cut launch overhead: CUDA graphs or torch.compile(mode='reduce-overhead'), fused/foreach "
                 "optimizers, fewer and larger kernels (bigger batches)"))

@@ -44,7 +44,8 @@ def gpu_utilization(db: TraceDB, rank: int | None = None, *, by_step: bool = Fal
 def launch_stats(db: TraceDB, trace_ids: list[int]) -> pd.DataFrame:
     """Per trace (view ``launch_bound``): ``gpu_ops`` launched inside ProfilerSteps, ``steps``,
     ``shorter_than_launch`` (GPU duration < launch call duration), ``shorter_pct``,
-    ``median_gpu_us``, ``median_launch_us``."""
+    ``median_gpu_us``, ``median_launch_us``, all over the operations not replayed from a CUDA/HIP
+    graph, and ``graph_ops`` (those replayed: one ``cudaGraphLaunch`` serves them all)."""
     return db.con.execute("SELECT * FROM launch_bound WHERE list_contains($ids, trace_id) ORDER BY trace_id",
                           {"ids": trace_ids}).df()
 

@@ -83,7 +83,7 @@ FROM gpu_utilization GROUP BY rank;
 CREATE OR REPLACE TEMP VIEW gpu_op_launch_times AS
 WITH g AS (
     SELECT g.trace_id, g.event_id, g.cat, g.name, g.correlation, g.ts_us, g.dur_us AS gpu_us,
-           g.launch_event_id, g.launch_pid, g.launch_ts_us, r.dur_us AS cpu_us,
+           g.launch_event_id, g.launch_pid, g.launch_ts_us, r.name AS launch_name, r.dur_us AS cpu_us,
            g.ts_us - (r.ts_us + r.dur_us) AS launch_delay_us, g.hta_kept
     FROM gpu_op_launches_hta g
     JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
@@ -116,11 +116,21 @@ SELECT * EXCLUDE (hta_kept, window_id, step), window_id, step, hta_kept FROM nes
 -- Launch-bound, HTA's rule (get_cuda_kernel_launch_stats, include_memory_events=True): GPU
 -- operations (kernels + memcpy + memset) that ran shorter than the CPU call that launched them,
 -- over the operations launched inside ProfilerSteps, per trace. advise's launch_bound reads it.
+-- Operations replayed from a CUDA or HIP graph are left out (graph_ops counts them): one
+-- cudaGraphLaunch call serves all the graph's kernels, so none has a launch of its own; compared
+-- with that call, as HTA's rule does, a graph of short kernels would look launch-bound because
+-- it has done away with their launches.
 CREATE OR REPLACE TEMP VIEW launch_bound AS
-SELECT trace_id, count(*) AS gpu_ops, count(DISTINCT window_id) AS steps,
-       count(*) FILTER (WHERE gpu_us < cpu_us) AS shorter_than_launch,
-       100.0 * count(*) FILTER (WHERE gpu_us < cpu_us) / count(*) AS shorter_pct,
-       median(gpu_us) AS median_gpu_us, median(cpu_us) AS median_launch_us
-FROM gpu_op_launch_times
-WHERE window_id IS NOT NULL
+WITH o AS (
+    SELECT *, coalesce(regexp_matches(launch_name, '^(cuda|hip|cu)GraphLaunch'), false) AS graph
+    FROM gpu_op_launch_times WHERE window_id IS NOT NULL
+)
+SELECT trace_id, count(*) FILTER (WHERE NOT graph) AS gpu_ops, count(DISTINCT window_id) AS steps,
+       count(*) FILTER (WHERE NOT graph AND gpu_us < cpu_us) AS shorter_than_launch,
+       100.0 * count(*) FILTER (WHERE NOT graph AND gpu_us < cpu_us)
+             / nullif(count(*) FILTER (WHERE NOT graph), 0) AS shorter_pct,
+       median(gpu_us) FILTER (WHERE NOT graph) AS median_gpu_us,
+       median(cpu_us) FILTER (WHERE NOT graph) AS median_launch_us,
+       count(*) FILTER (WHERE graph) AS graph_ops
+FROM o
 GROUP BY trace_id;

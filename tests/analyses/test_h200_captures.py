@@ -18,6 +18,7 @@ import pytest
 
 import trace_report as tr
 from trace_report.analyses.advise import advise
+from trace_report.analyses.ops import OpsOptions, ops
 
 H200 = Path(__file__).resolve().parents[2] / "traces" / "h200-2026-11-26"
 COMPILED = H200 / "compile-reduce-overhead" / "compiled"
@@ -104,6 +105,24 @@ def test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound():
     # counted against their one launch call, as HTA counts them, nearly all would be "shorter"
     assert sum(g["dur"] < c["dur"] for g, c in graph) > 0.9 * len(graph)
     assert "launch_bound" not in findings  # 38 launched ops per step: below the rule's 100
+
+
+def test_ops_say_how_much_gpu_time_the_aten_rows_leave_to_compiled_graphs():
+    evs = events(COMPILED)
+    calls = {e["args"]["correlation"]: e["name"] for e in evs
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [g for g in evs if g.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    total = sum(g["dur"] for g in gpu)
+    replayed = sum(g["dur"] for g in gpu if calls.get(g["args"].get("correlation")) == "cudaGraphLaunch")
+    with tr.open(COMPILED) as db:
+        aten = ops(db, OpsOptions(limit=None))
+        every = ops(db, OpsOptions(all_ops=True, limit=None)).frame
+    graphs = every[every["name"].str.startswith("## Call CompiledFxGraph")]
+    assert graphs["gpu_self_us"].sum() == pytest.approx(replayed)  # the graph replays' caller
+    (note,) = [n for n in aten.notes if n.startswith("aten:: operators launched")]
+    launched, of = (float(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:of|us)", note)[:2])
+    assert of == round(total) and launched == round(total - replayed)
+    assert "--all" in note
 
 # ------------------------------------------------------------------ kernel classes of inductor
 

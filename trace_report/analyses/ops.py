@@ -61,7 +61,28 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
     else:
         notes.append("flop of nested operators (aten::convolution, aten::_convolution) count the same work: "
                      "do not add them across rows")
+    if not opts.all_ops and not frame.empty:
+        notes += _unlisted_gpu_time(db, opts.rank, float(frame["gpu_self_us"].fillna(0.0).sum()))
     frame = frame[cols].astype({"count": "int64"})
     if opts.limit is not None:
         frame = frame.head(opts.limit)
     return Result(frame.reset_index(drop=True), notes)
+
+
+UNLISTED_NOTE_PCT = 10.0
+"""A note says how much GPU time the ``aten::`` rows leave out when it is more than this share."""
+
+
+def _unlisted_gpu_time(db: TraceDB, rank: int | None, aten_us: float) -> list[str]:
+    """A note when the ``aten::`` operators launched less than all but :data:`UNLISTED_NOTE_PCT` %
+    of the GPU time (view ``gpu_time``: kernels + memcpy + memset): under ``torch.compile`` the
+    kernels are launched by ``## Call CompiledFxGraph ...`` (a CUDA graph replay included), which
+    is no ``aten::`` operator."""
+    (total,) = db.con.execute("SELECT coalesce(sum(gpu_op_us), 0.0) FROM gpu_time WHERE $rank IS NULL OR rank = $rank",
+                              {"rank": rank}).fetchone()
+    if not total or 100.0 * (total - aten_us) / total <= UNLISTED_NOTE_PCT:
+        return []
+    pct = 100.0 * aten_us / total
+    return [f"aten:: operators launched {aten_us:,.0f} of {total:,.0f} us of GPU time ({pct:.0f}%); "
+            "the rest came from other operators (torch.compile's '## Call CompiledFxGraph ...', c10d::, custom "
+            "ops) or from no operator: --all lists every operator"]

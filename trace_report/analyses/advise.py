@@ -173,7 +173,7 @@ class _Checker:
         per_step = kernels / steps
         short = 100.0 * ls["shorter_than_launch"].sum() / kernels
         graph = int(ls["graph_ops"].sum())
-        graphs = f" ({graph:,} more replayed from CUDA graphs, which have no launch each)" if graph else ""
+        graphs = f" ({graph:,} more replayed from CUDA graphs: none has a launch of its own)" if graph else ""
         self.checked.append(f"{per_step:,.0f} GPU ops per step, {short:.0f}% shorter than their launch{graphs}")
         th = self.th
         if per_step >= th.launch_bound_min_kernels_per_step and short >= th.launch_bound_short_pct \

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_h200_captures import kernels_launched_in
 
 import trace_report as tr
 from trace_report.analyses.roofline.measured import RooflineOptions, ncu_roofline
@@ -92,17 +93,6 @@ def test_nchw_model_pays_for_layout_conversions_and_channels_last_removes_them()
 # ------------------------------------------------------------------ steps, regions, ranks
 
 
-def forward_kernels_by_launch(doc: dict) -> int:
-    """Kernels whose launching runtime call (same correlation id) lies in a `forward` range."""
-    events = doc["traceEvents"]
-    spans = [(e["ts"], e["ts"] + e["dur"]) for e in events
-             if e.get("cat") == "user_annotation" and e.get("name") == "forward"]
-    launched = {e["args"]["correlation"] for e in events
-                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
-                and any(a <= e["ts"] <= b for a, b in spans)}
-    return sum(1 for e in events if e.get("cat") == "kernel" and e["args"].get("correlation") in launched)
-
-
 @pytest.mark.parametrize("run", ["baseline", "ddp"])
 def test_steps_regions_and_rank_are_present(run):
     doc = trace_doc(run)
@@ -117,7 +107,7 @@ def test_steps_regions_and_rank_are_present(run):
     assert set(REGION_NAMES) <= set(by_region.index)
     assert (by_region.loc[list(REGION_NAMES), "gpu_us"] > 0).all()
     assert set(by_region["steps"]) == {active}
-    assert by_region.loc["forward", "kernels"] == forward_kernels_by_launch(doc)
+    assert by_region.loc["forward", "kernels"] == kernels_launched_in(doc["traceEvents"], "forward")
     info = doc.get("distributedInfo")
     row = traces.iloc[0]
     assert row["compute_capability"] == "9.0"

@@ -3,15 +3,19 @@ the scanner is missing, forked processes; both write the rows of the serial inge
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import events_of, load_json, trace_file
 
+from trace_report.errors import DatabaseError
 from trace_report.formats import kineto
 from trace_report.ingest import engine as engine_mod
+from trace_report.ingest import pipeline
 from trace_report.ingest.engine import LocalEngine, ThreadEngine, local_engine
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 
@@ -96,3 +100,72 @@ def test_the_scan_runs_without_the_gil() -> None:
     assert end - start > 0.02, "the piece scans too fast to tell: make it larger"
     middle = [t for t in stamps if start + 0.3 * (end - start) < t < start + 0.7 * (end - start)]
     assert middle, f"the main thread never ran during the {end - start:.3f} s scan"
+
+
+# ------------------------------------------------------------------ jobs submitted before the database opens
+
+CAPTURES = sorted((Path(__file__).resolve().parents[2] / "traces").glob("h100-2026-11-25/*/*.pt.trace.json.gz"))
+
+
+def _decode_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("trace-report-decode")]
+
+
+def test_a_new_database_gets_its_jobs_before_duckdb_opens_and_the_same_rows(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert len(CAPTURES) == 4
+    reference = tmp_path / "serial.duckdb"
+    ingest_to_database(CAPTURES, reference, IngestOptions(workers=1))
+    order: list[str] = []
+    real_prestart, real_atomic = pipeline.prestart, pipeline.atomic_database
+
+    def spy_prestart(*args, **kwargs):
+        early = real_prestart(*args, **kwargs)
+        order.append(f"prestart {len(early.futures) if early else None}")
+        return early
+
+    @contextlib.contextmanager
+    def spy_atomic(path):
+        order.append("connect")
+        with real_atomic(path) as con:
+            yield con
+
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(pipeline, "prestart", spy_prestart)
+    monkeypatch.setattr(pipeline, "atomic_database", spy_atomic)
+    early = tmp_path / "early.duckdb"
+    summary = ingest_to_database(CAPTURES, early, IngestOptions(workers=2))
+    assert order == ["prestart 4", "connect"]
+    assert [t for t, _ in summary.ingested] == [1, 2, 3, 4]
+    assert _rows(early) == pytest.approx(_rows(reference))
+    order.clear()  # into an existing database nothing is submitted before it opens
+    ingest_to_database(CAPTURES, early, IngestOptions(workers=2))
+    assert order == ["connect"]
+
+
+@pytest.mark.parametrize("failure", [DatabaseError("the database cannot be created"), KeyboardInterrupt()])
+def test_a_failed_open_stops_the_early_jobs_and_removes_their_files(
+        failure: BaseException, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real_prestart = pipeline.prestart
+    started: list[pipeline.Prestart] = []
+
+    def spy_prestart(*args, **kwargs):
+        early = real_prestart(*args, **kwargs)
+        started.append(early)
+        return early
+
+    @contextlib.contextmanager
+    def failing_atomic(path):
+        raise failure
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(pipeline, "prestart", spy_prestart)
+    monkeypatch.setattr(pipeline, "atomic_database", failing_atomic)
+    db = tmp_path / "new.duckdb"
+    with pytest.raises(type(failure)):
+        ingest_to_database(CAPTURES, db, IngestOptions(workers=2))
+    assert started and started[0] is not None  # jobs had been submitted
+    assert all(f.done() for _, f in started[0].futures.values())
+    assert not _decode_threads()
+    assert not db.exists() and not list(tmp_path.rglob("*.parquet"))

@@ -12,7 +12,9 @@ files are decoded one file per worker. Jobs, their decoding and the order of pie
 
 The jobs run on an engine (:mod:`trace_report.ingest.engine`: decoding threads by default,
 or Ray tasks); whatever the engine, this module (the driver) writes the ``traces`` rows and
-``event_files``, under the database lock, through an atomic copy of the database.
+``event_files``, under the database lock, through an atomic copy of the database. Into a new
+database, the whole-file jobs of several traces are submitted before DuckDB opens it
+(:func:`prestart`: ids 1..N, nothing to skip), so that its connection and schema overlap them.
 """
 
 from __future__ import annotations
@@ -88,12 +90,76 @@ class IngestOptions:
     max_ratio: float = MAX_RATIO
 
 
+Futures = dict[Source, tuple[Path | None, JobFuture]]
+
+
+def submit_files(todo: list[Source], ids: dict[Source, int], pool: Engine | None, opts: IngestOptions,
+                 piece_bytes: int, store: ParquetStore | MemoryStore) -> Futures:
+    """Submit the files that go to one job each, before any is awaited: every small trace
+    (kind ``file``) and, with an engine that has ``file_tasks`` and at least ``slots`` large
+    traces to write, every large one (kind ``pieces``); the others are cut by the driver.
+    Returns each submitted source's output path (None: the job names its pieces) and future."""
+    if pool is None:
+        return {}
+    traces = [s for s in todo if s.kind is InputKind.trace]
+    whole_bytes = (opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
+    small = [s for s in traces if decoded_size(s.path) < whole_bytes]
+    large = [s for s in traces if s not in small]
+    whole = (pool.file_tasks and isinstance(store, ParquetStore) and len(large) >= pool.slots)
+    futures = {}
+    for s in small:
+        out = store.path_for(ids[s], 0) if isinstance(store, ParquetStore) else None
+        job = Job("file", ids[s], 0, s.label, path=s.path, out=out, max_ratio=opts.max_ratio,
+                  piece_bytes=piece_bytes)
+        futures[s] = (job.out, pool.submit(run_job, job))
+    for s in large if whole else []:
+        assert isinstance(store, ParquetStore)
+        job = Job("pieces", ids[s], 0, s.label, path=s.path, max_ratio=opts.max_ratio,
+                  store=store.sibling(), piece_bytes=piece_bytes)
+        futures[s] = (None, pool.submit(run_job, job))
+    return futures
+
+
+@dataclass
+class Prestart:
+    """Decoding jobs submitted before a new database is opened, so that DuckDB's connection and
+    schema (~30 ms) overlap them: ``pool`` runs them, ``ids`` are the trace ids they write under
+    (1..N: a new database skips nothing), ``futures`` as :func:`submit_files` returns them."""
+
+    pool: Engine
+    ids: dict[Source, int]
+    futures: Futures
+
+
+def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | None) -> Prestart | None:
+    """The jobs of an ingest of several traces into a new database, submitted at once (None
+    where the ingest decodes in the calling thread, or has an input other than traces)."""
+    opts = options or IngestOptions()
+    sources = found.sources
+    if len(sources) < 2 or any(s.kind is not InputKind.trace for s in sources):
+        return None
+    total = sum(decoded_size(s.path) for s in sources)
+    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
+    pool = local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
+    if pool is None:
+        return None
+    ids = {s: i for i, s in enumerate(sources, 1)}
+    try:
+        futures = submit_files(sources, ids, pool, opts, opts.piece_bytes or piece_bytes_for(total), store)
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+    return Prestart(pool, ids, futures)
+
+
 class Ingest:
     """One ingest: sources -> jobs -> ``traces`` rows and event files/tables."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, opts: IngestOptions,
-                 store: ParquetStore | MemoryStore, piece_bytes: int = PIECE_BYTES) -> None:
+                 store: ParquetStore | MemoryStore, piece_bytes: int = PIECE_BYTES,
+                 early: Prestart | None = None) -> None:
         self.con = con
+        self.early = early
         self.opts = opts
         self.piece_bytes = piece_bytes
         self.store = store
@@ -103,9 +169,6 @@ class Ingest:
         self.next_id = self.catalog.last_trace_id() + 1
         self.total = 0
         self.done = 0
-
-    def out_path(self, trace_id: int, piece: int) -> Path | None:
-        return self.store.path_for(trace_id, piece) if isinstance(self.store, ParquetStore) else None
 
     def run(self, sources: list[Source], pool: Engine | None) -> None:
         ncu_kinds = (InputKind.ncu_report, InputKind.ncu_csv)
@@ -123,7 +186,12 @@ class Ingest:
         for src in todo:
             ids[src] = self.next_id
             self.next_id += 1
-        futures = self._submit_files(todo, ids, pool)
+        if self.early is None:
+            futures = submit_files(todo, ids, pool, self.opts, self.piece_bytes, self.store)
+        elif self.early.ids == ids:
+            futures = self.early.futures
+        else:  # prestart() runs only for a new database: its ids are these by construction
+            raise RuntimeError("jobs submitted before the database opened carry other trace ids")
         for src in todo:
             try:
                 self._source(src, ids[src], futures, pool)
@@ -133,30 +201,6 @@ class Ingest:
             if self.opts.progress:
                 self.opts.progress(self.done, self.total)
         self.catalog.flush()
-
-    def _submit_files(self, todo: list[Source], ids: dict[Source, int],
-                      pool: Engine | None) -> dict[Source, tuple[Path | None, JobFuture]]:
-        """Submit the files that go to one job each, before any is awaited: every small trace
-        (kind ``file``) and, with an engine that has ``file_tasks`` and at least ``slots`` large
-        traces to write, every large one (kind ``pieces``); the others are cut here."""
-        if pool is None:
-            return {}
-        traces = [s for s in todo if s.kind is InputKind.trace]
-        whole_bytes = (self.opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
-        small = [s for s in traces if decoded_size(s.path) < whole_bytes]
-        large = [s for s in traces if s not in small]
-        whole = (pool.file_tasks and isinstance(self.store, ParquetStore) and len(large) >= pool.slots)
-        futures = {}
-        for s in small:
-            job = Job("file", ids[s], 0, s.label, path=s.path, out=self.out_path(ids[s], 0),
-                      max_ratio=self.opts.max_ratio, piece_bytes=self.piece_bytes)
-            futures[s] = (job.out, pool.submit(run_job, job))
-        for s in large if whole else []:
-            assert isinstance(self.store, ParquetStore)
-            job = Job("pieces", ids[s], 0, s.label, path=s.path, max_ratio=self.opts.max_ratio,
-                      store=self.store.sibling(), piece_bytes=self.piece_bytes)
-            futures[s] = (None, pool.submit(run_job, job))
-        return futures
 
     def _source(self, src: Source, trace_id: int, futures: dict[Source, tuple[Path | None, JobFuture]],
                 pool: Engine | None) -> None:
@@ -359,13 +403,16 @@ def piece_bytes_for(total: int) -> int:
 
 
 def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: ParquetStore | MemoryStore,
-                   options: IngestOptions | None = None, engine: Engine | None = None) -> IngestSummary:
+                   options: IngestOptions | None = None, engine: Engine | None = None,
+                   early: Prestart | None = None) -> IngestSummary:
     """Ingest resolved sources (:func:`trace_report.inputs.resolve`) into ``con`` (schema
     created) and ``store``.
 
     ``engine`` runs the decoding jobs (:mod:`trace_report.ingest.engine`; it is shut down,
     outstanding jobs cancelled, on return); by default :func:`~trace_report.ingest.engine.local_engine`
     of ``options.workers`` (threads) when the input is large, else the calling thread.
+
+    ``early``: jobs :func:`prestart` submitted for a new database (its pool is then the engine).
 
     Unchanged files already in the database (same path, size and mtime, or same SHA-256)
     are skipped. Raises :class:`~trace_report.errors.InputError` (or its subclass
@@ -375,8 +422,9 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     opts = options or IngestOptions()
     total = sum(decoded_size(s.path) for s in found.sources)
     workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
-    pool = engine if engine is not None else local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
-    job = Ingest(con, opts, store, opts.piece_bytes or piece_bytes_for(total))
+    pool = early.pool if early is not None else engine if engine is not None \
+        else local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
+    job = Ingest(con, opts, store, opts.piece_bytes or piece_bytes_for(total), early)
     job.summary.skipped.extend(found.skipped)
     job.summary.notes.extend(found.notes)
     try:
@@ -401,10 +449,13 @@ def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions 
     with resolve([Path(p) for p in paths], allow_database=False) as found, database_lock(db_path, "writing"):
         notes = clean_leftovers(db_path)
         store = ParquetStore(db_path)
+        early = prestart(found, store, options) if engine is None and not db_path.exists() else None
         try:
             with atomic_database(db_path) as con:
-                summary = ingest_sources(con, found, store, options, engine)
+                summary = ingest_sources(con, found, store, options, engine, early)
         except BaseException:
+            if early is not None:  # its jobs stop writing before their files are removed
+                early.pool.shutdown(cancel_futures=True)
             store.rollback()
             raise
         store.commit()

@@ -139,8 +139,7 @@ def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | No
     if len(sources) < 2 or any(s.kind is not InputKind.trace for s in sources):
         return None
     total = sum(decoded_size(s.path) for s in sources)
-    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
-    pool = local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
+    pool = _local_engine_for(total, opts)
     if pool is None:
         return None
     ids = {s: i for i, s in enumerate(sources, 1)}
@@ -150,6 +149,13 @@ def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | No
         pool.shutdown(cancel_futures=True)
         raise
     return Prestart(pool, ids, futures)
+
+
+def _local_engine_for(total: int, opts: IngestOptions) -> Engine | None:
+    """Decoding on this machine for an ingest of ``total`` decoded bytes: ``opts.workers``
+    threads (default: CPU count), or None (the calling thread) below :data:`PARALLEL_MIN_BYTES`."""
+    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
+    return local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
 
 
 class Ingest:
@@ -421,9 +427,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     """
     opts = options or IngestOptions()
     total = sum(decoded_size(s.path) for s in found.sources)
-    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
-    pool = early.pool if early is not None else engine if engine is not None \
-        else local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
+    pool = early.pool if early is not None else engine if engine is not None else _local_engine_for(total, opts)
     job = Ingest(con, opts, store, opts.piece_bytes or piece_bytes_for(total), early)
     job.summary.skipped.extend(found.skipped)
     job.summary.notes.extend(found.notes)

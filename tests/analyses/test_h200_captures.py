@@ -33,11 +33,25 @@ def events(folder: Path) -> list[dict]:
         return json.load(fh)["traceEvents"]
 
 
+GPU_OPS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def launch_calls(evs: list[dict]) -> dict[int, dict]:
+    """The runtime or driver call of each correlation id."""
+    return {e["args"]["correlation"]: e for e in evs
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+
+
+def launched(evs: list[dict], cats: tuple[str, ...] = GPU_OPS) -> list[tuple[dict, dict]]:
+    """(GPU operation of ``cats``, the call that launched it) for every one with a launch call."""
+    calls = launch_calls(evs)
+    return [(g, calls[g["args"]["correlation"]]) for g in evs
+            if g.get("cat") in cats and g.get("args", {}).get("correlation") in calls]
+
+
 def launcher_of_each_kernel(evs: list[dict]) -> list[tuple[dict, dict]]:
-    """(kernel, the runtime call with its correlation id) for every kernel."""
-    calls = {e["args"]["correlation"]: e for e in evs
-             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    return [(k, calls[k["args"]["correlation"]]) for k in evs if k.get("cat") == "kernel"]
+    """(kernel, the runtime call with its correlation id) for every launched kernel."""
+    return launched(evs, ("kernel",))
 
 
 def kernels_launched_in(evs: list[dict], region: str) -> int:
@@ -88,12 +102,7 @@ def test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound():
     launch call) is applied to the other operations only."""
     evs = events(COMPILED)
     steps = {(e["ts"], e["ts"] + e["dur"]) for e in evs if str(e.get("name", "")).startswith("ProfilerStep#")}
-    calls = {e["args"]["correlation"]: e for e in evs
-             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    ops = [(g, calls[g["args"]["correlation"]]) for g in evs
-           if g.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-           and g.get("args", {}).get("correlation") in calls]
-    in_steps = [(g, c) for g, c in ops if any(a <= c["ts"] < b for a, b in steps)]
+    in_steps = [(g, c) for g, c in launched(evs) if any(a <= c["ts"] < b for a, b in steps)]
     graph = [(g, c) for g, c in in_steps if c["name"] == "cudaGraphLaunch"]
     own = [(g, c) for g, c in in_steps if c["name"] != "cudaGraphLaunch"]
     assert len(graph) > 5 * len(own) > 0
@@ -109,20 +118,18 @@ def test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound():
 
 def test_ops_say_how_much_gpu_time_the_aten_rows_leave_to_compiled_graphs():
     evs = events(COMPILED)
-    calls = {e["args"]["correlation"]: e["name"] for e in evs
-             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    gpu = [g for g in evs if g.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    total = sum(g["dur"] for g in gpu)
-    replayed = sum(g["dur"] for g in gpu if calls.get(g["args"].get("correlation")) == "cudaGraphLaunch")
+    total = sum(g["dur"] for g in evs if g.get("cat") in GPU_OPS)
+    replayed = sum(g["dur"] for g, call in launched(evs) if call["name"] == "cudaGraphLaunch")
     with tr.open(COMPILED) as db:
         aten = ops(db, OpsOptions(limit=None))
         every = ops(db, OpsOptions(all_ops=True, limit=None)).frame
     graphs = every[every["name"].str.startswith("## Call CompiledFxGraph")]
     assert graphs["gpu_self_us"].sum() == pytest.approx(replayed)  # the graph replays' caller
     (note,) = [n for n in aten.notes if n.startswith("aten:: operators launched")]
-    launched, of = (float(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:of|us)", note)[:2])
-    assert of == round(total) and launched == round(total - replayed)
+    by_aten, of = (float(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:of|us)", note)[:2])
+    assert of == round(total) and by_aten == round(total - replayed)
     assert "--all" in note
+
 
 # ------------------------------------------------------------------ kernel classes of inductor
 

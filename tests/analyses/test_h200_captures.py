@@ -1,6 +1,7 @@
 """This project's own H200 captures (traces/h200-2026-11-26, written by ``./run gpu-check`` on an
 NVIDIA H200 with torch 2.11/cuDNN 9.19; traces/README.md): ``torch.compile`` with CUDA graphs
-(mode reduce-overhead) and TorchScript on CUDA, the two studies the H100 check did not reach.
+(modes reduce-overhead and max-autotune) and TorchScript on CUDA, the studies the H100 check did
+not reach.
 
 Expected values come from plain-Python passes over the trace JSON and from the capture's own
 run.json and results.json; these files live in the repository, so nothing here needs ../shared.
@@ -22,6 +23,10 @@ from trace_report.analyses.ops import OpsOptions, ops
 
 H200 = Path(__file__).resolve().parents[2] / "traces" / "h200-2026-11-26"
 COMPILED = H200 / "compile-reduce-overhead" / "compiled"
+# both CUDA-graph modes: reduce-overhead, and max-autotune (autotuned GEMMs; convolutions left to
+# ATen by TORCHINDUCTOR_MAX_AUTOTUNE_CONV_BACKENDS=ATEN so that autotuning fit the lease)
+GRAPH_RUNS = [pytest.param(H200 / f"compile-{mode}" / "compiled", mode, id=mode)
+              for mode in ("reduce-overhead", "max-autotune")]
 REGION_NAMES = ("forward", "loss", "backward", "optimizer_step")
 
 pytestmark = pytest.mark.skipif(not H200.is_dir(), reason="traces/h200-2026-11-26 is not present")
@@ -69,14 +74,15 @@ def run_config(folder: Path) -> dict:
 # ------------------------------------------------------------------ CUDA graphs
 
 
-def test_cuda_graph_kernels_count_in_the_region_that_replays_them():
-    evs = events(COMPILED)
+@pytest.mark.parametrize(("compiled", "mode"), GRAPH_RUNS)
+def test_cuda_graph_kernels_count_in_the_region_that_replays_them(compiled: Path, mode: str):
+    evs = events(compiled)
     launchers = Counter(call["name"] for _, call in launcher_of_each_kernel(evs))
-    # reduce-overhead replays one graph for the forward and one for the backward of each step
+    # CUDA graph trees replay one graph for the forward and one for the backward of each step
     graph_launches = [e for e in evs if e.get("name") == "cudaGraphLaunch"]
-    assert len(graph_launches) == 2 * run_config(COMPILED)["active"]
+    assert len(graph_launches) == 2 * run_config(compiled)["active"]
     assert launchers["cudaGraphLaunch"] > 0.85 * sum(launchers.values())
-    with tr.open(COMPILED) as db:
+    with tr.open(compiled) as db:
         frame = db.breakdown().set_index("region")
     assert set(REGION_NAMES) <= set(frame.index)
     for region in ("forward", "backward"):
@@ -85,28 +91,30 @@ def test_cuda_graph_kernels_count_in_the_region_that_replays_them():
         assert frame.loc[region, "kernels"] == expected
 
 
-def test_cuda_graph_modes_zero_gradients_by_dropping_them_in_both_variants():
+@pytest.mark.parametrize(("compiled", "mode"), GRAPH_RUNS)
+def test_cuda_graph_modes_zero_gradients_by_dropping_them_in_both_variants(compiled: Path, mode: str):
     for variant in ("eager", "compiled"):
-        config = run_config(COMPILED.parent / variant)
-        assert config["compile_mode"] == "reduce-overhead" and config["set_to_none"] is True
-    assert run_config(COMPILED)["compile"] is True
-    rows = {r["variant"]: r for r in json.loads((COMPILED.parent / "results.json").read_text())}
+        config = run_config(compiled.parent / variant)
+        assert config["compile_mode"] == mode and config["set_to_none"] is True
+    assert run_config(compiled)["compile"] is True
+    rows = {r["variant"]: r for r in json.loads((compiled.parent / "results.json").read_text())}
     assert rows["compiled"]["speedup"] == pytest.approx(
         rows["eager"]["median_run_s"] / rows["compiled"]["median_run_s"])
     assert rows["compiled"]["speedup"] > 1.5  # launch-bound at batch 32: the graphs pay off
 
 
 
-def test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound():
+@pytest.mark.parametrize(("compiled", "mode"), GRAPH_RUNS)
+def test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound(compiled: Path, mode: str):
     """One cudaGraphLaunch serves every kernel of its graph: HTA's rule (an op shorter than its
     launch call) is applied to the other operations only."""
-    evs = events(COMPILED)
+    evs = events(compiled)
     steps = {(e["ts"], e["ts"] + e["dur"]) for e in evs if str(e.get("name", "")).startswith("ProfilerStep#")}
     in_steps = [(g, c) for g, c in launched(evs) if any(a <= c["ts"] < b for a, b in steps)]
     graph = [(g, c) for g, c in in_steps if c["name"] == "cudaGraphLaunch"]
     own = [(g, c) for g, c in in_steps if c["name"] != "cudaGraphLaunch"]
     assert len(graph) > 5 * len(own) > 0
-    with tr.open(COMPILED) as db:
+    with tr.open(compiled) as db:
         (row,) = db.con.execute("SELECT * FROM launch_bound").df().itertuples(index=False)
         findings = set(advise(db).frame["finding"])
     assert (row.graph_ops, row.gpu_ops) == (len(graph), len(own))
@@ -116,11 +124,12 @@ def test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound():
     assert "launch_bound" not in findings  # 38 launched ops per step: below the rule's 100
 
 
-def test_ops_say_how_much_gpu_time_the_aten_rows_leave_to_compiled_graphs():
-    evs = events(COMPILED)
+@pytest.mark.parametrize(("compiled", "mode"), GRAPH_RUNS)
+def test_ops_say_how_much_gpu_time_the_aten_rows_leave_to_compiled_graphs(compiled: Path, mode: str):
+    evs = events(compiled)
     total = sum(g["dur"] for g in evs if g.get("cat") in GPU_OPS)
     replayed = sum(g["dur"] for g, call in launched(evs) if call["name"] == "cudaGraphLaunch")
-    with tr.open(COMPILED) as db:
+    with tr.open(compiled) as db:
         aten = ops(db, OpsOptions(limit=None))
         every = ops(db, OpsOptions(all_ops=True, limit=None)).frame
     graphs = every[every["name"].str.startswith("## Call CompiledFxGraph")]

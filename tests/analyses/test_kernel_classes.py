@@ -82,6 +82,7 @@ def small():
 # (rule_id, source of the real name, fragment that finds it, compute capability, class it gives)
 H100 = "repo:h100-2026-11-25/baseline"
 H100_BF16 = "repo:h100-2026-11-25/amp-bf16"
+H200_AUTOTUNE = "repo:h200-2026-11-26/compile-max-autotune/compiled"
 
 RULE_CASES = [
     ("cuda_core_ffma", H100, "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8", 9.0, "cuda_core"),
@@ -138,6 +139,8 @@ RULE_CASES = [
     ("gemm", "tracelens_b200_vllm_eager", "nvjet_tst_", 10.0, "gemm"),
     ("gemm", "tracelens_mi300_torch_compile_triton", "Cijk_Alik_Bljk_BBS", 9.4, "gemm"),
     ("gemm", "hta_a100_ddp_nccl", "cutlass_80_tensorop_s1688gemm", 8.0, "gemm"),
+    ("inductor_gemm_template", H200_AUTOTUNE, "triton_tem_fused_addmm_mean_t_view_", 9.0, "gemm"),
+    ("inductor_gemm_template", H200_AUTOTUNE, "triton_tem_fused_mm_t_", 9.0, "gemm"),
 ]
 
 # (source, fragment, compute capability, classes the name must NOT get, why)
@@ -163,6 +166,8 @@ NOT_CASES = [
     (H100, "sm80_xmma_dgrad_implicit_gemm_f32f32_f32f32_f32_nchwkcrs", 9.0, {"tensor_core"},
      "xmma conv on CUDA cores (_ffma_): ncu counts no MMA in its fprop sibling"),
     (H100, "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32", 9.0, {"cuda_core"}, "TF32 xmma conv (HGMMA)"),
+    (H200_AUTOTUNE, "triton_tem_fused_addmm_mean_t_view_", 9.0, {"convolution", "elementwise", "reduction"},
+     "a matmul template with a fused epilogue is a GEMM"),
 ]
 
 

@@ -8,7 +8,7 @@
 -- Every rule is tested on a real kernel name from ../shared/data or traces/ (our own captures),
 -- in tests/analyses/test_kernel_classes.py.
 CREATE OR REPLACE TEMP VIEW kernel_class_rules AS
-SELECT '6' AS version, * FROM (VALUES
+SELECT '7' AS version, * FROM (VALUES
     (5, 'cuda_core_ffma', 'cuda_core', '_ffma_', NULL, NULL,
      'cuDNN/cuBLAS xmma kernels built for CUDA cores name their math _ffma_ (FP32 FMA) and their '
      || 'types f32f32_f32f32_f32; they run no MMA (Nsight Compute on an H100 counts no HMMA/HGMMA in '
@@ -95,7 +95,11 @@ SELECT '6' AS version, * FROM (VALUES
      'cuDNN, MIOpen and CUTLASS kernel naming'),
     (91, 'gemm', 'gemm', '(?i)(^|[^b])gemm|gemv|^Cijk_|^nvjet_|^bmm_|splitKreduce', '!convolution', NULL,
      'cuBLAS/cuBLASLt/CUTLASS/hipBLASLt GEMM and GEMV kernels (not implicit-GEMM convolutions; fbgemm is not a GEMM)',
-     'cuBLAS (volta_sgemm, ampere_sgemm, nvjet), CUTLASS (*gemm*), Tensile (Cijk_) kernel naming')
+     'cuBLAS (volta_sgemm, ampere_sgemm, nvjet), CUTLASS (*gemm*), Tensile (Cijk_) kernel naming'),
+    (92, 'inductor_gemm_template', 'gemm', '^triton_tem_fused_(.*_)?(addmm|mm|bmm|baddbmm)(_|$)', '!convolution', NULL,
+     'TorchInductor matmul templates (max-autotune): triton_tem_fused_ then the aten ops fused into '
+     || 'the kernel, sorted by name (triton_tem_fused_addmm_mean_t_view_29, triton_tem_fused_mm_t_0)',
+     'PyTorch torch/_inductor select_algorithm (TritonTemplateKernel, kernel_name_from_nodes)')
 ) AS t(priority, rule_id, class, pattern, requires, min_cc, rationale, source);
 
 -- The rules a name matches, as a list of {class, rule_id} in priority order. cc = the trace's

@@ -15,7 +15,8 @@ and of the children it waited for, i.e. our decoding workers) are taken; the med
 ``--repeat`` runs is reported with ratios. Our runs and HTA's take turns (ours, HTA, ours,
 ...), so that a drift of the machine's speed weighs on both alike. Then the query time alone of
 top-kernels, breakdown and flags on the database of row a (an analysis call in an open process:
-the first call, with breakdown's kept per-trace tables removed, and the best of the next three),
+the first call on the database as ingested and the best of the next three; then the breakdown's
+first call with its kept per-trace tables removed, computed from the events),
 the whole commands, and ``breakdown`` straight on a raw trace against ingest + breakdown on the
 database.
 
@@ -64,8 +65,7 @@ TraceAnalysis(trace_dir=sys.argv[1])
 QUERY_SNIPPET = """
 import shutil, sys, time
 import trace_report as tr
-shutil.rmtree(sys.argv[1] + ".events/derived", ignore_errors=True)  # breakdown's kept tables: first call computes
-db = tr.open(sys.argv[1])
+db = tr.open(sys.argv[1])  # as ingested: a trace of 1 M events or more has its breakdown kept
 for name, call in [("top-kernels", lambda: db.top_kernels(limit=20)), ("breakdown", lambda: db.breakdown()),
                    ("flags", lambda: db.flags())]:
     t = time.perf_counter()
@@ -77,6 +77,12 @@ for name, call in [("top-kernels", lambda: db.top_kernels(limit=20)), ("breakdow
         call()
         best = min(best, time.perf_counter() - t)
     print(name, f"{first:.4f}", f"{best:.4f}")
+db.close()
+shutil.rmtree(sys.argv[1] + ".events/derived", ignore_errors=True)  # nothing kept: the first call computes
+with tr.open(sys.argv[1]) as db:
+    t = time.perf_counter()
+    db.breakdown()  # and keeps the rows again
+    print("breakdown-computed", f"{time.perf_counter() - t:.4f}", "nan")
 """
 
 
@@ -247,14 +253,16 @@ def bench_row(row: Row, args: argparse.Namespace, cli: str) -> None:
 
 def queries(db: Path, cli: str) -> list[tuple[str, float, float, float]]:
     """(command, first call, later calls, whole command wall) on ``db``: the query time alone of the
-    first call in an open process (breakdown's kept tables removed before) and the best of the
-    next 3, then the median of 3 whole commands (the kept tables there)."""
+    first call in an open process on the database as ingested and the best of the next 3, then
+    the median of 3 whole commands; last, the breakdown's first call with nothing kept (computed
+    from the events, what a trace under 1 M events or ``--no-keep-breakdown`` costs)."""
     out = subprocess.run([sys.executable, "-c", QUERY_SNIPPET, str(db)], capture_output=True, text=True, check=True)
     alone = {name: (float(a), float(b)) for name, a, b in (line.split() for line in out.stdout.splitlines())}
     rows = []
     for name in ("top-kernels", "breakdown", "flags"):
         whole = median([measure([cli, name, str(db), "-f", "csv"]) for _ in range(3)]).wall_s
         rows.append((name, *alone[name], whole))
+    rows.append(("breakdown, nothing kept (computed)", *alone["breakdown-computed"], float("nan")))
     return rows
 
 
@@ -303,7 +311,8 @@ def report(rows: list[Row], qrows: list[tuple[str, float, float, float]], raw: t
     if qrows:
         lines += ["", "| command on the database of row " + ("d-100MB" if args.quick else "a-plain")
                   + " | query alone, first call | later calls | whole command |", "|---|---|---|---|"]
-        lines += [f"| {n} | {a:.3f} s | {b:.3f} s | {w:.2f} s |" for n, a, b, w in qrows]
+        lines += [f"| {n} | {a:.3f} s | " + ("" if b != b else f"{b:.3f} s") + " | "
+                  + ("" if w != w else f"{w:.2f} s") + " |" for n, a, b, w in qrows]
     if raw:
         lines += ["", "| breakdown | wall |", "|---|---|",
                   f"| straight on the raw trace | {raw[0].wall_s:.2f} s |",

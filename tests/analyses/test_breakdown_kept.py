@@ -13,11 +13,14 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
+from conftest import run_cli
 
 import trace_report as tr
 from trace_report.analyses import regions
 from trace_report.analyses.regions import BreakdownOptions, breakdown, region_table, selected_traces
+from trace_report.cli import ingest as ingest_cli_module
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 from trace_report.store import derived
 from trace_report.store.events_view import events_dir_for
@@ -167,3 +170,81 @@ def test_a_database_in_memory_keeps_nothing(tmp_path: Path) -> None:
     with tr.open([H100 / "baseline"]) as db:
         assert derived.derived_store(db.con) is None
         assert breakdown(db).frame["kernels"].sum() > 0
+
+
+# ------------------------------------------------------------------ kept by the ingest
+
+
+def ingest_cli(targets: list[Path], db: Path, *flags: str) -> tuple[int, str]:
+    code, _, err = run_cli(["ingest", *map(str, targets), "-o", str(db), "--no-progress", *flags])
+    return code, err
+
+
+def test_ingest_keeps_the_rows_of_large_traces_and_they_are_the_computed_ones(
+        db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with tr.open(db_path) as probe:
+        stored = dict(probe.con.execute("SELECT trace_id, n_complete_events FROM traces").fetchall())
+    threshold = max(stored.values())  # the threshold between the traces' sizes
+    large = sorted(t for t, n in stored.items() if n >= threshold)
+    assert 0 < len(large) < len(stored)
+    monkeypatch.setattr(ingest_cli_module, "KEEP_AT_INGEST_MIN_EVENTS", threshold)
+    db = tmp_path / "k.duckdb"
+    code, err = ingest_cli([H100 / r for r in RUNS], db)
+    assert code == 0, err
+    assert [int(f.name.split("-")[1][1:]) for f in kept_files(db)] == large
+    assert f"kept the breakdown of trace {large[0]}" in err and len(large) == 1
+
+    expected = {repr(o): computed(db, o) for o in OPTIONS}
+
+    def only_small(con: object, ids: list[int]) -> dict:
+        assert not set(ids) & set(large), "the rows kept at ingest were not read"
+        return compute(con, ids)
+
+    monkeypatch.setattr(regions, "compute_region_parts", only_small)
+    with tr.open(db) as handle:
+        for o in OPTIONS:
+            pd.testing.assert_frame_equal(breakdown(handle, o).frame, expected[repr(o)].frame, check_exact=True)
+
+
+compute = regions.compute_region_parts
+
+
+def test_ingest_keeps_rows_when_asked_and_never_when_told_not_to(tmp_path: Path) -> None:
+    code, err = ingest_cli([H100 / "baseline"], tmp_path / "a.duckdb")  # 1 M events: far above this trace
+    assert code == 0 and kept_files(tmp_path / "a.duckdb") == [] and "kept the" not in err
+    code, err = ingest_cli([H100 / "baseline"], tmp_path / "b.duckdb", "--keep-breakdown")
+    assert code == 0 and len(kept_files(tmp_path / "b.duckdb")) == 1 and "kept the breakdown of trace 1" in err
+    code, _ = ingest_cli([H100 / "baseline"], tmp_path / "c.duckdb", "--no-keep-breakdown")
+    assert code == 0 and kept_files(tmp_path / "c.duckdb") == []
+
+
+def test_a_failed_or_interrupted_keep_leaves_the_ingested_database(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write = pq.write_table
+    results = []
+    for failure, code_wanted in ((PermissionError(13, "Read-only file system"), 0), (KeyboardInterrupt(), 130)):
+        db = tmp_path / f"{code_wanted}.duckdb"
+
+        def fail_kept(table: object, where: object, *a: object, exc: BaseException = failure, **k: object) -> None:
+            if derived.FOLDER not in Path(str(where)).parts:  # the events' pieces are written
+                return write(table, where, *a, **k)
+            Path(str(where)).write_bytes(b"PAR1")  # half a kept table, then the failure
+            raise exc
+
+        with monkeypatch.context() as m:
+            m.setattr(pq, "write_table", fail_kept)
+            code, err = ingest_cli([H100 / "baseline"], db, "--keep-breakdown")
+        assert code == code_wanted, err
+        assert ("the traces are ingested" in err) if code_wanted else ("warning:" in err)
+        folder = events_dir_for(db) / derived.FOLDER
+        assert not folder.is_dir() or list(folder.iterdir()) == []  # no temporary file left behind
+        results.append(computed(db, BreakdownOptions()))  # the database is whole and answers
+    pd.testing.assert_frame_equal(results[0].frame, results[1].frame, check_exact=True)
+    pd.testing.assert_frame_equal(results[0].frame, computed_from(H100 / "baseline").frame, check_exact=True)
+    assert results[0].frame["kernels"].sum() > 1000
+
+
+def computed_from(trace: Path) -> regions.BreakdownResult:
+    """The breakdown of a trace opened straight from its folder (in memory, nothing kept)."""
+    with tr.open(trace) as db:
+        return breakdown(db)

@@ -25,9 +25,10 @@ step, with the fallback spans) and ``kernel_steps`` (each kernel's launch and st
 partitions time between them (:class:`~trace_report.analyses.intervals.Partition`, innermost
 first) and attributes kernels (:func:`kernel_regions`).
 
-The rows per (trace, step, region) depend on the trace's events alone: the first query of a
-database keeps them beside it (:mod:`trace_report.store.derived`, ``<db>.events/derived/``) and
-later queries read them (:func:`region_table`).
+The rows per (trace, step, region) depend on the trace's events alone: the ingest of a large
+trace (:func:`keep_region_rows`) or else the first query keeps them beside the database
+(:mod:`trace_report.store.derived`, ``<db>.events/derived/``) and later queries read them
+(:func:`region_table`).
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ from trace_report.analyses import intervals as _intervals_module
 from trace_report.analyses import regions_kept as _kept_module
 from trace_report.analyses.columns import Columns, numpy_column, text_codes, text_vocabulary
 from trace_report.analyses.intervals import BusyTime, Partition, positions_by_key, positions_by_pair
-from trace_report.analyses.regions_kept import RegionPart, bases_frame, kept_region_parts
+from trace_report.analyses.regions_kept import DERIVED_KIND, RegionPart, bases_frame, kept_region_parts
 from trace_report.errors import InputError, UsageError
 from trace_report.store.derived import code_version as derived_code_version
+from trace_report.store.derived import derived_store
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import materialize
 
@@ -408,6 +410,21 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: 
     parts = kept_region_parts(con, ids, lambda missing: compute_region_parts(con, missing),
                               CODE_VERSION if keep else None)
     return merge_region_tables([parts[t] for t in ids])
+
+
+def keep_region_rows(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[int]:
+    """Compute and keep (:func:`region_table`) the rows of the traces of ``ids`` that have none
+    kept for this code version yet, so that the first ``breakdown`` reads them: what ``trace-report
+    ingest`` does for large traces (:data:`~trace_report.cli.ingest.KEEP_AT_INGEST_MIN_EVENTS`).
+    Returns the ids whose rows are kept now, by ``trace_id``: none where the database keeps
+    nothing (:func:`~trace_report.store.derived.derived_store`) or its folder cannot be written.
+    Raises :class:`InputError` when none of ``ids`` is in the database."""
+    store = derived_store(con)
+    if store is None:
+        return []
+    traces = breakdown_traces(con, BreakdownOptions(trace_ids=tuple(int(t) for t in ids)))
+    region_table(con, traces)
+    return [t for t in trace_ids(traces) if (p := store.path(DERIVED_KIND, t, CODE_VERSION)) and p.is_file()]
 
 
 def compute_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, RegionPart]:

@@ -1,5 +1,6 @@
-"""The step breakdown's rows per trace, kept beside a database by the first query that computes
-them (:mod:`trace_report.store.derived`: ``<db>.events/derived/breakdown-t<id>-<pieces>-<version>.parquet``).
+"""The step breakdown's rows per trace, kept beside a database by the ingest (traces of
+:data:`~trace_report.cli.ingest.KEEP_AT_INGEST_MIN_EVENTS` events or more) or by the first query that computes them
+(:mod:`trace_report.store.derived`: ``<db>.events/derived/breakdown-t<id>-<pieces>-<version>.parquet``).
 
 One kept file per trace: the rows of :func:`~trace_report.analyses.regions.region_table` for that
 trace (columns :data:`TABLE_COLUMNS`: µs and kernel counts per (window, region)) with its facts

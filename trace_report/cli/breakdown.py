@@ -44,8 +44,9 @@ def breakdown_cmd(
     With --by-rank, the spread of step time between ranks is noted; --stragglers lists it per rank.
     With --engine ray the regions of each trace are computed in a Ray task and summed here
     (--stragglers and the spread note still read the database on this machine).
-    On a database, the first run keeps each trace's rows beside it (DB.events/derived/, safe to
-    delete) and later runs read them; a re-ingested trace or another version computes them again.
+    On a database, each trace's rows are kept beside it (DB.events/derived/, safe to delete) by
+    the ingest of a trace of 1,000,000 events or more, else by the first run, and later runs read
+    them; a re-ingested trace or another version computes them again.
 
     \b
     Examples:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,11 +17,24 @@ from trace_report.cli.options import (
     make_progress,
     print_summary,
     progress_callback,
+    warn,
 )
 from trace_report.cli.registry import app
+from trace_report.errors import DatabaseError, InputError
 
 if TYPE_CHECKING:
     from trace_report.store.tracedb import IngestSummary
+
+
+KEEP_AT_INGEST_MIN_EVENTS = 1_000_000
+"""``trace-report ingest`` computes the breakdown's rows of each trace it writes that stores at
+least this many events (``traces.n_complete_events``) and keeps them beside the database
+(:func:`trace_report.analyses.regions.keep_region_rows`; ``--keep-breakdown`` /
+``--no-keep-breakdown`` decide otherwise). Computing them takes 0.5-0.9 µs per stored event on
+2 cores (0.43 s for 16 traces of 53 k events, 0.58 s for 0.68 M, 1.05 s for 2.1 M, 5.5 s for
+9.5 M; docs/benchmarks.md): from here on a first ``breakdown`` would wait half a second or more,
+and the ingest, which already takes seconds, pays it once. Smaller traces compute theirs on first
+use, where paying at ingest would make their ingest half again as long or longer."""
 
 
 @app.command("ingest")
@@ -46,6 +60,12 @@ def ingest_cmd(
         "--max-ratio", min=0,
         help="Refuse a .gz trace that decompresses to more than this many times its size, as a "
              "decompression bomb (default 300; real traces are under 30). 0: no limit.")] = None,
+    keep_breakdown: Annotated[bool | None, typer.Option(
+        "--keep-breakdown/--no-keep-breakdown",
+        help="Compute the step breakdown of the traces read now and keep it beside the database, so "
+             "that the first `breakdown` or `report` answers at once (default: for traces of "
+             f"{KEEP_AT_INGEST_MIN_EVENTS:,} stored events or more, whose first breakdown takes half a "
+             "second or more; with --engine ray only when asked).")] = None,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
@@ -99,3 +119,49 @@ def ingest_cmd(
     ncu_part = f", {len(summary.ncu_reports)} Nsight Compute report(s)" if summary.ncu_reports else ""
     err.print(f"{output}: {len(summary.ingested)} trace(s) ingested{ncu_part}, "
               f"{len(summary.skipped)} skipped", markup=False)
+    if keep_breakdown is not False and (keep_breakdown or engine is not EngineName.ray):
+        min_events = 0 if keep_breakdown else KEEP_AT_INGEST_MIN_EVENTS
+        ids = [t for t, _ in summary.ingested if summary.stored_events.get(t, 0) >= min_events]
+        if ids:
+            _keep_breakdown(output, ids, bar is not None)
+
+
+def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
+    """Compute and keep the breakdown's rows of the traces ``ids`` of the database just written
+    (:func:`trace_report.analyses.regions.keep_region_rows`). The database is complete by now: a
+    failure is a warning, and an interrupt says that only the kept rows are missing."""
+    import time
+
+    import duckdb
+
+    from trace_report.analyses.regions import keep_region_rows  # pandas: only for large traces
+    from trace_report.store.handle import open_database
+
+    what = f"breakdown of {_traces(ids)}"
+    start = time.perf_counter()
+    try:
+        with open_database(output) as db, (err.console.status(f"computing the {what}") if spinner
+                                           else contextlib.nullcontext()):
+            kept = keep_region_rows(db.con, ids)
+    except (InputError, DatabaseError, duckdb.Error, OSError) as exc:
+        warn(f"{output}: the {what} was not kept ({exc}); the first `breakdown` computes it")
+        return
+    except BaseException:  # Ctrl-C, SIGTERM: said by the caller; this says what is left
+        err.print(f"{output}: the traces are ingested; the {what} was not kept (the first "
+                  "`breakdown` computes it)", markup=False)
+        raise
+    if kept:
+        err.print(f"kept the breakdown of {_traces(kept)} ({time.perf_counter() - start:.1f} s): "
+                  "`breakdown` reads it", markup=False)
+    if len(kept) < len(ids):
+        warn(f"{output}: the breakdown of {_traces([t for t in ids if t not in kept])} could not be kept "
+             "(its folder cannot be written); the first `breakdown` computes it")
+
+
+def _traces(ids: list[int]) -> str:
+    """``trace 3``, ``traces 1, 2, 3``, or ``48 traces (1-48)`` past six."""
+    if len(ids) == 1:
+        return f"trace {ids[0]}"
+    if len(ids) <= 6:
+        return "traces " + ", ".join(map(str, ids))
+    return f"{len(ids)} traces ({min(ids)}-{max(ids)})"

@@ -262,6 +262,7 @@ class Ingest:
              facts["metadata"], facts["redacted_keys"]],
         )
         self.summary.ingested.append((trace_id, src.label))
+        self.summary.stored_events[trace_id] = n
 
     def _finish(self, trace_id: int, src: Source, env: TraceEnvelope,
                 parts: list[tuple[Path | None, JobResult]], duplicates: int | None = None) -> None:
@@ -289,6 +290,7 @@ class Ingest:
         self.catalog.add_kernel_names(stats.mangled)
         self._trace_row(trace_id, src, env, stats)
         self.summary.ingested.append((trace_id, src.label))
+        self.summary.stored_events[trace_id] = stats.rows
 
     def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Path | None, JobResult]],
                        duplicates: int | None = None) -> None:

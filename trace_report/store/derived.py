@@ -3,9 +3,10 @@ deriving them again from millions of events.
 
 The step breakdown derives a small table per trace (one row per step and region) from every
 kernel, runtime call, CPU operator and annotation of the trace: ~0.9 s for a 1.13 GB trace on two
-cores, most of it DuckDB joining 355 K kernels to 483 K runtime calls. Its first query on a
-database computes the table and writes it here; later queries (other processes included) read
-it in milliseconds. Where:
+cores, most of it DuckDB joining 355 K kernels to 483 K runtime calls. ``trace-report ingest``
+computes the tables of large traces and writes them here
+(:data:`trace_report.cli.ingest.KEEP_AT_INGEST_MIN_EVENTS`), the first query of any other trace
+computes its own; later queries (other processes included) read them in milliseconds. Where:
 
     <db>.events/derived/<kind>-t<trace_id>-<pieces>-<version>.parquet
 
@@ -113,10 +114,12 @@ class DerivedStore:
             self.folder.mkdir(exist_ok=True)
             pq.write_table(table, tmp, compression="lz4")
             os.replace(tmp, path)
-        except (OSError, pa.ArrowException, ValueError):
+        except BaseException as exc:  # an interrupt too: no temporary file is left behind
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
-            return False
+            if isinstance(exc, (OSError, pa.ArrowException, ValueError)):
+                return False
+            raise
         _unlink_all(self.folder, f"{kind}-t{trace_id:06d}-*.parquet", keep=path)
         return True
 

@@ -19,13 +19,15 @@ from trace_report.errors import UsageError
 @dataclass
 class IngestSummary:
     """What opening or ingesting did: (trace_id, label) of new traces, (label, reason) of files
-    seen and not read, warnings and notes for the user, Nsight Compute reports (label, launches)."""
+    seen and not read, warnings and notes for the user, Nsight Compute reports (label, launches),
+    and the events each new trace stores (trace_id -> rows, ``traces.n_complete_events``)."""
 
     ingested: list[tuple[int, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     ncu_reports: list[tuple[str, int]] = field(default_factory=list)
+    stored_events: dict[int, int] = field(default_factory=dict)
 
 
 class TraceDB:

@@ -32,6 +32,19 @@ def tune_allocator(mmap_threshold: int = 256 << 20, trim_threshold: int = 512 <<
     return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
 
 
+def trim_heap() -> bool:
+    """Hand the C heap's free memory back to the system (``malloc_trim(3)``): what a long
+    ingest's decoding threads freed, kept by :func:`tune_allocator`'s thresholds, before the
+    same process goes on to other work (the breakdown it keeps, ~0.1-0.2 GB on a 5 GB trace).
+    Returns False where there is no glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return bool(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
 class _HidePandas:
     """A ``sys.meta_path`` finder under which ``import pandas`` fails (:func:`skip_pandas_probe`)."""
 

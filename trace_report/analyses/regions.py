@@ -125,8 +125,10 @@ _QUERIES = {
     "regions": "SELECT trace_id, window_id, region, kind, tid, ts_us, end_us FROM regions "
                "WHERE list_contains($ids, trace_id) "
                "ORDER BY trace_id, window_id, kind, marker_ts_us DESC, end_us, event_id",
+    # sorted: sums over them must not depend on the order DuckDB returns them in (sorted by DuckDB,
+    # not pyarrow: the same speed, without a second copy of 1.6 M rows beside the first)
     "kernels": "SELECT trace_id, event_id, window_id, step, device_pid, ts_us, dur_us, launch_tid, launch_ts_us, "
-               "before_first_step FROM kernel_steps WHERE list_contains($ids, trace_id)",
+               "before_first_step FROM kernel_steps WHERE list_contains($ids, trace_id) ORDER BY trace_id, event_id",
     "gpu_markers": "SELECT trace_id, pid, region, ts_us, end_us FROM region_markers "
                    "WHERE cat = 'gpu_user_annotation' AND list_contains($ids, trace_id) "
                    "ORDER BY trace_id, pid, ts_us DESC, end_us",
@@ -141,10 +143,7 @@ _QUERIES = {
 
 def _fetch(con: duckdb.DuckDBPyConnection, ids: list[int], *names: str) -> dict[str, pa.Table]:
     materialize(con, "steps", "region_markers")  # read four times and twice by these queries
-    rows = {n: con.sql(_QUERIES[n], params={"ids": ids}).to_arrow_table() for n in names}
-    if "kernels" in rows:  # DuckDB returns them in any order: sums over them must not depend on it
-        rows["kernels"] = rows["kernels"].sort_by([("trace_id", "ascending"), ("event_id", "ascending")])
-    return rows
+    return {n: con.sql(_QUERIES[n], params={"ids": ids}).to_arrow_table() for n in names}
 
 
 @dataclass(frozen=True)
@@ -430,8 +429,8 @@ def keep_region_rows(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[int
 def compute_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, RegionPart]:
     """:func:`region_table`'s rows and facts of each of ``ids``, computed from the events."""
     rows = _fetch(con, ids, *_QUERIES)
-    gpu_by_trace = _gpu_busy(rows["gpu"])
-    threads_of = _threads(rows["cpu"])
+    gpu_by_trace = _gpu_busy(rows.pop("gpu"))  # their Arrow tables go once read (the peak of a large trace)
+    threads_of = _threads(rows.pop("cpu"))
     wregs, tids = _window_regions(rows)
     windows = [wr.w for wr in wregs]
     n = len(REGIONS)

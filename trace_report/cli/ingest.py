@@ -37,6 +37,13 @@ and the ingest, which already takes seconds, pays it once. Smaller traces comput
 use, where paying at ingest would make their ingest half again as long or longer."""
 
 
+KEEP_MEMORY_LIMIT = "512MB"
+"""DuckDB's memory limit while the ingest computes the breakdown. Without it the kernel-to-launch
+join held ~0.7 GB for a 9.5 M-event trace and that ingest peaked at 1.38 GB; with it (and the
+decoding's freed heap trimmed first, :func:`~trace_report.sysutil.trim_heap`) at 0.98 GB, as fast
+(docs/benchmarks.md). DuckDB spills past it; a failure is a warning, the traces stay ingested."""
+
+
 @app.command("ingest")
 def ingest_cmd(
     targets: Annotated[list[Path], typer.Argument(
@@ -136,12 +143,15 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
 
     from trace_report.analyses.regions import keep_region_rows  # pandas: only for large traces
     from trace_report.store.handle import open_database
+    from trace_report.sysutil import trim_heap
 
     what = f"breakdown of {_traces(ids)}"
     start = time.perf_counter()
     try:
+        trim_heap()  # the decoding's freed heap, before the breakdown's own peak
         with open_database(output) as db, (err.console.status(f"computing the {what}") if spinner
                                            else contextlib.nullcontext()):
+            db.con.execute(f"SET memory_limit = '{KEEP_MEMORY_LIMIT}'")
             kept = keep_region_rows(db.con, ids)
     except (InputError, DatabaseError, duckdb.Error, OSError) as exc:
         warn(f"{output}: the {what} was not kept ({exc}); the first `breakdown` computes it")

@@ -22,14 +22,20 @@ def tune_allocator(mmap_threshold: int = 256 << 20, trim_threshold: int = 512 <<
     (``mallopt(3)``) lets the heap reuse them. Forked decoding workers inherit the setting.
     Returns False where there is no glibc (macOS, musl): nothing changes there.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
+
+
+def _libc(use_errno: bool = False) -> ctypes.CDLL | None:
+    """The C library on Linux (glibc's functions are looked up on it), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=use_errno)
+    except OSError:
+        return None
 
 
 def trim_heap() -> bool:
@@ -37,12 +43,8 @@ def trim_heap() -> bool:
     ingest's decoding threads freed, kept by :func:`tune_allocator`'s thresholds, before the
     same process goes on to other work (the breakdown it keeps, ~0.1-0.2 GB on a 5 GB trace).
     Returns False where there is no glibc."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return bool(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0))
-    except (OSError, AttributeError):
-        return False
+    malloc_trim = getattr(_libc(), "malloc_trim", None)
+    return bool(malloc_trim(0)) if malloc_trim is not None else False
 
 
 class _HidePandas:
@@ -110,11 +112,8 @@ def die_with_parent(parent_pid: int) -> None:
     (``prctl(PR_SET_PDEATHSIG)``, Linux), ignore Ctrl-C (the parent handles it and shuts the
     workers down), and exit at once if the parent is already gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
+    prctl = getattr(_libc(use_errno=True), "prctl", None)
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)

@@ -175,6 +175,9 @@ def test_a_database_in_memory_keeps_nothing(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ kept by the ingest
 
 
+compute = regions.compute_region_parts  # the real one, for stand-ins that monkeypatch it
+
+
 def ingest_cli(targets: list[Path], db: Path, *flags: str) -> tuple[int, str]:
     code, _, err = run_cli(["ingest", *map(str, targets), "-o", str(db), "--no-progress", *flags])
     return code, err
@@ -205,8 +208,6 @@ def test_ingest_keeps_the_rows_of_large_traces_and_they_are_the_computed_ones(
         for o in OPTIONS:
             pd.testing.assert_frame_equal(breakdown(handle, o).frame, expected[repr(o)].frame, check_exact=True)
 
-
-compute = regions.compute_region_parts
 
 
 def test_ingest_keeps_rows_when_asked_and_never_when_told_not_to(tmp_path: Path) -> None:

@@ -22,19 +22,23 @@ from pathlib import Path
 
 PREHASH_MIN_BYTES = 16 << 20
 """Smallest plain file hashed ahead (smaller ones take under 10 ms beside their decoding)."""
-BLOCK_BYTES = 1 << 20
+BLOCK_BYTES = 16 << 20
+"""Bytes read and hashed per block. Both calls release the GIL, and taking it back after each
+waits for the thread holding it to yield (``sys.getswitchinterval()``, 5 ms): while the main
+thread imports pyarrow and DuckDB, 1 MB blocks hashed the 205 MB benchmark trace in 2.2 s instead
+of 0.18 s; 16 MB blocks in 0.32 s (docs/benchmarks.md)."""
 
 _Key = tuple[str, int, int]
 """A file as it was seen: real path, size, modification time (ns). A changed file is a new key."""
 
 
 def sha256_file(path: Path) -> str:
-    """SHA-256 (hex) of the bytes of ``path``, read in :data:`BLOCK_BYTES` blocks into one buffer.
-    Raises OSError when the file cannot be read."""
+    """SHA-256 (hex) of the bytes of ``path``, read in :data:`BLOCK_BYTES` blocks (at most the
+    file's size) into one buffer. Raises OSError when the file cannot be read."""
     digest = hashlib.sha256()
-    buf = bytearray(BLOCK_BYTES)
-    view = memoryview(buf)
     with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(max(1, min(BLOCK_BYTES, os.fstat(fh.fileno()).st_size)))
+        view = memoryview(buf)
         while n := fh.readinto(buf):
             digest.update(view[:n])
     return digest.hexdigest()

@@ -95,6 +95,11 @@ ACCEPTED = {
                                   "correlation": 8})],
     "unicode": [dict(X, name="conv ✓ 融合", args={"note": "é"})],
     "missing times": [dict(X, ts=None), {"ph": "X", "name": "no dur", "ts": 1.0}],
+    # keys that start as ours do (the scanner compares an event's keys in place, quotes included)
+    "keys like ours": [dict(X, phase=1, pids=[2], tsx="3", names="n", arg={"a": 1}, durable=0, c="x", t=5,
+                            p=None, n="", d=1.5, a=[], ca="y", cats=2)],
+    "digits": [dict(X, pid=-123456789012345678, ts=0.001, dur=1234567890123456, args={"correlation": 0}),
+               dict(X, ts=12345678901234567890.5, dur=0.000000000000000000001, args={"stream": -7})],
 }
 
 
@@ -153,6 +158,10 @@ DECLINED = {
     "text after the array": '[{"ph": "X", "ts": 1, "dur": 1}] x',
     "missing colon": '[{"ph" "X"}]',
     "object, not array": '{"ph": "X"}',
+    "cut after a key": '[{"ph": "X", "ts": 1, "dur"',
+    "cut inside a key": '[{"ph": "X", "ts": 1, "du',
+    "19-digit pid": '[{"ph": "X", "pid": 1234567890123456789, "ts": 1, "dur": 1}]',
+    "negative zero id": '[{"ph": "X", "ts": 1, "dur": 1, "args": {"device": -0}}]',
 }
 
 

@@ -21,6 +21,19 @@ from libc.stdlib cimport free, realloc, strtod
 from libc.string cimport memcmp, memcpy
 from cpython.buffer cimport PyBuffer_FillInfo
 
+cdef extern from *:
+    """
+    /* Index (0-7) of the lowest byte of a nonzero word whose top bit is set: how far the first
+       stop byte lies into an 8-byte word loaded with memcpy. 0 where the byte order or the
+       compiler is not known: the byte loop after it then finds the stop. */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    #define TR_FIRST_FLAGGED_BYTE(m) (__builtin_ctzll(m) >> 3)
+    #else
+    #define TR_FIRST_FLAGGED_BYTE(m) 0
+    #endif
+    """
+    int TR_FIRST_FLAGGED_BYTE(unsigned long long m) noexcept nogil
+
 cdef enum:
     MAX_DEPTH = 64
 
@@ -289,7 +302,9 @@ cdef inline int _hex(uint8_t c) noexcept nogil:
 cdef inline uint64_t _has_stop(uint64_t w) noexcept nogil:
     """Nonzero when one of the 8 bytes of ``w`` is in ``_STOP`` (a quote, a backslash or below
     0x20): the zero-byte and less-than word tests of "Bit Twiddling Hacks" (S. E. Anderson,
-    Stanford), exact as to whether such a byte exists."""
+    Stanford), exact as to whether such a byte exists. Each flags a byte's top bit; a borrow can
+    flag bytes above a true one but never below it, so the lowest flagged byte is the first stop
+    byte of the word (``w`` loaded little-endian)."""
     cdef uint64_t q = w ^ 0x2222222222222222ULL
     cdef uint64_t b = w ^ 0x5C5C5C5C5C5C5C5CULL
     return (((q - 0x0101010101010101ULL) & ~q) | ((b - 0x0101010101010101ULL) & ~b)
@@ -298,14 +313,17 @@ cdef inline uint64_t _has_stop(uint64_t w) noexcept nogil:
 
 cdef Py_ssize_t _string(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* escaped) noexcept nogil:
     """``p[i]`` is the opening quote: index past the closing quote, or -1 (invalid). The plain
-    run is skipped 8 bytes at a time (:func:`_has_stop`), then byte by byte to the stop."""
+    run is skipped 8 bytes at a time (:func:`_has_stop`), straight to the first stop byte of the
+    word that holds one (``TR_FIRST_FLAGGED_BYTE``; byte by byte where that is not available)."""
     cdef uint8_t c
-    cdef uint64_t w
+    cdef uint64_t w, stops
     i += 1
     while i < n:
         while i + 8 <= n:
             memcpy(&w, p + i, 8)
-            if _has_stop(w):
+            stops = _has_stop(w)
+            if stops:
+                i += TR_FIRST_FLAGGED_BYTE(stops)
                 break
             i += 8
         while i < n and not _STOP[p[i]]:
@@ -371,6 +389,86 @@ cdef Py_ssize_t _number(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* is_in
     if exp or i - start > 300:  # msgspec refuses numbers that overflow a double (1e999): let it
         if isinf(strtod(<const char*>(p + start), NULL)):
             return -1
+    return i
+
+
+cdef struct NumParse:
+    uint64_t m  # the significant digits read (leading zeros skipped), while at most 19
+    int digits  # significant digits
+    int int_digits  # digits of the integer part, as written
+    int frac  # digits after the decimal point
+    int exp  # the exponent as written
+    int neg
+    int is_int  # no fraction, no exponent
+    int big  # over 19 significant digits or an exponent over 400: never the fast path
+
+
+cdef Py_ssize_t _num(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, NumParse* r) noexcept nogil:
+    """:func:`_number` (the same checks, the same index or -1), reading the number's parts into
+    ``r`` in the same pass for :func:`_fast_float` and :func:`_int_literal`. (The parts are
+    kept in locals: a store through ``r`` could alias the bytes read, for the compiler.)"""
+    cdef Py_ssize_t start = i, first
+    cdef uint64_t m = 0
+    cdef int digits = 0, int_digits, frac = 0, e = 0, eneg = 0, big = 0
+    cdef uint8_t c
+    r.neg = 0
+    r.is_int = 1
+    r.exp = 0
+    if i < n and p[i] == 45:
+        r.neg = 1
+        i += 1
+    if i >= n:
+        return -1
+    first = i
+    if p[i] == 48:
+        i += 1
+    elif 49 <= p[i] <= 57:  # no leading zero: every digit is significant
+        while i < n and 48 <= p[i] <= 57:
+            m = m * 10 + (p[i] - 48)
+            i += 1
+        digits = <int>(i - first)
+    else:
+        return -1
+    int_digits = <int>(i - first)
+    if i < n and p[i] == 46:
+        r.is_int = 0
+        i += 1
+        if i >= n or not (48 <= p[i] <= 57):
+            return -1
+        first = i
+        while i < n and 48 <= p[i] <= 57:
+            c = p[i] - 48
+            if m or c:
+                digits += 1
+            if digits <= 19:
+                m = m * 10 + c
+            i += 1
+        frac = <int>(i - first)
+    if i < n and (p[i] == 101 or p[i] == 69):
+        r.is_int = 0
+        i += 1
+        if i < n and (p[i] == 43 or p[i] == 45):
+            eneg = p[i] == 45
+            i += 1
+        if i >= n or not (48 <= p[i] <= 57):
+            return -1
+        while i < n and 48 <= p[i] <= 57:
+            if e <= 400:
+                e = e * 10 + (p[i] - 48)
+            i += 1
+        if e > 400:
+            big = 1
+        r.exp = -e if eneg else e
+        if isinf(strtod(<const char*>(p + start), NULL)):  # as _number: msgspec refuses 1e999
+            return -1
+    elif i - start > 300:
+        if isinf(strtod(<const char*>(p + start), NULL)):
+            return -1
+    r.m = m
+    r.digits = digits
+    r.int_digits = int_digits
+    r.frac = frac
+    r.big = big or digits > 19
     return i
 
 
@@ -473,24 +571,11 @@ cdef Py_ssize_t _text_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Span* 
 
 cdef Py_ssize_t _int_literal(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int64_t* value) noexcept nogil:
     """An integer of at most 18 digits (not ``-0``): index past it, or -1."""
-    cdef int is_int = 0
-    cdef Py_ssize_t j = _number(p, i, n, &is_int)
-    cdef Py_ssize_t k = i
-    cdef int64_t v = 0
-    cdef int neg = 0
-    if j < 0 or not is_int:
+    cdef NumParse r
+    cdef Py_ssize_t j = _num(p, i, n, &r)
+    if j < 0 or not r.is_int or r.int_digits > 18 or (r.neg and r.m == 0):
         return -1
-    if p[k] == 45:
-        neg = 1
-        k += 1
-    if j - k > 18:
-        return -1
-    while k < j:
-        v = v * 10 + (p[k] - 48)
-        k += 1
-    if neg and v == 0:
-        return -1
-    value[0] = -v if neg else v
+    value[0] = -<int64_t>r.m if r.neg else <int64_t>r.m
     return j
 
 
@@ -508,67 +593,37 @@ cdef Py_ssize_t _id_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Span* ou
     return _text_field(p, i, n, out)
 
 
-cdef inline int _fast_float(const uint8_t* p, Py_ssize_t i, Py_ssize_t j, double* out) noexcept nogil:
-    """The number ``p[i:j]`` (valid JSON) as a double when Clinger's fast path is exact: a
-    mantissa below 2**53 times or over a power of ten up to 1e22, both exact doubles, so one
-    IEEE multiplication or division rounds correctly (W. D. Clinger, "How to read floating point
-    numbers accurately", PLDI 1990), as strtod and msgspec do. Returns 0 when it is not."""
-    cdef int neg = 0, digits = 0, frac = 0, exp = 0, eneg = 0, in_frac = 0
-    cdef unsigned long long m = 0
-    cdef uint8_t c
+cdef inline int _fast_float(const NumParse* r, double* out) noexcept nogil:
+    """The number read into ``r`` as a double when Clinger's fast path is exact: a mantissa of
+    at most 16 digits and below 2**53 times or over a power of ten up to 1e22, both exact
+    doubles, so one IEEE multiplication or division rounds correctly (W. D. Clinger, "How to
+    read floating point numbers accurately", PLDI 1990), as strtod and msgspec do. Returns 0
+    when it is not."""
+    cdef int exp
     cdef double v
-    if p[i] == 45:
-        neg = 1
-        i += 1
-    while i < j:
-        c = p[i]
-        if 48 <= c <= 57:
-            if m or c != 48:
-                digits += 1
-                if digits > 16:
-                    return 0
-            m = m * 10 + (c - 48)
-            frac += in_frac
-        elif c == 46:
-            in_frac = 1
-        else:
-            break
-        i += 1
-    if i < j:  # exponent
-        i += 1
-        if p[i] == 45 or p[i] == 43:
-            eneg = p[i] == 45
-            i += 1
-        while i < j:
-            exp = exp * 10 + (p[i] - 48)
-            if exp > 400:
-                return 0
-            i += 1
-        if eneg:
-            exp = -exp
-    if m >= (1ULL << 53):
+    if r.big or r.digits > 16 or r.m >= (1ULL << 53):
         return 0
-    exp -= frac
+    exp = r.exp - r.frac
     if exp < -22 or exp > 22:
         return 0
-    v = <double>m
+    v = <double>r.m
     v = v * _POW10[exp] if exp >= 0 else v / _POW10[-exp]
-    out[0] = -v if neg else v
+    out[0] = -v if r.neg else v
     return 1
 
 
 cdef Py_ssize_t _float_field(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, double* value, int* has) noexcept nogil:
-    cdef int is_int = 0
+    cdef NumParse r
     cdef Py_ssize_t j
     if _is_null(p, i, n):
         has[0] = 0
         return i + 4
     if i >= n or not (p[i] == 45 or 48 <= p[i] <= 57):
         return -1
-    j = _number(p, i, n, &is_int)
+    j = _num(p, i, n, &r)
     if j < 0:
         return -1
-    if not _fast_float(p, i, j, value):
+    if not _fast_float(&r, value):
         value[0] = strtod(<const char*>(p + i), NULL)
     if isinf(value[0]):
         return -1
@@ -648,9 +703,78 @@ cdef Py_ssize_t _args(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) n
         return -1
 
 
+cdef inline int _event_key(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t* end) noexcept nogil:
+    """``p[i]`` is a quote: which of the keys read from an event starts there (``"ph"`` 0,
+    ``"cat"`` 1, ``"name"`` 2, ``"pid"`` 3, ``"tid"`` 4, ``"ts"`` 5, ``"dur"`` 6, ``"args"`` 7),
+    with ``end`` just past its closing quote; -1 for any other string. Compared in place, the
+    quotes included, so that the keys of every event are not scanned as strings."""
+    cdef uint8_t c
+    if i + 6 > n:  # the longest key and its quotes; a piece ends with ']' after the last event
+        return _short_event_key(p, i, n, end)
+    c = p[i + 1]
+    if c == 112:  # p
+        if p[i + 2] == 104 and p[i + 3] == 34:
+            end[0] = i + 4
+            return 0
+        if memcmp(p + i + 2, b'id"', 3) == 0:
+            end[0] = i + 5
+            return 3
+    elif c == 116:  # t
+        if p[i + 2] == 115 and p[i + 3] == 34:
+            end[0] = i + 4
+            return 5
+        if memcmp(p + i + 2, b'id"', 3) == 0:
+            end[0] = i + 5
+            return 4
+    elif c == 99:  # c
+        if memcmp(p + i + 2, b'at"', 3) == 0:
+            end[0] = i + 5
+            return 1
+    elif c == 110:  # n
+        if memcmp(p + i + 2, b'ame"', 4) == 0:
+            end[0] = i + 6
+            return 2
+    elif c == 100:  # d
+        if memcmp(p + i + 2, b'ur"', 3) == 0:
+            end[0] = i + 5
+            return 6
+    elif c == 97:  # a
+        if memcmp(p + i + 2, b'rgs"', 4) == 0:
+            end[0] = i + 6
+            return 7
+    return -1
+
+
+cdef int _short_event_key(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t* end) noexcept nogil:
+    """:func:`_event_key` within the last bytes of a piece (an invalid piece: kept exact)."""
+    cdef int esc = 0, which = -1
+    cdef Py_ssize_t j = _string(p, i, n, &esc), k = j - i - 2, s = i + 1
+    if j < 0 or esc:
+        return -1
+    if k == 2 and memcmp(p + s, b"ph", 2) == 0:
+        which = 0
+    elif k == 3 and memcmp(p + s, b"cat", 3) == 0:
+        which = 1
+    elif k == 4 and memcmp(p + s, b"name", 4) == 0:
+        which = 2
+    elif k == 3 and memcmp(p + s, b"pid", 3) == 0:
+        which = 3
+    elif k == 3 and memcmp(p + s, b"tid", 3) == 0:
+        which = 4
+    elif k == 2 and memcmp(p + s, b"ts", 2) == 0:
+        which = 5
+    elif k == 3 and memcmp(p + s, b"dur", 3) == 0:
+        which = 6
+    elif k == 4 and memcmp(p + s, b"args", 4) == 0:
+        which = 7
+    if which >= 0:
+        end[0] = j
+    return which
+
+
 cdef Py_ssize_t _event(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) noexcept nogil:
     """One event object at ``p[i]``: index past it, or -1."""
-    cdef Py_ssize_t s, k, j
+    cdef Py_ssize_t j
     cdef int esc, which
     if i >= n or p[i] != 123:
         return -1
@@ -660,33 +784,16 @@ cdef Py_ssize_t _event(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Event* ev) 
     while True:
         if i >= n or p[i] != 34:
             return -1
-        esc = 0
-        j = _string(p, i, n, &esc)
-        if j < 0 or esc:
-            return -1
-        s = i + 1
-        k = j - i - 2
+        which = _event_key(p, i, n, &j)
+        if which == -1:  # any other key, read as a string (it may have escapes: not ours then)
+            esc = 0
+            j = _string(p, i, n, &esc)
+            if j < 0 or esc:
+                return -1
         i = _ws(p, j, n)
         if i >= n or p[i] != 58:
             return -1
         i = _ws(p, i + 1, n)
-        which = -1
-        if k == 2 and p[s] == 112 and p[s + 1] == 104:
-            which = 0
-        elif k == 3 and memcmp(p + s, b"cat", 3) == 0:
-            which = 1
-        elif k == 4 and memcmp(p + s, b"name", 4) == 0:
-            which = 2
-        elif k == 3 and memcmp(p + s, b"pid", 3) == 0:
-            which = 3
-        elif k == 3 and memcmp(p + s, b"tid", 3) == 0:
-            which = 4
-        elif k == 2 and p[s] == 116 and p[s + 1] == 115:
-            which = 5
-        elif k == 3 and memcmp(p + s, b"dur", 3) == 0:
-            which = 6
-        elif k == 4 and memcmp(p + s, b"args", 4) == 0:
-            which = 7
         if which >= 0:
             if ev.seen & (1u << which):
                 return -1

@@ -409,7 +409,7 @@ def test_in_memory_open_redacts_events_too(tmp_path: Any) -> None:
 
 def test_pieces_in_worker_processes_add_up(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Secrets in many small pieces decoded by worker processes: all replaced, counts summed."""
-    from trace_report.ingest import pipeline as ingest_mod
+    from trace_report.ingest import start
     from trace_report.ingest.pipeline import IngestOptions, open_in_memory
     from trace_report.inputs import resolve
 
@@ -417,7 +417,7 @@ def test_pieces_in_worker_processes_add_up(tmp_path: Any, monkeypatch: pytest.Mo
     doc["traceEvents"] = [{**e, "ts": e["ts"] + 100.0 * i} for i in range(60) for e in doc["traceEvents"]]
     src = tmp_path / "many.json"
     src.write_text(json.dumps(doc))
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
     with resolve([src]) as found:
         con, report = open_in_memory(found, IngestOptions(workers=2, piece_bytes=4096))
     try:

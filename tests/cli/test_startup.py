@@ -51,6 +51,23 @@ def test_import_cli_loads_no_heavy_module() -> None:
     assert _modules_after("import trace_report.cli.app") == []
 
 
+def test_the_start_of_an_ingest_loads_no_duckdb(tmp_path: Path) -> None:
+    """``trace-report ingest`` resolves, locks and submits a new database's jobs before DuckDB is
+    imported (:mod:`trace_report.ingest.start`): it loads while they run."""
+    traces = sorted(map(str, (REPO / "traces" / "h100-2026-11-25").glob("*/*.pt.trace.json.gz")))
+    probe = ("import sys\nfrom pathlib import Path\nfrom trace_report.ingest import start\n"
+             "start.PARALLEL_MIN_BYTES = 0  # decoding threads for these small traces too\n"
+             f"paths, db = [Path(p) for p in {traces!r}], Path({str(tmp_path / 'new.duckdb')!r})\n"
+             "with start.begin_ingest(paths, db) as started:\n"
+             "    print(len(started.early.futures), 'duckdb' in sys.modules)\n"
+             "    raise SystemExit(0)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    jobs, loaded = out.stdout.split()
+    assert int(jobs) == 4 and loaded == "False"
+    assert not list(tmp_path.rglob("*.parquet"))  # left by SystemExit: the pieces written are removed
+
+
 def test_import_cli_loads_no_rich() -> None:
     """stderr lines are written without rich (~20 ms of start-up); rich loads for tables and bars."""
     probe = "import sys, trace_report.cli.app\nprint('rich' in sys.modules)"

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trace_report.ingest import pipeline as ingest_mod
+from trace_report.ingest import start
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import resolve
 
@@ -35,7 +36,7 @@ def test_tiny_pieces_and_workers_give_the_same_rows(name: str, monkeypatch: pyte
     plain.write_bytes(gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes())
     reference = rows_of(path)
     assert rows_of(path, piece_bytes=4096) == pytest.approx(reference)
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
     assert rows_of(plain, workers=2, piece_bytes=8192) == pytest.approx(reference)
     assert rows_of(path, workers=2, piece_bytes=8192) == pytest.approx(reference)
 
@@ -104,14 +105,14 @@ def test_several_traces_go_whole_to_the_workers(monkeypatch: pytest.MonkeyPatch)
     reference = con.execute(per_trace).fetchall()
     con.close()
     kinds: list[str] = []
-    real_job = ingest_mod.Job
+    real_job = start.Job
 
     def spy(kind: str, *args: object, **kwargs: object) -> object:
         kinds.append(kind)
         return real_job(kind, *args, **kwargs)
 
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest_mod, "Job", spy)
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(start, "Job", spy)
     con, _ = open_paths([folder], IngestOptions(workers=2))
     got = con.execute(per_trace).fetchall()
     assert len(got) == len(reference) == 2
@@ -132,7 +133,7 @@ def test_streamed_end_cut_before_the_last_event(trailer: dict, workers: int, tmp
                "args": {"correlation": i}} for i in range(3000)]
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": events, **trailer}).encode()))
-    monkeypatch.setattr(ingest_mod, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
     con, _ = open_paths([path], IngestOptions(workers=workers, piece_bytes=100_000))
     try:
         rows = con.execute("SELECT count(*), sum(dur_us), sum(correlation) FROM events").fetchone()
@@ -150,7 +151,7 @@ def test_small_ingests_are_cut_into_small_pieces(small: bool, tmp_path: Path, mo
     path = trace_file("hta_trace_diff").parent / "control.json.gz"  # 31 MB of JSON
     decoded = len(gzip.decompress(path.read_bytes()))
     if not small:
-        monkeypatch.setattr(ingest_mod, "SMALL_INPUT_BYTES", 0)
+        monkeypatch.setattr(start, "SMALL_INPUT_BYTES", 0)
     ingest_mod.ingest_to_database([path], tmp_path / "p.duckdb")
     con = duckdb.connect(str(tmp_path / "p.duckdb"), read_only=True)
     (files,) = con.execute("SELECT count(*) FROM event_files").fetchone()

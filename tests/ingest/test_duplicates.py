@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from conftest import events_of, load_json, trace_file
 
-from trace_report.ingest import pipeline
+from trace_report.ingest import start
 from trace_report.ingest.normalize import DUPLICATE_COLUMNS, count_duplicates, row_keys
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 
@@ -48,7 +48,7 @@ def test_duplicates_of_real_traces_match_a_plain_count(name: str, tmp_path: Path
     expected = python_duplicates(complete + extra)
     assert expected == len(extra) > 100
     assert note_count(ingest_to_database([path], tmp_path / "one.duckdb").notes) == expected
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 0)  # decoding workers send their keys
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)  # decoding workers send their keys
     opts = IngestOptions(workers=2, piece_bytes=1 << 20)
     assert note_count(ingest_to_database([path], tmp_path / "two.duckdb", opts).notes) == expected
 

@@ -15,7 +15,7 @@ from conftest import events_of, load_json, trace_file
 from trace_report.errors import DatabaseError
 from trace_report.formats import kineto
 from trace_report.ingest import engine as engine_mod
-from trace_report.ingest import pipeline
+from trace_report.ingest import pipeline, start
 from trace_report.ingest.engine import LocalEngine, ThreadEngine, local_engine
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 
@@ -117,7 +117,7 @@ def test_a_new_database_gets_its_jobs_before_duckdb_opens_and_the_same_rows(
     reference = tmp_path / "serial.duckdb"
     ingest_to_database(CAPTURES, reference, IngestOptions(workers=1))
     order: list[str] = []
-    real_prestart, real_atomic = pipeline.prestart, pipeline.atomic_database
+    real_prestart, real_atomic = start.prestart, pipeline.atomic_database
 
     def spy_prestart(*args, **kwargs):
         early = real_prestart(*args, **kwargs)
@@ -130,8 +130,8 @@ def test_a_new_database_gets_its_jobs_before_duckdb_opens_and_the_same_rows(
         with real_atomic(path) as con:
             yield con
 
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(pipeline, "prestart", spy_prestart)
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(start, "prestart", spy_prestart)
     monkeypatch.setattr(pipeline, "atomic_database", spy_atomic)
     early = tmp_path / "early.duckdb"
     summary = ingest_to_database(CAPTURES, early, IngestOptions(workers=2))
@@ -143,11 +143,61 @@ def test_a_new_database_gets_its_jobs_before_duckdb_opens_and_the_same_rows(
     assert order == ["connect"]
 
 
+def _driver_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "trace-report-driver"]
+
+
+def test_a_single_trace_is_cut_and_decoded_from_a_thread_before_duckdb_opens(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """One trace cut into pieces: its pieces are submitted by a driver thread that starts before
+    the database opens (``trace-report ingest`` imports DuckDB meanwhile), with the serial rows."""
+    trace, opts = CAPTURES[0], {"piece_bytes": 64_000}
+    reference = tmp_path / "serial.duckdb"
+    ingest_to_database([trace], reference, IngestOptions(workers=1, **opts))
+    order: list[str] = []
+    real_prestart, real_atomic = start.prestart, pipeline.atomic_database
+
+    def spy_prestart(*args, **kwargs):
+        early = real_prestart(*args, **kwargs)
+        order.append(f"prestart {early.driven.label if early and early.driven else None}")
+        return early
+
+    @contextlib.contextmanager
+    def spy_atomic(path):
+        order.append(f"connect {len(_driver_threads())}")
+        with real_atomic(path) as con:
+            yield con
+
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(start, "prestart", spy_prestart)
+    monkeypatch.setattr(pipeline, "atomic_database", spy_atomic)
+    early = tmp_path / "early.duckdb"
+    summary = ingest_to_database([trace], early, IngestOptions(workers=2, **opts))
+    assert order[0] == f"prestart {trace}" and order[1] in ("connect 0", "connect 1")
+    assert summary.ingested == [(1, str(trace))] and not _driver_threads()
+    assert _rows(early) == pytest.approx(_rows(reference))
+    with duckdb_connect(early) as con:
+        (pieces,) = con.execute("SELECT count(*) FROM event_files").fetchone()
+    assert pieces > 3  # cut into pieces, not one whole-file job
+
+
+@contextlib.contextmanager
+def duckdb_connect(db: Path):
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("inputs", ["four traces", "one trace cut into pieces"])
 @pytest.mark.parametrize("failure", [DatabaseError("the database cannot be created"), KeyboardInterrupt()])
 def test_a_failed_open_stops_the_early_jobs_and_removes_their_files(
-        failure: BaseException, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    real_prestart = pipeline.prestart
-    started: list[pipeline.Prestart] = []
+        failure: BaseException, inputs: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real_prestart = start.prestart
+    started: list[start.Prestart] = []
 
     def spy_prestart(*args, **kwargs):
         early = real_prestart(*args, **kwargs)
@@ -159,13 +209,15 @@ def test_a_failed_open_stops_the_early_jobs_and_removes_their_files(
         raise failure
         yield  # pragma: no cover
 
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(pipeline, "prestart", spy_prestart)
+    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(start, "prestart", spy_prestart)
     monkeypatch.setattr(pipeline, "atomic_database", failing_atomic)
     db = tmp_path / "new.duckdb"
+    paths, opts = (CAPTURES, {}) if inputs == "four traces" else (CAPTURES[:1], {"piece_bytes": 64_000})
     with pytest.raises(type(failure)):
-        ingest_to_database(CAPTURES, db, IngestOptions(workers=2))
+        ingest_to_database(paths, db, IngestOptions(workers=2, **opts))
     assert started and started[0] is not None  # jobs had been submitted
+    assert (started[0].driven is None) == (inputs == "four traces")
     assert all(f.done() for _, f in started[0].futures.values())
-    assert not _decode_threads()
+    assert not _decode_threads() and not _driver_threads()
     assert not db.exists() and not list(tmp_path.rglob("*.parquet"))

@@ -99,7 +99,7 @@ def ingest_cmd(
         start_hashing(targets)  # plain traces' SHA-256 on the idle core while pyarrow and DuckDB load
     one_blas_thread()  # before numpy loads
     system_arrow_allocator()  # before pyarrow loads
-    from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+    from trace_report.ingest.start import IngestOptions, begin_ingest  # pyarrow, not DuckDB
 
     skip_pandas_probe()  # this process decodes the last piece of each file: no pandas for that
     bar = make_progress(progress)
@@ -112,7 +112,10 @@ def ingest_cmd(
             from trace_report.ingest.engine_ray import ingest_with_ray
 
             return ingest_with_ray(targets, output, opts, address=ray_address, num_cpus=workers)
-        return ingest_to_database(targets, output, opts)
+        with begin_ingest(targets, output, opts) as started:  # a new database's jobs start here
+            from trace_report.ingest.pipeline import finish_ingest  # DuckDB loads while they run
+
+            return finish_ingest(started, opts)
 
     try:
         if bar is None:

@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Protocol
 
 from trace_report.formats.kineto import has_compiled_scanner
-from trace_report.store.database import close_inherited_locks
+from trace_report.store.layout import close_inherited_locks
 from trace_report.sysutil import die_with_parent, skip_pandas_probe
 
 INFLIGHT = 4

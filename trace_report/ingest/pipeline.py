@@ -19,9 +19,7 @@ database, the whole-file jobs of several traces are submitted before DuckDB open
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -30,133 +28,40 @@ import pyarrow.parquet as pq
 
 from trace_report import arrowcalls as ac
 from trace_report.errors import InputError, TraceFormatError
-from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
+from trace_report.formats.kineto import PIECE_BYTES, TraceEnvelope
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
 from trace_report.formats.nsys import read_nsys_sqlite
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.ingest.catalog import Catalog
-from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
+from trace_report.ingest.decoding import JobResult, decode_file
 from trace_report.ingest.digests import sha256_file
-from trace_report.ingest.engine import Engine, JobFuture, local_engine
+from trace_report.ingest.engine import Engine, JobFuture
 from trace_report.ingest.files import decoded_size
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, overlong_events
-from trace_report.ingest.versions import Versions
-from trace_report.inputs import InputKind, Resolution, Source, resolve
-from trace_report.manifest import manifest_for_trace
-from trace_report.store.database import (
-    atomic_database,
-    clean_leftovers,
-    create_schema,
-    database_lock,
-    database_path,
+from trace_report.ingest.start import (  # noqa: F401  (IngestOptions and the sizes: re-exported)
+    PARALLEL_MIN_BYTES,
+    SMALL_INPUT_BYTES,
+    SMALL_PIECE_BYTES,
+    WHOLE_FILE_PIECES,
+    IngestOptions,
+    Prestart,
+    Started,
+    begin_ingest,
+    local_engine_for,
+    piece_bytes_for,
+    prestart,
+    submit_files,
 )
+from trace_report.ingest.versions import Versions
+from trace_report.inputs import InputKind, Resolution, Source
+from trace_report.manifest import manifest_for_trace
+from trace_report.store.database import atomic_database, create_schema
 from trace_report.store.pieces import MemoryStore, ParquetStore, write_parquet
 from trace_report.store.tracedb import IngestSummary
 from trace_report.store.views import create_views
 
-__all__ = ["IngestOptions", "decode_file", "ingest_sources", "ingest_to_database", "open_in_memory"]
-
-PARALLEL_MIN_BYTES = 48 << 20
-"""Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
-:func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
-SMALL_INPUT_BYTES = 128 << 20
-"""An ingest of fewer decoded bytes than this in total is cut into :data:`SMALL_PIECE_BYTES` pieces."""
-SMALL_PIECE_BYTES = 4 << 20
-WHOLE_FILE_PIECES = 8
-"""With several inputs, a trace of up to this many pieces (decoded; pieces of the size asked for,
-else of the default size) goes whole to one worker, which reads and decodes it alone: the ranks
-of a run decode side by side and the main process reads none of their bytes (cut into pieces, a
-30 MB rank was mostly decoded by the main process)."""
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """Options of an ingest: ``workers`` = decoding threads (default: CPU count;
-    processes where the compiled scanner is missing, :func:`~trace_report.ingest.engine.local_engine`);
-    ``progress(done_bytes, total_bytes)`` is called as files are read; ``force`` and
-    ``append_versions``: see :mod:`trace_report.ingest.versions`; ``max_ratio``: the largest
-    decompression ratio accepted for a gzip trace (0 = no limit; see
-    :data:`~trace_report.formats.kineto.MAX_RATIO`)."""
-
-    workers: int | None = None
-    piece_bytes: int | None = None
-    """Size of the pieces a large file is cut into; None: :func:`piece_bytes_for` the input."""
-    progress: Callable[[int, int], None] | None = None
-    force: bool = False
-    """Read files again even when their path, size and time are unchanged (replacing them)."""
-    append_versions: bool = False
-    """Keep the old trace of a changed file beside the new one instead of replacing it."""
-    max_ratio: float = MAX_RATIO
-
-
-Futures = dict[Source, tuple[Path | None, JobFuture]]
-
-
-def submit_files(todo: list[Source], ids: dict[Source, int], pool: Engine | None, opts: IngestOptions,
-                 piece_bytes: int, store: ParquetStore | MemoryStore) -> Futures:
-    """Submit the files that go to one job each, before any is awaited: every small trace
-    (kind ``file``) and, with an engine that has ``file_tasks`` and at least ``slots`` large
-    traces to write, every large one (kind ``pieces``); the others are cut by the driver.
-    Returns each submitted source's output path (None: the job names its pieces) and future."""
-    if pool is None:
-        return {}
-    traces = [s for s in todo if s.kind is InputKind.trace]
-    whole_bytes = (opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
-    small = [s for s in traces if decoded_size(s.path) < whole_bytes]
-    large = [s for s in traces if s not in small]
-    whole = (pool.file_tasks and isinstance(store, ParquetStore) and len(large) >= pool.slots)
-    futures = {}
-    for s in small:
-        out = store.path_for(ids[s], 0) if isinstance(store, ParquetStore) else None
-        job = Job("file", ids[s], 0, s.label, path=s.path, out=out, max_ratio=opts.max_ratio,
-                  piece_bytes=piece_bytes)
-        futures[s] = (job.out, pool.submit(run_job, job))
-    for s in large if whole else []:
-        assert isinstance(store, ParquetStore)
-        job = Job("pieces", ids[s], 0, s.label, path=s.path, max_ratio=opts.max_ratio,
-                  store=store.sibling(), piece_bytes=piece_bytes)
-        futures[s] = (None, pool.submit(run_job, job))
-    return futures
-
-
-@dataclass
-class Prestart:
-    """Decoding jobs submitted before a new database is opened, so that DuckDB's connection and
-    schema (~30 ms) overlap them: ``pool`` runs them, ``ids`` are the trace ids they write under
-    (1..N: a new database skips nothing), ``futures`` as :func:`submit_files` returns them."""
-
-    pool: Engine
-    ids: dict[Source, int]
-    futures: Futures
-
-
-def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | None) -> Prestart | None:
-    """The jobs of an ingest of several traces into a new database, submitted at once (None
-    where the ingest decodes in the calling thread, or has an input other than traces)."""
-    opts = options or IngestOptions()
-    sources = found.sources
-    if len(sources) < 2 or any(s.kind is not InputKind.trace for s in sources):
-        return None
-    total = sum(decoded_size(s.path) for s in sources)
-    pool = _local_engine_for(total, opts)
-    if pool is None:
-        return None
-    ids = {s: i for i, s in enumerate(sources, 1)}
-    try:
-        futures = submit_files(sources, ids, pool, opts, opts.piece_bytes or piece_bytes_for(total), store)
-    except BaseException:
-        pool.shutdown(cancel_futures=True)
-        raise
-    return Prestart(pool, ids, futures)
-
-
-def _local_engine_for(total: int, opts: IngestOptions) -> Engine | None:
-    """Decoding on this machine for an ingest of ``total`` decoded bytes: ``opts.workers``
-    threads (default: CPU count), or None (the calling thread) below :data:`PARALLEL_MIN_BYTES`."""
-    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
-    return local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
-
+__all__ = ["IngestOptions", "decode_file", "finish_ingest", "ingest_sources", "ingest_to_database", "open_in_memory"]
 
 class Ingest:
     """One ingest: sources -> jobs -> ``traces`` rows and event files/tables."""
@@ -212,6 +117,9 @@ class Ingest:
                 pool: Engine | None) -> None:
         if src.kind is InputKind.nsys_sqlite:
             self._nsys_file(trace_id, src)
+        elif self.early is not None and src is self.early.driven:
+            envelope, results = self.early.decoded.result()
+            self._finish(trace_id, src, envelope, [(job.out, r) for job, r in results])
         elif src in futures:
             out, future = futures[src]
             result = future.result()
@@ -397,19 +305,6 @@ def run_context(src: Source) -> RunContext:
     )
 
 
-def piece_bytes_for(total: int) -> int:
-    """The piece size of an ingest of ``total`` decoded bytes (:func:`~trace_report.ingest.files.decoded_size`).
-
-    A decoding thread holds about three times its piece at once (bytes, columns, Parquet pages),
-    and glibc keeps each thread's heap at its peak. Beside the ~0.15 GB that the process takes
-    before reading anything (pyarrow, numpy, DuckDB and a connection), two threads' 8 MB pieces
-    are a third of the peak of a 113 MB ingest; 4 MB pieces take 12% off it at the same speed.
-    Larger inputs keep :data:`~trace_report.formats.kineto.PIECE_BYTES`: 4 MB pieces made a 205 MB
-    ingest 5% slower and a 1.13 GB database's queries 15-35% slower (twice the event files).
-    Measured on 2 cores (docs/benchmarks.md, 2026-11-25 evening)."""
-    return SMALL_PIECE_BYTES if total < SMALL_INPUT_BYTES else PIECE_BYTES
-
-
 def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: ParquetStore | MemoryStore,
                    options: IngestOptions | None = None, engine: Engine | None = None,
                    early: Prestart | None = None) -> IngestSummary:
@@ -429,7 +324,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     """
     opts = options or IngestOptions()
     total = sum(decoded_size(s.path) for s in found.sources)
-    pool = early.pool if early is not None else engine if engine is not None else _local_engine_for(total, opts)
+    pool = early.pool if early is not None else engine if engine is not None else local_engine_for(total, opts)
     job = Ingest(con, opts, store, opts.piece_bytes or piece_bytes_for(total), early)
     job.summary.skipped.extend(found.skipped)
     job.summary.notes.extend(found.notes)
@@ -444,28 +339,26 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
 def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None,
                        engine: Engine | None = None) -> IngestSummary:
     """Ingest the inputs in ``paths`` into the database file ``db_path`` (created if absent),
-    all or nothing, decoding on ``engine`` (see :func:`ingest_sources`).
+    all or nothing, decoding on ``engine`` (see :func:`ingest_sources`):
+    :func:`~trace_report.ingest.start.begin_ingest`, then :func:`finish_ingest`.
 
     The database is written through a temporary copy that replaces it only on success; event
     files written by a failed ingest are removed, so an existing database is left as it was.
     Raises :class:`~trace_report.errors.InputError` for unusable inputs (a database or dataset
     among them included) and :class:`~trace_report.errors.DatabaseError` for the database.
     """
-    db_path = database_path(db_path)
-    with resolve([Path(p) for p in paths], allow_database=False) as found, database_lock(db_path, "writing"):
-        notes = clean_leftovers(db_path)
-        store = ParquetStore(db_path)
-        early = prestart(found, store, options) if engine is None and not db_path.exists() else None
-        try:
-            with atomic_database(db_path) as con:
-                summary = ingest_sources(con, found, store, options, engine, early)
-        except BaseException:
-            if early is not None:  # its jobs stop writing before their files are removed
-                early.pool.shutdown(cancel_futures=True)
-            store.rollback()
-            raise
-        store.commit()
-    summary.notes[:0] = notes
+    with begin_ingest(paths, db_path, options, engine) as started:
+        return finish_ingest(started, options, engine)
+
+
+def finish_ingest(started: Started, options: IngestOptions | None = None,
+                  engine: Engine | None = None) -> IngestSummary:
+    """Open (a temporary copy of) the database of an ingest :func:`~trace_report.ingest.start.begin_ingest`
+    began, ingest its sources, and replace the database; call it inside ``begin_ingest``'s
+    ``with``, which removes the pieces on an exception and commits them otherwise."""
+    with atomic_database(started.db_path) as con:
+        summary = ingest_sources(con, started.found, started.store, options, engine, started.early)
+    summary.notes[:0] = started.notes
     return summary
 
 

@@ -1,14 +1,11 @@
-"""DuckDB files: create the schema, recognise our databases, write atomically, lock.
+"""DuckDB files: create the schema, recognise our databases, write atomically, clean up.
 
-Locking: one exclusive ``flock`` per database, on ``.<name>.lock`` beside it (not the folder);
-an ingest or ``sql --write`` holds it while it writes, a second writer gets a clear error at
-once, readers never wait. A killed writer's lock dies with it; its temporary copy and orphan
-event pieces are removed by the next writer, with a note (:func:`clean_leftovers`).
+The path, the lock and what a killed writer leaves are :mod:`trace_report.store.layout`'s
+(standard library only); :func:`clean_leftovers` removes those leftovers, with a note.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 from collections.abc import Iterator
@@ -20,6 +17,14 @@ import duckdb
 from trace_report.errors import DatabaseError
 from trace_report.store.derived import prune as prune_derived
 from trace_report.store.events_view import create_events_view_from_files, empty_events_view, events_dir_for
+from trace_report.store.layout import (  # noqa: F401  (the path and the lock: re-exported)
+    close_inherited_locks,
+    database_lock,
+    database_path,
+    lock_path,
+    remove_database_file,
+    stale_copies,
+)
 from trace_report.store.views import create_views, sql_text
 
 SCHEMA_VERSION = "1"
@@ -69,7 +74,7 @@ def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
                             "was its ingest interrupted?); ingest into a new file")
 
 
-def _open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """A connection to ``path`` after checking it is a trace-report database (else closed)."""
     try:
         con = duckdb.connect(str(path), read_only=read_only)
@@ -89,7 +94,7 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
     path = database_path(path)
-    con = _open_ours(path, read_only)
+    con = open_ours(path, read_only)
     try:
         create_events_view_from_files(con, events_dir_for(path))
         create_views(con)
@@ -100,65 +105,7 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
 
 
 def _check_existing(path: Path) -> None:
-    _open_ours(path, read_only=True).close()
-
-
-def database_path(path: Path) -> Path:
-    """The file a database path stands for: a symbolic link is followed, so that the database
-    is written through to its target and its pieces live beside the target."""
-    path = path.absolute()
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
-
-
-def lock_path(path: Path) -> Path:
-    """``.<name>.lock`` beside the database: the lock covers this database only."""
-    return path.with_name(f".{path.name}.lock")
-
-
-_HELD_LOCKS: set[int] = set()
-"""File descriptors of the database locks this process holds (closed in forked workers)."""
-
-
-def close_inherited_locks() -> None:
-    """In a forked worker: close the lock descriptors inherited from the parent, so that the
-    lock dies with the parent even if a worker outlives it for a moment."""
-    for fd in list(_HELD_LOCKS):
-        with suppress(OSError):
-            os.close(fd)
-    _HELD_LOCKS.clear()
-
-
-@contextmanager
-def database_lock(path: Path, what: str = "writing") -> Iterator[None]:
-    """Hold the exclusive lock of one database (``flock`` on :func:`lock_path`) or raise
-    :class:`DatabaseError` at once when another process holds it. The kernel releases the
-    lock when the holder dies, so a killed ingest never leaves a stale lock."""
-    path = database_path(path)
-    try:
-        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as exc:
-        raise DatabaseError(f"{path}: cannot create its lock file ({exc.strerror or exc})") from exc
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise DatabaseError(f"{path}: another trace-report process is {what} this database; "
-                                "try again when it has finished") from exc
-        _HELD_LOCKS.add(fd)
-        yield
-    finally:
-        _HELD_LOCKS.discard(fd)
-        os.close(fd)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    open_ours(path, read_only=True).close()
 
 
 def clean_leftovers(path: Path) -> list[str]:
@@ -166,18 +113,16 @@ def clean_leftovers(path: Path) -> list[str]:
     ``.<name>.tmp-<pid>`` copies of dead processes, and Parquet pieces in ``<name>.events/``
     that the database does not list. Returns one note per kind of leftover removed."""
     notes = []
-    stale = [p for p in path.parent.glob(f".{path.name}.tmp-*")
-             if p.suffix != ".wal" and p.name.rsplit("-", 1)[-1].isdigit()
-             and not _pid_alive(int(p.name.rsplit("-", 1)[-1]))]
+    stale = stale_copies(path)
     for tmp in stale:
-        _remove(tmp)
+        remove_database_file(tmp)
     if stale:
         notes.append(f"{path}: removed {len(stale)} temporary copy(ies) left by an interrupted ingest")
     folder = events_dir_for(path)
     if folder.is_dir():
         rows: list[tuple[int, str]] = []
         if path.is_file():
-            con = _open_ours(path, read_only=True)
+            con = open_ours(path, read_only=True)
             try:
                 rows = con.execute("SELECT trace_id, file FROM event_files").fetchall()
             finally:
@@ -215,7 +160,7 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     if not path.parent.is_dir():
         raise DatabaseError(f"{path.parent}: no such directory for the database")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    _remove(tmp)
+    remove_database_file(tmp)
     try:
         if path.exists():
             _check_existing(path)
@@ -223,7 +168,7 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             _copy_owner_and_mode(path, tmp)
         con = duckdb.connect(str(tmp))
     except (OSError, duckdb.Error) as exc:
-        _remove(tmp)
+        remove_database_file(tmp)
         raise _write_error(exc, path) from exc
     try:
         create_schema(con)
@@ -233,11 +178,11 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         os.replace(tmp, path)
     except (OSError, duckdb.IOException) as exc:  # a full disk: DuckDB reports it as an IOException
         con.close()
-        _remove(tmp)
+        remove_database_file(tmp)
         raise _write_error(exc, path) from exc
     except BaseException:
         con.close()
-        _remove(tmp)
+        remove_database_file(tmp)
         raise
 
 
@@ -248,9 +193,3 @@ def _write_error(exc: Exception, path: Path) -> DatabaseError:
     if isinstance(exc, OSError) and exc.filename:
         text += f": {exc.filename}"
     return DatabaseError(f"{path}: cannot write the database, it is left as it was ({text})")
-
-
-def _remove(path: Path) -> None:
-    for p in (path, path.with_name(path.name + ".wal")):
-        with suppress(FileNotFoundError):
-            p.unlink()

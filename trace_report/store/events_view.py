@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from trace_report.errors import DatabaseError
+from trace_report.store.layout import events_dir_for  # noqa: F401  (re-exported)
 from trace_report.store.sandbox import record_event_dirs
 
 EVENTS_COLUMNS: list[tuple[str, str]] = [
@@ -22,11 +23,6 @@ EVENTS_COLUMNS: list[tuple[str, str]] = [
 ]
 """The columns of ``events`` with their DuckDB types: the SQL twin of
 :data:`trace_report.formats.schema.EVENTS_SCHEMA` (a test keeps the two equal)."""
-
-
-def events_dir_for(db_path: Path) -> Path:
-    """The folder holding a database's event files: ``<db file name>.events`` beside it."""
-    return db_path.with_name(db_path.name + ".events")
 
 
 def database_file(con: duckdb.DuckDBPyConnection) -> Path | None:

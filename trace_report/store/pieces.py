@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trace_report.store.derived import forget_traces
-from trace_report.store.events_view import empty_events_view, events_dir_for
+from trace_report.store.layout import events_dir_for
+
+if TYPE_CHECKING:  # DuckDB is not imported here: the ingest starts writing pieces before it loads
+    import duckdb
 
 PARQUET_OPTIONS = {
     "compression": "lz4",
@@ -81,6 +83,8 @@ class ParquetStore:
     def commit(self) -> None:
         """After the new database replaced the old one: delete the pieces it no longer lists, and
         the tables derived from them (:mod:`trace_report.store.derived`)."""
+        from trace_report.store.derived import forget_traces
+
         for path in self.retired:
             path.unlink(missing_ok=True)
         self.retired.clear()
@@ -110,6 +114,8 @@ class MemoryStore:
         self.tables.extend(t for t in tables if t.num_rows)
 
     def publish(self, con: duckdb.DuckDBPyConnection) -> None:
+        from trace_report.store.events_view import empty_events_view
+
         if not self.tables:
             empty_events_view(con)
             return

@@ -1,0 +1,228 @@
+"""The start of an ingest, before DuckDB loads: options, sizes, and the jobs submitted early.
+
+:func:`begin_ingest` resolves the inputs, takes the database lock, removes what a killed writer
+left and, into a new database, submits the decoding jobs (:func:`prestart`), all without
+importing DuckDB (:mod:`trace_report.store.layout`, :mod:`trace_report.store.pieces`);
+:func:`trace_report.ingest.pipeline.finish_ingest` then opens the database and writes the
+catalog. ``trace-report ingest`` imports the pipeline (DuckDB and the rest, ~0.1 s on one
+core) only once the jobs run, so that the other cores decode meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
+from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
+from trace_report.ingest.engine import Engine, JobFuture, local_engine
+from trace_report.ingest.files import decoded_size
+from trace_report.inputs import InputKind, Resolution, Source, resolve
+from trace_report.store.layout import database_lock, database_path, may_have_leftovers
+from trace_report.store.pieces import MemoryStore, ParquetStore
+
+PARALLEL_MIN_BYTES = 48 << 20
+"""Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
+:func:`~trace_report.ingest.files.decoded_size`) are decoded in the calling process."""
+SMALL_INPUT_BYTES = 128 << 20
+"""An ingest of fewer decoded bytes than this in total is cut into :data:`SMALL_PIECE_BYTES` pieces."""
+SMALL_PIECE_BYTES = 4 << 20
+WHOLE_FILE_PIECES = 8
+"""With several inputs, a trace of up to this many pieces (decoded; pieces of the size asked for,
+else of the default size) goes whole to one worker, which reads and decodes it alone: the ranks
+of a run decode side by side and the main process reads none of their bytes (cut into pieces, a
+30 MB rank was mostly decoded by the main process)."""
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Options of an ingest: ``workers`` = decoding threads (default: CPU count;
+    processes where the compiled scanner is missing, :func:`~trace_report.ingest.engine.local_engine`);
+    ``progress(done_bytes, total_bytes)`` is called as files are read; ``force`` and
+    ``append_versions``: see :mod:`trace_report.ingest.versions`; ``max_ratio``: the largest
+    decompression ratio accepted for a gzip trace (0 = no limit; see
+    :data:`~trace_report.formats.kineto.MAX_RATIO`)."""
+
+    workers: int | None = None
+    piece_bytes: int | None = None
+    """Size of the pieces a large file is cut into; None: :func:`piece_bytes_for` the input."""
+    progress: Callable[[int, int], None] | None = None
+    force: bool = False
+    """Read files again even when their path, size and time are unchanged (replacing them)."""
+    append_versions: bool = False
+    """Keep the old trace of a changed file beside the new one instead of replacing it."""
+    max_ratio: float = MAX_RATIO
+
+
+def piece_bytes_for(total: int) -> int:
+    """The piece size of an ingest of ``total`` decoded bytes (:func:`~trace_report.ingest.files.decoded_size`).
+
+    A decoding thread holds about three times its piece at once (bytes, columns, Parquet pages),
+    and glibc keeps each thread's heap at its peak. Beside the ~0.15 GB that the process takes
+    before reading anything (pyarrow, numpy, DuckDB and a connection), two threads' 8 MB pieces
+    are a third of the peak of a 113 MB ingest; 4 MB pieces take 12% off it at the same speed.
+    Larger inputs keep :data:`~trace_report.formats.kineto.PIECE_BYTES`: 4 MB pieces made a 205 MB
+    ingest 5% slower and a 1.13 GB database's queries 15-35% slower (twice the event files).
+    Measured on 2 cores (docs/benchmarks.md, 2026-11-25 evening)."""
+    return SMALL_PIECE_BYTES if total < SMALL_INPUT_BYTES else PIECE_BYTES
+
+
+def local_engine_for(total: int, opts: IngestOptions) -> Engine | None:
+    """Decoding on this machine for an ingest of ``total`` decoded bytes: ``opts.workers``
+    threads (default: CPU count), or None (the calling thread) below :data:`PARALLEL_MIN_BYTES`."""
+    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
+    return local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
+
+
+Futures = dict[Source, tuple[Path | None, JobFuture]]
+
+
+def submit_files(todo: list[Source], ids: dict[Source, int], pool: Engine | None, opts: IngestOptions,
+                 piece_bytes: int, store: ParquetStore | MemoryStore) -> Futures:
+    """Submit the files that go to one job each, before any is awaited: every small trace
+    (kind ``file``) and, with an engine that has ``file_tasks`` and at least ``slots`` large
+    traces to write, every large one (kind ``pieces``); the others are cut by the driver.
+    Returns each submitted source's output path (None: the job names its pieces) and future."""
+    if pool is None:
+        return {}
+    traces = [s for s in todo if s.kind is InputKind.trace]
+    whole_bytes = (opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
+    small = [s for s in traces if decoded_size(s.path) < whole_bytes]
+    large = [s for s in traces if s not in small]
+    whole = (pool.file_tasks and isinstance(store, ParquetStore) and len(large) >= pool.slots)
+    futures = {}
+    for s in small:
+        out = store.path_for(ids[s], 0) if isinstance(store, ParquetStore) else None
+        job = Job("file", ids[s], 0, s.label, path=s.path, out=out, max_ratio=opts.max_ratio,
+                  piece_bytes=piece_bytes)
+        futures[s] = (job.out, pool.submit(run_job, job))
+    for s in large if whole else []:
+        assert isinstance(store, ParquetStore)
+        job = Job("pieces", ids[s], 0, s.label, path=s.path, max_ratio=opts.max_ratio,
+                  store=store.sibling(), piece_bytes=piece_bytes)
+        futures[s] = (None, pool.submit(run_job, job))
+    return futures
+
+
+Decoded = tuple[TraceEnvelope, list[tuple[Job, JobResult]]]
+"""What :func:`~trace_report.ingest.decoding.decode_file` returns."""
+
+
+@dataclass
+class Prestart:
+    """Decoding submitted before a new database is opened, so that importing DuckDB, its
+    connection and schema overlap it: ``pool`` runs the jobs, ``ids`` are the trace ids they
+    write under (1..N: a new database skips nothing), ``futures`` as :func:`submit_files`
+    returns them, and ``driven``: the first trace cut into pieces, decoded by ``driver`` (a
+    thread running :func:`~trace_report.ingest.decoding.decode_file` on ``pool``) into
+    ``decoded``."""
+
+    pool: Engine
+    ids: dict[Source, int]
+    futures: Futures
+    driven: Source | None = None
+    decoded: Future[Decoded] = field(default_factory=Future)
+    driver: threading.Thread | None = None
+
+    def stop(self) -> None:
+        """Cancel what has not started, and wait for what has (nothing writes afterwards)."""
+        self.pool.shutdown(cancel_futures=True)  # the driver's next submit fails: it returns
+        if self.driver is not None:
+            self.driver.join()
+
+
+def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | None) -> Prestart | None:
+    """The jobs of an ingest into a new database, submitted at once (None where the ingest
+    decodes in the calling thread, or has an input other than traces): the whole-file jobs,
+    and the first trace that is cut into pieces, driven from a thread of its own."""
+    opts = options or IngestOptions()
+    sources = found.sources
+    if not sources or any(s.kind is not InputKind.trace for s in sources):
+        return None
+    total = sum(decoded_size(s.path) for s in sources)
+    pool = local_engine_for(total, opts)
+    if pool is None:
+        return None
+    ids = {s: i for i, s in enumerate(sources, 1)}
+    piece_bytes = opts.piece_bytes or piece_bytes_for(total)
+    try:
+        early = Prestart(pool, ids, submit_files(sources, ids, pool, opts, piece_bytes, store))
+        early.driven = next((s for s in sources if s not in early.futures), None)
+        if early.driven is not None:
+            total_on_disk = sum(s.path.stat().st_size for s in sources)
+            early.driver = _drive(early, early.driven, store, opts, piece_bytes,
+                                  total_on_disk if early.driven is sources[0] else None)
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+    return early
+
+
+def _drive(early: Prestart, src: Source, store: ParquetStore, opts: IngestOptions, piece_bytes: int,
+           total: int | None) -> threading.Thread:
+    """Start the thread that decodes ``src`` (cut into pieces) on ``early.pool``; its outcome,
+    or its exception, goes to ``early.decoded``. With ``total`` (the bytes of all the traces on
+    disk; given when ``src`` is the first of them) it reports progress as the main thread would."""
+    progress = opts.progress
+    on_piece = (lambda pos: progress(pos, total)) if progress is not None and total is not None else None
+
+    def run() -> None:
+        try:
+            result = decode_file(src.path, src.label, early.ids[src], piece_bytes=piece_bytes, pool=early.pool,
+                                 store=store, on_piece=on_piece, max_ratio=opts.max_ratio)
+        except BaseException as exc:  # handed to the main thread, which raises it
+            early.decoded.set_exception(exc)
+        else:
+            early.decoded.set_result(result)
+
+    thread = threading.Thread(target=run, name="trace-report-driver", daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass
+class Started:
+    """An ingest begun by :func:`begin_ingest`: the database file (symbolic links followed), the
+    resolved inputs, where the pieces go, the early jobs (None: none) and the notes so far."""
+
+    db_path: Path
+    found: Resolution
+    store: ParquetStore
+    early: Prestart | None
+    notes: list[str]
+
+
+@contextmanager
+def begin_ingest(paths: list[Path], db_path: Path, options: IngestOptions | None = None,
+                 engine: Engine | None = None) -> Iterator[Started]:
+    """Resolve ``paths``, hold the database's lock, remove what a killed writer left and, into a
+    new database decoded on this machine (``engine`` None), submit the jobs (:func:`prestart`);
+    DuckDB is imported only where leftovers must be checked against an existing database.
+
+    On leaving, the pieces are committed; on an exception (or interrupt) the early jobs are
+    stopped and every piece this ingest wrote is removed before it propagates. Raises
+    :class:`~trace_report.errors.InputError` for unusable inputs and
+    :class:`~trace_report.errors.DatabaseError` for a database locked by another writer.
+    """
+    db_path = database_path(db_path)
+    with resolve([Path(p) for p in paths], allow_database=False) as found, database_lock(db_path, "writing"):
+        notes: list[str] = []
+        if may_have_leftovers(db_path):
+            from trace_report.store.database import clean_leftovers
+
+            notes = clean_leftovers(db_path)
+        store = ParquetStore(db_path)
+        early = prestart(found, store, options) if engine is None and not db_path.exists() else None
+        try:
+            yield Started(db_path, found, store, early, notes)
+        except BaseException:
+            if early is not None:  # its jobs stop writing before their files are removed
+                early.stop()
+            store.rollback()
+            raise
+        store.commit()

@@ -1,0 +1,101 @@
+"""Where a database's files live and who may write them (standard library only: the ingest
+takes the lock, cleans up and starts decoding before DuckDB is imported).
+
+Locking: one exclusive ``flock`` per database, on ``.<name>.lock`` beside it (not the folder);
+an ingest or ``sql --write`` holds it while it writes, a second writer gets a clear error at
+once, readers never wait. A killed writer's lock dies with it; its temporary copy and orphan
+event pieces are removed by the next writer, with a note (:func:`clean_leftovers`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from trace_report.errors import DatabaseError
+
+
+def events_dir_for(db_path: Path) -> Path:
+    """The folder holding a database's event files: ``<db file name>.events`` beside it."""
+    return db_path.with_name(db_path.name + ".events")
+
+
+def database_path(path: Path) -> Path:
+    """The file a database path stands for: a symbolic link is followed, so that the database
+    is written through to its target and its pieces live beside the target."""
+    path = path.absolute()
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def lock_path(path: Path) -> Path:
+    """``.<name>.lock`` beside the database: the lock covers this database only."""
+    return path.with_name(f".{path.name}.lock")
+
+
+_HELD_LOCKS: set[int] = set()
+"""File descriptors of the database locks this process holds (closed in forked workers)."""
+
+
+def close_inherited_locks() -> None:
+    """In a forked worker: close the lock descriptors inherited from the parent, so that the
+    lock dies with the parent even if a worker outlives it for a moment."""
+    for fd in list(_HELD_LOCKS):
+        with suppress(OSError):
+            os.close(fd)
+    _HELD_LOCKS.clear()
+
+
+@contextmanager
+def database_lock(path: Path, what: str = "writing") -> Iterator[None]:
+    """Hold the exclusive lock of one database (``flock`` on :func:`lock_path`) or raise
+    :class:`DatabaseError` at once when another process holds it. The kernel releases the
+    lock when the holder dies, so a killed ingest never leaves a stale lock."""
+    path = database_path(path)
+    try:
+        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise DatabaseError(f"{path}: cannot create its lock file ({exc.strerror or exc})") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise DatabaseError(f"{path}: another trace-report process is {what} this database; "
+                                "try again when it has finished") from exc
+        _HELD_LOCKS.add(fd)
+        yield
+    finally:
+        _HELD_LOCKS.discard(fd)
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_copies(path: Path) -> list[Path]:
+    """The ``.<name>.tmp-<pid>`` copies beside the database whose writer process is gone."""
+    return [p for p in path.parent.glob(f".{path.name}.tmp-*")
+            if p.suffix != ".wal" and p.name.rsplit("-", 1)[-1].isdigit()
+            and not _pid_alive(int(p.name.rsplit("-", 1)[-1]))]
+
+
+def may_have_leftovers(path: Path) -> bool:
+    """Whether :func:`~trace_report.store.database.clean_leftovers` may find anything to remove:
+    a stale copy, or an events folder (checked there against the database's ``event_files``)."""
+    return events_dir_for(path).is_dir() or bool(stale_copies(path))
+
+
+def remove_database_file(path: Path) -> None:
+    """Delete a database file and its ``.wal``, where they exist."""
+    for p in (path, path.with_name(path.name + ".wal")):
+        with suppress(FileNotFoundError):
+            p.unlink()

@@ -156,5 +156,5 @@ def test_small_ingests_are_cut_into_small_pieces(small: bool, tmp_path: Path, mo
     con = duckdb.connect(str(tmp_path / "p.duckdb"), read_only=True)
     (files,) = con.execute("SELECT count(*) FROM event_files").fetchone()
     con.close()
-    piece = ingest_mod.SMALL_PIECE_BYTES if small else ingest_mod.PIECE_BYTES
+    piece = start.SMALL_PIECE_BYTES if small else ingest_mod.PIECE_BYTES
     assert decoded // piece <= files <= decoded // piece + 2  # + the piece before the tail, the tail

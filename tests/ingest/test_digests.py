@@ -104,6 +104,28 @@ def test_ingest_stores_the_files_sha256_read_once(tmp_path: Path, monkeypatch: p
     assert reads == [path]  # by the background thread only, not again beside the decoding
 
 
+def test_an_analysis_of_a_raw_trace_hashes_it_ahead_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command on raw traces starts their SHA-256 when its command line is parsed (before it
+    imports the analysis libraries); its in-memory ingest takes the digest and reads no more."""
+    import threading
+
+    path = tmp_path / "t.json"
+    data = _trace(path, 2000)
+    reads: list[tuple[str, Path]] = []
+    real = digests.sha256_file
+
+    def counted(p: Path) -> str:
+        reads.append((threading.current_thread().name, Path(p)))
+        return real(p)
+
+    monkeypatch.setattr(digests, "sha256_file", counted)
+    monkeypatch.setattr(files, "sha256_file", counted)
+    code, out, err = run_cli(["sql", path, "SELECT sha256 FROM traces", "--format", "csv"])
+    assert code == 0, err
+    assert out.split() == ["sha256", hashlib.sha256(data).hexdigest()]
+    assert reads == [("trace-report-sha256", path)]
+
+
 def test_the_module_loads_before_numpy_pyarrow_and_duckdb() -> None:
     code = ("import sys, trace_report.ingest.digests; "
             "print(sorted({'numpy', 'pyarrow', 'duckdb', 'pandas'} & set(sys.modules)))")

@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import RankOpt, err, load
+from trace_report.cli.options import RankOpt, err, hash_ahead, load
 from trace_report.cli.registry import app
 
 InputsArg = Annotated[
     list[Path],
     typer.Argument(help="Run folders (traces/<run-id>), trace files (.json, .json.gz), directories of ranks, "
-                        "tar archives, or one .duckdb database / exported Parquet dataset."),
+                        "tar archives, or one .duckdb database / exported Parquet dataset.", callback=hash_ahead),
 ]
 
 

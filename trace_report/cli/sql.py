@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, load
+from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, hash_ahead, load
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
 
 
 @app.command("sql")
 def sql_cmd(
-    target: Annotated[Path, typer.Argument(help="A trace file, directory, archive or .duckdb database.")],
+    target: Annotated[Path, typer.Argument(help="A trace file, directory, archive or .duckdb database.",
+                                           callback=hash_ahead)],
     query: Annotated[str, typer.Argument(help="SQL over the schema (docs/schema.md).")],
     write: Annotated[bool, typer.Option(
         "--write", help="Open a database read-write (waits for no one: refused while an ingest writes it).")] = False,

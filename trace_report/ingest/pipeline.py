@@ -13,8 +13,8 @@ files are decoded one file per worker. Jobs, their decoding and the order of pie
 The jobs run on an engine (:mod:`trace_report.ingest.engine`: decoding threads by default,
 or Ray tasks); whatever the engine, this module (the driver) writes the ``traces`` rows and
 ``event_files``, under the database lock, through an atomic copy of the database. Into a new
-database, the whole-file jobs of several traces are submitted before DuckDB opens it
-(:func:`prestart`: ids 1..N, nothing to skip), so that its connection and schema overlap them.
+database the jobs are submitted before DuckDB is imported (:mod:`trace_report.ingest.start`:
+ids 1..N, nothing to skip), so that loading it, its connection and schema overlap them.
 """
 
 from __future__ import annotations
@@ -39,18 +39,13 @@ from trace_report.ingest.engine import Engine, JobFuture
 from trace_report.ingest.files import decoded_size
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, overlong_events
-from trace_report.ingest.start import (  # noqa: F401  (IngestOptions and the sizes: re-exported)
-    PARALLEL_MIN_BYTES,
-    SMALL_INPUT_BYTES,
-    SMALL_PIECE_BYTES,
-    WHOLE_FILE_PIECES,
+from trace_report.ingest.start import (
     IngestOptions,
     Prestart,
     Started,
     begin_ingest,
     local_engine_for,
     piece_bytes_for,
-    prestart,
     submit_files,
 )
 from trace_report.ingest.versions import Versions

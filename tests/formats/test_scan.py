@@ -98,6 +98,9 @@ ACCEPTED = {
     # keys that start as ours do (the scanner compares an event's keys in place, quotes included)
     "keys like ours": [dict(X, phase=1, pids=[2], tsx="3", names="n", arg={"a": 1}, durable=0, c="x", t=5,
                             p=None, n="", d=1.5, a=[], ca="y", cats=2)],
+    # runs longer than 16 bytes are skipped 16 at a time: stops at every offset of a block
+    "long strings": [dict(X, name="n" * k + "é" + "m" * (40 - k), args={"Call stack": "/a/b.py(1): f;" * k})
+                     for k in range(0, 40, 3)],
     "digits": [dict(X, pid=-123456789012345678, ts=0.001, dur=1234567890123456, args={"correlation": 0}),
                dict(X, ts=12345678901234567890.5, dur=0.000000000000000000001, args={"stream": -7})],
 }
@@ -158,6 +161,8 @@ DECLINED = {
     "text after the array": '[{"ph": "X", "ts": 1, "dur": 1}] x',
     "missing colon": '[{"ph" "X"}]',
     "object, not array": '{"ph": "X"}',
+    "escape after a long run": '[{"ph": "X", "name": "' + "a" * 37 + '\\n", "ts": 1, "dur": 1}]',
+    "control char after a long run": '[{"ph": "X", "ts": 1, "dur": 1, "args": {"s": "' + "b" * 29 + '\x01"}}]',
     "cut after a key": '[{"ph": "X", "ts": 1, "dur"',
     "cut inside a key": '[{"ph": "X", "ts": 1, "du',
     "19-digit pid": '[{"ph": "X", "pid": 1234567890123456789, "ts": 1, "dur": 1}]',

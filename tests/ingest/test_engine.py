@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -111,36 +112,44 @@ def _decode_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("trace-report-decode")]
 
 
-def test_a_new_database_gets_its_jobs_before_duckdb_opens_and_the_same_rows(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert len(CAPTURES) == 4
-    reference = tmp_path / "serial.duckdb"
-    ingest_to_database(CAPTURES, reference, IngestOptions(workers=1))
+def _spy_on_the_start(monkeypatch: pytest.MonkeyPatch, what_started: Callable[[start.Prestart], object],
+                      at_connect: Callable[[], str]) -> list[str]:
+    """Decoding threads for any input; the order of ``prestart`` (and ``what_started`` of its
+    outcome) and the database's connection (with ``at_connect()``), as it happens."""
     order: list[str] = []
     real_prestart, real_atomic = start.prestart, pipeline.atomic_database
 
     def spy_prestart(*args, **kwargs):
         early = real_prestart(*args, **kwargs)
-        order.append(f"prestart {len(early.futures) if early else None}")
+        order.append(f"prestart {what_started(early) if early else None}")
         return early
 
     @contextlib.contextmanager
     def spy_atomic(path):
-        order.append("connect")
+        order.append(f"connect {at_connect()}")
         with real_atomic(path) as con:
             yield con
 
     monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(start, "prestart", spy_prestart)
     monkeypatch.setattr(pipeline, "atomic_database", spy_atomic)
+    return order
+
+
+def test_a_new_database_gets_its_jobs_before_duckdb_opens_and_the_same_rows(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert len(CAPTURES) == 4
+    reference = tmp_path / "serial.duckdb"
+    ingest_to_database(CAPTURES, reference, IngestOptions(workers=1))
+    order = _spy_on_the_start(monkeypatch, lambda early: len(early.futures), lambda: "")
     early = tmp_path / "early.duckdb"
     summary = ingest_to_database(CAPTURES, early, IngestOptions(workers=2))
-    assert order == ["prestart 4", "connect"]
+    assert order == ["prestart 4", "connect "]
     assert [t for t, _ in summary.ingested] == [1, 2, 3, 4]
     assert _rows(early) == pytest.approx(_rows(reference))
     order.clear()  # into an existing database nothing is submitted before it opens
     ingest_to_database(CAPTURES, early, IngestOptions(workers=2))
-    assert order == ["connect"]
+    assert order == ["connect "]
 
 
 def _driver_threads() -> list[threading.Thread]:
@@ -154,23 +163,8 @@ def test_a_single_trace_is_cut_and_decoded_from_a_thread_before_duckdb_opens(
     trace, opts = CAPTURES[0], {"piece_bytes": 64_000}
     reference = tmp_path / "serial.duckdb"
     ingest_to_database([trace], reference, IngestOptions(workers=1, **opts))
-    order: list[str] = []
-    real_prestart, real_atomic = start.prestart, pipeline.atomic_database
-
-    def spy_prestart(*args, **kwargs):
-        early = real_prestart(*args, **kwargs)
-        order.append(f"prestart {early.driven.label if early and early.driven else None}")
-        return early
-
-    @contextlib.contextmanager
-    def spy_atomic(path):
-        order.append(f"connect {len(_driver_threads())}")
-        with real_atomic(path) as con:
-            yield con
-
-    monkeypatch.setattr(start, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(start, "prestart", spy_prestart)
-    monkeypatch.setattr(pipeline, "atomic_database", spy_atomic)
+    order = _spy_on_the_start(monkeypatch, lambda early: early.driven and early.driven.label,
+                              lambda: str(len(_driver_threads())))
     early = tmp_path / "early.duckdb"
     summary = ingest_to_database([trace], early, IngestOptions(workers=2, **opts))
     assert order[0] == f"prestart {trace}" and order[1] in ("connect 0", "connect 1")

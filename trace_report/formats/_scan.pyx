@@ -18,7 +18,7 @@ Fields read (Trace Event Format; Kineto spellings, ``../shared/FORMATS.md``): ``
 from libc.math cimport isinf
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, realloc, strtod
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 
 cdef extern from *:
@@ -778,29 +778,17 @@ cdef inline int _event_key(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Py_ssiz
 
 
 cdef int _short_event_key(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t* end) noexcept nogil:
-    """:func:`_event_key` within the last bytes of a piece (an invalid piece: kept exact)."""
-    cdef int esc = 0, which = -1
-    cdef Py_ssize_t j = _string(p, i, n, &esc), k = j - i - 2, s = i + 1
-    if j < 0 or esc:
+    """:func:`_event_key` within the last bytes of a piece (no valid piece has a key there, but
+    the answer stays exact): the same comparisons on those bytes padded with zeros."""
+    cdef uint8_t padded[8]
+    cdef Py_ssize_t j = 0
+    cdef int which
+    memset(padded, 0, 8)
+    memcpy(padded, p + i, n - i)
+    which = _event_key(padded, 0, 8, &j)
+    if which < 0 or j > n - i:
         return -1
-    if k == 2 and memcmp(p + s, b"ph", 2) == 0:
-        which = 0
-    elif k == 3 and memcmp(p + s, b"cat", 3) == 0:
-        which = 1
-    elif k == 4 and memcmp(p + s, b"name", 4) == 0:
-        which = 2
-    elif k == 3 and memcmp(p + s, b"pid", 3) == 0:
-        which = 3
-    elif k == 3 and memcmp(p + s, b"tid", 3) == 0:
-        which = 4
-    elif k == 2 and memcmp(p + s, b"ts", 2) == 0:
-        which = 5
-    elif k == 3 and memcmp(p + s, b"dur", 3) == 0:
-        which = 6
-    elif k == 4 and memcmp(p + s, b"args", 4) == 0:
-        which = 7
-    if which >= 0:
-        end[0] = j
+    end[0] = i + j
     return which
 
 

@@ -58,7 +58,7 @@ def test_the_start_of_an_ingest_loads_no_duckdb(tmp_path: Path) -> None:
     probe = ("import sys\nfrom pathlib import Path\nfrom trace_report.ingest import start\n"
              "start.PARALLEL_MIN_BYTES = 0  # decoding threads for these small traces too\n"
              f"paths, db = [Path(p) for p in {traces!r}], Path({str(tmp_path / 'new.duckdb')!r})\n"
-             "with start.begin_ingest(paths, db) as started:\n"
+             "with start.begin_ingest(paths, db, lambda path: []) as started:\n"
              "    print(len(started.early.futures), 'duckdb' in sys.modules)\n"
              "    raise SystemExit(0)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)

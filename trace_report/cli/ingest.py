@@ -112,7 +112,7 @@ def ingest_cmd(
             from trace_report.ingest.engine_ray import ingest_with_ray
 
             return ingest_with_ray(targets, output, opts, address=ray_address, num_cpus=workers)
-        with begin_ingest(targets, output, opts) as started:  # a new database's jobs start here
+        with begin_ingest(targets, output, _clean_leftovers, opts) as started:  # a new database's jobs start here
             from trace_report.ingest.pipeline import finish_ingest  # DuckDB loads while they run
 
             return finish_ingest(started, opts)
@@ -134,6 +134,14 @@ def ingest_cmd(
         ids = [t for t, _ in summary.ingested if summary.stored_events.get(t, 0) >= min_events]
         if ids:
             _keep_breakdown(output, ids, bar is not None)
+
+
+def _clean_leftovers(db_path: Path) -> list[str]:
+    """:func:`trace_report.store.database.clean_leftovers`, DuckDB imported only when a killed
+    writer may have left something beside the database."""
+    from trace_report.store.database import clean_leftovers
+
+    return clean_leftovers(db_path)
 
 
 def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:

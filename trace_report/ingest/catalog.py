@@ -17,7 +17,8 @@ from typing import Any
 
 import duckdb
 
-from trace_report.store.pieces import MemoryStore, ParquetStore
+from trace_report.store.memory import MemoryStore
+from trace_report.store.pieces import ParquetStore
 
 TRACE_VALUES = 19
 """Values of a ``traces`` row as the ingest gives them: every column but ``ingested_at`` (set when

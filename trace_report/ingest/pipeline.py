@@ -51,8 +51,9 @@ from trace_report.ingest.start import (
 from trace_report.ingest.versions import Versions
 from trace_report.inputs import InputKind, Resolution, Source
 from trace_report.manifest import manifest_for_trace
-from trace_report.store.database import atomic_database, create_schema
-from trace_report.store.pieces import MemoryStore, ParquetStore, write_parquet
+from trace_report.store.database import atomic_database, clean_leftovers, create_schema
+from trace_report.store.memory import MemoryStore
+from trace_report.store.pieces import ParquetStore, write_parquet
 from trace_report.store.tracedb import IngestSummary
 from trace_report.store.views import create_views
 
@@ -342,7 +343,7 @@ def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions 
     Raises :class:`~trace_report.errors.InputError` for unusable inputs (a database or dataset
     among them included) and :class:`~trace_report.errors.DatabaseError` for the database.
     """
-    with begin_ingest(paths, db_path, options, engine) as started:
+    with begin_ingest(paths, db_path, clean_leftovers, options, engine) as started:
         return finish_ingest(started, options, engine)
 
 

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
 from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
@@ -24,7 +25,10 @@ from trace_report.ingest.engine import Engine, JobFuture, local_engine
 from trace_report.ingest.files import decoded_size
 from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.store.layout import database_lock, database_path, may_have_leftovers
-from trace_report.store.pieces import MemoryStore, ParquetStore
+from trace_report.store.pieces import ParquetStore
+
+if TYPE_CHECKING:  # DuckDB: the start of an ingest runs before it is imported
+    from trace_report.store.memory import MemoryStore
 
 PARALLEL_MIN_BYTES = 48 << 20
 """Inputs smaller than this in total (decoded: a gzip trace counts as its decompressed size,
@@ -198,11 +202,13 @@ class Started:
 
 
 @contextmanager
-def begin_ingest(paths: list[Path], db_path: Path, options: IngestOptions | None = None,
-                 engine: Engine | None = None) -> Iterator[Started]:
-    """Resolve ``paths``, hold the database's lock, remove what a killed writer left and, into a
-    new database decoded on this machine (``engine`` None), submit the jobs (:func:`prestart`);
-    DuckDB is imported only where leftovers must be checked against an existing database.
+def begin_ingest(paths: list[Path], db_path: Path, clean_leftovers: Callable[[Path], list[str]],
+                 options: IngestOptions | None = None, engine: Engine | None = None) -> Iterator[Started]:
+    """Resolve ``paths``, hold the database's lock, remove what a killed writer left
+    (``clean_leftovers``: :func:`trace_report.store.database.clean_leftovers`, which reads an
+    existing database's ``event_files`` with DuckDB; called only where there may be leftovers,
+    :func:`~trace_report.store.layout.may_have_leftovers`) and, into a new database decoded on
+    this machine (``engine`` None), submit the jobs (:func:`prestart`).
 
     On leaving, the pieces are committed; on an exception (or interrupt) the early jobs are
     stopped and every piece this ingest wrote is removed before it propagates. Raises
@@ -211,11 +217,7 @@ def begin_ingest(paths: list[Path], db_path: Path, options: IngestOptions | None
     """
     db_path = database_path(db_path)
     with resolve([Path(p) for p in paths], allow_database=False) as found, database_lock(db_path, "writing"):
-        notes: list[str] = []
-        if may_have_leftovers(db_path):
-            from trace_report.store.database import clean_leftovers
-
-            notes = clean_leftovers(db_path)
+        notes = clean_leftovers(db_path) if may_have_leftovers(db_path) else []
         store = ParquetStore(db_path)
         early = prestart(found, store, options) if engine is None and not db_path.exists() else None
         try:

@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from trace_report.store.events_view import database_file, events_dir_for
+from trace_report.store.layout import DERIVED_FOLDER, forget_traces, unlink_all  # noqa: F401  (re-exported)
 from trace_report.store.views import views_as_created
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FOLDER = "derived"
+FOLDER = DERIVED_FOLDER
 
 
 def code_version(modules: tuple[ModuleType, ...], extra: tuple[str, ...] = ()) -> str:
@@ -120,18 +121,8 @@ class DerivedStore:
             if isinstance(exc, (OSError, pa.ArrowException, ValueError)):
                 return False
             raise
-        _unlink_all(self.folder, f"{kind}-t{trace_id:06d}-*.parquet", keep=path)
+        unlink_all(self.folder, f"{kind}-t{trace_id:06d}-*.parquet", keep=path)
         return True
-
-
-def _unlink_all(folder: Path, pattern: str, keep: Path | None = None) -> None:
-    """Delete the files of ``folder`` matching ``pattern`` but ``keep``; a folder or file that is
-    gone or may not be touched is left alone (another process may be pruning it)."""
-    with contextlib.suppress(OSError):
-        for old in list(folder.glob(pattern)):
-            if old != keep:
-                with contextlib.suppress(OSError):
-                    old.unlink()
 
 
 def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
@@ -157,12 +148,6 @@ def _keys(listed: list[tuple[int, str]]) -> dict[int, str]:
     for trace_id, name in listed:
         files.setdefault(int(trace_id), []).append(name)
     return {t: pieces_key(f) for t, f in files.items()}
-
-
-def forget_traces(events_folder: Path, trace_ids: list[int]) -> None:
-    """Delete every derived file of these traces (their events were replaced or removed)."""
-    for trace_id in trace_ids:
-        _unlink_all(events_folder / FOLDER, f"*-t{trace_id:06d}-*.parquet")
 
 
 def prune(events_folder: Path, listed: list[tuple[int, str]]) -> int:

@@ -37,7 +37,7 @@ from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.inputs import is_dataset
 from trace_report.store.database import create_schema
-from trace_report.store.pieces import MemoryStore
+from trace_report.store.memory import MemoryStore
 from trace_report.store.runs import CSV_TABLES, attach_runs
 from trace_report.store.sandbox import record_event_dirs
 from trace_report.store.tracedb import TraceDB

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trace_report.store.layout import events_dir_for
+from trace_report.store.layout import events_dir_for, forget_traces
 
 if TYPE_CHECKING:  # DuckDB is not imported here: the ingest starts writing pieces before it loads
     import duckdb
@@ -83,8 +83,6 @@ class ParquetStore:
     def commit(self) -> None:
         """After the new database replaced the old one: delete the pieces it no longer lists, and
         the tables derived from them (:mod:`trace_report.store.derived`)."""
-        from trace_report.store.derived import forget_traces
-
         for path in self.retired:
             path.unlink(missing_ok=True)
         self.retired.clear()
@@ -102,22 +100,3 @@ class ParquetStore:
                 path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.folder.rmdir()  # only when empty
-
-
-class MemoryStore:
-    """Events kept as Arrow tables; ``events`` is a view over their concatenation."""
-
-    def __init__(self) -> None:
-        self.tables: list[pa.Table] = []
-
-    def add(self, tables: list[pa.Table]) -> None:
-        self.tables.extend(t for t in tables if t.num_rows)
-
-    def publish(self, con: duckdb.DuckDBPyConnection) -> None:
-        from trace_report.store.events_view import empty_events_view
-
-        if not self.tables:
-            empty_events_view(con)
-            return
-        con.register("_events_arrow", pa.concat_tables(self.tables))
-        con.execute("CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM _events_arrow")

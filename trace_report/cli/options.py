@@ -69,6 +69,8 @@ LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Prin
 OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
 ]
+
+
 def hash_ahead(ctx: typer.Context, targets: list[Path] | Path | None) -> list[Path] | Path | None:
     """Typer callback of an argument of inputs: start the SHA-256 of the plain traces among them
     in a background thread (:func:`~trace_report.ingest.digests.start_hashing`, standard library

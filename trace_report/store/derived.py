@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from trace_report.store.events_view import database_file, events_dir_for
-from trace_report.store.layout import DERIVED_FOLDER, forget_traces, unlink_all  # noqa: F401  (re-exported)
+from trace_report.store.layout import DERIVED_FOLDER, unlink_all
 from trace_report.store.views import views_as_created
 
 if TYPE_CHECKING:

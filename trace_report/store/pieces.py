@@ -1,4 +1,5 @@
-"""Where decoded events live: Parquet files beside a database, or Arrow tables in memory.
+"""Where decoded events live: Parquet files beside a database (or, for an in-memory database,
+Arrow tables: :mod:`trace_report.store.memory`).
 
 Either way DuckDB sees one relation, the TEMP VIEW ``events`` (columns in
 :data:`~trace_report.formats.schema.EVENTS_SCHEMA`), created on every connection. Opening a

@@ -745,36 +745,33 @@ cdef inline int _event_key(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Py_ssiz
         return _short_event_key(p, i, n, end)
     c = p[i + 1]
     if c == 112:  # p
-        if p[i + 2] == 104 and p[i + 3] == 34:
-            end[0] = i + 4
+        if _rest_is(p, i, b'h"', 2, end):
             return 0
-        if memcmp(p + i + 2, b'id"', 3) == 0:
-            end[0] = i + 5
+        if _rest_is(p, i, b'id"', 3, end):
             return 3
     elif c == 116:  # t
-        if p[i + 2] == 115 and p[i + 3] == 34:
-            end[0] = i + 4
+        if _rest_is(p, i, b's"', 2, end):
             return 5
-        if memcmp(p + i + 2, b'id"', 3) == 0:
-            end[0] = i + 5
+        if _rest_is(p, i, b'id"', 3, end):
             return 4
-    elif c == 99:  # c
-        if memcmp(p + i + 2, b'at"', 3) == 0:
-            end[0] = i + 5
-            return 1
-    elif c == 110:  # n
-        if memcmp(p + i + 2, b'ame"', 4) == 0:
-            end[0] = i + 6
-            return 2
-    elif c == 100:  # d
-        if memcmp(p + i + 2, b'ur"', 3) == 0:
-            end[0] = i + 5
-            return 6
-    elif c == 97:  # a
-        if memcmp(p + i + 2, b'rgs"', 4) == 0:
-            end[0] = i + 6
-            return 7
+    elif c == 99 and _rest_is(p, i, b'at"', 3, end):  # c
+        return 1
+    elif c == 110 and _rest_is(p, i, b'ame"', 4, end):  # n
+        return 2
+    elif c == 100 and _rest_is(p, i, b'ur"', 3, end):  # d
+        return 6
+    elif c == 97 and _rest_is(p, i, b'rgs"', 4, end):  # a
+        return 7
     return -1
+
+
+cdef inline int _rest_is(const uint8_t* p, Py_ssize_t i, const char* rest, Py_ssize_t m, Py_ssize_t* end) noexcept nogil:
+    """Whether the ``m`` bytes after a key's quote and first letter (at ``p[i]``) are ``rest``
+    (its other letters and closing quote); ``end`` is then set past them."""
+    if memcmp(p + i + 2, rest, m) != 0:
+        return 0
+    end[0] = i + 2 + m
+    return 1
 
 
 cdef int _short_event_key(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t* end) noexcept nogil:

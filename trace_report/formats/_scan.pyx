@@ -385,45 +385,6 @@ cdef Py_ssize_t _string(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* escap
     return -1
 
 
-cdef Py_ssize_t _number(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int* is_int) noexcept nogil:
-    """A JSON number at ``p[i]``: index past it, or -1. ``is_int``: no fraction, no exponent."""
-    cdef Py_ssize_t start = i
-    cdef int exp = 0
-    is_int[0] = 1
-    if i < n and p[i] == 45:
-        i += 1
-    if i >= n:
-        return -1
-    if p[i] == 48:
-        i += 1
-    elif 49 <= p[i] <= 57:
-        while i < n and 48 <= p[i] <= 57:
-            i += 1
-    else:
-        return -1
-    if i < n and p[i] == 46:
-        is_int[0] = 0
-        i += 1
-        if i >= n or not (48 <= p[i] <= 57):
-            return -1
-        while i < n and 48 <= p[i] <= 57:
-            i += 1
-    if i < n and (p[i] == 101 or p[i] == 69):
-        is_int[0] = 0
-        exp = 1
-        i += 1
-        if i < n and (p[i] == 43 or p[i] == 45):
-            i += 1
-        if i >= n or not (48 <= p[i] <= 57):
-            return -1
-        while i < n and 48 <= p[i] <= 57:
-            i += 1
-    if exp or i - start > 300:  # msgspec refuses numbers that overflow a double (1e999): let it
-        if isinf(strtod(<const char*>(p + start), NULL)):
-            return -1
-    return i
-
-
 cdef struct NumParse:
     uint64_t m  # the significant digits read (leading zeros skipped), while at most 19
     int digits  # significant digits
@@ -436,9 +397,10 @@ cdef struct NumParse:
 
 
 cdef Py_ssize_t _num(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, NumParse* r) noexcept nogil:
-    """:func:`_number` (the same checks, the same index or -1), reading the number's parts into
-    ``r`` in the same pass for :func:`_fast_float` and :func:`_int_literal`. (The parts are
-    kept in locals: a store through ``r`` could alias the bytes read, for the compiler.)"""
+    """A JSON number at ``p[i]`` (RFC 8259): index past it, or -1, its parts read into ``r`` in
+    the same pass (for :func:`_fast_float` and :func:`_int_literal`). A number that overflows a
+    double (``1e999``) is refused, as msgspec refuses it. (The parts are kept in locals: a store
+    through ``r`` could alias the bytes read, for the compiler.)"""
     cdef Py_ssize_t start = i, first
     cdef uint64_t m = 0
     cdef int digits = 0, int_digits, frac = 0, e = 0, eneg = 0, big = 0
@@ -491,7 +453,7 @@ cdef Py_ssize_t _num(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, NumParse* r) 
         if e > 400:
             big = 1
         r.exp = -e if eneg else e
-        if isinf(strtod(<const char*>(p + start), NULL)):  # as _number: msgspec refuses 1e999
+        if isinf(strtod(<const char*>(p + start), NULL)):
             return -1
     elif i - start > 300:
         if isinf(strtod(<const char*>(p + start), NULL)):
@@ -517,7 +479,7 @@ cdef inline Py_ssize_t _screened_string(const uint8_t* p, Py_ssize_t i, Py_ssize
 cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth, Screen* sc) noexcept nogil:
     """Skip (and check) any JSON value at ``p[i]``: index past it, or -1. With ``sc``, its
     strings (keys included) go through the secret screen (:func:`_screened_string`)."""
-    cdef int flag = 0
+    cdef NumParse number
     cdef uint8_t c
     if i >= n or depth > MAX_DEPTH:
         return -1
@@ -569,7 +531,7 @@ cdef Py_ssize_t _value(const uint8_t* p, Py_ssize_t i, Py_ssize_t n, int depth, 
     if c == 110:
         return i + 4 if i + 4 <= n and memcmp(p + i, b"null", 4) == 0 else -1
     if c == 45 or 48 <= c <= 57:
-        return _number(p, i, n, &flag)
+        return _num(p, i, n, &number)
     return -1
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TRACES, invoke, shared_or_skip
 
-from trace_report.store.database import database_lock
+from trace_report.store.layout import database_lock
 
 TRACE = TRACES / "hta_trace_diff" / "control.json.gz"
 

@@ -45,7 +45,7 @@ def sql_cmd(
 
     from trace_report.present.format import Format
     from trace_report.present.tables import OutputOptions, emit
-    from trace_report.store.database import database_lock
+    from trace_report.store.layout import database_lock
     from trace_report.store.sandbox import check_statements, sandbox
 
     with ExitStack() as stack:

@@ -17,11 +17,8 @@ import duckdb
 from trace_report.errors import DatabaseError
 from trace_report.store.derived import prune as prune_derived
 from trace_report.store.events_view import create_events_view_from_files, empty_events_view, events_dir_for
-from trace_report.store.layout import (  # noqa: F401  (the path and the lock: re-exported)
-    close_inherited_locks,
-    database_lock,
+from trace_report.store.layout import (
     database_path,
-    lock_path,
     remove_database_file,
     stale_copies,
 )
@@ -74,7 +71,7 @@ def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
                             "was its ingest interrupted?); ingest into a new file")
 
 
-def open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """A connection to ``path`` after checking it is a trace-report database (else closed)."""
     try:
         con = duckdb.connect(str(path), read_only=read_only)
@@ -94,7 +91,7 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
     path = database_path(path)
-    con = open_ours(path, read_only)
+    con = _open_ours(path, read_only)
     try:
         create_events_view_from_files(con, events_dir_for(path))
         create_views(con)
@@ -105,7 +102,7 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
 
 
 def _check_existing(path: Path) -> None:
-    open_ours(path, read_only=True).close()
+    _open_ours(path, read_only=True).close()
 
 
 def clean_leftovers(path: Path) -> list[str]:
@@ -122,7 +119,7 @@ def clean_leftovers(path: Path) -> list[str]:
     if folder.is_dir():
         rows: list[tuple[int, str]] = []
         if path.is_file():
-            con = open_ours(path, read_only=True)
+            con = _open_ours(path, read_only=True)
             try:
                 rows = con.execute("SELECT trace_id, file FROM event_files").fetchall()
             finally:

@@ -20,6 +20,7 @@ from conftest import run_cli
 import trace_report as tr
 from trace_report.analyses import regions
 from trace_report.analyses.regions import BreakdownOptions, breakdown, region_table, selected_traces
+from trace_report.analyses.regions_kept import DERIVED_KIND
 from trace_report.cli import ingest as ingest_cli_module
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 from trace_report.store import derived
@@ -42,7 +43,7 @@ def db_path(tmp_path: Path) -> Path:
 
 def kept_files(db_path: Path) -> list[Path]:
     folder = events_dir_for(db_path) / derived.FOLDER
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return sorted(folder.glob(f"{DERIVED_KIND}-*.parquet")) if folder.is_dir() else []
 
 
 def computed(db_path: Path, opts: BreakdownOptions) -> regions.BreakdownResult:

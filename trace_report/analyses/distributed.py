@@ -39,7 +39,14 @@ from trace_report.analyses.compare import (
     regions_diff,
     step_count,
 )
-from trace_report.analyses.kernel_classes import FlagsOptions, FlagsResult, check_options, flags, flags_from_rows
+from trace_report.analyses.kernel_classes import (
+    FlagsOptions,
+    FlagsResult,
+    check_options,
+    flag_rows,
+    flags,
+    flags_from_rows,
+)
 from trace_report.analyses.regions import (
     CODE_VERSION,
     BreakdownOptions,
@@ -112,8 +119,7 @@ def _regions(db: TraceDB, p: dict[str, Any]) -> dict[int, RegionPart]:
 def _flags(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
     """``kernel_flags.sql``'s rows: per (rank, trace, name, class, rule) count and sum, and the
     partition's GPU time per rank (rows without a name)."""
-    return db.con.execute(sql_text("kernel_flags.sql"),
-                          {"rank": p["rank"], "by_rank": p["by_rank"], "trace_ids": None}).df()
+    return flag_rows(db.con, p["rank"], p["by_rank"], None)
 
 
 def _gpu_ops(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, int]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import duckdb
 import pandas as pd
 
+from trace_report.analyses.gpu_op_names import names_relation
 from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
@@ -145,12 +147,24 @@ def flags(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     its pattern, rationale and source. Raises :class:`InputError` for an unknown class or rank.
     """
     opts = options or FlagsOptions()
-    con = db.con
     known = check_options(db, opts)
-    ids = None if opts.trace_ids is None else list(opts.trace_ids)
-    long = con.execute(sql_text("kernel_flags.sql"),
-                       {"rank": opts.rank, "by_rank": opts.by_rank, "trace_ids": ids}).df()
+    long = flag_rows(db.con, opts.rank, opts.by_rank, None if opts.trace_ids is None else list(opts.trace_ids))
     return flags_from_rows(db, long, opts, known)
+
+
+def flag_rows(con: duckdb.DuckDBPyConnection, rank: int | None, by_rank: bool,
+              trace_ids: list[int] | None) -> pd.DataFrame:
+    """``kernel_flags.sql``'s rows for the traces of ``rank`` (None = all) among ``trace_ids``
+    (None = all): per (rank, trace, name, class, rule) ``count`` and ``total_us``, and the GPU
+    time of the selection (``gpu_us``; rows without a name). Read from the ``gpu_op_names`` rows
+    kept beside the database where it keeps them (:mod:`trace_report.analyses.gpu_op_names`)."""
+    ids = [t for (t,) in con.execute(
+        "SELECT trace_id FROM traces WHERE ($rank IS NULL OR rank = $rank) "
+        "AND ($ids IS NULL OR list_contains($ids, trace_id)) ORDER BY trace_id",
+        {"rank": rank, "ids": trace_ids}).fetchall()]
+    with names_relation(con, ids) as names:
+        return con.execute(sql_text("kernel_flags.sql"),
+                           {"names": names, "rank": rank, "by_rank": by_rank, "trace_ids": trace_ids}).df()
 
 
 def flags_from_rows(db: TraceDB, long: pd.DataFrame, opts: FlagsOptions, known: list[str]) -> FlagsResult:

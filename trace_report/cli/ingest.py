@@ -72,7 +72,8 @@ def ingest_cmd(
         help="Compute the step breakdown of the traces read now and keep it beside the database, so "
              "that the first `breakdown` or `report` answers at once (default: for traces of "
              f"{KEEP_AT_INGEST_MIN_EVENTS:,} stored events or more, whose first breakdown takes half a "
-             "second or more; with --engine ray only when asked).")] = None,
+             "second or more; with --engine ray only when asked). The GPU operations per name, "
+             "which `flags` reads, are kept with it.")] = None,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
@@ -152,6 +153,7 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
 
     import duckdb
 
+    from trace_report.analyses.gpu_op_names import keep_gpu_op_names
     from trace_report.analyses.regions import keep_region_rows  # pandas: only for large traces
     from trace_report.store.handle import open_database
     from trace_report.sysutil import trim_heap
@@ -164,6 +166,7 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
                                            else contextlib.nullcontext()):
             db.con.execute(f"SET memory_limit = '{KEEP_MEMORY_LIMIT}'")
             kept = keep_region_rows(db.con, ids)
+            keep_gpu_op_names(db.con, kept)  # flags' rows: one scan more, only where the breakdown was kept
     except (InputError, DatabaseError, duckdb.Error, OSError) as exc:
         warn(f"{output}: the {what} was not kept ({exc}); the first `breakdown` computes it")
         return
@@ -173,7 +176,7 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
         raise
     if kept:
         err.print(f"kept the breakdown of {_traces(kept)} ({time.perf_counter() - start:.1f} s): "
-                  "`breakdown` reads it", markup=False)
+                  "`breakdown` and `flags` read it", markup=False)
     if len(kept) < len(ids):
         warn(f"{output}: the breakdown of {_traces([t for t in ids if t not in kept])} could not be kept "
              "(its folder cannot be written); the first `breakdown` computes it")

@@ -126,15 +126,18 @@ CREATE OR REPLACE TEMP MACRO kernel_class_matches(kname, kcc) AS (
 
 -- Classes of every GPU operation name (kernels, memcpy, memset) per trace; names that match no
 -- rule are left out. classes: sorted, distinct; rules: rule ids in priority order.
-CREATE OR REPLACE TEMP VIEW kernel_classes AS
-WITH names AS (
+-- kernel_classes_of(names): the same for a relation of gpu_op_names' rows (its name).
+CREATE OR REPLACE TEMP MACRO kernel_classes_of(names) AS TABLE
+WITH trace_names AS (
     SELECT DISTINCT e.trace_id, e.name, try_cast(t.compute_capability AS DOUBLE) AS cc
-    FROM gpu_ops e JOIN traces t ON t.trace_id = e.trace_id
+    FROM query_table(names) e JOIN traces t ON t.trace_id = e.trace_id
 ),
-distinct_names AS (SELECT DISTINCT name, cc FROM names),
+distinct_names AS (SELECT DISTINCT name, cc FROM trace_names),
 matched AS (SELECT name, cc, kernel_class_matches(name, cc) AS m FROM distinct_names)
 SELECT n.trace_id, n.name,
        list_sort(list_distinct(list_transform(m.m, lambda x: x.class))) AS classes,
        list_transform(m.m, lambda x: x.rule_id) AS rules
-FROM names n JOIN matched m ON m.name = n.name AND m.cc IS NOT DISTINCT FROM n.cc
+FROM trace_names n JOIN matched m ON m.name = n.name AND m.cc IS NOT DISTINCT FROM n.cc
 WHERE len(m.m) > 0;
+
+CREATE OR REPLACE TEMP VIEW kernel_classes AS SELECT * FROM kernel_classes_of('gpu_op_names');

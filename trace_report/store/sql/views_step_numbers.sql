@@ -8,15 +8,19 @@
 -- GPU time per trace: the denominator of every "% of GPU time" (top-kernels
 -- pct_of_gpu_time, flags, advise). GPU operations = kernels + memcpy + memset, as HTA's
 -- get_gpu_kernel_breakdown counts them (memory operations are kernels of type MEMORY there).
-CREATE OR REPLACE TEMP VIEW gpu_time AS
+-- gpu_time_of(names): the same from a relation of gpu_op_names' rows (its name: the view, or
+-- the rows flags reads kept beside the database), so both are one definition.
+CREATE OR REPLACE TEMP MACRO gpu_time_of(names) AS TABLE
 SELECT t.trace_id, t.rank,
-       count(g.event_id) AS gpu_ops,
+       CAST(coalesce(sum(g.ops), 0) AS BIGINT) AS gpu_ops,
        coalesce(sum(g.dur_us), 0.0) AS gpu_op_us,
        coalesce(sum(g.dur_us) FILTER (WHERE g.cat = 'kernel'), 0.0) AS kernel_us,
        coalesce(sum(g.dur_us) FILTER (WHERE g.cat = 'gpu_memcpy'), 0.0) AS memcpy_us,
        coalesce(sum(g.dur_us) FILTER (WHERE g.cat = 'gpu_memset'), 0.0) AS memset_us
-FROM traces t LEFT JOIN gpu_ops g ON g.trace_id = t.trace_id
+FROM traces t LEFT JOIN query_table(names) g ON g.trace_id = t.trace_id
 GROUP BY t.trace_id, t.rank;
+
+CREATE OR REPLACE TEMP VIEW gpu_time AS SELECT * FROM gpu_time_of('gpu_op_names');
 
 -- Union of the GPU operations' [ts, ts + dur) intervals per trace (all streams and devices of
 -- the trace): the time during which the GPU did something. Gaps-and-islands over start order.

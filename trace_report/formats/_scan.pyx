@@ -184,7 +184,12 @@ cdef char _EMPTY[1]
 
 
 cdef _Owned _take(Buf* b):
+    cdef char* fit
     out = _Owned()
+    if b.data != NULL and b.size > 0 and b.cap - b.size >= 65536:  # what _presize reserved and
+        fit = <char*>realloc(b.data, b.size)  # was not used goes back to the heap (in place)
+        if fit != NULL:
+            b.data = fit
     out.data = b.data
     out.size = b.size
     b.data = NULL
@@ -933,6 +938,27 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
         return SCAN_DECLINE
 
 
+cdef int _presize(Py_ssize_t n, Text* texts, Num* nums, Buf* suspects) noexcept:
+    """Reserve the columns of a piece of ``n`` bytes once, so that they are not copied as they
+    grow (``realloc``): ``args`` up to ``n`` (it is a part of the piece: 83% of a rank trace's
+    bytes, 28% of an event-dense one's), per-row buffers for an event every 128 bytes (191 and
+    790 bytes per event in the benchmark traces), the other texts at 8-24 bytes a row. Pages
+    never written are never touched, so a generous reservation costs no memory; a column that
+    outgrows it still grows by doubling."""
+    cdef Py_ssize_t rows = n // 128 + 16
+    cdef int c
+    if _reserve(&texts[4].data, n) < 0 or _reserve(suspects, rows) < 0:
+        return -1
+    for c in range(5):
+        if (_reserve(&texts[c].offsets, 4 * (rows + 1)) < 0 or _reserve(&texts[c].valid, rows) < 0
+                or (c < 4 and _reserve(&texts[c].data, (24 if c == 1 else 8) * rows) < 0)):
+            return -1
+    for c in range(6):
+        if _reserve(&nums[c].values, 8 * rows) < 0 or _reserve(&nums[c].valid, rows) < 0:
+            return -1
+    return 0
+
+
 def scan_events(const unsigned char[::1] buf, bytes memory_cat):
     """Columns of the kept events of one piece, or None (decode it with msgspec instead).
 
@@ -968,6 +994,8 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
     suspects.data = NULL
     suspects.size = suspects.cap = 0
     try:
+        if _presize(n, texts, nums, &suspects) < 0:
+            raise MemoryError()
         for c in range(5):
             if _put(&texts[c].offsets, &zero, 4) < 0:
                 raise MemoryError()

@@ -4,7 +4,6 @@ library) and tying decoding workers to their parent."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -32,8 +31,15 @@ def _libc(use_errno: bool = False) -> ctypes.CDLL | None:
     """The C library on Linux (glibc's functions are looked up on it), else None."""
     if not sys.platform.startswith("linux"):
         return None
+    try:  # glibc's soname first: find_library runs ldconfig in a child process (~2 ms at every start)
+        return ctypes.CDLL("libc.so.6", use_errno=use_errno)
+    except OSError:
+        pass
+    from ctypes.util import find_library  # here: it imports tempfile, random and subprocess (~4 ms)
+
+    name = find_library("c")
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=use_errno)
+        return ctypes.CDLL(name, use_errno=use_errno) if name else None
     except OSError:
         return None
 

@@ -10,21 +10,28 @@ import sys
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 
 
-def tune_allocator(mmap_threshold: int = 256 << 20, trim_threshold: int = 512 << 20) -> bool:
-    """Keep glibc from mapping and unmapping every large buffer (pieces of several MB).
+def tune_allocator(mmap_threshold: int = 256 << 20, trim_threshold: int = 512 << 20, arenas: int = 2) -> bool:
+    """Keep glibc from mapping and unmapping every large buffer (pieces of several MB), and the
+    decoding threads on one heap beside the main thread's.
 
     By default glibc serves allocations over 128 KiB (growing adaptively) with ``mmap`` and
     returns them with ``munmap``, so every piece's buffers are page-faulted in again: half the
     system time of a large ingest. Raising ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD``
-    (``mallopt(3)``) lets the heap reuse them. Forked decoding workers inherit the setting.
-    Returns False where there is no glibc (macOS, musl): nothing changes there.
+    (``mallopt(3)``) lets the heap reuse them. ``M_ARENA_MAX`` = ``arenas``: by default each
+    thread that allocates gets a heap (arena) of its own, each kept at its own peak; with two,
+    the decoding threads share one (peak RSS of an ingest on 2 cores: 113 MB trace 209 -> 189 MB,
+    1.13 GB trace 531 -> 484 MB, at the same speed; docs/benchmarks.md, 2026-11-27). Must run
+    before the threads first allocate. Forked decoding workers inherit the settings. Returns
+    False where there is no glibc (macOS, musl): nothing changes there.
     """
     mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is None:
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
+    return (bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
+            and bool(mallopt(M_ARENA_MAX, arenas)))
 
 
 def _libc(use_errno: bool = False) -> ctypes.CDLL | None:

@@ -191,3 +191,25 @@ def captured_runs(factory: pytest.TempPathFactory) -> Path:
             torch._dynamo.reset()  # leave no eager-backend graphs behind for other tests
     (root / "done").write_text("")
     return root
+
+
+H100_CAPTURES = REPO / "traces" / "h100-2026-11-25"
+"""This project's own H100 captures (baseline, amp-bf16, ddp): the kept-rows tests read them."""
+H100_RUNS = ("baseline", "amp-bf16", "ddp")  # three traces: the rows of each must stay its own
+
+
+def ingest_h100_runs(path: Path) -> Path:
+    """A database at ``path`` with the three :data:`H100_RUNS`, decoded in this process."""
+    from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+
+    ingest_to_database([H100_CAPTURES / r for r in H100_RUNS], path, IngestOptions(workers=1))
+    return path
+
+
+def kept_files(db_path: Path, kind: str) -> list[Path]:
+    """The files of one derived ``kind`` kept beside the database (:mod:`trace_report.store.derived`)."""
+    from trace_report.store import derived
+    from trace_report.store.events_view import events_dir_for
+
+    folder = events_dir_for(db_path) / derived.FOLDER
+    return sorted(folder.glob(f"{kind}-*.parquet")) if folder.is_dir() else []

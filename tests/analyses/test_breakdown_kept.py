@@ -15,7 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_cli
+from conftest import H100_CAPTURES as H100
+from conftest import H100_RUNS as RUNS
+from conftest import ingest_h100_runs, run_cli
+from conftest import kept_files as kept_of_kind
 
 import trace_report as tr
 from trace_report.analyses import regions
@@ -26,8 +29,6 @@ from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 from trace_report.store import derived
 from trace_report.store.events_view import events_dir_for
 
-H100 = Path(__file__).resolve().parents[2] / "traces" / "h100-2026-11-25"
-RUNS = ("baseline", "amp-bf16", "ddp")  # three traces: facts and rows of each must stay its own
 OPTIONS = [BreakdownOptions(), BreakdownOptions(by_step=True), BreakdownOptions(by_rank=True),
            BreakdownOptions(by_step=True, by_rank=True), BreakdownOptions(trace_ids=(2,))]
 
@@ -36,14 +37,11 @@ pytestmark = pytest.mark.skipif(not H100.is_dir(), reason="traces/h100-2026-11-2
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
-    path = tmp_path / "t.duckdb"
-    ingest_to_database([H100 / r for r in RUNS], path, IngestOptions(workers=1))
-    return path
+    return ingest_h100_runs(tmp_path / "t.duckdb")
 
 
 def kept_files(db_path: Path) -> list[Path]:
-    folder = events_dir_for(db_path) / derived.FOLDER
-    return sorted(folder.glob(f"{DERIVED_KIND}-*.parquet")) if folder.is_dir() else []
+    return kept_of_kind(db_path, DERIVED_KIND)
 
 
 def computed(db_path: Path, opts: BreakdownOptions) -> regions.BreakdownResult:

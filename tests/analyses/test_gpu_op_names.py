@@ -18,18 +18,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_cli
+from conftest import H100_CAPTURES as H100
+from conftest import H100_RUNS as RUNS
+from conftest import ingest_h100_runs, run_cli
+from conftest import kept_files as kept_of_kind
 
 import trace_report as tr
 from trace_report.analyses import gpu_op_names
 from trace_report.analyses.kernel_classes import FlagsOptions, FlagsResult, flags
-from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
-from trace_report.store import derived
-from trace_report.store.events_view import events_dir_for
 from trace_report.store.views import views_as_created
 
-H100 = Path(__file__).resolve().parents[2] / "traces" / "h100-2026-11-25"
-RUNS = ("baseline", "amp-bf16", "ddp")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 OPTIONS = [FlagsOptions(), FlagsOptions(by_rank=True), FlagsOptions(trace_ids=(2,)), FlagsOptions(rank=0),
            FlagsOptions(classes=("tensor_core",), limit=3)]
@@ -39,14 +37,11 @@ pytestmark = pytest.mark.skipif(not H100.is_dir(), reason="traces/h100-2026-11-2
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
-    path = tmp_path / "t.duckdb"
-    ingest_to_database([H100 / r for r in RUNS], path, IngestOptions(workers=1))
-    return path
+    return ingest_h100_runs(tmp_path / "t.duckdb")
 
 
 def kept_files(db_path: Path) -> list[Path]:
-    folder = events_dir_for(db_path) / derived.FOLDER
-    return sorted(folder.glob(f"{gpu_op_names.DERIVED_KIND}-*.parquet")) if folder.is_dir() else []
+    return kept_of_kind(db_path, gpu_op_names.DERIVED_KIND)
 
 
 def json_names(run: str) -> dict[tuple[str, str], tuple[int, float]]:

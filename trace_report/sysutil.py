@@ -23,15 +23,16 @@ def tune_allocator(mmap_threshold: int = 256 << 20, trim_threshold: int = 512 <<
     (``mallopt(3)``) lets the heap reuse them. ``M_ARENA_MAX`` = ``arenas``: by default each
     thread that allocates gets a heap (arena) of its own, each kept at its own peak; with two,
     the decoding threads share one (peak RSS of an ingest on 2 cores: 113 MB trace 209 -> 189 MB,
-    1.13 GB trace 531 -> 484 MB, at the same speed; docs/benchmarks.md, 2026-11-27). Must run
-    before the threads first allocate. Forked decoding workers inherit the settings. Returns
-    False where there is no glibc (macOS, musl): nothing changes there.
+    1.13 GB trace 531 -> 484 MB, at the same speed; docs/benchmarks.md, 2026-11-27; DuckDB
+    allocates through its own jemalloc, untouched). Must run before the threads first allocate.
+    Forked decoding workers inherit the settings. Returns False where there is no glibc (macOS,
+    musl): nothing changes there.
     """
     mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is None:
         return False
-    return (bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
-            and bool(mallopt(M_ARENA_MAX, arenas)))
+    settings = ((M_MMAP_THRESHOLD, mmap_threshold), (M_TRIM_THRESHOLD, trim_threshold), (M_ARENA_MAX, arenas))
+    return all([bool(mallopt(option, value)) for option, value in settings])  # each applied, whatever the others did
 
 
 def _libc(use_errno: bool = False) -> ctypes.CDLL | None:

@@ -49,3 +49,47 @@ def test_materialize_works_on_a_read_only_database(tmp_path: Path) -> None:
         before = _steps(db.con)
         materialize(db.con, "steps")
         assert _steps(db.con) == before and before
+
+
+def test_views_bound_on_the_first_file_read_every_file(tmp_path: Path) -> None:
+    """connect_existing binds the analysis views against ``events`` over the first Parquet file,
+    then makes ``events`` again over all of them: every view must read every file (the kernels
+    and steps of the trace's JSON, cut into 1 MB pieces), and give what views bound over all the
+    files give."""
+    import duckdb
+
+    from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+    from trace_report.store.database import connect_existing
+    from trace_report.store.events_view import create_events_view_from_files, events_dir_for
+    from trace_report.store.views import views_as_created
+
+    shared_or_skip()
+    folder = TRACES / "hta_a100_ddp_nccl"
+    db = tmp_path / "t.duckdb"
+    ingest_to_database([folder], db, IngestOptions(workers=1, piece_bytes=1 << 20))
+    traces = sorted(folder.rglob("*.json*"))
+    events = [e for p in traces for e in complete_events(p)]
+    kernels = sum(1 for e in events if e.get("cat") == "kernel")
+    steps = sorted(float(e["dur"]) for e in events if str(e["name"]).startswith("ProfilerStep#"))
+    queries = ["SELECT count(*) FROM gpu_ops WHERE cat = 'kernel'", "SELECT dur_us FROM steps ORDER BY dur_us",
+               "SELECT * FROM gpu_op_names ORDER BY ALL", "SELECT * FROM kernel_classes ORDER BY ALL"]
+
+    con = connect_existing(db)
+    try:
+        files = con.execute("SELECT count(*) FROM event_files").fetchone()[0]
+        assert files >= 2 * len(traces)  # several pieces per trace: the first file is not all
+        assert views_as_created(con)
+        assert con.execute(queries[0]).fetchone()[0] == kernels > 0
+        assert [r[0] for r in con.execute(queries[1]).fetchall()] == steps
+        got = [_rounded(con.execute(q).fetchall()) for q in queries]
+    finally:
+        con.close()
+    with duckdb.connect(str(db), read_only=True) as old:  # the views bound over every file
+        create_events_view_from_files(old, events_dir_for(db))
+        create_views(old)
+        assert [_rounded(old.execute(q).fetchall()) for q in queries] == got
+
+
+def _rounded(rows: list[tuple]) -> list[tuple]:
+    """Rows with their floats to 6 decimals: DuckDB's parallel sums vary in the last bits."""
+    return [tuple(round(v, 6) if isinstance(v, float) else v for v in row) for row in rows]

@@ -22,7 +22,7 @@ from trace_report.store.layout import (
     remove_database_file,
     stale_copies,
 )
-from trace_report.store.views import create_views, sql_text
+from trace_report.store.views import create_views, record_views, sql_text
 
 SCHEMA_VERSION = "1"
 APP = "trace-report"
@@ -86,15 +86,19 @@ def _open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 
 def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open an existing trace-report database and create its TEMP views (``events`` over the
-    Parquet files beside it, then the analysis views)."""
+    """Open an existing trace-report database and create its TEMP views: the analysis views,
+    bound against ``events`` over the first Parquet file beside it, then ``events`` over all of
+    them (:func:`~trace_report.store.events_view.create_events_view_from_files`)."""
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
     path = database_path(path)
     con = _open_ours(path, read_only)
     try:
-        create_events_view_from_files(con, events_dir_for(path))
+        folder = events_dir_for(path)
+        create_events_view_from_files(con, folder, first_only=True)  # the views bind against one file
         create_views(con)
+        create_events_view_from_files(con, folder)
+        record_views(con)  # events was made again: these are still the views as created
     except BaseException:
         con.close()
         raise

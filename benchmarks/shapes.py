@@ -6,8 +6,9 @@ make_big_trace.py, timestamps and ids shifted per copy):
   a. the 1.13 GB V100 ResNet-50 trace (kineto_rn50_nw4_2021jun x40), plain and .json.gz;
   b. an event-dense ~225 MB trace (param_linear_kineto_2080ti x11, ~200 B/event), plain and gz;
   c. a 16-rank folder of ~30 MB traces, each .json.gz (rn50 x1 per rank, distributedInfo set);
-  d. a scaling curve: rn50 plain at ~100 MB, 1 GB (row a) and ~5 GB; HTA only up to 2 GB of
-     JSON (it needs ~4x the file in memory: 5 GB would need ~20 GB on a 24 GB machine).
+  d. a scaling curve: rn50 plain at ~100 MB, 1 GB (row a) and ~5 GB; HTA by default only up to
+     2 GB of JSON (``--hta-max-gb``): on the 5 GB row it took 27 minutes a run and 21 GB of a
+     24 GB machine (2026-11-27), so ``--only d-5GB --repeat 1 --hta-repeat 1 --hta-max-gb 6``.
 
 Each run is a separate process; wall time, peak RSS summed over the process tree (sampled every
 20 ms, psutil; the tree itself looked up every 0.1 s) and CPU time (user + system of the process
@@ -22,7 +23,7 @@ database.
 
 Prints a Markdown table ready for docs/benchmarks.md (machine, date, versions, load average).
 
-Usage: python benchmarks/shapes.py [--quick] [--repeat 3] [--only a,b,...] [--skip-hta] [--work DIR]
+Usage: python benchmarks/shapes.py [--quick] [--repeat 3] [--only a,b,...] [--skip-hta] [--hta-max-gb 2] [--work DIR]
   --quick: small inputs (dense x2, 4 ranks, 100 MB), 1 repeat, HTA on the smallest row only (< 5 min).
 """
 
@@ -49,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "data" / "traces"
 RN50 = SHARED / "kineto_rn50_nw4_2021jun" / "worker0.1623212756351.pt.trace.json.gz"
 DENSE = SHARED / "param_linear_kineto_2080ti" / "linear_kineto.json.gz"
-HTA_MAX_BYTES = 2_000_000_000
+HTA_MAX_GB = 2.0
 CHILDREN_EVERY = 5
 """Samples between two looks for child processes: finding them reads /proc of every process on
 the machine (~1.4 ms), 7% of a core at every 20 ms sample, taken from the program measured;
@@ -206,8 +207,7 @@ def inputs(args: argparse.Namespace) -> list[Row]:
     add("b-gz", "event-dense ~225 MB, .json.gz", lambda: gz_of(make(DENSE, w / "densex11.json", 11)))
     add("c", "16-rank folder, ~30 MB .json.gz each", lambda: rank_folder(w, 16, 1))
     add("d-100MB", "scaling: rn50 ~100 MB plain", lambda: make(RN50, w / "rn50x4.json", 4))
-    add("d-5GB", "scaling: rn50 ~5 GB plain (HTA skipped: > 2 GB)", lambda: make(RN50, w / "rn50x180.json", 180),
-        False)
+    add("d-5GB", "scaling: rn50 ~5 GB plain", lambda: make(RN50, w / "rn50x180.json", 180))
     return rows
 
 
@@ -231,7 +231,7 @@ def hta_dir_for(row: Row, work: Path) -> Path:
 
 def bench_row(row: Row, args: argparse.Namespace, cli: str) -> None:
     db = args.work / f"{row.key}.duckdb"
-    hta = row.hta and not args.skip_hta and size_of(row.paths) <= HTA_MAX_BYTES
+    hta = row.hta and not args.skip_hta and size_of(row.paths) <= args.hta_max_gb * 1e9
     folder = hta_dir_for(row, args.work) if hta else None
     # Ours and HTA take turns, so that both sample the same minutes of a VM whose speed drifts by
     # 10-20% within minutes (run one after the other, the ratio carried that drift).
@@ -328,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hta-repeat", type=int, default=None, help="runs of HTA per row (default 3; quick 1)")
     parser.add_argument("--only", default="", help="comma-separated row keys or letters (a,b,c,d or b-gz ...)")
     parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--hta-max-gb", type=float, default=HTA_MAX_GB,
+                        help="no HTA on rows of more JSON than this (default 2: HTA took 27 min and 21 GB "
+                             "on the 5 GB row)")
     parser.add_argument("--no-queries", action="store_true")
     parser.add_argument("--work", type=Path, default=HERE / "out")
     args = parser.parse_args(argv)

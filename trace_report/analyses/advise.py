@@ -1,42 +1,45 @@
-"""Recommendations with the measured numbers behind them (docs/analysis.md).
+"""Findings ranked by what fixing them would save (docs/analysis.md, "advise").
 
-Each check measures a value per rank and compares it with a threshold (:class:`Thresholds`, the
-one place defaults live). A finding row is emitted only when the threshold is crossed; when none
-is, the result has no rows and a note lists what was checked. The checks and their sources:
+Each check (:mod:`trace_report.analyses.advise_checks`) reads one rank's numbers from the SQL views
+that ``breakdown``, ``flags``, ``overlap`` and ``top-kernels`` read, compares a value with a
+threshold (:class:`Thresholds`, the one place they live, each with its reason and source) and
+estimates ``est_saving_ms_per_step``:
 
-- ``data_loading``: data-loading share of step wall time > 5% (torch-tb-profiler
-  ``RunProfileData.analyze``: DataLoader > 5% of step time).
-- ``no_tensor_cores``: compute capability >= 7.0, tensor-core kernel time == 0 while GEMM or
-  convolution kernels (or tensor-core-eligible operators, tb-profiler ``TC_OP_Allowlist``) exist
-  (tb-profiler: ``computeMajor >= 7 and tc_used_ratio == 0 and tc_eligible_ops_kernel_ratio > 0``).
-- ``layout_conversions``: cuDNN NCHW<->NHWC conversion kernels > 2% of GPU time (docs/analysis.md).
-- ``launch_bound``: >= 100 GPU operations per step, >= 50% of them shorter than the CPU call that
-  launched them (HTA ``get_cuda_kernel_launch_stats``: kernels + memcpy + memset shorter than their
-  launch; view ``launch_bound``, which leaves out operations replayed from CUDA graphs: one
-  ``cudaGraphLaunch`` serves them all), and the GPU busy < 80% of step time.
-- ``low_gpu_utilization``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5), or of the
-  first-to-last GPU op span when a trace has no ProfilerStep (view ``gpu_utilization``, the
-  figure the report headline shows).
-- ``memory_near_capacity``: peak ``Total Allocated`` of ``[memory]`` events > 90% of the device's
-  ``totalGlobalMem`` (tb-profiler memory recommendation). Needs ``[memory]`` instant events in
-  ``events``; silent without them.
+- GPU idle, split by cause (view ``gpu_idle_by_cause``): every period in which no GPU operation
+  ran, inside the ProfilerSteps (the first-to-last GPU op span of a trace without them), goes to
+  data loading for the part the DataLoader was running, then to the synchronising call the CPU
+  was blocked in when the GPU ran out of work (``host_sync``), to the launches when the next
+  operation was launched only after the GPU went idle (``launch_bound``), else to ``other``.
+  ``data_loading``, ``host_sync`` and ``launch_bound`` save their idle time;
+  ``low_gpu_utilization`` (a symptom) saves the idle time no finding explains.
+- GPU work: ``exposed_communication`` saves the communication time not overlapped with
+  computation (HTA's overlap, the complement); ``layout_conversions`` the conversion kernels'
+  time; ``pageable_memcpy`` half the pageable copy time (pinned copies ~2x faster);
+  ``fp32_without_tf32`` / ``no_tensor_cores`` half the GEMM/convolution time on CUDA cores.
+  These are upper bounds where the GPU is not the bottleneck.
+- ``memory_near_capacity`` has no time saving (NaN) and is listed after the ranked findings.
+
+Findings are sorted by saving; those under ``min_saving_pct`` (2%) of step time are left out
+unless ``all_findings``. :attr:`AdviceResult.verdict` names the biggest.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 import duckdb
-import numpy as np
 import pandas as pd
 
+from trace_report.analyses.advise_checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.overlap import OverlapOptions, overlap
+from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces, trace_ids
-from trace_report.analyses.utilization import gpu_utilization, launch_stats
 from trace_report.store.tracedb import TraceDB
 
-ADVICE_COLUMNS = ["rank", "finding", "value", "threshold", "unit", "evidence", "recommendation"]
+__all__ = ["ADVICE_COLUMNS", "AdviceResult", "Thresholds", "advise", "memory_peaks"]
 
 # Operators whose kernels could use tensor cores (torch-tb-profiler TC_OP_Allowlist, abridged).
 TC_ELIGIBLE_OPS = (
@@ -44,40 +47,20 @@ TC_ELIGIBLE_OPS = (
     "aten::cudnn_convolution", "aten::conv_transpose2d", "aten::addmm", "aten::addmv", "aten::matmul",
     "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm", "aten::bmm",
 )
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Thresholds of the checks (percentages are 0-100)."""
-
-    data_loading_pct: float = 5.0
-    min_tensor_core_cc: float = 7.0
-    layout_conversion_pct: float = 2.0
-    launch_bound_min_kernels_per_step: float = 100.0
-    launch_bound_short_pct: float = 50.0
-    launch_bound_max_busy_pct: float = 80.0
-    low_utilization_pct: float = 50.0
-    memory_pct: float = 90.0
+# Idle-time findings: their savings are parts of the GPU idle time, the rest is low utilisation's.
+IDLE_FINDINGS = ("data_loading", "host_sync", "launch_bound", "cpu_bound")
+AMD_DEVICE = r"(?i)\bamd\b|instinct|radeon|\bmi[0-9]{3}"
 
 
 @dataclass
 class AdviceResult:
-    """``frame``: findings (:data:`ADVICE_COLUMNS`); ``notes``: what was checked or skipped."""
+    """``frame``: findings (:data:`ADVICE_COLUMNS`, ``ranks`` instead of ``rank`` when aggregated),
+    sorted by ``est_saving_ms_per_step``; ``notes``: what was checked or skipped; ``verdict``: one
+    sentence naming the biggest finding (or why there is none)."""
 
     frame: pd.DataFrame
     notes: list[str] = field(default_factory=list)
-
-
-
-def _dur(us: float) -> str:
-    """A duration for people: µs below 1 ms, else ms."""
-    return f"{us:,.1f} us" if abs(us) < 1000 else f"{us / 1e3:,.1f} ms"
-
-
-def _finding(rank: object, finding: str, value: float, threshold: float, unit: str, evidence: str,
-             recommendation: str) -> dict:
-    return {"rank": rank, "finding": finding, "value": round(float(value), 3), "threshold": threshold,
-            "unit": unit, "evidence": evidence, "recommendation": recommendation}
+    verdict: str = ""
 
 
 def memory_peaks(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:
@@ -107,188 +90,183 @@ def _capacity(metadata: str | None, device: int) -> float | None:
     return None
 
 
-def _tc_eligible_ops(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, int]:
-    rows = con.execute("SELECT trace_id, count(*) FROM cpu_ops WHERE list_contains($ids, trace_id) "
-                       "AND list_contains($ops, name) GROUP BY 1", {"ids": ids, "ops": list(TC_ELIGIBLE_OPS)})
-    return dict(rows.fetchall())
+def _by_rank(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> dict[int, dict]:
+    """Rows of a per-rank query as {rank: {column: value}}."""
+    rel = con.execute(sql, params or {})
+    cols = [d[0] for d in rel.description]
+    return {int(r[0]): dict(zip(cols, r, strict=True)) for r in rel.fetchall() if r[0] is not None}
 
 
-class _Checker:
-    """Runs every check for one rank and collects findings and notes."""
-
-    def __init__(self, th: Thresholds):
-        self.th = th
-        self.rows: list[dict] = []
-        self.checked: list[str] = []
-
-    def data_loading(self, rank: object, bd: pd.DataFrame) -> None:
-        wall = bd["wall_us"].sum()
-        dl = bd.loc[bd["region"] == "data_loading", "wall_us"].sum()
-        if wall <= 0:
-            return
-        pct = 100.0 * dl / wall
-        self.checked.append(f"data loading {pct:.1f}% of step time")
-        if pct > self.th.data_loading_pct:
-            self.rows.append(_finding(
-                rank, "data_loading", pct, self.th.data_loading_pct, "% of step time",
-                f"{_dur(dl)} of {_dur(wall)} step time is data loading",
-                "Set DataLoader(num_workers>0, pin_memory=True, persistent_workers=True) and prefetch "
-                "the next batch; see https://pytorch.org/docs/stable/data.html"))
-
-    def tensor_cores(self, rank: object, cc: float | None, summary: pd.Series, gpu_us: float,
-                     eligible_ops: int) -> None:
-        if cc is None or np.isnan(cc) or cc < self.th.min_tensor_core_cc or gpu_us <= 0:
-            return
-        tc = summary.get("tensor_core", 0.0)
-        eligible = summary.get("gemm", 0.0) + summary.get("convolution", 0.0)
-        self.checked.append(f"tensor-core time {_dur(tc)}")
-        if tc == 0 and (eligible > 0 or eligible_ops > 0):
-            pct = 100.0 * eligible / gpu_us
-            how = ("enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True, torch.backends.cudnn.allow_tf32 = "
-                   "True) or autocast to bf16/fp16" if cc >= 8.0 else "use automatic mixed precision "
-                   "(torch.autocast with float16); TF32 needs compute capability 8.0")
-            self.rows.append(_finding(
-                rank, "no_tensor_cores", pct, 0.0, "% of GPU time in GEMM/conv kernels without tensor cores",
-                f"compute capability {cc:.1f}; {_dur(eligible)} GEMM/convolution kernel time "
-                f"({eligible_ops} tensor-core-eligible operator calls), none on tensor cores",
-                f"Use tensor cores: {how}; see https://pytorch.org/docs/stable/amp.html"))
-
-    def layout(self, rank: object, summary: pd.Series, gpu_us: float) -> None:
-        if gpu_us <= 0:
-            return
-        conv = summary.get("layout_conversion", 0.0)
-        pct = 100.0 * conv / gpu_us
-        self.checked.append(f"layout conversions {pct:.1f}% of GPU time")
-        if pct > self.th.layout_conversion_pct:
-            self.rows.append(_finding(
-                rank, "layout_conversions", pct, self.th.layout_conversion_pct, "% of GPU time",
-                f"{_dur(conv)} of {_dur(gpu_us)} GPU time in cuDNN nchwToNhwc/nhwcToNchw kernels",
-                "Keep activations in NHWC: model.to(memory_format=torch.channels_last) and the same for "
-                "inputs; see https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html"))
-
-    def launch_bound(self, rank: object, ls: pd.DataFrame, busy_pct: float | None) -> None:
-        kernels, steps = ls["gpu_ops"].sum(), ls["steps"].sum()
-        if not kernels or not steps or busy_pct is None:
-            return
-        per_step = kernels / steps
-        short = 100.0 * ls["shorter_than_launch"].sum() / kernels
-        graph = int(ls["graph_ops"].sum())
-        graphs = f" ({graph:,} more replayed from CUDA graphs: none has a launch of its own)" if graph else ""
-        self.checked.append(f"{per_step:,.0f} GPU ops per step, {short:.0f}% shorter than their launch{graphs}")
-        th = self.th
-        if per_step >= th.launch_bound_min_kernels_per_step and short >= th.launch_bound_short_pct \
-                and busy_pct < th.launch_bound_max_busy_pct:
-            self.rows.append(_finding(
-                rank, "launch_bound", short, th.launch_bound_short_pct,
-                "% of GPU ops (kernels, memcpy, memset) shorter than their launch",
-                f"{per_step:,.0f} GPU ops per step{graphs}; median GPU op {ls['median_gpu_us'].median():.1f} us "
-                f"vs median launch call {ls['median_launch_us'].median():.1f} us; GPU busy {busy_pct:.1f}% of "
-                "step time",
-                "Cut launch overhead: CUDA graphs or torch.compile(mode='reduce-overhead'), fused/foreach "
-                "optimizers, fewer and larger kernels (bigger batches)"))
-
-    def utilization(self, rank: object, busy_pct: float | None, basis: str) -> None:
-        if busy_pct is None:
-            return
-        self.checked.append(f"GPU busy {busy_pct:.1f}% of {basis}")
-        if busy_pct < self.th.low_utilization_pct:
-            self.rows.append(_finding(
-                rank, "low_gpu_utilization", busy_pct, self.th.low_utilization_pct, f"% of {basis} GPU busy",
-                f"the GPU ran kernels, copies or memsets {busy_pct:.1f}% of {basis}",
-                "Find what the GPU waits for (trace-report breakdown: idle_us per region; trace-report hta "
-                "idle): input pipeline, host syncs (.item(), .cpu()), communication; then raise the batch size"))
-
-    def memory(self, rank: object, peaks: pd.DataFrame) -> None:
-        for p in peaks.itertuples(index=False):
-            if not p.capacity_bytes or np.isnan(p.allocated_bytes):
-                continue
-            pct = 100.0 * p.allocated_bytes / p.capacity_bytes
-            self.checked.append(f"GPU{p.device} peak memory {pct:.1f}% of capacity")
-            if pct > self.th.memory_pct:
-                self.rows.append(_finding(
-                    rank, "memory_near_capacity", pct, self.th.memory_pct, "% of device memory",
-                    f"GPU{p.device}: peak allocated {p.allocated_bytes / 2**30:,.2f} GiB of "
-                    f"{p.capacity_bytes / 2**30:,.2f} GiB",
-                    "Free memory for larger batches: activation checkpointing (torch.utils.checkpoint), "
-                    "mixed precision, smaller activations"))
+def _cuda_core_gemms(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, tuple[float, str]]:
+    """Per rank: GEMM/convolution kernel time not on tensor cores (kernel classes: gemm or
+    convolution without tensor_core), and the top three such names."""
+    rows = con.execute(
+        "WITH k AS (SELECT t.rank, g.name, sum(g.dur_us) AS us FROM gpu_op_names g "
+        "  JOIN kernel_classes c ON c.trace_id = g.trace_id AND c.name = g.name "
+        "  JOIN traces t ON t.trace_id = g.trace_id "
+        "  WHERE list_contains($ids, g.trace_id) AND NOT list_contains(c.classes, 'tensor_core') "
+        "    AND (list_contains(c.classes, 'gemm') OR list_contains(c.classes, 'convolution')) GROUP BY ALL) "
+        "SELECT rank, sum(us), list(name ORDER BY us DESC)[1:3] FROM k GROUP BY rank", {"ids": ids}).fetchall()
+    return {int(r): (float(us), ", ".join(n[:60] for n in names)) for r, us, names in rows}
 
 
-def _busy_pct(util: pd.DataFrame) -> tuple[float | None, str]:
-    """GPU busy % of step time (view ``gpu_utilization_by_rank``), or of the GPU op span when the
-    rank's traces have no steps; None without GPU operations."""
-    if util.empty or util["gpu_util_pct"].isna().all():
-        return None, ""
-    row = util.iloc[0]
-    return float(row["gpu_util_pct"]), ("step time" if row["basis"] == "ProfilerStep" else
-                                        "the first-to-last GPU op span")
+def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, RankFacts]:
+    """Every rank's :class:`RankFacts`, one query per view."""
+    con, ids = db.con, trace_ids(traces)
+    facts = {int(r): RankFacts(rank=int(r)) for r in sorted(traces["rank"].dropna().unique())}
+    for r, row in _by_rank(con, "SELECT * FROM gpu_idle_by_cause").items():
+        if r in facts:
+            f = facts[r]
+            f.windows, f.wall_us, f.busy_us, f.basis = int(row["windows"]), float(row["wall_us"] or 0), \
+                float(row["busy_us"] or 0), str(row["basis"])
+            f.idle = row
+    for r, row in _by_rank(con, "SELECT rank, sum(gpu_op_us) AS gpu_us FROM gpu_time GROUP BY rank").items():
+        if r in facts:
+            facts[r].gpu_us = float(row["gpu_us"] or 0)
+    fl = flags(db, FlagsOptions(rank=rank, by_rank=True)).summary
+    for r, g in fl.groupby("rank"):
+        if int(r) in facts:
+            facts[int(r)].classes = g.set_index("class")["total_us"]
+    for r, (us, names) in _cuda_core_gemms(con, ids).items():
+        if r in facts:
+            facts[r].cuda_core_gemm_us, facts[r].cuda_core_gemm_names = us, names
+    launches = _by_rank(con, "SELECT t.rank, sum(l.gpu_ops) AS gpu_ops, "
+                        "100.0 * sum(l.shorter_than_launch) / nullif(sum(l.gpu_ops), 0) AS shorter_pct, "
+                        "median(l.median_gpu_us) AS median_gpu_us, median(l.median_launch_us) AS median_launch_us "
+                        "FROM launch_bound l JOIN traces t USING (trace_id) GROUP BY t.rank")
+    q = queue_length(db, QueueOptions(rank=rank, steps_only=False)).frame
+    ov = overlap(db, OverlapOptions(rank=rank, steps_only=False)).frame
+    syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
+    pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
+    bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
+    cc = dict(con.execute("SELECT rank, max(try_cast(compute_capability AS DOUBLE)) FROM traces GROUP BY 1").fetchall())
+    amd = dict(con.execute("SELECT rank, bool_or(coalesce(regexp_matches(device_name, $re), false)) FROM traces "
+                           "GROUP BY 1", {"re": AMD_DEVICE}).fetchall())
+    eligible = _by_rank(con, "SELECT t.rank, count(*) AS n FROM cpu_ops c JOIN traces t USING (trace_id) "
+                        "WHERE list_contains($ids, c.trace_id) AND list_contains($ops, c.name) GROUP BY 1",
+                        {"ids": ids, "ops": list(TC_ELIGIBLE_OPS)})
+    for r, f in facts.items():
+        f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
+        f.mean_queue = _busiest_queue(q, db, r)
+        mine = ov[ov["rank"] == r]
+        f.comm_us, f.overlap_us = float(mine["comm_us"].sum()), float(mine["overlap_us"].sum())
+        rbd = bd[(bd["rank"] == r) & (bd["region"] == "data_loading")]
+        f.data_loading_wall_us = float(rbd["wall_us"].sum())
+        if f.basis != "ProfilerStep":  # the breakdown's window is the whole trace, the analysis window the GPU span
+            total = float(bd.loc[bd["rank"] == r, "wall_us"].sum())
+            f.data_loading_wall_us *= f.wall_us / total if total > 0 else 0.0
+        f.cc, f.amd = cc.get(r), bool(amd.get(r))
+        f.eligible_ops = int(eligible.get(r, {}).get("n") or 0)
+    return facts
 
 
-# For each finding, which value is the worst across ranks.
-_WORST_IS_LOW = {"low_gpu_utilization"}
+def _busiest_queue(q: pd.DataFrame, db: TraceDB, rank: int) -> float | None:
+    """Mean launch-queue length of the rank's stream with the most GPU operations (HTA's queue
+    length, queue.sql); None without launches."""
+    mine = q[q["rank"] == rank]
+    if mine.empty:
+        return None
+    busiest = db.con.execute(
+        "SELECT g.stream FROM gpu_ops g JOIN traces t USING (trace_id) WHERE t.rank = $r AND g.stream IS NOT NULL "
+        "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1", {"r": rank}).fetchall()
+    if busiest:
+        on = mine[mine["stream"] == busiest[0][0]]
+        if len(on):
+            return float(on["mean_queue_length"].max())
+    return float(mine["mean_queue_length"].max())
+
+
+def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
+    before = len(check.rows)
+    check.pageable_memcpy(f)
+    check.exposed_communication(f)
+    check.data_loading(f)
+    check.host_sync(f)
+    check.launch_bound(f)
+    check.layout(f)
+    check.tensor_cores(f)
+    explained = sum(r["est_saving_ms_per_step"] for r in check.rows[before:] if r["finding"] in IDLE_FINDINGS)
+    check.utilization(f, explained * 1e3 * max(f.windows, 1))
+    check.memory(f, peaks)
 
 
 def _across_ranks(frame: pd.DataFrame, n_ranks: int) -> pd.DataFrame:
-    """One row per finding: the ranks it fired on and the worst rank's value and evidence."""
+    """One row per finding: the ranks it fired on and the values and evidence of the rank where it
+    would save most (the lowest value for low utilisation when no saving is known)."""
     if frame.empty or n_ranks <= 1:
         return frame
     rows = []
-    for finding, g in frame.groupby("finding", sort=False):
-        worst = g.loc[g["value"].idxmin() if finding in _WORST_IS_LOW else g["value"].idxmax()]
+    for _, g in frame.groupby("finding", sort=False):
+        key = g["est_saving_ms_per_step"].fillna(-1.0)
+        worst = g.loc[key.idxmax()] if key.max() >= 0 else g.loc[g["value"].idxmax()]
         row = worst.to_dict()
         row["rank"] = [int(r) for r in g["rank"]]
-        row["evidence"] = f"{len(g)} of {n_ranks} ranks; worst rank {int(worst['rank'])}: {worst['evidence']}"
+        row["evidence"] = f"{len(g)} of {n_ranks} ranks; rank {int(worst['rank'])}: {worst['evidence']}"
         rows.append(row)
     return pd.DataFrame(rows, columns=ADVICE_COLUMNS).rename(columns={"rank": "ranks"})
 
 
-def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False,
-           thresholds: Thresholds | None = None) -> AdviceResult:
-    """Findings (columns :data:`ADVICE_COLUMNS`; ``value`` in ``unit``, compared with ``threshold``).
+def _rank_and_filter(frame: pd.DataFrame, th: Thresholds, all_findings: bool) -> tuple[pd.DataFrame, int]:
+    """Sorted by saving (findings without one last); findings saving < min_saving_pct of step time
+    dropped unless ``all_findings``. Returns the frame and how many were dropped."""
+    if frame.empty:
+        return frame, 0
+    keep = frame["saving_pct_of_step"].isna() | (frame["saving_pct_of_step"] >= th.min_saving_pct)
+    dropped = int((~keep).sum())
+    if not all_findings:
+        frame = frame[keep]
+    order = frame["est_saving_ms_per_step"].fillna(-1.0)
+    return frame.assign(_o=order).sort_values("_o", ascending=False, kind="stable").drop(columns="_o") \
+        .reset_index(drop=True), dropped
 
-    With several ranks and not ``by_rank``, one row per finding: ``ranks`` lists the ranks it
-    fired on and ``value``/``evidence`` are the worst rank's. No rows and a note when nothing
-    crosses a threshold.
-    """
+
+def _verdict(frame: pd.DataFrame, facts: dict[int, RankFacts], th: Thresholds) -> str:
+    if len(frame):
+        top = frame.iloc[0]
+        saving = top["est_saving_ms_per_step"]
+        if isinstance(saving, float) and not math.isnan(saving):
+            return (f"Biggest saving: {top['title']} ({top['finding']}), about {ms_text(saving * 1e3)} per step "
+                    f"({pct_text(top['saving_pct_of_step'])} of step time).")
+        return f"Finding: {top['title']} ({top['finding']})."
+    busy = [f.pct_of_step(f.busy_us) for f in facts.values() if f.wall_us > 0 and f.idle]
+    if not busy:
+        return "No finding: no GPU activity to judge."
+    if min(busy) >= 100 - th.low_utilization_pct:
+        return (f"GPU-bound: the GPU is busy {min(busy):.3g}% of step time or more and no finding would save "
+                f"{th.min_saving_pct:g}% of it; start from the top kernels (trace-report top-kernels, flags).")
+    return f"No finding would save {th.min_saving_pct:g}% of step time or more."
+
+
+def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thresholds: Thresholds | None = None,
+           all_findings: bool = False) -> AdviceResult:
+    """Findings (columns :data:`ADVICE_COLUMNS`; ``value`` in ``unit``, compared with ``threshold``;
+    ``est_saving_ms_per_step`` in ms per step, ``saving_pct_of_step`` in % of step time), sorted by
+    saving. With several ranks and not ``by_rank``, one row per finding: ``ranks`` lists the ranks
+    it fired on and the other columns are the rank's where it saves most. ``all_findings`` keeps
+    findings under 2% of step time. No rows and a note when nothing crosses a threshold."""
     con = db.con
     th = thresholds or Thresholds()
     traces = selected_traces(con, rank)
-    bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
-    fl = flags(db, FlagsOptions(rank=rank, by_rank=True)).summary
-    ids = trace_ids(traces)
-    launches = launch_stats(db, ids).merge(traces[["trace_id", "rank"]], on="trace_id")
-    util = gpu_utilization(db, rank)
-    peaks = memory_peaks(con, ids).merge(traces[["trace_id", "rank"]], on="trace_id")
-    cc = con.execute("SELECT rank, max(try_cast(compute_capability AS DOUBLE)) FROM traces GROUP BY 1").fetchall()
-    cc_by_rank, eligible = dict(cc), _tc_eligible_ops(con, ids)
-    steps = set(con.execute("SELECT DISTINCT trace_id FROM steps").fetchall())
-    check = _Checker(th)
+    facts = _facts(db, traces, rank)
+    peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
+    check = Checker(th)
     notes: list[str] = []
-    for r in sorted(traces["rank"].dropna().unique()):
-        mine = traces[traces["rank"] == r]
-        rbd = bd[bd["rank"] == r]
-        rfl = fl[fl["rank"] == r]
-        summary = rfl.set_index("class")["total_us"] if len(rfl) else pd.Series(dtype=float)
-        gpu_us = float(rfl["gpu_us"].iloc[0]) if len(rfl) else 0.0
-        has_steps = any((t,) in steps for t in mine["trace_id"])
-        busy, basis = _busy_pct(util[util["rank"] == r])
-        if has_steps:
-            check.data_loading(int(r), rbd)
-        check.tensor_cores(int(r), cc_by_rank.get(r), summary, gpu_us,
-                           sum(eligible.get(int(t), 0) for t in mine["trace_id"]))
-        check.layout(int(r), summary, gpu_us)
-        check.launch_bound(int(r), launches[launches["rank"] == r], busy if has_steps else None)
-        check.utilization(int(r), busy, basis)
-        check.memory(int(r), peaks[peaks["rank"] == r])
-        if gpu_us <= 0:
-            notes.append(f"rank {int(r)}: no GPU activity recorded; GPU checks skipped")
-        elif cc_by_rank.get(r) is None or np.isnan(cc_by_rank.get(r)):
-            notes.append(f"rank {int(r)}: compute capability unknown (no deviceProperties); tensor-core check skipped")
-    if fl["gpu_us"].fillna(0).gt(0).any() and peaks.empty:
+    for r, f in facts.items():
+        _check_rank(check, f, peaks[peaks["rank"] == r])
+        if f.gpu_us <= 0:
+            notes.append(f"rank {r}: no GPU activity recorded; GPU checks skipped")
+        elif f.cc is None or math.isnan(f.cc):
+            notes.append(f"rank {r}: compute capability unknown (no deviceProperties); tensor-core check skipped")
+    notes.extend(check.notes)
+    if any(f.gpu_us > 0 for f in facts.values()) and peaks.empty:
         notes.append("memory check skipped: no [memory] events (profile_memory=True) in the database")
     frame = pd.DataFrame(check.rows, columns=ADVICE_COLUMNS)
     if not by_rank:
-        frame = _across_ranks(frame, traces["rank"].nunique())
+        frame = _across_ranks(frame, len(facts))
+    frame, dropped = _rank_and_filter(frame, th, all_findings)
+    if dropped and not all_findings:
+        notes.append(f"{dropped} finding(s) would save under {th.min_saving_pct:g}% of step time: shown with --all")
     if frame.empty:
         checked = "; ".join(dict.fromkeys(check.checked)) or "nothing measurable"
         notes.append(f"no findings: every check is within its threshold ({checked})")
-    return AdviceResult(frame, notes)
+    return AdviceResult(frame, notes, _verdict(frame, facts, th))

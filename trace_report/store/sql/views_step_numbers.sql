@@ -119,17 +119,20 @@ SELECT * EXCLUDE (hta_kept, window_id, step), window_id, step, hta_kept FROM nes
 
 -- Launch-bound, HTA's rule (get_cuda_kernel_launch_stats, include_memory_events=True): GPU
 -- operations (kernels + memcpy + memset) that ran shorter than the CPU call that launched them,
--- over the operations launched inside ProfilerSteps, per trace. advise's launch_bound reads it.
+-- over the operations launched inside ProfilerSteps (every operation of a trace without one), per
+-- trace. advise's launch_bound reads it.
 -- Operations replayed from a CUDA or HIP graph are left out (graph_ops counts them): one
 -- cudaGraphLaunch call serves all the graph's kernels, so none has a launch of its own; compared
 -- with that call, as HTA's rule does, a graph of short kernels would look launch-bound because
 -- it has done away with their launches.
 CREATE OR REPLACE TEMP VIEW launch_bound AS
+-- A trace without ProfilerStep is one window: all its operations count, steps = 1.
 WITH o AS (
     SELECT *, coalesce(regexp_matches(launch_name, '^(cuda|hip|cu)GraphLaunch'), false) AS graph
-    FROM gpu_op_launch_times WHERE window_id IS NOT NULL
+    FROM gpu_op_launch_times
+    WHERE window_id IS NOT NULL OR trace_id NOT IN (SELECT trace_id FROM steps)
 )
-SELECT trace_id, count(*) FILTER (WHERE NOT graph) AS gpu_ops, count(DISTINCT window_id) AS steps,
+SELECT trace_id, count(*) FILTER (WHERE NOT graph) AS gpu_ops, greatest(count(DISTINCT window_id), 1) AS steps,
        count(*) FILTER (WHERE NOT graph AND gpu_us < cpu_us) AS shorter_than_launch,
        100.0 * count(*) FILTER (WHERE NOT graph AND gpu_us < cpu_us)
              / nullif(count(*) FILTER (WHERE NOT graph), 0) AS shorter_pct,

@@ -1,0 +1,356 @@
+"""The checks behind ``advise``: one method per finding, each from the numbers of one rank.
+
+Every value a check compares comes from a SQL view (``store/sql/views_verdicts.sql``,
+``views_step_numbers.sql``, ``overlap.sql``, the kernel classes) through :class:`RankFacts`, so
+``breakdown``, ``flags``, ``overlap`` and ``top-kernels`` show the same figures. Each finding
+carries ``est_saving_ms_per_step``: what fixing it would save per step, estimated as the
+module docstring of :mod:`trace_report.analyses.advise` states (docs/analysis.md, "advise").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+ADVICE_COLUMNS = ["rank", "finding", "title", "value", "unit", "threshold", "est_saving_ms_per_step",
+                  "saving_pct_of_step", "evidence", "recommendation", "link"]
+
+LINKS = {
+    "pinned": "https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers",
+    "ddp": "https://pytorch.org/docs/stable/notes/ddp.html",
+    "sync": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization",
+    "data": "https://pytorch.org/docs/stable/data.html#memory-pinning",
+    "graphs": "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs",
+    "layout": "https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html",
+    "amp": "https://pytorch.org/docs/stable/amp.html",
+    "tf32": "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices",
+    "memory": "https://pytorch.org/docs/stable/checkpoint.html",
+    "tuning": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every threshold and estimate factor of the checks, with its reason (percentages are 0-100).
+
+    - ``min_saving_pct``: a finding whose estimated saving is under 2% of step time is left out
+      unless ``all_findings`` (issue 32: below that, run-to-run noise is of the same size).
+    - ``data_loading_pct``: DataLoader > 5% of step time (torch-tb-profiler ``RunProfileData``).
+    - ``pageable_pct``, ``exposed_comm_pct``, ``layout_conversion_pct``, ``fp32_gemm_pct``: the share
+      of GPU time (view ``gpu_time``) above which the finding is considered at all; 2%, the same
+      floor as the saving.
+    - ``min_tensor_core_cc``: tensor cores exist from compute capability 7.0 (Volta);
+      ``tf32_cc``: TF32 from 8.0 (Ampere whitepaper), tb-profiler's rule otherwise.
+    - ``launch_short_pct``: >= 50% of GPU operations shorter than their launch call (HTA
+      ``get_cuda_kernel_launch_stats``); ``launch_max_mean_queue``: the launch queue of the busiest
+      stream holds on average fewer than 10 operations (view of HTA's queue length): with more,
+      the CPU is ahead of the GPU and the GPU is never waiting for the next launch for long.
+    - ``low_utilization_pct``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5).
+    - ``memory_pct``: peak allocated > 90% of device memory (tb-profiler memory recommendation).
+    - ``pinned_speedup``: a copy from pinned memory runs about 2x faster than from pageable memory
+      (NVIDIA, "How to Optimize Data Transfers in CUDA C/C++": 5.3 vs 12 GB/s on PCIe; a
+      pageable copy is staged through a pinned buffer by the driver), so the saving is half the
+      pageable copy time; more when ``non_blocking`` then overlaps it with computation.
+    - ``tensor_core_speedup``: a GEMM/convolution moved from CUDA cores to tensor cores (TF32 or
+      16-bit) taken as 2x faster, well under the peak ratios (A100: FP32 19.5 vs TF32 156
+      TFLOP/s) because real layers are often memory-bound.
+    """
+
+    min_saving_pct: float = 2.0
+    data_loading_pct: float = 5.0
+    pageable_pct: float = 2.0
+    exposed_comm_pct: float = 2.0
+    layout_conversion_pct: float = 2.0
+    fp32_gemm_pct: float = 2.0
+    min_tensor_core_cc: float = 7.0
+    tf32_cc: float = 8.0
+    launch_short_pct: float = 50.0
+    launch_max_mean_queue: float = 10.0
+    low_utilization_pct: float = 50.0
+    memory_pct: float = 90.0
+    pinned_speedup: float = 2.0
+    tensor_core_speedup: float = 2.0
+
+
+@dataclass
+class RankFacts:
+    """One rank's numbers, each read from its view (µs unless named otherwise).
+
+    ``windows``/``wall_us``/``busy_us``/``basis``: view ``analysis_windows`` (ProfilerSteps or the
+    GPU span); ``idle``: view ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels +
+    memcpy + memset); ``classes``: flags' per-class totals; ``launch``: view ``launch_bound``;
+    ``mean_queue``: the busiest stream's mean launch-queue length (queue.sql); ``comm_us`` /
+    ``overlap_us``: overlap.sql; ``syncs``: view ``host_syncs_by_rank``; ``pageable``: view
+    ``pageable_copies_by_rank``; ``data_loading_wall_us``: the breakdown's data_loading region."""
+
+    rank: int
+    windows: int = 0
+    wall_us: float = 0.0
+    busy_us: float = 0.0
+    basis: str = "ProfilerStep"
+    idle: dict = field(default_factory=dict)
+    gpu_us: float = 0.0
+    classes: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
+    cuda_core_gemm_us: float = 0.0
+    cuda_core_gemm_names: str = ""
+    launch: dict = field(default_factory=dict)
+    mean_queue: float | None = None
+    comm_us: float = 0.0
+    overlap_us: float = 0.0
+    syncs: dict = field(default_factory=dict)
+    pageable: dict = field(default_factory=dict)
+    data_loading_wall_us: float = 0.0
+    cc: float | None = None
+    amd: bool = False
+    eligible_ops: int = 0
+
+    @property
+    def step_word(self) -> str:
+        return "step" if self.basis == "ProfilerStep" else "trace (no ProfilerStep: the GPU span)"
+
+    def per_step_ms(self, us: float) -> float:
+        return us / max(self.windows, 1) / 1e3
+
+    def pct_of_step(self, us: float) -> float:
+        return 100.0 * us / self.wall_us if self.wall_us > 0 else 0.0
+
+
+def ms_text(us: float) -> str:
+    """A duration for people, 3-4 significant digits: µs below 1 ms, else ms."""
+    if abs(us) < 1000:
+        return f"{us:.3g} us"
+    ms = us / 1e3
+    return f"{ms:,.1f} ms" if ms >= 10 else f"{ms:.3g} ms"
+
+
+def pct_text(x: float) -> str:
+    return f"{x:.3g}%" if x < 10 else f"{x:.1f}%"
+
+
+class Checker:
+    """Runs the checks on one rank's :class:`RankFacts` and collects finding rows."""
+
+    def __init__(self, th: Thresholds):
+        self.th = th
+        self.rows: list[dict] = []
+        self.checked: list[str] = []
+        self.notes: list[str] = []
+
+    def _add(self, f: RankFacts, finding: str, title: str, value: float, unit: str, threshold: float,
+             saving_us: float | None, evidence: str, recommendation: str, link: str) -> None:
+        saving = None if saving_us is None else max(0.0, saving_us)
+        self.rows.append({
+            "rank": f.rank, "finding": finding, "title": title, "value": round(float(value), 3), "unit": unit,
+            "threshold": threshold,
+            "est_saving_ms_per_step": math.nan if saving is None else round(f.per_step_ms(saving), 3),
+            "saving_pct_of_step": math.nan if saving is None else round(f.pct_of_step(saving), 3),
+            "evidence": evidence, "recommendation": recommendation, "link": link})
+
+    def _per_step(self, f: RankFacts, us: float) -> str:
+        return f"{ms_text(us / max(f.windows, 1))} per {'step' if f.basis == 'ProfilerStep' else 'trace'}"
+
+    # --- GPU work that could be cheaper -------------------------------------------------------
+
+    def pageable_memcpy(self, f: RankFacts) -> None:
+        us = float(f.pageable.get("pageable_us") or 0.0)
+        if f.gpu_us <= 0:
+            return
+        pct = 100.0 * us / f.gpu_us
+        self.checked.append(f"pageable copies {pct_text(pct)} of GPU time")
+        if pct <= self.th.pageable_pct:
+            return
+        n = int(f.pageable.get("copies") or 0)
+        self._add(f, "pageable_memcpy", "Pageable host<->device copies", pct, "% of GPU time", self.th.pageable_pct,
+                  us * (1 - 1 / self.th.pinned_speedup),
+                  f"{n / max(f.windows, 1):.3g} copies and {self._per_step(f, us)} from or to pageable host memory "
+                  f"(most: {f.pageable.get('common_name')}); {pct_text(f.pct_of_step(us))} of step time; the driver "
+                  "stages each through a pinned buffer, blocking the CPU, at about half the bandwidth",
+                  "Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) (or "
+                  "tensor.pin_memory()), then .to(device, non_blocking=True); keep data already on the GPU "
+                  "in GPU memory across steps", LINKS["pinned"])
+
+    def exposed_communication(self, f: RankFacts) -> None:
+        if f.comm_us <= 0 or f.gpu_us <= 0:
+            return
+        exposed = max(0.0, f.comm_us - f.overlap_us)
+        pct = 100.0 * exposed / f.gpu_us
+        self.checked.append(f"exposed communication {pct_text(pct)} of GPU time")
+        if pct <= self.th.exposed_comm_pct:
+            return
+        self._add(f, "exposed_communication", "Communication not overlapped with computation", pct,
+                  "% of GPU time", self.th.exposed_comm_pct, exposed,
+                  f"communication kernels {ms_text(f.comm_us)} ({pct_text(100 * f.comm_us / f.gpu_us)} of GPU time), "
+                  "of which "
+                  f"{pct_text(100 * exposed / f.comm_us)} ({self._per_step(f, exposed)}) ran while no computation "
+                  "kernel did (trace-report overlap: "
+                  f"{pct_text(100 * f.overlap_us / f.comm_us)} overlapped); an exposed collective also includes the "
+                  "wait for the slowest rank",
+                  "Overlap communication with the backward pass: DDP(bucket_cap_mb=...) smaller buckets start "
+                  "all-reduce earlier, gradient_as_bucket_view=True, no_sync() for gradient accumulation; "
+                  "check for stragglers with trace-report breakdown --stragglers", LINKS["ddp"])
+
+    def layout(self, f: RankFacts) -> None:
+        if f.gpu_us <= 0:
+            return
+        conv = float(f.classes.get("layout_conversion", 0.0))
+        pct = 100.0 * conv / f.gpu_us
+        self.checked.append(f"layout conversions {pct_text(pct)} of GPU time")
+        if pct <= self.th.layout_conversion_pct:
+            return
+        self._add(f, "layout_conversions", "NCHW<->NHWC layout conversions", pct, "% of GPU time",
+                  self.th.layout_conversion_pct, conv,
+                  f"{self._per_step(f, conv)} in cuDNN nchwToNhwc/nhwcToNchw (or MIOpen batched_transpose) "
+                  "kernels around NHWC tensor-core kernels",
+                  "Keep activations in NHWC: model.to(memory_format=torch.channels_last) and the same for the "
+                  "inputs", LINKS["layout"])
+
+    def tensor_cores(self, f: RankFacts) -> None:
+        """``fp32_without_tf32`` on NVIDIA sm80+ (GEMM/convolution kernels on CUDA cores), else
+        ``no_tensor_cores`` (cc >= 7.0, no tensor-core kernel while GEMM/conv kernels or
+        tensor-core-eligible operators exist; tb-profiler's rule)."""
+        cc = f.cc
+        if cc is None or math.isnan(cc) or cc < self.th.min_tensor_core_cc or f.gpu_us <= 0:
+            return
+        if cc >= self.th.tf32_cc and not f.amd:
+            us = f.cuda_core_gemm_us
+            pct = 100.0 * us / f.gpu_us
+            self.checked.append(f"FP32 GEMM/convolution on CUDA cores {pct_text(pct)} of GPU time")
+            if pct > self.th.fp32_gemm_pct:
+                self._add(f, "fp32_without_tf32", "FP32 GEMM/convolution without TF32", pct, "% of GPU time",
+                          self.th.fp32_gemm_pct, us * (1 - 1 / self.th.tensor_core_speedup),
+                          f"compute capability {cc:.1f}; {self._per_step(f, us)} in GEMM/convolution kernels that "
+                          f"run on CUDA cores ({f.cuda_core_gemm_names})",
+                          "Allow TF32: torch.backends.cuda.matmul.allow_tf32 = True (or "
+                          "torch.set_float32_matmul_precision('high')) and torch.backends.cudnn.allow_tf32 = True; "
+                          "or autocast to bf16", LINKS["tf32"])
+            return
+        tc = float(f.classes.get("tensor_core", 0.0))
+        eligible = float(f.classes.get("gemm", 0.0)) + float(f.classes.get("convolution", 0.0))
+        self.checked.append(f"tensor-core time {ms_text(tc)}")
+        if tc == 0 and (eligible > 0 or f.eligible_ops > 0):
+            pct = 100.0 * eligible / f.gpu_us
+            self._add(f, "no_tensor_cores", "No tensor-core (matrix-core) kernels", pct,
+                      "% of GPU time in GEMM/conv kernels", 0.0, eligible * (1 - 1 / self.th.tensor_core_speedup),
+                      f"compute capability {cc:.1f}; {self._per_step(f, eligible)} GEMM/convolution kernel time "
+                      f"({f.eligible_ops} tensor-core-eligible operator calls), none on tensor cores",
+                      "Use automatic mixed precision: torch.autocast(device_type='cuda', dtype=torch.float16) with "
+                      "a GradScaler (bf16 where supported)", LINKS["amp"])
+
+    # --- what the GPU waits for ----------------------------------------------------------------
+
+    def data_loading(self, f: RankFacts) -> None:
+        if f.wall_us <= 0:
+            return
+        pct = 100.0 * f.data_loading_wall_us / f.wall_us if f.data_loading_wall_us else 0.0
+        idle = float(f.idle.get("data_loading_idle_us") or 0.0)
+        where = "step time" if f.basis == "ProfilerStep" else "the span"
+        self.checked.append(f"data loading {pct_text(pct)} of {where}")
+        if pct <= self.th.data_loading_pct:
+            return
+        self._add(f, "data_loading", "Waiting for the input pipeline", pct,
+                  "% of step time" if f.basis == "ProfilerStep" else "% of the trace's span", self.th.data_loading_pct,
+                  idle, f"{self._per_step(f, f.data_loading_wall_us)} in the DataLoader (enumerate(DataLoader)#, "
+                  f"__next__); the GPU was idle {ms_text(idle / max(f.windows, 1))} of it",
+                  "Load ahead of the GPU: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
+                  "prefetch_factor=2+); move decoding/augmentation to the workers or the GPU", LINKS["data"])
+
+    def host_sync(self, f: RankFacts) -> None:
+        idle = float(f.idle.get("host_sync_idle_us") or 0.0)
+        calls = int(f.syncs.get("calls") or 0)
+        if f.wall_us <= 0 or not calls:
+            return
+        pct = f.pct_of_step(idle)
+        self.checked.append(f"GPU idle after host syncs {pct_text(pct)} of step time")
+        if pct <= self.th.min_saving_pct:
+            return
+        blocked = float(f.syncs.get("blocked_us") or 0.0)
+        self._add(f, "host_sync", "CPU-GPU synchronisation in the loop", pct, "% of step time",
+                  self.th.min_saving_pct, idle,
+                  f"{calls / max(f.windows, 1):.3g} synchronising calls per "
+                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'} (most: {f.syncs.get('common_call')}) blocked "
+                  f"the CPU {pct_text(f.pct_of_step(blocked))} of step time; "
+                  f"{int(f.idle.get('host_sync_periods') or 0)} times the GPU ran out of work during one and stayed "
+                  f"idle {self._per_step(f, idle)} until the CPU launched again",
+                  "Remove synchronisation from the loop: no loss.item(), .cpu(), print(tensor) or "
+                  "torch.cuda.synchronize() per step (accumulate on the GPU, read every N steps); "
+                  "non_blocking copies to pinned memory", LINKS["sync"])
+
+    def launch_bound(self, f: RankFacts) -> None:
+        idle = float(f.idle.get("launch_idle_us") or 0.0)
+        ops = int(f.launch.get("gpu_ops") or 0)
+        if f.wall_us <= 0 or not ops:
+            return
+        pct = f.pct_of_step(idle)
+        short = float(f.launch.get("shorter_pct") or 0.0)
+        queue = f.mean_queue
+        deep = queue is not None and queue >= self.th.launch_max_mean_queue
+        self.checked.append(f"GPU waiting for launches {pct_text(pct)} of step time, {short:.0f}% of GPU ops shorter "
+                            f"than their launch, mean launch queue {queue if queue is None else f'{queue:.3g}'}")
+        if pct <= self.th.min_saving_pct:
+            return
+        if deep:
+            self.notes.append(f"rank {f.rank}: the GPU waited for the CPU {pct_text(pct)} of step time "
+                              f"({self._per_step(f, idle)}), yet its launch queue is deep (mean {queue:.3g} "
+                              "operations: "
+                              "the CPU is ahead most of the time): not launch-bound; trace-report breakdown shows the "
+                              "regions where it waits")
+            return
+        per_op = (f.wall_us - f.busy_us) / ops if ops else 0.0
+        evidence = (f"the GPU was idle {self._per_step(f, idle)} with no work queued, until the next launch "
+                    f"({int(f.idle.get('launch_periods') or 0)} times); mean launch queue "
+                    f"{queue if queue is None else f'{queue:.3g}'} operations; {ops / max(f.windows, 1):,.0f} GPU ops "
+                    f"per step, {short:.0f}% shorter than their launch (median GPU op "
+                    f"{f.launch.get('median_gpu_us') or 0:.3g} us vs launch call "
+                    f"{f.launch.get('median_launch_us') or 0:.3g} us)")
+        if short >= self.th.launch_short_pct:
+            self._add(f, "launch_bound", "The GPU waits for kernel launches", pct, "% of step time",
+                      self.th.min_saving_pct, idle, evidence,
+                      "Cut CPU time per GPU operation: CUDA graphs or torch.compile(mode='reduce-overhead'), fused "
+                      "or foreach optimizers (foreach=True / fused=True), zero_grad(set_to_none=True), larger batches",
+                      LINKS["graphs"])
+        else:
+            self._add(f, "cpu_bound", "The GPU waits for the CPU", pct, "% of step time",
+                      self.th.min_saving_pct, idle,
+                      evidence + f"; the CPU spends about {ms_text(per_op)} of idle GPU time per operation, more than "
+                      "launching it takes: Python, operator dispatch or other host work between launches",
+                      "Find the CPU work between launches (trace-report ops, the CPU rows of the timeline; py-spy); "
+                      "cut Python overhead with torch.compile, CUDA graphs for static shapes, larger batches",
+                      LINKS["tuning"])
+
+    def utilization(self, f: RankFacts, explained_us: float) -> None:
+        """Low utilisation as a symptom: its saving is the idle time no other finding explains."""
+        if f.wall_us <= 0 or not f.idle:
+            return
+        busy_pct = f.pct_of_step(f.busy_us)
+        basis = "step time" if f.basis == "ProfilerStep" else "the first-to-last GPU op span"
+        self.checked.append(f"GPU busy {pct_text(busy_pct)} of {basis}")
+        if busy_pct >= self.th.low_utilization_pct:
+            return
+        idle = float(f.idle.get("idle_us") or 0.0)
+        rest = max(0.0, idle - explained_us)
+        causes = ", ".join(f"{k} {ms_text(float(f.idle.get(c) or 0) / max(f.windows, 1))}" for k, c in (
+            ("data loading", "data_loading_idle_us"), ("after host syncs", "host_sync_idle_us"),
+            ("waiting for launches", "launch_idle_us"), ("other", "other_idle_us")))
+        self._add(f, "low_gpu_utilization", "Low GPU utilisation", busy_pct, f"% of {basis} GPU busy",
+                  self.th.low_utilization_pct, rest,
+                  f"the GPU ran kernels, copies or memsets {pct_text(busy_pct)} of {basis}; its idle time per "
+                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'}: {causes}; the saving counts the idle time no "
+                  "other finding explains",
+                  "Find what the GPU waits for: trace-report breakdown (idle_us per region), trace-report hta idle, "
+                  "the timeline of one step (trace-report report); then raise the batch size", LINKS["tuning"])
+
+    def memory(self, f: RankFacts, peaks: pd.DataFrame) -> None:
+        for p in peaks.itertuples(index=False):
+            if not p.capacity_bytes or math.isnan(p.allocated_bytes):
+                continue
+            pct = 100.0 * p.allocated_bytes / p.capacity_bytes
+            self.checked.append(f"GPU{p.device} peak memory {pct_text(pct)} of capacity")
+            if pct > self.th.memory_pct:
+                self._add(f, "memory_near_capacity", "GPU memory near capacity", pct, "% of device memory",
+                          self.th.memory_pct, None,
+                          f"GPU{p.device}: peak allocated {p.allocated_bytes / 2**30:,.2f} GiB of "
+                          f"{p.capacity_bytes / 2**30:,.2f} GiB",
+                          "Free memory for larger batches: activation checkpointing (torch.utils.checkpoint), "
+                          "mixed precision, smaller activations", LINKS["memory"])

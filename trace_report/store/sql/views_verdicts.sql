@@ -1,0 +1,147 @@
+-- What the GPU waits for, and the evidence of advise's findings (docs/analysis.md, "advise").
+-- TEMP views, created on every connection after views_step_numbers.sql (gpu_busy_intervals,
+-- gpu_utilization), views_comm.sql (gpu_op_launches) and views_regions.sql (region_markers).
+-- Times in microseconds on the trace's own clock.
+
+-- The windows "step time" is measured over: the ProfilerSteps, or a trace's first-to-last GPU
+-- operation span when it has none (view gpu_utilization: the figure the report headline shows).
+CREATE OR REPLACE TEMP VIEW analysis_windows AS
+SELECT trace_id, rank, window_id, step, basis, ts_us, end_us, wall_us, busy_us FROM gpu_utilization;
+
+-- Runtime calls that block the calling CPU thread until the GPU has finished earlier work
+-- (CUDA Runtime API "API synchronization behavior": cudaDeviceSynchronize, cudaStreamSynchronize,
+-- cudaEventSynchronize; cudaMemcpy and cudaMemset without Async are synchronous; the driver's
+-- cuCtx/cuStream/cuEventSynchronize; HIP's counterparts), and the launch of a device-to-pageable
+-- copy (a cudaMemcpyAsync to pageable host memory returns only once the copy is done: what
+-- tensor.cpu() and .item() do, followed by a stream synchronisation).
+CREATE OR REPLACE TEMP VIEW host_sync_calls AS
+SELECT r.trace_id, r.event_id, r.name, r.pid, r.tid, r.ts_us, r.dur_us, r.ts_us + r.dur_us AS end_us
+FROM runtime_calls r
+WHERE regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize$|^cu(Ctx|Stream|Event)Synchronize$'
+                             || '|^(cuda|hip)Memcpy(2D|3D|Peer)?$|^(cuda|hip)Memset(2D|3D)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$')
+   OR r.event_id IN (SELECT launch_event_id FROM gpu_op_launches
+                     WHERE cat = 'gpu_memcpy' AND name LIKE '%-> Pageable)%');
+
+-- Data-loading intervals on the CPU (the breakdown's data_loading markers: enumerate(DataLoader)#...
+-- and data-loading labels, view region_markers; plus the DataLoader's __next__ as a Python
+-- function event of with_stack traces), merged per trace.
+CREATE OR REPLACE TEMP VIEW data_loading_intervals AS
+WITH d AS (
+    SELECT trace_id, ts_us AS s, end_us AS e FROM region_markers
+    WHERE region = 'data_loading' AND cat <> 'gpu_user_annotation'
+    UNION ALL
+    SELECT trace_id, ts_us, ts_us + dur_us FROM events
+    WHERE cat = 'python_function' AND regexp_matches(name, 'torch/utils/data/dataloader\.py\(\d+\): __next__$')
+),
+m AS (
+    SELECT *, max(e) OVER (PARTITION BY trace_id ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+              AS run_end
+    FROM d WHERE e > s
+),
+g AS (
+    SELECT *, sum(CASE WHEN run_end IS NULL OR s > run_end THEN 1 ELSE 0 END)
+              OVER (PARTITION BY trace_id ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM m
+)
+SELECT trace_id, min(s) AS start_us, max(e) AS end_us FROM g GROUP BY trace_id, island;
+
+-- Every period the whole GPU (all streams of the trace) did nothing, clipped to each analysis
+-- window, with its cause. A period runs from the end of a run of GPU operations (gone_idle_us;
+-- NULL before the trace's first operation) to the start of the next (NULL after the last).
+-- The parts of it during which the CPU was loading data are data_loading_us; the rest is
+--   'host_sync'   when the GPU went idle while a host_sync_calls call was blocking the CPU: the
+--                 queue drained because the CPU waited, and nothing new was queued until it returned;
+--   'launch'      when the next operation's launch call started after the GPU went idle: the
+--                 GPU waited for the CPU to launch work (HTA's "host wait", whole-GPU here);
+--   'other'       otherwise (work queued but waiting on something else, or no launch recorded).
+-- Idle before the trace's first GPU operation has no known cause ('other'); idle after its last
+-- is never a sync's cost (a synchronisation at the end of a profiled window only waits for the
+-- work to finish): it is 'other' too.
+CREATE OR REPLACE TEMP VIEW gpu_idle_causes AS
+WITH isl AS (SELECT trace_id, start_us, end_us FROM gpu_busy_intervals),
+gaps AS (
+    SELECT trace_id, end_us AS gone_idle_us, lead(start_us) OVER w AS resume_us FROM isl
+    WINDOW w AS (PARTITION BY trace_id ORDER BY start_us)
+    UNION ALL
+    SELECT trace_id, NULL, min(start_us) FROM isl GROUP BY trace_id
+),
+-- the earliest launch of the operations that start when the GPU resumes
+resume_launch AS (
+    SELECT g.trace_id, g.ts_us AS resume_us, min(g.launch_ts_us) AS launch_ts_us
+    FROM gpu_op_launches g SEMI JOIN gaps p ON p.trace_id = g.trace_id AND p.resume_us = g.ts_us
+    GROUP BY ALL
+),
+pieces AS (
+    SELECT p.trace_id, w.rank, w.window_id, p.gone_idle_us, p.resume_us,
+           greatest(coalesce(p.gone_idle_us, w.ts_us), w.ts_us) AS s,
+           least(coalesce(p.resume_us, w.end_us), w.end_us) AS e
+    FROM gaps p JOIN analysis_windows w
+      ON w.trace_id = p.trace_id
+     AND coalesce(p.gone_idle_us, w.ts_us) < w.end_us AND coalesce(p.resume_us, w.end_us) > w.ts_us
+),
+dl AS (
+    SELECT q.trace_id, q.window_id, q.s,
+           sum(greatest(0.0, least(d.end_us, q.e) - greatest(d.start_us, q.s))) AS data_loading_us
+    FROM pieces q JOIN data_loading_intervals d
+      ON d.trace_id = q.trace_id AND d.start_us < q.e AND d.end_us > q.s
+    GROUP BY ALL
+),
+synced AS (
+    SELECT DISTINCT q.trace_id, q.gone_idle_us
+    FROM pieces q JOIN host_sync_calls c
+      ON c.trace_id = q.trace_id AND q.gone_idle_us >= c.ts_us AND q.gone_idle_us <= c.end_us
+    WHERE q.resume_us IS NOT NULL
+)
+SELECT q.trace_id, q.rank, q.window_id, q.gone_idle_us, q.resume_us, q.s AS start_us, q.e AS end_us,
+       q.e - q.s AS idle_us, least(coalesce(d.data_loading_us, 0.0), q.e - q.s) AS data_loading_us,
+       CASE WHEN y.gone_idle_us IS NOT NULL THEN 'host_sync'
+            WHEN q.gone_idle_us IS NOT NULL AND r.launch_ts_us > q.gone_idle_us THEN 'launch'
+            ELSE 'other' END AS cause,
+       r.launch_ts_us AS resume_launch_ts_us
+FROM pieces q
+LEFT JOIN dl d ON d.trace_id = q.trace_id AND d.window_id = q.window_id AND d.s = q.s
+LEFT JOIN synced y ON y.trace_id = q.trace_id AND y.gone_idle_us = q.gone_idle_us
+LEFT JOIN resume_launch r ON r.trace_id = q.trace_id AND r.resume_us = q.resume_us
+WHERE q.e > q.s;
+
+-- Per rank: step time, windows, and the GPU idle split by cause (idle during data loading first,
+-- then host_sync / launch / other for the rest of each period). One definition for advise's
+-- data_loading, host_sync, launch_bound and low_gpu_utilization savings.
+CREATE OR REPLACE TEMP VIEW gpu_idle_by_cause AS
+WITH w AS (
+    SELECT rank, count(*) AS windows, sum(wall_us) AS wall_us, sum(busy_us) AS busy_us, min(basis) AS basis
+    FROM analysis_windows WHERE busy_us IS NOT NULL GROUP BY rank
+),
+i AS (
+    SELECT rank, sum(idle_us) AS idle_us, sum(data_loading_us) AS data_loading_us,
+           sum(idle_us - data_loading_us) FILTER (WHERE cause = 'host_sync') AS host_sync_us,
+           sum(idle_us - data_loading_us) FILTER (WHERE cause = 'launch') AS launch_us,
+           sum(idle_us - data_loading_us) FILTER (WHERE cause = 'other') AS other_us,
+           count(*) FILTER (WHERE cause = 'host_sync' AND idle_us > data_loading_us) AS host_sync_periods,
+           count(*) FILTER (WHERE cause = 'launch' AND idle_us > data_loading_us) AS launch_periods
+    FROM gpu_idle_causes GROUP BY rank
+)
+SELECT w.rank, w.basis, w.windows, w.wall_us, w.busy_us,
+       coalesce(i.idle_us, 0.0) AS idle_us, coalesce(i.data_loading_us, 0.0) AS data_loading_idle_us,
+       coalesce(i.host_sync_us, 0.0) AS host_sync_idle_us, coalesce(i.launch_us, 0.0) AS launch_idle_us,
+       coalesce(i.other_us, 0.0) AS other_idle_us,
+       coalesce(i.host_sync_periods, 0) AS host_sync_periods, coalesce(i.launch_periods, 0) AS launch_periods
+FROM w LEFT JOIN i USING (rank);
+
+-- Synchronising calls per rank inside the analysis windows: how many, and the CPU time they
+-- blocked (the evidence of host_sync; the cost is the GPU idle that follows, gpu_idle_by_cause).
+CREATE OR REPLACE TEMP VIEW host_syncs_by_rank AS
+SELECT w.rank, count(*) AS calls, sum(least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us)) AS blocked_us,
+       mode(c.name) AS common_call
+FROM host_sync_calls c JOIN analysis_windows w
+  ON w.trace_id = c.trace_id AND c.ts_us >= w.ts_us AND c.ts_us < w.end_us
+GROUP BY w.rank;
+
+-- Pageable host<->device copies per rank (CUPTI names a copy's host side Pageable when the host
+-- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), over the whole trace as
+-- the GPU time (view gpu_time) is.
+CREATE OR REPLACE TEMP VIEW pageable_copies_by_rank AS
+SELECT t.rank, count(*) AS copies, sum(g.dur_us) AS pageable_us, mode(g.name) AS common_name
+FROM gpu_ops g JOIN traces t USING (trace_id)
+WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
+GROUP BY t.rank;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -22,25 +23,38 @@ def advise_cmd(
     targets: TargetsArg,
     rank: RankOpt = None,
     by_rank: Annotated[bool, typer.Option("--by-rank", help="One row per rank and finding.")] = False,
+    all_findings: Annotated[
+        bool, typer.Option("--all", help="Also the findings that would save under 2% of step time.")
+    ] = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Recommendations with the measured numbers and thresholds behind them; silent (a note, no rows)
-    when nothing crosses a threshold.
+    """Recommendations with the measured numbers and thresholds behind them, biggest saving first:
+    a verdict, then one block per finding (table; Markdown: a pull-request comment; CSV and JSON:
+    every column).
 
     \b
     Example:
       trace-report advise traces/run-42 --by-rank
     """
     from trace_report.analyses.advise import advise
+    from trace_report.present.findings import render_markdown, render_text, text_width
     from trace_report.present.format import Format
-    from trace_report.present.tables import OutputOptions, emit, text_lists
+    from trace_report.present.tables import OutputOptions, emit, text_lists, write_atomic
 
     with load(targets) as db:
-        result = advise(db, rank=rank, by_rank=by_rank)
+        result = advise(db, rank=rank, by_rank=by_rank, all_findings=all_findings)
     notes(result.notes)
-    frame = text_lists(result.frame, OutputOptions(fmt, None, output).resolve(), ["ranks"])
     opts = OutputOptions(fmt, None, output)
-    if frame.empty and opts.resolve() is Format.table and output is None:
-        return  # nothing crossed a threshold: the note says what was checked
-    emit(frame, opts, title="Findings")
+    chosen = opts.resolve()
+    if chosen is Format.table:
+        text = render_text(result.frame, result.verdict, text_width())
+    elif chosen is Format.markdown:
+        text = render_markdown(result.frame, result.verdict)
+    else:
+        emit(text_lists(result.frame, chosen, ["ranks"]), opts, title="Findings")
+        return
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(output, text)

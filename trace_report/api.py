@@ -48,17 +48,19 @@ class TraceDB(tracedb.TraceDB):
     """
 
     def top_kernels(self, limit: int | None = 20, *, rank: int | None = None,
-                    by_rank: bool = False) -> pd.DataFrame:
-        """Top GPU kernels by total time, as ``trace-report top-kernels`` prints them.
+                    by_rank: bool = False, kernels_only: bool = False) -> pd.DataFrame:
+        """Top GPU kernels, memcpy and memset by total time (column ``kind``), as
+        ``trace-report top-kernels`` prints them; ``kernels_only`` hides the memcpy/memset rows.
 
         See :func:`trace_report.analyses.top_kernels.top_kernels` for columns and units.
         """
-        return self.top_kernels_result(limit, rank=rank, by_rank=by_rank).frame
+        return self.top_kernels_result(limit, rank=rank, by_rank=by_rank, kernels_only=kernels_only).frame
 
     def top_kernels_result(self, limit: int | None = 20, *, rank: int | None = None,
-                           by_rank: bool = False) -> TopKernelsResult:
-        """Like :meth:`top_kernels` but also returns the note (CPU fallback)."""
-        return top_kernels(self, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank))
+                           by_rank: bool = False, kernels_only: bool = False) -> TopKernelsResult:
+        """Like :meth:`top_kernels` but also returns the note (CPU fallback, hidden memcpy/memset)."""
+        return top_kernels(self, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank,
+                                                   kernels_only=kernels_only))
 
     def breakdown(self, *, by_step: bool = False, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
         """Wall, GPU-kernel and idle time per region (``trace-report breakdown``); see

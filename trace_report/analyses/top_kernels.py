@@ -1,4 +1,5 @@
-"""Top kernels: GPU kernels grouped by name; CPU operators by self time when there are none."""
+"""Top kernels: GPU operations (kernels, memcpy, memset) grouped by name; CPU operators by self
+time when there are none."""
 
 from __future__ import annotations
 
@@ -20,26 +21,34 @@ if TYPE_CHECKING:
 KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_gpu_time", "kind"]
 CPU_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_cpu_self_time", "kind"]
 NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
-STEPS_ONLY_NOTE = ("steps only (HTA's rule, view steps_only_gpu_ops): kernels launched before the last ProfilerStep "
-                   "starts (every launched kernel of a one-step trace); pct_of_gpu_time is of the GPU time so selected")
+MEMORY_KINDS = ("memcpy", "memset")
+"""The ``kind`` of the GPU memory operations' rows (``gpu_memcpy`` / ``gpu_memset`` events)."""
+STEPS_ONLY_NOTE = ("steps only (HTA's rule, view steps_only_gpu_ops): GPU operations launched before the last "
+                   "ProfilerStep starts (every launched one of a one-step trace); pct_of_gpu_time is of the GPU "
+                   "time so selected")
 
 
 @dataclass(frozen=True)
 class TopKernelsOptions:
     """``limit`` rows (per rank with ``by_rank``; None = all); ``rank`` selects one rank;
-    ``steps_only``: HTA's iteration rule (view ``steps_only_gpu_ops``: kernels launched before the
-    last ProfilerStep starts); ``trace_ids``: only these traces (one run of several)."""
+    ``steps_only``: HTA's iteration rule (view ``steps_only_gpu_ops``: GPU operations launched
+    before the last ProfilerStep starts); ``trace_ids``: only these traces (one run of several);
+    ``kernels_only``: hide the memcpy/memset rows (the note says how much GPU time they hold;
+    ``pct_of_gpu_time`` keeps its denominator)."""
 
     limit: int | None = 20
     rank: int | None = None
     by_rank: bool = False
     steps_only: bool = False
     trace_ids: tuple[int, ...] | None = None
+    kernels_only: bool = False
 
 
 @dataclass
 class TopKernelsResult:
-    """The ranked rows and a note for the user (set when CPU operators were ranked instead).
+    """The ranked rows and a note for the user (set when CPU operators were ranked instead, with
+    ``steps_only``, and with ``kernels_only`` when memcpy/memset rows were hidden; several are
+    joined by ``"; "``).
 
     ``rows`` come straight from DuckDB (what the command prints, no pandas); ``frame`` is the
     same rows as a pandas DataFrame, built on first use (notebooks)."""
@@ -53,26 +62,76 @@ class TopKernelsResult:
 
 
 def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
-    """Rank GPU kernels by total time.
+    """Rank GPU operations (kernels, memcpy, memset) by total time.
 
     Columns: ``name``, ``count``, ``total_us``, ``mean_us``, ``min_us``, ``max_us`` (µs, from the
-    ``dur`` of ``kernel`` events), ``pct_of_gpu_time`` (percent of the selection's GPU time:
-    kernels + memcpy + memset, view ``gpu_time``, as ``flags`` and HTA's kernel breakdown; of
-    that rank's with ``by_rank``), ``kind`` = ``"kernel"``; ``rank`` first with ``by_rank``.
-    Without GPU kernels, CPU operators (``cpu_op``) are ranked by self time instead
-    (``kind = "cpu_op"``, ``pct_of_cpu_self_time``) and :attr:`TopKernelsResult.note` says so.
+    ``dur`` of ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events), ``pct_of_gpu_time`` (percent
+    of the selection's GPU time: kernels + memcpy + memset, view ``gpu_time``, as ``flags`` and
+    HTA's kernel breakdown, which shows memory operations as kernels of type MEMORY; of that
+    rank's with ``by_rank``; the rows sum to 100 without a limit), ``kind`` = ``"kernel"``,
+    ``"memcpy"`` or ``"memset"``; ``rank`` first with ``by_rank``. ``kernels_only`` hides the
+    memcpy/memset rows (ranks and limits the kernels alone) and the note says how many names, how
+    much time and what share of the GPU time they hold; ``pct_of_gpu_time`` keeps its denominator.
+    Without any GPU operation in the selection, CPU operators (``cpu_op``) are ranked by self time
+    instead (``kind = "cpu_op"``, ``pct_of_cpu_self_time``) and :attr:`TopKernelsResult.note`
+    says so. A selection with memcpy/memset but no kernel is not CPU-only: it shows its memory
+    operations, or, with ``kernels_only``, no rows and the note.
     ``steps_only`` on traces without ProfilerStep raises :class:`InputError`.
     """
     opts = options or TopKernelsOptions()
     db.check_rank(opts.rank)
     if opts.steps_only and not db.con.execute("SELECT count(*) FROM steps").fetchall()[0][0]:
         raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
-    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": opts.limit, "steps_only": opts.steps_only,
+    params = {"rank": opts.rank, "by_rank": opts.by_rank, "steps_only": opts.steps_only,
+              "limit": None if opts.kernels_only else opts.limit,
               "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)}
     rows = Rows.fetch(db.con, sql_text("top_kernels.sql"), params)
-    if len(rows):
-        return TopKernelsResult(_shape(rows, opts.by_rank), STEPS_ONLY_NOTE if opts.steps_only else None)
-    return TopKernelsResult(rows_from_frame(cpu_self_time(db.con, opts), opts.by_rank, CPU_COLUMNS), NO_KERNELS_NOTE)
+    if not len(rows):
+        return TopKernelsResult(rows_from_frame(cpu_self_time(db.con, opts), opts.by_rank, CPU_COLUMNS),
+                                NO_KERNELS_NOTE)
+    notes = [STEPS_ONLY_NOTE] if opts.steps_only else []
+    if opts.kernels_only:
+        rows, hidden = _kernel_rows(rows, opts.limit)
+        notes += [hidden] if hidden else []
+    return TopKernelsResult(_shape(rows, opts.by_rank), "; ".join(notes) or None)
+
+
+def _kernel_rows(rows: Rows, limit: int | None) -> tuple[Rows, str | None]:
+    """The kernel rows of ``top_kernels.sql``'s rows of every GPU operation (fetched without a
+    limit, in its order), ``limit`` per rank; and the note on the memcpy/memset rows left out
+    (None when there are none)."""
+    col = {c: i for i, c in enumerate(rows.columns)}
+    kind, rank, name, total = col["kind"], col["rank"], col["name"], col["total_us"]
+    kept: list[tuple] = []
+    per_rank: dict[object, int] = {}
+    for row in rows.data:
+        if row[kind] != "kernel":
+            continue
+        n = per_rank.get(row[rank], 0)
+        if limit is None or n < limit:
+            kept.append(row)
+        per_rank[row[rank]] = n + 1
+    hidden = [row for row in rows.data if row[kind] in MEMORY_KINDS]
+    if not hidden:
+        return Rows(rows.columns, rows.types, kept), None
+    gpu_us = sum(row[total] for row in rows.data)
+    hidden_us = sum(row[total] for row in hidden)
+    pct = 100.0 * hidden_us / gpu_us if gpu_us else 0.0
+    names = len({row[name] for row in hidden})
+    note = (f"memcpy/memset rows hidden (--kernels-only): {names} name{'s' if names != 1 else ''}, "
+            f"{_duration(hidden_us)}, {pct:.1f}% of GPU time")
+    if not kept:
+        note += "; the selection has no GPU kernel, only memcpy/memset"
+    return Rows(rows.columns, rows.types, kept), note
+
+
+def _duration(us: float) -> str:
+    """µs as ``830 µs``, ``12.4 ms`` or ``3.21 s``."""
+    if us < 1e3:
+        return f"{us:.0f} µs"
+    if us < 1e6:
+        return f"{us / 1e3:.1f} ms"
+    return f"{us / 1e6:.2f} s"
 
 
 def _columns(by_rank: bool, columns: list[str] = KERNEL_COLUMNS) -> list[str]:

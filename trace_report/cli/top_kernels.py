@@ -1,4 +1,4 @@
-"""``trace-report top-kernels PATHS``: GPU kernels ranked by total time."""
+"""``trace-report top-kernels PATHS``: GPU kernels, memcpy and memset ranked by total time."""
 
 from __future__ import annotations
 
@@ -31,23 +31,30 @@ def top_kernels_cmd(
     rank: RankOpt = None,
     by_rank: ByRankOpt = False,
     steps_only: Annotated[bool, typer.Option(
-        "--steps-only", help="Only kernels launched before the last ProfilerStep starts (HTA's rule: it drops "
-                             "the last step and kernels without a launch).")] = False,
+        "--steps-only", help="Only GPU operations launched before the last ProfilerStep starts (HTA's rule: it "
+                             "drops the last step and operations without a launch).")] = False,
+    kernels_only: Annotated[bool, typer.Option(
+        "--kernels-only", help="Hide the memcpy/memset rows (a note gives their names, time and share of GPU "
+                               "time); pct_of_gpu_time stays of all GPU time.")] = False,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Rank GPU kernels by total time (CPU operators by self time on CPU-only traces).
+    """Rank GPU kernels, memcpy and memset by total time (CPU operators by self time on traces
+    without any GPU operation).
 
     Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly.
-    pct_of_gpu_time is of all GPU time (kernels + memcpy + memset), as in flags and HTA. With
-    --engine ray each trace is aggregated by a Ray task and the partial sums merged here (same rows).
+    kind is kernel, memcpy or memset (cpu_op for CPU operators); pct_of_gpu_time is of all GPU
+    time (kernels + memcpy + memset), as in flags and HTA, so the rows sum to 100 without a limit.
+    --kernels-only hides the memcpy/memset rows. With --engine ray each trace is aggregated by a
+    Ray task and the partial sums merged here (same rows).
 
     \b
     Examples:
       trace-report top-kernels traces/run-42 --by-rank -f json
+      trace-report top-kernels trace.json --kernels-only
       trace-report top-kernels runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
@@ -60,7 +67,8 @@ def top_kernels_cmd(
         frame = read_kernsum_csv(targets[0]).head(limit)
         emit(frame, OutputOptions(fmt, None, output, full_names), title="Top kernels")
         return
-    opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only)
+    opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only,
+                             kernels_only=kernels_only)
     if engine is EngineName.ray:
         from trace_report.analyses.distributed import top_kernels_ray
 

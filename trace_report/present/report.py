@@ -134,7 +134,8 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     top = top_kernels(db, TopKernelsOptions(limit=1, rank=opts.rank))
     if len(top.frame):
         row = top.frame.iloc[0]
-        what = "top CPU operator (self time)" if row["kind"] == "cpu_op" else "top kernel"
+        what = {"cpu_op": "top CPU operator (self time)", "kernel": "top kernel"}.get(
+            row["kind"], f"top GPU operation ({row['kind']})")  # memcpy/memset rank with the kernels
         pct = row.get("pct_of_gpu_time", row.get("pct_of_cpu_self_time"))
         where = "CPU self time" if row["kind"] == "cpu_op" else "GPU time"
         items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60)}"))

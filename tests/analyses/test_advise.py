@@ -260,3 +260,16 @@ def test_cli_prints_blocks_and_json_keeps_every_field():
 
     rows = json.loads(js.stdout)
     assert rows and set(ADVICE_COLUMNS) == set(rows[0])
+
+
+def test_report_headline_names_the_biggest_finding():
+    import html
+
+    from trace_report.present.report import ReportOptions, advice_of, advice_section, headline_section
+
+    with tr.open(TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz") as db:
+        advice = advice_of(db, ReportOptions())
+        head = headline_section(db, db.con, ReportOptions(), advice)
+        section = advice_section(advice)
+    assert html.escape(advice.verdict) in head.body and "exposed_communication" in advice.verdict
+    assert section.body.index(html.escape(advice.verdict)) < section.body.index("<table")

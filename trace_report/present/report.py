@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from trace_report.analyses.advise import advise
+from trace_report.analyses.advise import AdviceResult, advise
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
 from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
@@ -113,8 +113,10 @@ def _trace_facts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                        "ORDER BY trace_id").df()
 
 
-def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions) -> Section | None:
-    """Headline numbers: traces, ranks, steps, step time, GPU time, utilisation, top kernel."""
+def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
+                     advice: AdviceResult | TraceReportError | None = None) -> Section | None:
+    """Headline numbers: advise's verdict (the biggest finding), traces, ranks, steps, step time, GPU
+    time, utilisation, top GPU operation."""
     traces = _trace_facts(con)
     if traces.empty:
         return None
@@ -139,6 +141,8 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
         pct = row.get("pct_of_gpu_time", row.get("pct_of_cpu_self_time"))
         where = "CPU self time" if row["kind"] == "cpu_op" else "GPU time"
         items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60)}"))
+    if isinstance(advice, AdviceResult) and advice.verdict:
+        items.insert(0, ("biggest finding" if len(advice.frame) else "verdict", advice.verdict))
     sec = Section("Headline numbers", _headline_html(items))
     sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
     return sec
@@ -308,14 +312,22 @@ def flags_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptio
     return Section("Kernel classes", table_html(summary), notes=notes)
 
 
-def advice_section(db: TraceDB, opts: ReportOptions) -> Section | None:
-    """Findings with their numbers and thresholds."""
+def advice_of(db: TraceDB, opts: ReportOptions) -> AdviceResult | TraceReportError:
+    """``advise``'s result, computed once per report (the headline and the Advice section show it),
+    or the error that stopped it."""
     try:
-        result = advise(db, rank=opts.rank)
+        return advise(db, rank=opts.rank)
     except TraceReportError as exc:
-        return Section("Advice", notes=[str(exc)])
-    body = table_html(result.frame, name_columns=()) if len(result.frame) else "<p>No findings.</p>"
-    return Section("Advice", body, notes=list(result.notes))
+        return exc
+
+
+def advice_section(advice: AdviceResult | TraceReportError) -> Section | None:
+    """The verdict, then the findings sorted by estimated saving, with their numbers and thresholds."""
+    if isinstance(advice, TraceReportError):
+        return Section("Advice", notes=[str(advice)])
+    body = f"<p><b>{html.escape(advice.verdict)}</b></p>"
+    body += table_html(advice.frame, name_columns=()) if len(advice.frame) else "<p>No findings.</p>"
+    return Section("Advice", body, notes=list(advice.notes))
 
 
 def _experiment_chart(con: duckdb.DuckDBPyConnection, run_key: str, experiment: str) -> Any:
@@ -384,11 +396,12 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
     con = db.con
     title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
     report = Report(title, sources)
-    builders = [lambda: config_section(con), lambda: headline_section(db, con, opts),
+    advice = advice_of(db, opts)
+    builders = [lambda: config_section(con), lambda: headline_section(db, con, opts, advice),
                 lambda: trace_charts_section(db, con, opts), lambda: stragglers_section(db, opts.rank),
                 lambda: comm_section(db, opts.rank, Section, table_html), lambda: ops_section(db, opts.rank),
                 lambda: memory_section(db, opts.rank, trace_runs(con)), lambda: experiments_section(con),
-                lambda: flags_section(db, con, opts), lambda: advice_section(db, opts)]
+                lambda: flags_section(db, con, opts), lambda: advice_section(advice)]
     for build in builders:
         section = build()
         if section is not None:

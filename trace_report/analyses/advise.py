@@ -145,6 +145,10 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
     eligible = _by_rank(con, "SELECT t.rank, count(*) AS n FROM cpu_ops c JOIN traces t USING (trace_id) "
                         "WHERE list_contains($ids, c.trace_id) AND list_contains($ops, c.name) GROUP BY 1",
                         {"ids": ids, "ops": list(TC_ELIGIBLE_OPS)})
+    for r, cat, us in con.execute("SELECT rank, idle_category, sum(idle_us) FROM gpu_idle_breakdown "
+                                  "GROUP BY ALL").fetchall():
+        if r is not None and int(r) in facts:
+            facts[int(r)].hta_idle[str(cat)] = float(us or 0.0)
     for r, f in facts.items():
         f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
         f.mean_queue = _busiest_queue(q, db, r)

@@ -105,6 +105,15 @@ class RankFacts:
     cc: float | None = None
     amd: bool = False
     eligible_ops: int = 0
+    hta_idle: dict = field(default_factory=dict)
+
+    def hta_idle_text(self) -> str:
+        """HTA's per-stream idle breakdown summed over the rank's streams (view gpu_idle_breakdown)."""
+        total = sum(self.hta_idle.values())
+        if total <= 0:
+            return ""
+        parts = ", ".join(f"{k.replace('_', ' ')} {100 * v / total:.0f}%" for k, v in sorted(self.hta_idle.items()))
+        return f"; HTA's idle breakdown over the streams: {parts}"
 
     @property
     def step_word(self) -> str:
@@ -303,7 +312,7 @@ class Checker:
                     f"{queue if queue is None else f'{queue:.3g}'} operations; {ops / max(f.windows, 1):,.0f} GPU ops "
                     f"per step, {short:.0f}% shorter than their launch (median GPU op "
                     f"{f.launch.get('median_gpu_us') or 0:.3g} us vs launch call "
-                    f"{f.launch.get('median_launch_us') or 0:.3g} us)")
+                    f"{f.launch.get('median_launch_us') or 0:.3g} us){f.hta_idle_text()}")
         if short >= self.th.launch_short_pct:
             self._add(f, "launch_bound", "The GPU waits for kernel launches", pct, "% of step time",
                       self.th.min_saving_pct, idle, evidence,
@@ -336,8 +345,8 @@ class Checker:
         self._add(f, "low_gpu_utilization", "Low GPU utilisation", busy_pct, f"% of {basis} GPU busy",
                   self.th.low_utilization_pct, rest,
                   f"the GPU ran kernels, copies or memsets {pct_text(busy_pct)} of {basis}; its idle time per "
-                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'}: {causes}; the saving counts the idle time no "
-                  "other finding explains",
+                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'}: {causes}{f.hta_idle_text()}; the saving "
+                  "counts the idle time no other finding explains",
                   "Find what the GPU waits for: trace-report breakdown (idle_us per region), trace-report hta idle, "
                   "the timeline of one step (trace-report report); then raise the batch size", LINKS["tuning"])
 

@@ -103,7 +103,15 @@ RULE_CASES = [
     ("tc_amd_matrix", "tracelens_mi300_torch_compile_triton", "Cijk_Alik_Bljk_BBS", 9.4, "tensor_core"),
     ("tc_amd_matrix", "tracelens_mi300_resnet18_ddp_train", "igemm_fwd_gtcx3_nhwc_bf16", 9.4, "tensor_core"),
     ("tc_amd_matrix", "tracelens_mi300_resnet18_ddp_train", "kernel_grouped_conv_fwd_xdl", 9.4, "tensor_core"),
-    ("tc_nvjet_half", "nsys:nvfuser_nsys_h100_matmul", "nvjet_hsh_", 9.0, "tensor_core"),
+    ("tc_nvjet", "nsys:nvfuser_nsys_h100_matmul", "nvjet_hsh_", 9.0, "tensor_core"),
+    ("tc_nvjet", "tracelens_b200_vllm_eager", "nvjet_tst_", 10.0, "tensor_core"),
+    ("tc_sm90_xmma", "tracelens_h100_timesformer", "sm90_xmma_gemm_bf16bf16", 9.0, "tensor_core"),
+    ("tc_sm90_xmma", H100, "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32", 9.0, "tensor_core"),
+    ("tc_sm90_xmma", H200_AUTOTUNE, "sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32", 9.0, "tensor_core"),
+    ("tc_wmma", "tracelens_h100_bert_small", "cutlass_80_wmma_tensorop_bf16_s161616gemm", 9.0, "tensor_core"),
+    ("tc_fp8_fp4", "tracelens_b200_vllm_eager", "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_", 10.0, "tensor_core"),
+    ("tc_fp8_fp4", "tracelens_b200_vllm_eager", "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_", 10.0, "tensor_core"),
+    ("bf16_tc", "tracelens_b200_vllm_eager", "nvjet_tst_", 10.0, "bf16_tensor_core"),
     ("tf32_named", "hta_a100_ddp_nccl", "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32", 8.0, "tf32"),
     ("tf32_named", "hta_a100_ddp_nccl", "cutlass_tensorop_s1688dgrad_optimized_tf32", 8.0, "tf32"),
     ("tf32_sm80_s1688gemm", "hta_a100_ddp_nccl", "cutlass_80_tensorop_s1688gemm", 8.0, "tf32_inferred"),
@@ -166,6 +174,18 @@ NOT_CASES = [
     (H100, "sm80_xmma_dgrad_implicit_gemm_f32f32_f32f32_f32_nchwkcrs", 9.0, {"tensor_core"},
      "xmma conv on CUDA cores (_ffma_): ncu counts no MMA in its fprop sibling"),
     (H100, "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32", 9.0, {"cuda_core"}, "TF32 xmma conv (HGMMA)"),
+    (H100, "init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm::fprop", 9.0, {"tensor_core"},
+     "cuDNN's workspace initialisation names xmma in its template arguments but runs no MMA"),
+    ("tracelens_b200_vllm_eager", "nvjet_tst_", 10.0, {"fp16_tensor_core", "cuda_core"},
+     "nvjet_tst is BF16 (t), not FP16"),
+    ("nsys:nvfuser_nsys_h100_matmul", "nvjet_hsh_", 9.0, {"bf16_tensor_core", "cuda_core"},
+     "nvjet_hsh is FP16 (h), not BF16"),
+    ("tracelens_mi300_resnet18_ddp_train", "SubTensorOpWithScalar1d", 9.4, {"tensor_core"},
+     "MIOpen's SubTensorOp is elementwise: tensorop is matched case-sensitively"),
+    ("nsys:pipit_nsys_a100_cloverleaf", "field_summary", 8.0, {"tensor_core"},
+     "summary contains umma: the UMMA rule is case-sensitive"),
+    ("tracelens_b200_vllm_eager", "cutlass::bfloat16_t", 10.0, {"tensor_core"},
+     "a MoE finalize kernel with cutlass types in its template arguments is no MMA kernel"),
     (H200_AUTOTUNE, "triton_tem_fused_addmm_mean_t_view_", 9.0, {"convolution", "elementwise", "reduction"},
      "a matmul template with a fused epilogue is a GEMM"),
 ]
@@ -188,9 +208,99 @@ def test_rule_does_not_fire(small, source, fragment, cc, not_classes, why):
     assert not (not_classes & set(row["classes"])), why
 
 
+# Patterns that no kernel name in ../shared/data or traces/ has: each is tested on a name written
+# after the public source it cites (CONSTRUCTED, not captured), and test_constructed_names_are_not_in_
+# the_real_traces checks that no real name could have been used instead.
+# (rule_id, constructed name, compute capability, classes it must give, classes it must not, where from)
+CONSTRUCTED_CASES = [
+    ("tc_nvjet", "nvjet_sm100_tst_128x256_64x4_1x2_h_bz_TNT", 10.0,
+     {"tensor_core", "bf16_tensor_core", "gemm"}, {"fp16_tensor_core"},
+     "cuBLAS on B200 (public vLLM/SGLang profiles: nvjet_sm100_tst_* launched by aten::mm on c10::BFloat16)"),
+    ("tc_nvjet", "nvjet_sm120_tst_mma_64x64x128_3_32x32x128_tmaAB_alignCD4_bz_TNNN", 12.0,
+     {"tensor_core", "bf16_tensor_core", "gemm"}, {"fp16_tensor_core"},
+     "cuBLAS on RTX Blackwell (NVIDIA-TAO/tao-pytorch grounding_dino train.py: nvjet_sm120_tst_mma = BF16)"),
+    ("tc_nvjet", "nvjet_sm120_hsh_mma_16x128x32", 12.0,
+     {"tensor_core", "fp16_tensor_core", "gemm"}, {"bf16_tensor_core"},
+     "prefix of the FP16 kernel in NVIDIA-TAO/tao-pytorch grounding_dino train.py (cublasLtHSHMatmul)"),
+    ("tc_nvjet", "nvjet_sss_tf32_128x256_TNT", 9.0,
+     {"tensor_core", "tf32", "gemm"}, {"fp16_tensor_core", "bf16_tensor_core", "cuda_core"},
+     "cuBLAS FP32 GEMM with TF32 allowed (cublasLtSSSMatmul), from a public H100 profile"),
+    ("tc_sm90_xmma", "sm100_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
+     "execute_segment_k_off_kernel__5x_cublas", 10.0, {"tensor_core", "bf16_tensor_core", "gemm"}, set(),
+     "the sm90_xmma_gemm name of tracelens_h100_timesformer with the Blackwell prefix"),
+    ("tc_gmma", "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+     "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedCooperative<4, "
+     "cute::tuple<cute::C<2>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecializedCooperative>, "
+     "cute::tuple<cute::C<128>, cute::C<256>, cute::C<64> >, cutlass::bfloat16_t> > >(...)", 9.0,
+     {"tensor_core", "bf16_tensor_core"}, {"cuda_core"},
+     "CUTLASS 3 Hopper GEMM, demangled (dispatch policy of include/cutlass/gemm/dispatch_policy.hpp), shortened"),
+    ("tc_gmma", "sm90_hgmma_kernel_wgmma_64x128x16", 9.0, {"tensor_core"}, set(),
+     "a kernel that names the PTX wgmma / SASS HGMMA instruction"),
+    ("tc_sm100_umma", "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, "
+     "int>, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm100TmaUmmaWarpSpecialized<13, 2, 4, "
+     "cute::tuple<cute::C<1>, cute::C<4>, cute::C<1> > >, cute::tuple<cute::C<64>, cute::C<64>, cute::C<128> >, "
+     "cutlass::float_e4m3_t> > >(...)", 10.0, {"tensor_core"}, {"cuda_core"},
+     "CUTLASS 3 Blackwell FP8 GEMM (a public mangled name, demangled and shortened)"),
+    ("tc_sm100_umma", "void cute::kernel<cute::TiledMMA<cute::MMA_Atom<cute::SM100_MMA_F16BF16_SS<cute::half_t, "
+     "cute::half_t, float, 128, 256, cute::UMMA::Major::K, cute::UMMA::Major::K> > > >(...)", 10.0,
+     {"tensor_core", "fp16_tensor_core"}, set(), "a CuTe kernel whose MMA atom is SM100_MMA_F16BF16_SS (UMMA)"),
+    ("tc_sm100_umma", "gemm_tcgen05_mma_bf16_kernel", 10.0, {"tensor_core", "bf16_tensor_core", "gemm"}, set(),
+     "a kernel that names the PTX tcgen05 instruction family"),
+    ("tc_cutlass_tensorop", "cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_void_bf16_128x128x64_1x1x1_0_"
+     "tnn_align8_warpspecialized_pingpong_epi_tma", 9.0, {"tensor_core", "bf16_tensor_core", "gemm"}, set(),
+     "CUTLASS 3 library kernel name (cutlass_library naming, as the CUTLASS profiler prints it)"),
+    ("tc_cutlass_tensorop", "cutlass3x_sm100_bstensorop_gemm_ue4m3xe2m1_ue4m3xe2m1_f32_bf16_bf16_128x128x256_1x1x1_"
+     "0_tnt_align32_1sm", 10.0, {"tensor_core", "bf16_tensor_core", "gemm"}, set(),
+     "CUTLASS 3 block-scaled Blackwell GEMM (opclass bstensorop)"),
+]
+
+# Constructed names that must NOT be tensor-core: (name, cc, classes it must not get, why)
+CONSTRUCTED_NOT_CASES = [
+    ("cutlass3x_sm100_simt_sgemm_f32_f32_f32_f32_f32_128x128x16_1x1x1_3_tnn_align1_bias_f32_relu", 10.0,
+     {"tensor_core"}, "CUTLASS 3 SIMT GEMM on B200 (cuBLAS FP32 in public B200 profiles): sm100 alone is no MMA"),
+    ("nvjet_sm90_tst_64x64_64x16_2x1_v_bz_ffma_TNT", 9.0, {"tensor_core", "bf16_tensor_core"},
+     "hypothetical: a name that says _ffma_ would lose tensor_core to the cuda_core veto, nvjet or not"),
+]
+
+
+@pytest.mark.parametrize(("rule_id", "name", "cc", "classes", "not_classes", "source"), CONSTRUCTED_CASES,
+                         ids=[f"{c[0]}:{c[1][:40]}" for c in CONSTRUCTED_CASES])
+def test_rule_on_constructed_name(small, rule_id, name, cc, classes, not_classes, source):
+    """Constructed (not captured) kernel names, written after the public source in ``source``."""
+    (row,) = classify(small, [name], cc).to_dict(orient="records")
+    assert rule_id in row["rules"], source
+    assert classes <= set(row["classes"]), (source, row["classes"])
+    assert not (not_classes & set(row["classes"])), (source, row["classes"])
+
+
+@pytest.mark.parametrize(("name", "cc", "not_classes", "why"), CONSTRUCTED_NOT_CASES,
+                         ids=[c[3][:40] for c in CONSTRUCTED_NOT_CASES])
+def test_rule_does_not_fire_on_constructed_name(small, name, cc, not_classes, why):
+    (row,) = classify(small, [name], cc).to_dict(orient="records")
+    assert not (not_classes & set(row["classes"])), why
+
+
+REAL_SOURCES = sorted({c[1] for c in RULE_CASES} | {c[0] for c in NOT_CASES} | {
+    "tracelens_b200_vllm_eager", "nsys:pipit_nsys_a100_cloverleaf", "hta_amd_mi250", "tracelens_mi300_bert_small",
+    "repo:h100-2026-11-25/channels-last", "repo:h100-2026-11-25/ddp",
+    "repo:h200-2026-11-26/compile-reduce-overhead/compiled"})
+
+
+def test_constructed_names_are_not_in_the_real_traces(small):
+    """The rules tested only on constructed names match no real kernel name we have (else a real
+    one would be tested): tc_gmma and tc_sm100_umma on none at all, tc_nvjet on no sm-prefixed name."""
+    real = sorted({n for source in REAL_SOURCES for n in real_names(source)})
+    rows = classify(small, real, 9.0)
+    fired = {r: [n for n, rs in zip(rows["name"], rows["rules"], strict=True) if r in rs]
+             for r in ("tc_gmma", "tc_sm100_umma")}
+    assert fired == {"tc_gmma": [], "tc_sm100_umma": []}
+    assert not [n for n in real if n.startswith(("nvjet_sm", "cutlass3x_"))]
+
+
 def test_every_rule_is_tested_and_documented(small):
     table = rules(small)
-    assert set(table["rule_id"]) == {c[0] for c in RULE_CASES}
+    assert set(table["rule_id"]) == {c[0] for c in RULE_CASES} | {c[0] for c in CONSTRUCTED_CASES}
+    assert not {c[0] for c in CONSTRUCTED_CASES} - {c[0] for c in RULE_CASES} - {"tc_gmma", "tc_sm100_umma"}
     assert table["version"].nunique() == 1
     for col in ("pattern", "class", "rationale", "source"):
         assert table[col].notna().all() and (table[col].str.len() > 0).all()

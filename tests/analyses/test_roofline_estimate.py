@@ -10,10 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TRACES, invoke
+from conftest import REPO, SHARED, TRACES, invoke
 
 import trace_report as tr
-from trace_report.analyses.roofline.estimate import conv_count, count_op, estimate_ops, gemm_count, precision_of
+from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.roofline.estimate import (
+    conv_count,
+    count_op,
+    estimate_ops,
+    gemm_count,
+    precision_of,
+    tensor_core_of,
+)
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 
 
@@ -102,10 +110,97 @@ def test_count_op_without_shapes_and_precision_classes() -> None:
     assert count.flop is None and "Input Dims" in count.note and dtype == "float"
     count, _ = count_op("aten::conv2d", {"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3], []], "Input type": ["float"]})
     assert count.flop is None and "Concrete Inputs" in count.note
-    assert precision_of("float", "volta_sgemm_128x64_nn") == "fp32"
-    assert precision_of("float", "ampere_tf32_s1688gemm_fp32_128x128_nn") == "tf32_tensor"
-    assert precision_of("c10::BFloat16", "nvjet_tst_128x64_64x8_1x2_h_bz_coopA_TNT") == "fp16_tensor"
+    assert precision_of("float", False) == "fp32"
+    assert precision_of("float", True) == "tf32_tensor"
+    assert precision_of("c10::BFloat16", True) == "fp16_tensor"
+    assert precision_of("c10::Half", False) == "fp16"
     assert precision_of("double", None) == "fp64"
+    assert precision_of("double", True) == "fp64_tensor"
+    assert precision_of("long int", True) is None
+
+
+def test_tensor_core_of_is_the_kernel_class_rule() -> None:
+    """The estimate's tensor-core fact per kernel name is class tensor_core of the rule table, with
+    the cuda_core veto: the names the old regex of the estimate got wrong, both ways."""
+    with tr.open(trace_dir("hta_triton_example")) as db:
+        got = tensor_core_of(db.con, [
+            "volta_sgemm_128x64_nn",
+            "ampere_tf32_s1688gemm_fp32_128x128_nn",
+            "nvjet_tst_128x64_64x8_1x2_h_bz_coopA_TNT",
+            "nvjet_sm100_tst_128x256_64x4_1x2_h_bz_TNT",
+            # CUDA-core xmma (_ffma_, the old regex said xmma = tensor core) and cuDNN's workspace init
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_"
+            "execute_kernel__5x_cublas",
+            "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm"
+            "::fprop::Warp_specialized_params_non_template<xmma__5x_cudnn::Grid_constant_params> >",
+            "SubTensorOpWithScalar1d",  # MIOpen elementwise (the old regex matched tensorop in any case)
+            # Tensile MFMA kernels (the old regex looked for the word mfma, which they do not have)
+            "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB0",
+        ], 9.0)
+    assert got == {
+        "volta_sgemm_128x64_nn": False,
+        "ampere_tf32_s1688gemm_fp32_128x128_nn": True,
+        "nvjet_tst_128x64_64x8_1x2_h_bz_coopA_TNT": True,
+        "nvjet_sm100_tst_128x256_64x4_1x2_h_bz_TNT": True,
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_"
+        "execute_kernel__5x_cublas": False,
+        "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm"
+        "::fprop::Warp_specialized_params_non_template<xmma__5x_cudnn::Grid_constant_params> >": False,
+        "SubTensorOpWithScalar1d": False,
+        "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB0": True,
+    }
+
+
+# ------------------------------------------------------------------ one tensor-core fact (issue 32)
+
+
+def _every_trace() -> list[Path]:
+    """Every trace of ../shared/data (folders of traces/, the Nsight Systems exports) and of
+    traces/ (this project's captures)."""
+    folders = sorted(p for p in TRACES.iterdir() if p.is_dir()) if TRACES.is_dir() else []
+    nsys = sorted((SHARED / "data" / "nsys").glob("*/*.sqlite"))
+    ours = sorted({f.parent for f in (REPO / "traces").rglob("*.pt.trace.json.gz")})
+    return folders + nsys + ours
+
+
+def _trace_id(path: Path) -> str:
+    for root in (SHARED / "data", REPO):
+        if path.is_relative_to(root):
+            return str(path.relative_to(root))
+    return path.name
+
+
+@pytest.mark.parametrize("path", _every_trace(), ids=_trace_id)
+def test_flags_and_estimate_agree_on_every_kernel_name(path: Path) -> None:
+    """flags' tensor_core names (the kernel_classes view) and the estimate's tensor-core decision
+    (tensor_core_of, the expression estimate_ops applies to each kernel an operator launched) are
+    the same set, on every kernel name of every trace."""
+    with tr.open(path) as db:
+        kernels = db.con.execute(
+            "SELECT DISTINCT e.name, try_cast(t.compute_capability AS DOUBLE) AS cc FROM events e "
+            "JOIN traces t ON t.trace_id = e.trace_id WHERE e.cat = 'kernel' ORDER BY 1").fetchall()
+        frame = flags(db).frame
+        flagged = set(frame.loc[frame["classes"].map(lambda c: "tensor_core" in c), "name"])
+        estimated: set[str] = set()
+        for cc in {c for _, c in kernels}:
+            names = [n for n, c in kernels if c == cc or (c is None and cc is None)]
+            estimated |= {n for n, tc in tensor_core_of(db.con, names, cc).items() if tc}
+    assert estimated == flagged
+    if path.name == "tracelens_b200_vllm_eager":  # the cuBLAS GEMMs of issue 32's kind
+        assert {n for n, _ in kernels if n.startswith("nvjet_tst_")} <= estimated
+
+
+def test_estimate_counts_tensile_mfma_gemms_as_tensor_core() -> None:
+    """End to end: the MI300X BERT linears run on Tensile MFMA kernels (Cijk_..._MI16x16x1_), which
+    flags calls tensor_core; the estimate now says fp16_tensor for every one (it said fp16)."""
+    path = trace_dir("tracelens_mi300_bert_small")
+    with tr.open(path) as db:
+        ops = estimate_ops(db.con)
+        flagged = set(flags(db, FlagsOptions(classes=("tensor_core",))).frame["name"])
+    linears = ops[ops["op"] == "aten::linear"]
+    assert len(linears) == 26 and (linears["n_kernels"] > 0).all()
+    assert set(linears["precision"]) == {"fp16_tensor"}
+    assert flagged and all("_MI16x16x1_" in n for n in flagged)
 
 
 # ------------------------------------------------------------------ ResNet-18 end to end

@@ -3,6 +3,11 @@ Chrome trace records with ``record_shapes=True`` (``Input Dims``, ``Input type``
 ``Concrete Inputs`` in ``events.args`` of ``cpu_op`` events), and the GPU kernel time they
 launched. Every row is an *estimate* (``source = 'estimate'``).
 
+Whether an operator ran on tensor cores (its ``precision``: ``*_tensor`` or not) is the class
+``tensor_core`` of the kernel-class rules (``store/sql/views_kernel_classes.sql``, macro
+``kernel_class_matches``) for any kernel it launched: the same fact ``flags`` and ``advise`` read,
+so the three agree on every kernel name.
+
 Formulas (one multiply-add = 2 FLOP; bias and epilogue work ignored):
 
 * ``mm`` [M,K]x[K,N], ``addmm`` (bias, [M,K], [K,N]): ``2*M*N*K``
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,8 +65,6 @@ ESTIMATED_OPS = GEMM_OPS | set(CONV_ARGS)
 ELEMENT_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8,
                  "int": 4, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
                  "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::complex<float>": 8}
-TENSOR_CORE_KERNEL = re.compile(
-    r"tf32|h884|s884|h1688|s1688|16816|hmma|i8816|xmma|tensorop|wgmma|gmma|nvjet|_tc_|mfma", re.IGNORECASE)
 REGIONS = ("forward", "loss", "backward", "optimizer_step")
 ESTIMATE_COLUMNS = ["trace_id", "event_id", "op", "input_dims", "dtype", "precision", "flop", "bytes",
                     "time_s", "n_kernels", "ai_flop_per_byte", "achieved_flop_per_s", "source", "note"]
@@ -203,10 +205,26 @@ def count_op(op: str, args: dict[str, Any]) -> tuple[OpCount, str | None]:
         return OpCount(None, None, "unexpected input shapes"), dtype
 
 
-def precision_of(dtype: str | None, kernel_names: str | None) -> str | None:
-    """Roofline precision class from the operator dtype and whether its kernels are tensor-core
-    kernels (name patterns of docs/analysis.md)."""
-    tensor = bool(kernel_names and TENSOR_CORE_KERNEL.search(kernel_names))
+# A kernel name's tensor-core fact: class tensor_core of the kernel-class rules (the cuda_core
+# veto included) on a GPU of compute capability {cc}. The only definition the estimate uses.
+_TENSOR_CORE_SQL = ("coalesce(list_contains(list_transform(kernel_class_matches({name}, {cc}), "
+                    "lambda x: x.class), 'tensor_core'), false)")
+
+
+def tensor_core_of(con: duckdb.DuckDBPyConnection, names: list[str],
+                   compute_capability: float | None = None) -> dict[str, bool]:
+    """Whether each kernel name is a tensor-core kernel, by the rule :func:`estimate_ops` applies
+    to the kernels an operator launched (class ``tensor_core`` of ``kernel_class_matches``)."""
+    rows = con.execute(
+        f"SELECT n, {_TENSOR_CORE_SQL.format(name='n', cc='$cc')} FROM unnest($names) AS t(n)",
+        {"names": list(names), "cc": compute_capability}).fetchall()
+    return {n: bool(tc) for n, tc in rows}
+
+
+def precision_of(dtype: str | None, tensor_core: bool | None) -> str | None:
+    """Roofline precision class from the operator dtype and whether any kernel it launched is a
+    tensor-core kernel (:func:`tensor_core_of`; None = no kernel)."""
+    tensor = bool(tensor_core)
     if dtype == "double":
         return "fp64_tensor" if tensor else "fp64"
     if dtype in ("c10::Half", "c10::BFloat16"):
@@ -243,11 +261,15 @@ by_ext AS (
     FROM o JOIN events k ON k.trace_id = o.trace_id AND k.external_id = o.external_id AND k.cat = 'kernel'
     WHERE NOT EXISTS (SELECT 1 FROM by_launch b WHERE b.trace_id = o.trace_id AND b.event_id = o.event_id)
 ),
-k AS (SELECT DISTINCT * FROM (SELECT * FROM by_launch UNION ALL SELECT * FROM by_ext))
-SELECT trace_id, event_id, sum(dur_us) AS kernel_us, count(*) AS n_kernels,
-       string_agg(DISTINCT name, ' | ') AS kernel_names
-FROM k GROUP BY trace_id, event_id
-"""
+k AS (SELECT DISTINCT * FROM (SELECT * FROM by_launch UNION ALL SELECT * FROM by_ext)),
+kc AS (SELECT k.*, try_cast(t.compute_capability AS DOUBLE) AS cc
+       FROM k LEFT JOIN traces t ON t.trace_id = k.trace_id),
+tc AS (SELECT name, cc, {tensor_core} AS tensor_core FROM (SELECT DISTINCT name, cc FROM kc))
+SELECT kc.trace_id, kc.event_id, sum(kc.dur_us) AS kernel_us, count(*) AS n_kernels,
+       bool_or(tc.tensor_core) AS tensor_core
+FROM kc JOIN tc ON tc.name = kc.name AND tc.cc IS NOT DISTINCT FROM kc.cc
+GROUP BY kc.trace_id, kc.event_id
+""".format(tensor_core=_TENSOR_CORE_SQL.format(name="name", cc="cc"))
 
 
 # The region interval (marker or span of the regions view) each operator lies in, on its
@@ -307,7 +329,7 @@ def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> p
         rows.append({
             "trace_id": r.trace_id, "event_id": r.event_id, "op": r.name,
             "input_dims": json.dumps(args.get("Input Dims")), "dtype": dtype,
-            "precision": precision_of(dtype, r.kernel_names if pd.notna(r.kernel_names) else None),
+            "precision": precision_of(dtype, bool(r.tensor_core) if pd.notna(r.tensor_core) else None),
             "flop": count.flop, "bytes": count.bytes, "time_s": time_s,
             "n_kernels": int(r.n_kernels) if pd.notna(r.n_kernels) else 0,
             "ai_flop_per_byte": count.flop / count.bytes if count.flop and count.bytes else None,

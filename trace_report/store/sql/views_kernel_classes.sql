@@ -6,15 +6,24 @@
 -- A cuda_core match removes tensor_core (and so the classes that require it); an inductor
 -- pointwise or reduction kernel (triton plus elementwise or reduction) is no convolution.
 -- Every rule is tested on a real kernel name from ../shared/data or traces/ (our own captures),
--- in tests/analyses/test_kernel_classes.py.
+-- in tests/analyses/test_kernel_classes.py (and _amd.py); a pattern no real name there has is tested
+-- on a name built from its cited public source, and the test says so.
+-- tensor_core is one fact for flags, advise and the roofline estimate: the estimate asks
+-- kernel_class_matches too (analyses/roofline/estimate.py), so a new pattern here reaches all three.
 CREATE OR REPLACE TEMP VIEW kernel_class_rules AS
-SELECT '7' AS version, * FROM (VALUES
+SELECT '9' AS version, * FROM (VALUES
     (5, 'cuda_core_ffma', 'cuda_core', '_ffma_', NULL, NULL,
      'cuDNN/cuBLAS xmma kernels built for CUDA cores name their math _ffma_ (FP32 FMA) and their '
      || 'types f32f32_f32f32_f32; they run no MMA (Nsight Compute on an H100 counts no HMMA/HGMMA in '
      || 'sm80_xmma_fprop_implicit_gemm_..._ffma_...). The class vetoes tensor_core, which '
      || 'xmma_gemm / xmma_(fprop|dgrad|wgrad)_implicit_gemm would otherwise give',
      'traces/h100-2026-11-25 (this project''s H100 ResNet-18 captures and their ncu forward pass)'),
+    (9, 'tc_wmma', 'tensor_core', '(?i)wmma', NULL, NULL,
+     'WMMA is matrix-core math on both vendors: NVIDIA''s warp-level wmma API runs on tensor cores '
+     || '(cutlass_80_wmma_tensorop_*), AMD''s WMMA instructions on RDNA3/RDNA4 matrix cores '
+     || '(composable_kernel kernel_gemm_wmma_cshuffle_v3, built for gfx11/gfx12 only)',
+     'CUDA C++ Programming Guide (Warp Matrix Functions, nvcuda::wmma); ROCm composable_kernel '
+     || 'gridwise_gemm_wmma_cshuffle_v3 (kernel_gemm_wmma_cshuffle_v3) and RDNA3 ISA v_wmma_* instructions'),
     (10, 'tc_pyprof', 'tensor_core',
      'h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv|xmma_warp_specialized_implicit_gemm|xmma_gemm|xmma_sparse_gemm|c1688',
      NULL, NULL,
@@ -27,20 +36,69 @@ SELECT '7' AS version, * FROM (VALUES
     (12, 'tc_cutlass_tensorop', 'tensor_core', 'tensorop|MmaTensorOp', NULL, NULL,
      'CUTLASS names kernels by operator class: tensorop (tensor cores) vs simt (CUDA cores); '
      || 'cuDNN''s CUTLASS convolutions carry it in their template arguments, as the warp-level '
-     || 'MmaTensorOp (vs MmaSimt)',
-     'NVIDIA CUTLASS library operation naming (cutlass_tensorop_*, cutlass_simt_*)'),
+     || 'MmaTensorOp (vs MmaSimt). CUTLASS 3 library kernels keep the word after the architecture: '
+     || 'cutlass3x_sm90_tensorop_*, cutlass3x_sm100_tensorop_*, block-scaled cutlass3x_sm100_bstensorop_*, '
+     || 'while cutlass3x_sm100_simt_sgemm_* (cuBLAS FP32 on B200) stays CUDA-core',
+     'NVIDIA CUTLASS library operation naming (cutlass_tensorop_*, cutlass_simt_*; CUTLASS 3 '
+     || 'python/cutlass_library: cutlass3x_<arch>_<opclass>_..., opclass tensorop / bstensorop / simt)'),
     (13, 'tc_tf32', 'tensor_core', 'tf32', NULL, NULL,
      'TF32 math exists only on tensor cores (sm80+)',
      'NVIDIA Ampere architecture whitepaper (TF32 Tensor Core operations)'),
     (14, 'tc_flash', 'tensor_core', 'flash_fwd|flash_bwd|fmha', NULL, NULL,
      'FlashAttention / fused MHA kernels are built on tensor-core MMA',
      'Dao-AILab/flash-attention (CUTLASS/CuTe MMA); pytorch_flash kernels in PyTorch'),
-    (15, 'tc_amd_matrix', 'tensor_core', '_MI[0-9]+x[0-9]+x[0-9]+_|_xdl|igemm_(fwd|bwd|wrw)_gtcx', NULL, NULL,
-     'AMD matrix cores (MFMA): Tensile MI<m>x<n>x<k> tiles, composable_kernel xdl, MIOpen igemm gtc xdlops',
-     'ROCm Tensile kernel naming (MatrixInstruction), composable_kernel, MIOpen igemm_gtc'),
-    (16, 'tc_nvjet_half', 'tensor_core', '^nvjet_h', NULL, NULL,
-     'cuBLAS nvjet GEMM kernels (sm90+) name their types after nvjet_; h = FP16 operands, a tensor-core type',
-     'FORMATS.md (nvjet_hsh_...); nvjet_hsh_* in the nvFuser HopperMatmulTest.HSH Nsight Systems export'),
+    (15, 'tc_amd_matrix', 'tensor_core',
+     '_MI[0-9]+x[0-9]+x[0-9]+(x[0-9]+)?_|(?i:_xdl)|(^|[^A-Za-z])(mfma|MFMA)|igemm_(fwd|bwd|wrw)_gtcx', NULL, NULL,
+     'AMD matrix cores (MFMA on CDNA; WMMA in Tensile''s gfx11 kernels): Tensile/hipBLASLt/rocBLAS kernels '
+     || 'name their MatrixInstruction (_MI16x16x1_, _MI16x16x16_, and the older four-number _MI32x32x8x1_; a '
+     || 'Cijk_ kernel without _MI is a VALU kernel), composable_kernel and MIOpen xdl / xdlops kernels '
+     || '(kernel_grouped_conv_fwd_xdl_cshuffle_v3, gridwise_gemm_xdlops_*), MIOpen igemm gtc xdlops, and '
+     || 'kernels that name the MFMA instruction itself (mfma / MFMA after a non-letter: not brcmfmac)',
+     'ROCm Tensile kernel naming (MatrixInstruction: Cijk_Alik_Bljk_HBH_MT64x128x32_MI32x32x8x1_SE_K1 in '
+     || 'Tensile''s gfx908 assembly), ROCm composable_kernel (gridwise_gemm_xdl_cshuffle_v3), MIOpen igemm_gtc; '
+     || 'AMD CDNA ISA (v_mfma_* instructions)'),
+    (16, 'tc_nvjet', 'tensor_core', '^nvjet_', NULL, NULL,
+     'cuBLAS/cuBLASLt GEMM kernels of CUDA 12.8+ on Hopper and Blackwell are nvjet_[sm<NN>_]<types>_<tiles>... '
+     || '(nvjet_tst_*, nvjet_hsh_*, nvjet_sm90_*, nvjet_sm100_tst_*, nvjet_sm120_tst_mma_*); they replaced the '
+     || 'sm90_xmma_gemm_* / cutlass_80_tensorop_* tensor-core kernels cuBLAS ran before. The three type letters '
+     || 'name the cuBLASLt entry point (hsh: cublasLtHSHMatmul FP16, tst: cublasLtTSTMatmul BF16, '
+     || 'sss_tf32: cublasLtSSSMatmul with TF32), every one a tensor-core type; FP32 GEMMs without TF32 run '
+     || 'other kernels (sm80_xmma_gemm_..._ffma_, cutlass_80_simt_sgemm_* in traces/h100-2026-11-25/baseline, '
+     || 'cutlass3x_sm100_simt_sgemm_* on B200), and an nvjet name with _ffma_ would still lose tensor_core '
+     || 'to cuda_core_ffma',
+     'tracelens_b200_vllm_eager (nvjet_tst_* launched by aten::linear on c10::BFloat16); nvFuser '
+     || 'HopperMatmulTest.HSH Nsight Systems export (nvjet_hsh_*, H100); NVIDIA developer forum thread 348958 '
+     || '(H100 NVL: sm90_xmma_gemm/cutlass_80_tensorop kernels with CUDA 12.1 become nvjet_tst with CUDA 12.8); '
+     || 'NVIDIA-TAO/tao-pytorch nvidia_tao_pytorch/cv/grounding_dino/scripts/train.py@d999a78 (nvjet_sm120_hsh/tst/'
+     || 'sss_tf32_mma kernels = cublasLtHSH/TST/SSSMatmul, fp16/bf16/TF32)'),
+    (17, 'tc_sm90_xmma', 'tensor_core', '^sm(9|1[0-2])[0-9][a-z]?_xmma_', NULL, NULL,
+     'cuBLAS/cuDNN xmma kernels built for Hopper and Blackwell (sm90_xmma_*, sm100_xmma_*) are warpgroup '
+     || 'MMA kernels: their names carry warpgroupsize instead of warpsize, and the FP32 ones compute in TF32 '
+     || '(f32f32_tf32f32_f32); Nsight Compute counts HGMMA.64x128x8.F32.TF32 in '
+     || 'sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x128x32_warpgroupsize1x1x1_*. '
+     || 'Anchored at the start: cask_plugin init_device_workspace_kernel<xmma__5x_cudnn::...> is no MMA kernel, '
+     || 'and an xmma name with _ffma_ stays cuda_core',
+     'traces/h100-2026-11-25/ncu-step/forward-instances.ncu.csv (per-opcode counts of this project''s H100 '
+     || 'ResNet-18 forward pass); cuBLAS/cuDNN kernel naming (sm90_xmma_gemm_bf16bf16_bf16f32_f32_*__5x_cublas)'),
+    (18, 'tc_gmma', 'tensor_core', 'gmma|Gmma|GMMA', NULL, NULL,
+     'Hopper warpgroup MMA: PTX wgmma.mma_async, its SASS HGMMA, and CUTLASS 3 / CuTe kernels whose template '
+     || 'arguments name the GMMA mainloop or atoms (cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized*, '
+     || 'cute::SM90::GMMA::*)',
+     'PTX ISA (wgmma.mma_async, sm_90a); NVIDIA CUTLASS include/cutlass/gemm/dispatch_policy.hpp and '
+     || 'collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp'),
+    (19, 'tc_sm100_umma', 'tensor_core', 'UMMA|Umma|tcgen05|SM1[0-2][0-9][a-z]?_MMA_', NULL, NULL,
+     'Blackwell tensor-core MMA (tcgen05.mma, called UMMA in CUTLASS): CUTLASS 3 / CuTe kernels whose template '
+     || 'arguments name the UMMA mainloop or atoms (cutlass::gemm::MainloopSm100TmaUmmaWarpSpecialized*, '
+     || 'cute::SM100_MMA_F16BF16_SS, cute::UMMA::*). Case-sensitive: summary contains umma. The bare word '
+     || 'sm100 is no evidence: cutlass3x_sm100_simt_sgemm_* is a CUDA-core GEMM',
+     'PTX ISA (tcgen05.mma, sm_100a); NVIDIA CUTLASS include/cutlass/gemm/dispatch_policy.hpp, '
+     || 'collective/sm100_mma_warpspecialized.hpp, include/cute/arch/mma_sm100_umma.hpp'),
+    (19, 'tc_fp8_fp4', 'tensor_core', '(?i)(^|[_.:])(mx)?(e4m3|e5m2|e2m1|e2m3|e3m2)', NULL, NULL,
+     'a kernel whose operands are 8-, 6- or 4-bit floats (FP8 E4M3/E5M2, FP6 E2M3/E3M2, FP4 E2M1, '
+     || 'and their block-scaled MX forms) runs on tensor cores: no CUDA-core instruction computes in '
+     || 'those types (TensorRT-LLM bmm_MxE4m3_MxE2m1..._sm100f MoE kernels, cuBLAS *_e4m3* GEMMs)',
+     'NVIDIA Hopper (FP8) and Blackwell (FP4/FP6, MX formats) tensor-core architecture whitepapers; OCP '
+     || 'Microscaling Formats (MX) v1.0; tracelens_b200_vllm_eager kernel names'),
     (20, 'tf32_named', 'tf32', 'tf32', NULL, NULL,
      'the kernel name says TF32 (cuDNN/cuBLAS/CUTLASS TF32 kernels)',
      'kernel naming: sm80_xmma_*_tf32f32_*, cutlass_tensorop_s1688*_tf32_*'),
@@ -48,12 +106,19 @@ SELECT '7' AS version, * FROM (VALUES
      'un-prefixed CUTLASS tensorop_s1688gemm (fp32 in and out, m16n8k8 MMA) on sm80+ runs TF32; '
      || 'tensorop_bf16_s1688gemm / tensorop_f16_s1688gemm are BF16 / FP16, not TF32',
      'MMA m16n8k8 with 32-bit operands is TF32 on sm80 (PTX ISA mma shapes)'),
-    (30, 'bf16_tc', 'bf16_tensor_core', '(?i)bf16|bfloat16', 'tensor_core', NULL,
-     'tensor-core kernel with BF16 operands (bf16 in the name or its template arguments)',
-     'kernel naming: cutlass_80_tensorop_bf16_s16816gemm, sm90_xmma_gemm_bf16bf16_*'),
-    (31, 'fp16_tc', 'fp16_tensor_core', '(?i)(^|[^bt])f16|fp16|half|h884|h1688|h16816|^nvjet_h', 'tensor_core', NULL,
-     'tensor-core kernel with FP16 operands (f16/fp16/half, or hNNN MMA shapes; bf16 excluded)',
-     'kernel naming: volta_fp16_s884gemm, turing_fp16_s1688gemm, cutlass_80_tensorop_f16_s16816gemm, nvjet_hsh'),
+    (30, 'bf16_tc', 'bf16_tensor_core', '(?i)bf16|bfloat16|^nvjet_(sm[0-9]+[a-z]?_)?t[a-z]{2}_', 'tensor_core', NULL,
+     'tensor-core kernel with BF16 operands (bf16 in the name or its template arguments, or an nvjet '
+     || 'kernel whose first type letter is t: nvjet_tst_* is cublasLtTSTMatmul, BF16 A and B)',
+     'kernel naming: cutlass_80_tensorop_bf16_s16816gemm, sm90_xmma_gemm_bf16bf16_*; nvjet_tst_* launched '
+     || 'by aten::linear on c10::BFloat16 in tracelens_b200_vllm_eager; NVIDIA-TAO/tao-pytorch '
+     || 'grounding_dino train.py@d999a78 (bf16: nvjet_sm120_tst_mma_*, cublasLtTSTMatmul)'),
+    (31, 'fp16_tc', 'fp16_tensor_core',
+     '(?i)(^|[^bt])f16|fp16|half|h884|h1688|h16816|^nvjet_(sm[0-9]+[a-z]?_)?h[a-z]{2}_', 'tensor_core', NULL,
+     'tensor-core kernel with FP16 operands (f16/fp16/half, or hNNN MMA shapes; bf16 excluded; an nvjet kernel '
+     || 'whose first type letter is h: nvjet_hsh_* is cublasLtHSHMatmul, FP16 A and B)',
+     'kernel naming: volta_fp16_s884gemm, turing_fp16_s1688gemm, cutlass_80_tensorop_f16_s16816gemm; nvjet_hsh_* '
+     || 'in the nvFuser HopperMatmulTest.HSH export; NVIDIA-TAO/tao-pytorch grounding_dino train.py@d999a78 '
+     || '(fp16: nvjet_sm120_hsh_mma_*, cublasLtHSHMatmul)'),
     (40, 'cudnn_layout', 'layout_conversion', '(nchwToNhwc|nhwcToNchw)Kernel', NULL, NULL,
      'cuDNN converts activations between NCHW and NHWC around NHWC (tensor-core) kernels; '
      || 'layout words inside GEMM/conv names (..._nhwckrsc_nchw_..., *_nchw) are not conversions',

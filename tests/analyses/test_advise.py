@@ -72,7 +72,7 @@ class Plain:
         for e in self.gpu:
             launch = self.runtime.get(corr(e))
             if launch is not None:
-                starts[e["ts"]] = min(starts.get(e["ts"], float("inf")), launch["ts"])
+                starts[e["ts"]] = min(starts.get(e["ts"], float("inf")), launch["ts"] + launch["dur"])
         out = {"data_loading": 0.0, "host_sync": 0.0, "launch": 0.0, "other": 0.0}
         gaps = list(zip([None] + [b for _, b in self.busy], [a for a, _ in self.busy] + [None], strict=True))
         for gone, resume in gaps:

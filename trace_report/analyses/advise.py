@@ -154,11 +154,10 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         f.mean_queue = _busiest_queue(q, db, r)
         mine = ov[ov["rank"] == r]
         f.comm_us, f.overlap_us = float(mine["comm_us"].sum()), float(mine["overlap_us"].sum())
-        rbd = bd[(bd["rank"] == r) & (bd["region"] == "data_loading")]
-        f.data_loading_wall_us = float(rbd["wall_us"].sum())
-        if f.basis != "ProfilerStep":  # the breakdown's window is the whole trace, the analysis window the GPU span
-            total = float(bd.loc[bd["rank"] == r, "wall_us"].sum())
-            f.data_loading_wall_us *= f.wall_us / total if total > 0 else 0.0
+        # the breakdown's data_loading region, as a share of the breakdown's windows (the steps, or
+        # the whole trace without them: "% of the trace's span")
+        f.data_loading_wall_us = float(bd.loc[(bd["rank"] == r) & (bd["region"] == "data_loading"), "wall_us"].sum())
+        f.data_loading_window_us = float(bd.loc[bd["rank"] == r, "wall_us"].sum())
         f.cc, f.amd = cc.get(r), bool(amd.get(r))
         f.eligible_ops = int(eligible.get(r, {}).get("n") or 0)
     return facts
@@ -189,8 +188,9 @@ def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
     check.launch_bound(f)
     check.layout(f)
     check.tensor_cores(f)
-    explained = sum(r["est_saving_ms_per_step"] for r in check.rows[before:] if r["finding"] in IDLE_FINDINGS)
-    check.utilization(f, explained * 1e3 * max(f.windows, 1))
+    explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
+                    if r["finding"] in IDLE_FINDINGS)
+    check.utilization(f, explained)
     check.memory(f, peaks)
 
 

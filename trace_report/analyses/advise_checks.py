@@ -102,6 +102,7 @@ class RankFacts:
     syncs: dict = field(default_factory=dict)
     pageable: dict = field(default_factory=dict)
     data_loading_wall_us: float = 0.0
+    data_loading_window_us: float = 0.0
     cc: float | None = None
     amd: bool = False
     eligible_ops: int = 0
@@ -146,10 +147,12 @@ class Checker:
         self.rows: list[dict] = []
         self.checked: list[str] = []
         self.notes: list[str] = []
+        self.saving_us: dict[tuple[int, str], float] = {}  # unrounded, per rank and finding
 
     def _add(self, f: RankFacts, finding: str, title: str, value: float, unit: str, threshold: float,
              saving_us: float | None, evidence: str, recommendation: str, link: str) -> None:
         saving = None if saving_us is None else max(0.0, saving_us)
+        self.saving_us[(f.rank, finding)] = saving or 0.0
         self.rows.append({
             "rank": f.rank, "finding": finding, "title": title, "value": round(float(value), 3), "unit": unit,
             "threshold": threshold,
@@ -252,7 +255,8 @@ class Checker:
     def data_loading(self, f: RankFacts) -> None:
         if f.wall_us <= 0:
             return
-        pct = 100.0 * f.data_loading_wall_us / f.wall_us if f.data_loading_wall_us else 0.0
+        window = f.data_loading_window_us or f.wall_us
+        pct = 100.0 * f.data_loading_wall_us / window if f.data_loading_wall_us and window > 0 else 0.0
         idle = float(f.idle.get("data_loading_idle_us") or 0.0)
         where = "step time" if f.basis == "ProfilerStep" else "the span"
         self.checked.append(f"data loading {pct_text(pct)} of {where}")

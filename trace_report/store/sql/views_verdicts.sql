@@ -51,8 +51,10 @@ SELECT trace_id, min(s) AS start_us, max(e) AS end_us FROM g GROUP BY trace_id, 
 -- The parts of it during which the CPU was loading data are data_loading_us; the rest is
 --   'host_sync'   when the GPU went idle while a host_sync_calls call was blocking the CPU: the
 --                 queue drained because the CPU waited, and nothing new was queued until it returned;
---   'launch'      when the next operation's launch call started after the GPU went idle: the
---                 GPU waited for the CPU to launch work (HTA's "host wait", whole-GPU here);
+--   'launch'      when the next operation's launch call returned only after the GPU went idle: the
+--                 queue was empty and the GPU waited for the CPU to launch work (HTA's "host wait",
+--                 which compares the call's start, for the whole GPU here: a call under way when
+--                 the GPU drains has not queued its operation yet);
 --   'other'       otherwise (work queued but waiting on something else, or no launch recorded).
 -- Idle before the trace's first GPU operation has no known cause ('other'); idle after its last
 -- is never a sync's cost (a synchronisation at the end of a profiled window only waits for the
@@ -65,10 +67,13 @@ gaps AS (
     UNION ALL
     SELECT trace_id, NULL, min(start_us) FROM isl GROUP BY trace_id
 ),
--- the earliest launch of the operations that start when the GPU resumes
+-- when the operations that start as the GPU resumes were queued: the earliest end of their launch
+-- calls (an operation is in the queue once its launch call has returned)
 resume_launch AS (
-    SELECT g.trace_id, g.ts_us AS resume_us, min(g.launch_ts_us) AS launch_ts_us
-    FROM gpu_op_launches g SEMI JOIN gaps p ON p.trace_id = g.trace_id AND p.resume_us = g.ts_us
+    SELECT g.trace_id, g.ts_us AS resume_us, min(r.ts_us + r.dur_us) AS launch_end_us
+    FROM gpu_op_launches g
+    JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
+    SEMI JOIN gaps p ON p.trace_id = g.trace_id AND p.resume_us = g.ts_us
     GROUP BY ALL
 ),
 pieces AS (
@@ -95,9 +100,9 @@ synced AS (
 SELECT q.trace_id, q.rank, q.window_id, q.gone_idle_us, q.resume_us, q.s AS start_us, q.e AS end_us,
        q.e - q.s AS idle_us, least(coalesce(d.data_loading_us, 0.0), q.e - q.s) AS data_loading_us,
        CASE WHEN y.gone_idle_us IS NOT NULL THEN 'host_sync'
-            WHEN q.gone_idle_us IS NOT NULL AND r.launch_ts_us > q.gone_idle_us THEN 'launch'
+            WHEN q.gone_idle_us IS NOT NULL AND r.launch_end_us > q.gone_idle_us THEN 'launch'
             ELSE 'other' END AS cause,
-       r.launch_ts_us AS resume_launch_ts_us
+       r.launch_end_us AS resume_launch_end_us
 FROM pieces q
 LEFT JOIN dl d ON d.trace_id = q.trace_id AND d.window_id = q.window_id AND d.s = q.s
 LEFT JOIN synced y ON y.trace_id = q.trace_id AND y.gone_idle_us = q.gone_idle_us

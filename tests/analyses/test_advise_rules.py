@@ -94,7 +94,7 @@ def idle_by_cause(b: TraceBuilder) -> dict[str, float]:
     launch_of = {r.correlation: r for r in b.runtime}
     first_launch: dict[float, float] = {}
     for g in b.gpu:
-        first_launch[g.ts] = min(first_launch.get(g.ts, math.inf), launch_of[g.correlation].ts)
+        first_launch[g.ts] = min(first_launch.get(g.ts, math.inf), launch_of[g.correlation].end)
     syncs = [r for r in b.runtime if SYNC.match(r.name)]
     loading = union(intervals(b.loading))
     periods: list[tuple[float | None, float | None]] = [(None, busy[0][0]), *gaps(busy), (busy[-1][1], None)]
@@ -147,6 +147,21 @@ def launch_shallow() -> TraceBuilder:
     """200 kernels of 2 µs per step, each launched by a 10 µs call and starting 2 µs after it ends;
     the CPU spends 10 µs more between launches (period 20 µs), so the GPU idles 18 µs before each."""
     b, period, n = TraceBuilder(), 20.0, 200
+    step = n * period + 20
+    for k in range(STEPS):
+        s = k * step
+        b.step(k, s, step)
+        for i in range(n):
+            t = s + 10 + i * period
+            b.launch(t, 10, t + 12, 2)
+    return b
+
+
+def launch_back_to_back() -> TraceBuilder:
+    """200 kernels of 2 µs per step launched by back-to-back 10 µs calls, each kernel starting 2 µs
+    after its call returns: the next call is already under way when the GPU drains, its kernel is
+    queued only when it returns."""
+    b, period, n = TraceBuilder(), 10.0, 200
     step = n * period + 20
     for k in range(STEPS):
         s = k * step
@@ -292,6 +307,7 @@ CASES: dict[str, Callable[[], TraceBuilder]] = {
     "launch_shallow": launch_shallow, "launch_deep": launch_deep, "cpu_bound": cpu_bound,
     "sync_mid_step": sync_mid_step, "sync_at_end": sync_at_end,
     "pageable": host_copies(PAGEABLE_HTOD), "pinned": host_copies(PINNED_HTOD),
+    "launch_back_to_back": launch_back_to_back,
     "comm_exposed": communication(overlapped=False), "comm_overlapped": communication(overlapped=True),
     "loading_idle": data_loading(gpu_busy=False), "loading_busy": data_loading(gpu_busy=True),
     "ranking": ranking,
@@ -317,6 +333,18 @@ def test_shallow_queue_of_short_kernels_is_launch_bound(run):
     assert lb["saving_pct_of_step"] == pytest.approx(100 * idle["launch"] / wall(b), abs=1e-3)
     assert result.frame.iloc[0]["finding"] == "launch_bound" and "(launch_bound)" in result.verdict
     assert mean_queue(b)[1] == 1  # never more than one launch ahead of the GPU
+
+
+def test_back_to_back_launches_of_short_kernels_are_launch_bound(run):
+    a = run("launch_back_to_back")
+    b, result = a.b, a.default
+    idle = idle_by_cause(b)
+    # 8 µs before each of the 199 later kernels of a step (launch returns 6 µs after the previous
+    # kernel ends, the kernel starts 2 µs later), 28 µs across each of the two step boundaries
+    assert idle["launch"] == pytest.approx(STEPS * 199 * 8 + 2 * 28)
+    lb = found(result)["launch_bound"]
+    assert lb["value"] == pytest.approx(100 * idle["launch"] / wall(b), abs=1e-3)
+    assert result.frame.iloc[0]["finding"] == "launch_bound"
 
 
 def test_deep_queue_of_the_same_kernels_is_not_launch_bound(run):

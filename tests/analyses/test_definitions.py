@@ -169,14 +169,19 @@ def test_steps_only_counts_like_plain_python(events, db):
     runtime = {e["args"]["correlation"]: e["ts"] for e in events
                if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})}
     last = _steps(events)[-1]["ts"]
-    totals: dict[str, float] = defaultdict(float)
+    # top-kernels' rows are kernels, memcpy and memset: each (kind, name) summed
+    kinds = {**dict.fromkeys(KERNEL_CATS, "kernel"), "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+             "gpu_memset": "memset", "Memset": "memset"}
+    assert set(kinds) == GPU_OP_CATS
+    totals: dict[tuple[str, str], float] = defaultdict(float)
     for k in events:
-        if k.get("cat") in KERNEL_CATS and runtime.get(k.get("args", {}).get("correlation"), math.inf) < last:
-            totals[demangle(k["name"])] += k["dur"]
-    ours = top_kernels(db, TopKernelsOptions(limit=None, steps_only=True)).frame.set_index("name")["total_us"]
+        if k.get("cat") in GPU_OP_CATS and runtime.get(k.get("args", {}).get("correlation"), math.inf) < last:
+            totals[kinds[k["cat"]], demangle(k["name"])] += k["dur"]
+    assert {kind for kind, _ in totals} == {"kernel", "memcpy", "memset"}  # each kind is checked
+    ours = top_kernels(db, TopKernelsOptions(limit=None, steps_only=True)).frame.set_index(["kind", "name"])["total_us"]
     assert len(ours) == len(totals)
-    for name, us in totals.items():
-        assert ours[name] == pytest.approx(us)
+    for key, us in totals.items():
+        assert ours[key] == pytest.approx(us)
 
 
 def test_steps_only_without_profiler_steps_is_an_error(shared):

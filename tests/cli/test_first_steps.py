@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import complete_events, trace_file
+from conftest import GPU_OP_CATS, complete_events, trace_file
 
 REPO = Path(__file__).resolve().parents[2]
 WITHOUT_TORCH = """
@@ -37,10 +37,11 @@ print(json.dumps(results))
 
 
 def top_kernel(path: Path) -> str:
-    """The kernel with the most total time, by a plain pass over the JSON."""
+    """The GPU operation (kernel, memcpy or memset: top-kernels ranks them together) with the most
+    total time, by a plain pass over the JSON."""
     totals: dict[str, float] = {}
     for e in complete_events(path):
-        if e.get("cat") in ("kernel", "Kernel"):
+        if e.get("cat") in GPU_OP_CATS:
             totals[e["name"]] = totals.get(e["name"], 0.0) + float(e["dur"])
     return max(totals, key=totals.get)
 

@@ -16,7 +16,7 @@ import duckdb
 import pandas as pd
 import pytest
 from conftest import REPO, invoke, run_cli, trace_file
-from test_cli import plain_top
+from test_cli import plain_gpu_ops
 
 import trace_report as tr
 from trace_report.analyses.top_kernels import CPU_COLUMNS, TopKernelsOptions, cpu_self_time
@@ -95,11 +95,12 @@ def test_top_kernels_on_a_database_loads_no_heavy_module(small_db: tuple[Path, P
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stderr.strip().splitlines()[-1:] in ([], [""]), out.stderr
     rows = json.loads(out.stdout)
-    expected = plain_top(trace)
-    ranked = sorted(expected.items(), key=lambda kv: -kv[1][1])[:5]
-    assert [r["name"] for r in rows] == [k for k, _ in ranked]
+    expected = plain_gpu_ops(trace)  # kernels, memcpy and memset, per (kind, name)
+    ranked = sorted(expected.items(), key=lambda kv: (-kv[1][1], kv[0][1], kv[0][0]))[:5]
+    assert [(r["kind"], r["name"]) for r in rows] == [k for k, _ in ranked]
     for row in rows:
-        assert (row["count"], row["total_us"]) == (expected[row["name"]][0], pytest.approx(expected[row["name"]][1]))
+        n, t = expected[row["kind"], row["name"]]
+        assert (row["count"], row["total_us"]) == (n, pytest.approx(t))
 
 
 @pytest.mark.parametrize("by_rank", [False, True])

@@ -126,9 +126,24 @@ def kern_sum_from_log() -> list[tuple[str, float, int]]:
     return rows
 
 
+def mem_time_sum_from_log() -> dict[str, tuple[float, int]]:
+    """``cuda_gpu_mem_time_sum``: (total µs, count) per top-kernels kind (``[CUDA memcpy ...]`` ->
+    memcpy, ``[CUDA memset]`` -> memset)."""
+    text = need(H100.parent / "nsys-log.txt").read_text()
+    section = text.split("Executing 'cuda_gpu_mem_time_sum' stats report")[1].split("Executing")[0]
+    out: dict[str, tuple[float, int]] = {}
+    for line in section.splitlines():
+        m = re.match(r"\s*[\d.]+\s+(\d+)\s+(\d+)\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+\s+\[CUDA (memcpy|memset)", line)
+        if m:
+            t, c = out.get(m.group(3), (0.0, 0))
+            out[m.group(3)] = (t + int(m.group(1)) / 1000, c + int(m.group(2)))
+    return out
+
+
 def test_top_kernels_agree_with_nsys_stats() -> None:
     con = as_database(need(H100))
-    ours = top_kernels(TraceDB(con), TopKernelsOptions(limit=None)).frame
+    rows = top_kernels(TraceDB(con), TopKernelsOptions(limit=None)).frame
+    ours = rows[rows["kind"] == "kernel"]  # cuda_gpu_kern_sum: kernels
     log = kern_sum_from_log()
     assert len(log) == 15 and sum(r[2] for r in log) == 19
     for prefix in {r[0] for r in log}:
@@ -136,6 +151,12 @@ def test_top_kernels_agree_with_nsys_stats() -> None:
         got = ours[ours["name"].str.startswith(prefix)]
         assert sorted(zip(got["total_us"].round(3), got["count"], strict=True)) == want, prefix
     assert ours["total_us"].sum() == pytest.approx(sum(r[1] for r in log))
+    # the other rows are the memcpy and memset of cuda_gpu_mem_time_sum
+    memory = mem_time_sum_from_log()
+    assert set(memory) == {"memcpy", "memset"} and set(rows["kind"]) == {"kernel", *memory}
+    for kind, (total, count) in memory.items():
+        got = rows[rows["kind"] == kind]
+        assert (got["total_us"].sum(), got["count"].sum()) == (pytest.approx(total), count), kind
 
 
 def test_sql_on_cloverleaf_export() -> None:

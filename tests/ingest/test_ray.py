@@ -14,6 +14,7 @@ import functools
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -76,6 +77,54 @@ def _tables(db: Path) -> dict[str, list[tuple]]:
     return {"traces": traces, "events": events}
 
 
+GPU_CATS = {"kernel": ("kernel", "Kernel"), "memcpy": ("gpu_memcpy", "Memcpy"), "memset": ("gpu_memset", "Memset")}
+"""The top-kernels ``kind`` of each GPU operation and its categories in a trace (2020/2021 Kineto spellings too)."""
+
+
+def _gpu_counts(events: Any) -> dict[str, int]:
+    """Complete events of each top-kernels ``kind``, by a plain pass over the JSON."""
+    return {kind: sum(1 for e in events if e.get("ph") == "X" and e.get("cat") in cats)
+            for kind, cats in GPU_CATS.items()}
+
+
+def _counts_by_kind(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Summed ``count`` of top-kernels rows per ``kind`` (every kind of :data:`GPU_CATS`, 0 when absent)."""
+    out = dict.fromkeys(GPU_CATS, 0)
+    for r in rows:
+        out[r["kind"]] += r["count"]
+    return out
+
+
+def _hidden_note(stderr: str) -> str | None:
+    """The ``--kernels-only`` note on memcpy/memset rows in a command's stderr (lines joined: the
+    console may wrap it), or None."""
+    found = re.search(r"memcpy/memset rows hidden \(--kernels-only\): .*? of GPU time", " ".join(stderr.split()))
+    return found.group(0) if found else None
+
+
+def _same_top_kernels(local_target: Path, ray_target: Path, *args: object) -> tuple[list[Any], list[Any], str | None]:
+    """``top-kernels ARGS`` and ``top-kernels ARGS --kernels-only`` on Ray give the local engine's
+    rows (``kind`` included) and ``--kernels-only`` note; the Ray rows of both and the note, returned."""
+    out = []
+    for extra in ((), ("--kernels-only",)):
+        cmd = ["top-kernels", *args, *extra, "-f", "json"]
+        local = invoke([cmd[0], local_target, *cmd[1:]])
+        distributed = invoke([cmd[0], ray_target, *cmd[1:], "--engine", "ray"])
+        assert local.exit_code == distributed.exit_code == 0, distributed.stderr
+        expected, actual = json.loads(local.stdout), json.loads(distributed.stdout)
+        assert expected, cmd  # something to compare
+        diffs = differences(expected, actual, " ".join(map(str, cmd)))
+        assert not diffs, "\n".join(diffs[:10])
+        assert _hidden_note(local.stderr) == _hidden_note(distributed.stderr)
+        out.append((actual, _hidden_note(distributed.stderr)))
+    (everything, none), (kernels, note) = out
+    assert none is None
+    assert {r["kind"] for r in kernels} == {"kernel"}
+    if any(r["kind"] != "kernel" for r in everything):
+        assert note is not None
+    return everything, kernels, note
+
+
 def _ingest(target: Path, db: Path, *extra: object) -> None:
     result = invoke(["ingest", target, "-o", db, *extra])
     assert result.exit_code == 0, result.stderr
@@ -91,11 +140,12 @@ def test_ray_ingest_and_analyses_match_local_on_the_8_rank_archive(ray_up: Any, 
     _ingest(folder, ray_db, "--engine", "ray")
     local, distributed = _tables(local_db), _tables(ray_db)
     assert local == distributed
-    # independent: the plain-Python pass over the archive gives the ranks and their kernels
+    # independent: the plain-Python pass over the archive gives the ranks and their GPU operations
     ranks = tar_ranks(folder / "dlrm_kineto.tar.gz")
     assert sorted(r[3] for r in distributed["traces"]) == sorted(ranks) == list(range(8))
-    n_kernels = sum(1 for evs in ranks.values() for e in evs if e.get("cat") in ("kernel", "Kernel"))
-    assert sum(r[13] for r in distributed["traces"]) == n_kernels
+    n_ops = _gpu_counts([e for evs in ranks.values() for e in evs])
+    assert sum(r[13] for r in distributed["traces"]) == n_ops["kernel"]
+    assert n_ops["memcpy"] > 0 and n_ops["memset"] > 0  # the archive has both: their rows are compared too
     # a second ingest of the same files skips them all, as locally
     again = invoke(["ingest", folder, "-o", ray_db, "--engine", "ray"])
     assert again.exit_code == 0 and "0 trace(s) ingested, 8 skipped" in again.stderr
@@ -106,8 +156,16 @@ def test_ray_ingest_and_analyses_match_local_on_the_8_rank_archive(ray_up: Any, 
     _same_analyses(folder, ray_db, (["breakdown", "--by-step"],))
     assert differences(_json(["breakdown", folder]), _json(["breakdown", ray_db]), "kept rows, local") == []
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # read, not computed and written again
-    top = _json(["top-kernels", ray_db, "--limit", "1000", "--engine", "ray"])
-    assert sum(r["count"] for r in top) == n_kernels
+    # top-kernels: kernels, memcpy and memset rows with their kind, each counted as the JSON has them;
+    # --kernels-only keeps the kernels (all of them under the limit) and says what it hid
+    top, kernels, note = _same_top_kernels(local_db, ray_db, "--limit", "1000")
+    assert _counts_by_kind(top) == n_ops
+    assert not differences([r for r in top if r["kind"] == "kernel"], kernels, "kernel rows")
+    memory_cats = GPU_CATS["memcpy"] + GPU_CATS["memset"]
+    memory = {e["name"] for evs in ranks.values() for e in evs if e.get("cat") in memory_cats}
+    assert note is not None and note.startswith(f"memcpy/memset rows hidden (--kernels-only): {len(memory)} names,")
+    top, kernels, note = _same_top_kernels(local_db, ray_db, "--by-rank", "--limit", "3")
+    assert sorted({r["rank"] for r in kernels}) == list(range(8)) and len(kernels) == 8 * 3 and note is not None
     # an exported dataset (hive-partitioned run_id=/rank=) is aggregated one partition per task
     dataset = tmp_path / "dataset"
     assert invoke(["export", ray_db, "-o", dataset]).exit_code == 0
@@ -205,9 +263,10 @@ def test_ray_decodes_large_files_whole_in_tasks_like_local(ray_up: Any, tmp_path
     _same_analyses(folder, ray_db, ANALYSES[:1])
 
 
-def _replicated_ranks(folder: Path, copies: int) -> int:
+def _replicated_ranks(folder: Path, copies: int) -> dict[str, int]:
     """Write ``copies`` x the 8 DLRM ranks as one folder of ``8 * copies`` rank files: rank, pid,
-    correlation and External ids shifted per copy so that every file is a distinct rank."""
+    correlation and External ids shifted per copy so that every file is a distinct rank. Returns the
+    GPU operations written per top-kernels ``kind`` (:func:`_gpu_counts`)."""
     archive = TRACES / DLRM / "dlrm_kineto.tar.gz"
     with tarfile.open(archive) as tar:
         docs = [json.load(tar.extractfile(m)) for m in tar.getmembers() if m.isfile() and m.name.endswith(".json")]
@@ -228,8 +287,7 @@ def _replicated_ranks(folder: Path, copies: int) -> int:
             copy["traceEvents"] = events
             with gzip.open(folder / f"rank{rank:03d}.pt.trace.json.gz", "wt") as fh:
                 json.dump(copy, fh)
-    kernels = [e for d in docs for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel")]
-    return len(kernels) * copies
+    return {kind: n * copies for kind, n in _gpu_counts([e for d in docs for e in d["traceEvents"]]).items()}
 
 
 @pytest.mark.slow
@@ -237,12 +295,13 @@ def test_ray_matches_local_on_32_replicated_ranks(ray_up: Any, tmp_path: Path) -
     shared_or_skip()
     folder = tmp_path / "ranks32"
     folder.mkdir()
-    n_kernels = _replicated_ranks(folder, 4)
+    n_ops = _replicated_ranks(folder, 4)
     ray_db = tmp_path / "ray.duckdb"
     _ingest(folder, ray_db, "--engine", "ray")
-    ranks = _json(["top-kernels", ray_db, "--by-rank", "--limit", "1000", "--engine", "ray"])
+    ranks, kernels, note = _same_top_kernels(folder, ray_db, "--by-rank", "--limit", "1000")
     assert sorted({r["rank"] for r in ranks}) == list(range(32))
-    assert sum(r["count"] for r in ranks) == n_kernels
+    assert _counts_by_kind(ranks) == n_ops and n_ops["memcpy"] > 0 and n_ops["memset"] > 0
+    assert not differences([r for r in ranks if r["kind"] == "kernel"], kernels, "kernel rows") and note is not None
     _same_analyses(folder, ray_db)
 
 

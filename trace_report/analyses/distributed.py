@@ -66,6 +66,7 @@ from trace_report.analyses.top_kernels import (
     STEPS_ONLY_NOTE,
     TopKernelsOptions,
     TopKernelsResult,
+    _kernel_rows,
     cpu_self_time,
     rows_from_frame,
 )
@@ -76,6 +77,7 @@ from trace_report.inputs import resolve
 from trace_report.store.database import connect_existing
 from trace_report.store.export import open_parquet_dataset
 from trace_report.store.partitions import EventPartition, batches, event_partitions, open_partition
+from trace_report.store.rows import Rows
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -98,8 +100,8 @@ selection, per rank with ``$by_rank``), which a partition's rows do not carry.""
 
 
 def _kernels(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per (rank, kernel name) count/sum/min/max of ``dur_us`` (``top_kernels.sql``, no limit) and
-    the partition's GPU time per rank."""
+    """Per (rank, kind, name) of GPU operation (kernel, memcpy, memset) count/sum/min/max of
+    ``dur_us`` (``top_kernels.sql``, no limit) and the partition's GPU time per rank."""
     params = {"rank": p["rank"], "by_rank": p["by_rank"], "steps_only": p["steps_only"]}
     rows = db.con.execute(sql_text("top_kernels.sql"), {**params, "limit": None, "trace_ids": None}).df()
     return rows, db.con.execute(GPU_TIME_SQL, params).df()
@@ -151,15 +153,18 @@ def _map(db: TraceDB, kind: str, params: dict[str, Any], rank: int | None = None
 
 
 def merge_stats(partials: list[pd.DataFrame], pct: str, denominators: pd.Series | None = None) -> pd.DataFrame:
-    """Partial ``rank, name, count, total_us, min_us, max_us`` rows merged per (rank, name): sums
-    summed, min of minima, max of maxima, ``mean_us = total_us / count``, and the percentage column
-    ``pct`` of ``denominators`` (summed partial denominators by rank), or, without them, of the
-    rank's summed ``total_us`` (0 % when that is 0, as :func:`~trace_report.analyses.top_kernels.cpu_self_time`)."""
+    """Partial ``rank, kind, name, count, total_us, min_us, max_us`` rows merged per (rank, kind,
+    name) (a memcpy and a kernel of one name stay two rows, as in ``top_kernels.sql``; per (rank,
+    name) for partials without ``kind``): sums summed, min of minima, max of maxima,
+    ``mean_us = total_us / count``, and the percentage column ``pct`` of ``denominators`` (summed
+    partial denominators by rank), or, without them, of the rank's summed ``total_us`` (0 % when
+    that is 0, as :func:`~trace_report.analyses.top_kernels.cpu_self_time`)."""
     frames = [f for f in partials if len(f)]
     if not frames:
-        return pd.DataFrame(columns=["rank", "name", "count", "total_us", "mean_us", "min_us", "max_us", pct])
+        return pd.DataFrame(columns=["rank", "kind", "name", "count", "total_us", "mean_us", "min_us", "max_us", pct])
     rows = pd.concat(frames, ignore_index=True)
-    out = rows.groupby(["rank", "name"], dropna=False, sort=False).agg(
+    keys = ["rank", "kind", "name"] if "kind" in rows.columns else ["rank", "name"]
+    out = rows.groupby(keys, dropna=False, sort=False).agg(
         count=("count", "sum"), total_us=("total_us", "sum"), min_us=("min_us", "min"),
         max_us=("max_us", "max")).reset_index()
     out["mean_us"] = out["total_us"] / out["count"]
@@ -179,11 +184,22 @@ def _denominators(partials: list[pd.DataFrame]) -> pd.Series:
     return pd.concat(frames, ignore_index=True).groupby("rank", dropna=False)["gpu_us"].sum()
 
 
-def _ranked(frame: pd.DataFrame, limit: int | None, kind: str) -> pd.DataFrame:
-    out = frame.sort_values(["rank", "total_us", "name"], ascending=[True, False, True], na_position="first")
+def _ranked(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    """``top_kernels.sql``'s order (rank first, then total time, name, kind) and ``limit`` rows per rank."""
+    out = frame.sort_values(["rank", "total_us", "name", "kind"], ascending=[True, False, True, True],
+                            na_position="first")
     if limit is not None:
         out = out.groupby("rank", dropna=False, sort=False).head(limit)
-    return out.assign(kind=kind).reset_index(drop=True)
+    return out.reset_index(drop=True)
+
+
+def _with_rank(frame: pd.DataFrame, columns: list[str]) -> Rows:
+    """:func:`~trace_report.analyses.top_kernels.rows_from_frame` with ``rank`` always there, as
+    DuckDB gives it: an ``int`` or ``None`` (pandas' NaN of a missing rank, or of every row without
+    ``by_rank``, is ``None``; a rank made float by a NaN beside it is an ``int`` again)."""
+    rows = rows_from_frame(frame, True, columns)
+    data = [(None if pd.isna(r[0]) else int(r[0]), *r[1:]) for r in rows.data]
+    return Rows(rows.columns, rows.types, data)
 
 
 def top_kernels_ray(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
@@ -195,11 +211,17 @@ def top_kernels_ray(db: TraceDB, options: TopKernelsOptions | None = None) -> To
     params = {"rank": opts.rank, "by_rank": opts.by_rank, "steps_only": opts.steps_only}
     partials = _map(db, "kernels", params, opts.rank, opts.trace_ids)
     merged = merge_stats([r for r, _ in partials], "pct_of_gpu_time", _denominators([g for _, g in partials]))
+    printed = (["rank"] if opts.by_rank else []) + KERNEL_COLUMNS
     if len(merged):
-        rows = rows_from_frame(_ranked(merged, opts.limit, "kernel"), opts.by_rank, KERNEL_COLUMNS)
-        return TopKernelsResult(rows, STEPS_ONLY_NOTE if opts.steps_only else None)
+        # every GPU operation ranked (kernels_only: unlimited, then the local engine's filter, limit and note)
+        rows = _with_rank(_ranked(merged, None if opts.kernels_only else opts.limit), KERNEL_COLUMNS)
+        notes = [STEPS_ONLY_NOTE] if opts.steps_only else []
+        if opts.kernels_only:
+            rows, hidden = _kernel_rows(rows, opts.limit)
+            notes += [hidden] if hidden else []
+        return TopKernelsResult(rows.select(printed), "; ".join(notes) or None)
     merged = merge_stats(_map(db, "cpu", params, opts.rank, opts.trace_ids), "pct_of_cpu_self_time")
-    return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit, "cpu_op"), opts.by_rank, CPU_COLUMNS),
+    return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit), opts.by_rank, CPU_COLUMNS),
                             NO_KERNELS_NOTE)
 
 

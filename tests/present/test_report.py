@@ -89,7 +89,7 @@ def test_report_of_a_gpu_trace(tmp_path):
     names = [name for s in report.sections for name, _ in s.charts]
     assert names == ["top-kernels", "regions", "kernel-classes", "timeline"]
     page = (tmp_path / "a100.html").read_text()
-    assert "layout_conversions" in page and "low_gpu_utilization" in page  # the advice
+    assert "launch_bound" in page and "exposed_communication" in page and "Biggest saving" in page  # the advice
     assert "NVIDIA A100-PG509-200" in page and "ncclKernel_AllReduce_RING_LL_Sum_float" in page
     assert [s.title for s in report.sections][-2:] == ["Kernel classes", "Advice"]
 

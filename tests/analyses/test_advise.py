@@ -273,3 +273,29 @@ def test_report_headline_names_the_biggest_finding():
         section = advice_section(advice)
     assert html.escape(advice.verdict) in head.body and "exposed_communication" in advice.verdict
     assert section.body.index(html.escape(advice.verdict)) < section.body.index("<table")
+
+
+# Each finding: a real trace that must produce it and one that must not (all_findings=True, so the
+# 2% floor does not hide the rule itself). Constructed edge cases: test_advise_rules.py.
+PAIRS = [
+    ("pageable_memcpy", "kineto_rn50_nw4_2021jun", "hta_a100_ddp_nccl"),
+    ("exposed_communication", "hta_a100_ddp_nccl", "kineto_rn50_nw4_2021jun"),
+    ("host_sync", "kineto_rn50_autograd_api_nw0", "tracelens_mi300_torch_compile_triton"),
+    ("data_loading", "kineto_rn50_autograd_api_nw0", "kineto_rn50_nw4_2021jun"),
+    ("launch_bound", "tracelens_h100_bert_small", "kineto_rn50_nw4_2021jun"),
+    ("cpu_bound", "tracelens_h100_falconsai_vit", "tracelens_h100_bert_small"),
+    ("layout_conversions", "hta_a100_ddp_nccl", "tracelens_h100_bert_small"),
+    ("no_tensor_cores", "hta_ns_resolution", "tracelens_h100_bert_small"),
+    ("fp32_without_tf32", None, "tracelens_b200_vllm_eager"),
+    ("low_gpu_utilization", "tracelens_h100_timesformer", "hta_ns_resolution"),
+]
+
+
+@pytest.mark.parametrize(("finding", "yes", "no"), PAIRS, ids=[p[0] for p in PAIRS])
+def test_each_finding_fires_where_it_should_and_only_there(finding, yes, no):
+    for name, expected in ((yes, True), (no, False)):
+        if name is None:  # no shared trace runs FP32 GEMMs on sm80+: test_advise_rules.py builds one
+            continue
+        with tr.open(TRACES / name) as db:
+            result = advise(db, all_findings=True)
+        assert (finding in found(result)) is expected, (finding, name, list(found(result)))

@@ -132,7 +132,8 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
             facts[r].cuda_core_gemm_us, facts[r].cuda_core_gemm_names = us, names
     launches = _by_rank(con, "SELECT t.rank, sum(l.gpu_ops) AS gpu_ops, "
                         "100.0 * sum(l.shorter_than_launch) / nullif(sum(l.gpu_ops), 0) AS shorter_pct, "
-                        "median(l.median_gpu_us) AS median_gpu_us, median(l.median_launch_us) AS median_launch_us "
+                        "median(l.median_gpu_us) AS median_gpu_us, median(l.median_launch_us) AS median_launch_us, "
+                        "sum(l.graph_ops) AS graph_ops "
                         "FROM launch_bound l JOIN traces t USING (trace_id) GROUP BY t.rank")
     q = queue_length(db, QueueOptions(rank=rank, steps_only=False)).frame
     ov = overlap(db, OverlapOptions(rank=rank, steps_only=False)).frame

@@ -317,12 +317,17 @@ class Checker:
                     f"per step, {short:.0f}% shorter than their launch (median GPU op "
                     f"{f.launch.get('median_gpu_us') or 0:.3g} us vs launch call "
                     f"{f.launch.get('median_launch_us') or 0:.3g} us){f.hta_idle_text()}")
+        graph_ops = int(f.launch.get("graph_ops") or 0)
+        if graph_ops:
+            evidence += (f"; {graph_ops / max(f.windows, 1):,.0f} more GPU ops per step replayed from CUDA/HIP "
+                         "graphs (not counted above)")
         if short >= self.th.launch_short_pct:
+            how = ("Capture more of the step in CUDA graphs (the optimizer step, the loss, the input copy), "
+                   "fused or foreach optimizers, larger batches" if graph_ops else
+                   "Cut CPU time per GPU operation: CUDA graphs or torch.compile(mode='reduce-overhead'), fused "
+                   "or foreach optimizers (foreach=True / fused=True), zero_grad(set_to_none=True), larger batches")
             self._add(f, "launch_bound", "The GPU waits for kernel launches", pct, "% of step time",
-                      self.th.min_saving_pct, idle, evidence,
-                      "Cut CPU time per GPU operation: CUDA graphs or torch.compile(mode='reduce-overhead'), fused "
-                      "or foreach optimizers (foreach=True / fused=True), zero_grad(set_to_none=True), larger batches",
-                      LINKS["graphs"])
+                      self.th.min_saving_pct, idle, evidence, how, LINKS["graphs"])
         else:
             self._add(f, "cpu_bound", "The GPU waits for the CPU", pct, "% of step time",
                       self.th.min_saving_pct, idle,

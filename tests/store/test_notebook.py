@@ -153,3 +153,15 @@ def test_readme_sql_magic_form_works(monkeypatch):
         if e.get("cat") in ("kernel", "Kernel"):
             totals[e["name"]] = totals.get(e["name"], 0.0) + float(e["dur"])
     assert max(totals, key=totals.get)[:40] in text
+
+
+def test_repr_names_traces_ranks_gpu_and_steps():
+    """A notebook shows the handle as what it holds, not an object address (issue 33)."""
+    import trace_report as tr
+
+    if not TRACES.is_dir():
+        pytest.skip("../shared/data is not present")
+    db = tr.open(TRACES / "param_dlrm_kineto_v100x8")
+    assert repr(db) == "<TraceDB: 8 traces, ranks 0-7, Tesla V100-SXM2-32GB, 8 ProfilerSteps>"
+    db.close()
+    assert repr(db) == "<TraceDB: closed>"

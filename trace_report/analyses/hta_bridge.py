@@ -147,8 +147,15 @@ def _quiet() -> Iterator[None]:
         log.setLevel(level)
 
 
+HTA_MISSING = ("HTA is not installed: the hta command needs the [hta] extra "
+               "(pip install 'trace-report[hta]', or in a clone: pip install '.[hta]')")
+
+
 def _analysis(tmp: Path, files: dict[int, str], opts: HtaOptions) -> tuple[Any, list[int]]:
-    from hta.trace_analysis import TraceAnalysis
+    try:  # the [hta] extra: HTA pulls in jupyterlab, plotly and more, which nothing else needs
+        from hta.trace_analysis import TraceAnalysis
+    except ImportError as exc:
+        raise UsageError(HTA_MISSING) from exc
 
     wanted = list(opts.ranks) or sorted(files)
     missing = [r for r in wanted if r not in files]

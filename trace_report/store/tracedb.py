@@ -70,6 +70,27 @@ class TraceDB:
         if rank not in ranks:
             raise UsageError(f"no trace of rank {rank} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
+    def __repr__(self) -> str:
+        """``<TraceDB: 2 traces, 1 run (run.json), ranks 0-1, NVIDIA A100-SXM4-80GB, 6 ProfilerSteps>``:
+        what a notebook shows for the handle (table ``traces``, view ``steps``; runs counted where a
+        capture's run.json names them); ``closed`` once closed."""
+        try:
+            n, runs, lo, hi, ranks, gpus = self.con.execute(
+                "SELECT count(*), count(DISTINCT run_id), min(rank), max(rank), count(DISTINCT rank), "
+                "string_agg(DISTINCT device_name, ', ' ORDER BY device_name) FROM traces").fetchone()
+            steps = self.scalar("SELECT count(*) FROM steps")
+        except (duckdb.Error, TypeError):
+            return f"<{type(self).__name__}: closed>"
+        if ranks == 0:
+            rank_text = "no rank"
+        elif lo == hi:
+            rank_text = f"rank {lo}"
+        else:
+            rank_text = f"ranks {lo}-{hi}" if ranks == hi - lo + 1 else f"{ranks} ranks {lo}..{hi}"
+        run_text = f"{runs} run{'s' * (runs != 1)} (run.json), " if runs else ""
+        return (f"<{type(self).__name__}: {n} trace{'s' * (n != 1)}, {run_text}{rank_text}, "
+                f"{gpus or 'no GPU'}, {steps} ProfilerStep{'s' * (steps != 1)}>")
+
     def close(self) -> None:
         self.con.close()
 

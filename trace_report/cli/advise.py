@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -40,7 +39,7 @@ def advise_cmd(
     from trace_report.analyses.advise import advise
     from trace_report.present.findings import render_markdown, render_text, text_width
     from trace_report.present.format import Format
-    from trace_report.present.tables import OutputOptions, emit, text_lists, write_atomic
+    from trace_report.present.tables import OutputOptions, emit, text_lists, write_text
 
     with load(targets) as db:
         result = advise(db, rank=rank, by_rank=by_rank, all_findings=all_findings)
@@ -54,7 +53,4 @@ def advise_cmd(
     else:
         emit(text_lists(result.frame, chosen, ["ranks"]), opts, title="Findings")
         return
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        write_atomic(output, text)
+    write_text(output, text)

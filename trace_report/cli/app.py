@@ -1,13 +1,16 @@
 """The ``trace-report`` command line: every command module imported by name (a module that fails
 to import fails start-up, never silently drops its command), and the one error mapper.
 
-Errors: one line ``Error: ...`` on stderr; exit 1 for bad input or a failed analysis, 2 for a
-usage error, 130 after Ctrl-C and 143 after SIGTERM (docs/cli.md).
+Errors: one line ``Error: ...`` on stderr; exit 1 for bad input or a failed analysis (a full disk
+included), 2 for a usage error, 130 after Ctrl-C and 143 after SIGTERM (docs/cli.md). A reader of
+the output that went away (``trace-report ... | head -1``: EPIPE) ends the command quietly with
+141, the status of a program that SIGPIPE ended, as ``yes | head -1`` reports it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -62,6 +65,45 @@ def _root(
     """Capture and analyze PyTorch Profiler traces: top kernels, SQL, regions, rooflines."""
 
 
+BROKEN_PIPE = 141
+"""The exit status after EPIPE on the output: 128 + SIGPIPE, what a shell reports for a program
+that SIGPIPE ended (``set -o pipefail`` sees it; no traceback, no message)."""
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""Write errors that are the disk's, not a bug: one ``Error:`` line, exit 1."""
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that what is still buffered for a closed pipe is dropped at
+    exit instead of raising again ("Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _pacified() -> bool:
+    """Whether typer's main met EPIPE (it wraps stdout in click's ``PacifyFlushWrapper`` and
+    exits 1)."""
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
+
+
+def _flush_stdout(code: int) -> int:
+    """Flush stdout before the exit: a closed pipe is :data:`BROKEN_PIPE`, a full disk one
+    ``Error:`` line and exit 1 (a command that failed keeps its own status)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return code or BROKEN_PIPE
+    except OSError as exc:
+        err.print(f"Error: stdout: cannot write ({exc.strerror or exc})", markup=False)
+        return code or 1
+    except ValueError:  # closed
+        pass
+    return code
+
+
 class Terminated(Exception):
     """SIGTERM arrived: unwind (cleanup runs in ``finally`` blocks) and exit 143."""
 
@@ -98,6 +140,20 @@ def run(call: Callable[[], object]) -> int:
         return 2
     except TraceReportError as exc:
         err.print(f"Error: {exc}", markup=False)
+        return 1
+    except BrokenPipeError:  # the reader of stdout (or of an -o pipe) went away: `| head -1`
+        _discard_stdout()
+        return BROKEN_PIPE
+    except SystemExit:
+        if _pacified():  # typer's main caught the EPIPE first and exits 1: the same quiet exit
+            _discard_stdout()
+            return BROKEN_PIPE
+        raise
+    except OSError as exc:
+        if exc.errno not in _NO_SPACE:
+            raise
+        where = exc.filename or "stdout"
+        err.print(f"Error: {where}: cannot write ({exc.strerror or exc})", markup=False)
         return 1
     except Exception as exc:
         damaged = _damaged_piece(exc)
@@ -150,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     tune_allocator()
     with _only_command(sys.argv[1:] if argv is None else list(argv)):
         code = run(lambda: app(args=argv, standalone_mode=False, prog_name="trace-report"))
+    code = _flush_stdout(code)
     if argv is None:
         _exit_now(code)
     sys.exit(code)

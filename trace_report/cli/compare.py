@@ -17,8 +17,10 @@ from trace_report.cli.options import (
     OutputOpt,
     RankOpt,
     RayAddressOpt,
+    inputs_given,
     load,
     notes,
+    output_given,
     ray_load,
     ray_session,
 )
@@ -37,8 +39,9 @@ class Level(str, enum.Enum):
 
 @app.command("compare")
 def compare_cmd(
-    a: Annotated[Path, typer.Argument(help="A (the reference): a trace, run folder, database or dataset.")],
-    b: Annotated[Path, typer.Argument(help="B (compared with A), of any of the same kinds.")],
+    a: Annotated[Path, typer.Argument(help="A (the reference): a trace, run folder, database or dataset.",
+                                      callback=inputs_given)],
+    b: Annotated[Path, typer.Argument(help="B (compared with A), of any of the same kinds.", callback=inputs_given)],
     by: Annotated[Level, typer.Option("--by", help="kernel: per GPU operation name; region: per step region.")]
     = Level.kernel,
     rank: RankOpt = None,
@@ -51,7 +54,8 @@ def compare_cmd(
     steps_only: Annotated[bool, typer.Option(
         "--steps-only", help="kernel: only GPU operations launched inside a ProfilerStep (HTA TraceDiff's rule).")]
     = False,
-    chart: Annotated[Path | None, typer.Option("--chart", help="Also write a chart (.html, .png or .svg).")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Also write a chart (.html, .png or .svg).",
+                                               callback=output_given)] = None,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,

@@ -7,15 +7,17 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import err, load
+from trace_report.cli.options import err, inputs_given, load, output_given
 from trace_report.cli.registry import app
 
 
 @app.command("export")
 def export_cmd(
     target: Annotated[list[Path], typer.Argument(
-        help="A .duckdb database written by 'trace-report ingest' (or traces / run folders to export).")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to create for the Parquet dataset.")],
+        help="A .duckdb database written by 'trace-report ingest' (or traces / run folders to export).",
+        callback=inputs_given)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to create for the Parquet dataset.",
+                                                callback=output_given)],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing folder.")] = False,
 ) -> None:
     """Write the schema as a Parquet dataset partitioned by run and rank (Hive layout:

@@ -50,11 +50,9 @@ def flags_cmd(
       trace-report flags traces/run-42 --class tf32 --explain
       trace-report flags runs.duckdb --summary --engine ray
     """
-    import sys
-
     from trace_report.analyses.kernel_classes import FlagsOptions, flags
     from trace_report.present.format import Format
-    from trace_report.present.tables import OutputOptions, emit, render, text_lists, write_atomic
+    from trace_report.present.tables import OutputOptions, emit, render, text_lists, write_text
 
     fopts = FlagsOptions(rank=rank, by_rank=by_rank, classes=tuple(classes or ()), limit=limit)
     if engine is EngineName.ray:
@@ -78,10 +76,7 @@ def flags_cmd(
     if fmt_used in (Format.table, Format.markdown):
         text = render(rows, fmt_used, "Flagged kernels", full_names=full_names) + "\n" + \
             render(result.summary, fmt_used, "Share of GPU time")
-        if output is None:
-            sys.stdout.write(text)
-        else:
-            write_atomic(output, text)
+        write_text(output, text)
         return
     emit(rows, opts)
     for r in result.summary.to_dict(orient="records"):

@@ -12,6 +12,7 @@ from trace_report.cli.options import (
     FormatOpt,
     LimitOpt,
     OutputOpt,
+    inputs_given,
 )
 from trace_report.cli.registry import app
 
@@ -28,7 +29,8 @@ def hta_cmd(
                                                          "idle: idle time by cause per stream; launch: kernel "
                                                          "launch statistics.")],
     targets: Annotated[list[Path], typer.Argument(
-        help="Trace files, directories of ranks, tar archives (or a database whose trace files still exist).")],
+        help="Trace files, directories of ranks, tar archives (or a database whose trace files still exist).",
+        callback=inputs_given)],
     ranks: Annotated[list[int] | None, typer.Option("--rank", help="Only this rank (repeatable).")] = None,
     include_last_step: Annotated[bool, typer.Option(
         "--include-last-step", help="Keep the last ProfilerStep (HTA drops it by default).")] = False,

@@ -13,6 +13,7 @@ from trace_report.cli.options import (
     EngineName,
     EngineOpt,
     RayAddressOpt,
+    check_database_output,
     err,
     make_progress,
     print_summary,
@@ -95,6 +96,8 @@ def ingest_cmd(
     """
     from trace_report.ingest.digests import start_hashing, stop_hashing
     from trace_report.sysutil import one_blas_thread, skip_pandas_probe, system_arrow_allocator
+
+    check_database_output(output, targets)  # not an input trace, not a FIFO or device (/dev/null)
 
     if engine is not EngineName.ray:
         start_hashing(targets)  # plain traces' SHA-256 on the idle core while pyarrow and DuckDB load

@@ -9,6 +9,9 @@ Nothing here imports pandas or the analysis layers at start-up.
 from __future__ import annotations
 
 import enum
+import os
+import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from trace_report.errors import UsageError
 from trace_report.present.format import Format
 
 if TYPE_CHECKING:
@@ -66,17 +70,153 @@ FormatOpt = Annotated[
     typer.Option("--format", "-f", help="Output format (default: table; or from -o's suffix)."),
 ]
 LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Print at most N rows.")]
+
+
+# ------------------------------------------------------------------ -o must not be an input
+#
+# Every command checks its output paths against its inputs before it reads anything: the inputs
+# and the outputs are recorded in the Click context as they are parsed (the callbacks
+# :func:`inputs_given` / :func:`hash_ahead` of the arguments of inputs, :func:`output_given` of
+# ``-o`` and ``--chart``); the parameter parsed last checks (Click parses them in command-line
+# order, so either may come first).
+
+_INPUTS_KEY = "trace_report.inputs"
+_OUTPUTS_KEY = "trace_report.outputs"
+
+RUN_FILES = re.compile(r"run(-rank.*)?\.json|(metrics|steps|results)(-rank.*)?\.csv")
+"""The files of a run folder (one holding ``run.json``) that an analysis reads beside its traces
+(:mod:`trace_report.manifest`, :mod:`trace_report.store.runs`)."""
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _read_in_folder(out: Path, folder: Path) -> str | None:
+    """What ``out`` (a real path inside the input folder ``folder``) is, when the command reads
+    it as an input (a trace, an Nsight export, an archive, a run's manifest or tables), else None."""
+    rel = out.relative_to(folder)
+    if any(part.startswith(".") for part in rel.parts) or not out.is_file():
+        return None  # hidden files are never read; a FIFO or device is never opened by the search
+    if out.name.endswith((".duckdb.wal", ".parquet")) or ".duckdb.events" in out.parent.name:
+        return None  # a database's own files, skipped by the search
+    if RUN_FILES.fullmatch(out.name) and (out.parent / "run.json").is_file():
+        return f"the run file {out.name} of a run"
+    from trace_report.inputs import INGESTED, InputKind, detect  # only for an output inside an input folder
+
+    kind = detect(out).kind
+    return f"a {kind.value}" if kind in INGESTED or kind is InputKind.archive else None
+
+
+def output_conflict(output: Path, inputs: list[Path], option: str = "--output") -> str | None:
+    """Why writing ``output`` would replace or alter one of ``inputs``, as one line naming both
+    paths, else None. The output conflicts when it is an input (the same path after symbolic links,
+    or the same file: a hard link), a database input's events folder (anything under
+    ``<db>.events/``) or write-ahead log, a trace (or run file) the command reads inside an input
+    folder, anything inside an input dataset, or a folder holding an input."""
+    out = _real(output)
+    exists = os.path.lexists(out)
+    for given in inputs:
+        if not os.path.lexists(given):
+            continue  # the inputs' own error comes later
+        real = _real(given)
+        if out == real or (exists and _same_file(out, real)):
+            return f"{option} {output} is the input {given}: give another output path"
+        if real in out.parents:
+            if real.is_dir():
+                from trace_report.inputs import is_dataset  # a folder input only
+
+                if is_dataset(real):
+                    return f"{option} {output} is inside the input dataset {given}: give a path outside it"
+                what = _read_in_folder(out, real)
+                if what is not None:
+                    return f"{option} {output} is {what} inside the input folder {given}: give another output path"
+        elif out in real.parents:
+            return f"{option} {output} holds the input {given}: give another output path"
+        if real.is_file():
+            events, wal = real.with_name(real.name + ".events"), real.with_name(real.name + ".wal")
+            if out == events or events in out.parents:
+                return f"{option} {output} is inside {events}, the events folder of the input {given}: " \
+                       "give a path outside it"
+            if out == wal:
+                return f"{option} {output} is the write-ahead log of the input {given}: give another output path"
+        elif real.is_dir() and exists and out.is_file() and os.stat(out).st_nlink > 1:
+            twin = _hard_link_in(out, real)  # a hard link elsewhere to a trace inside the folder
+            if twin is not None and (what := _read_in_folder(twin, real)) is not None:
+                return f"{option} {output} is {twin} ({what}) inside the input folder {given}: give another output path"
+    return None
+
+
+def _hard_link_in(out: Path, folder: Path) -> Path | None:
+    """A path inside ``folder`` of the same file as ``out`` (which has several links), else None."""
+    for p in folder.rglob("*"):
+        if _same_file(p, out) and p.is_file():
+            return p
+    return None
+
+
+def check_output(output: Path | None, inputs: list[Path], option: str = "--output") -> None:
+    """Raise :class:`UsageError` (exit 2) when ``output`` (given as ``option``) is or lies inside
+    an input (:func:`output_conflict`)."""
+    if output is not None and inputs and (why := output_conflict(output, inputs, option)) is not None:
+        raise UsageError(why)
+
+
+def check_database_output(output: Path, inputs: list[Path]) -> None:
+    """:func:`check_output` for ``ingest -o DB``, which also must be a file: a FIFO or a device
+    (``/dev/null``) is refused before its lock file is made beside it."""
+    check_output(output, inputs)
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        return  # a new database (or a missing folder, reported by the ingest)
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise UsageError(f"--output {output} is not a regular file: a database is a file (e.g. runs.duckdb)")
+
+
+def _recorded(ctx: typer.Context) -> None:
+    for option, output in ctx.meta.get(_OUTPUTS_KEY, []):
+        check_output(output, ctx.meta.get(_INPUTS_KEY, []), option)
+
+
+def inputs_given(ctx: typer.Context, targets: list[Path] | Path | None) -> list[Path] | Path | None:
+    """Typer callback of an argument of inputs: remember them, and check them against the
+    output if it was parsed first (:func:`check_output`)."""
+    if targets and not ctx.resilient_parsing:
+        ctx.meta.setdefault(_INPUTS_KEY, []).extend(targets if isinstance(targets, list) else [targets])
+        _recorded(ctx)
+    return targets
+
+
+def output_given(ctx: typer.Context, param: typer.CallbackParam, output: Path | None) -> Path | None:
+    """Typer callback of an option naming a file to write (``-o``, ``--chart``): remember it, and
+    check it against the inputs if they were parsed first (:func:`check_output`)."""
+    if output is not None and not ctx.resilient_parsing:
+        option = max(param.opts, key=len) if param.opts else "--output"
+        ctx.meta.setdefault(_OUTPUTS_KEY, []).append((option, output))
+        _recorded(ctx)
+    return output
+
+
 OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+    Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.", callback=output_given)
 ]
 
 
 def hash_ahead(ctx: typer.Context, targets: list[Path] | Path | None) -> list[Path] | Path | None:
-    """Typer callback of an argument of inputs: start the SHA-256 of the plain traces among them
-    in a background thread (:func:`~trace_report.ingest.digests.start_hashing`, standard library
-    only) as soon as the command line is parsed. A command on raw traces ingests them into memory
-    after it has imported pandas, pyarrow and DuckDB (~0.35 s on one core), and takes their
-    digests then."""
+    """Typer callback of an argument of inputs: :func:`inputs_given`, then start the SHA-256 of the
+    plain traces among them in a background thread (:func:`~trace_report.ingest.digests.start_hashing`,
+    standard library only) as soon as the command line is parsed. A command on raw traces ingests
+    them into memory after it has imported pandas, pyarrow and DuckDB (~0.35 s on one core), and
+    takes their digests then."""
+    inputs_given(ctx, targets)
     if targets and not ctx.resilient_parsing:
         from trace_report.ingest.digests import start_hashing
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import RankOpt, err, hash_ahead, load
+from trace_report.cli.options import RankOpt, err, hash_ahead, load, output_given
 from trace_report.cli.registry import app
 
 InputsArg = Annotated[
@@ -20,7 +20,8 @@ InputsArg = Annotated[
 @app.command("report")
 def report_cmd(
     targets: InputsArg,
-    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write (self-contained, offline).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write (self-contained, offline).",
+                                                callback=output_given)],
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
     step: Annotated[int | None, typer.Option(help="ProfilerStep of the timeline (default: the median step).")] = None,
     rank: RankOpt = None,

@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, err, load, notes
+from trace_report.cli.options import (
+    FormatOpt,
+    FullNamesOpt,
+    LimitOpt,
+    OutputOpt,
+    err,
+    inputs_given,
+    load,
+    notes,
+    output_given,
+)
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
 from trace_report.present.format import Format
@@ -153,11 +163,12 @@ def _missing(value: object) -> bool:
 def roofline_cmd(
     targets: Annotated[list[Path] | None, typer.Argument(
         help="Nsight Compute reports (.ncu-rep, ncu --csv exports), or traces / one .duckdb database "
-             "(then FLOPs are estimated from operator shapes).")] = None,
+             "(then FLOPs are estimated from operator shapes).", callback=inputs_given)] = None,
     gpu: Annotated[str | None, typer.Option(
         help="GPU whose peaks to use (key or device name, e.g. a100-sxm4-80gb; words that fit several GPUs, "
              "such as a100, are an error listing them); 'list' prints the table.")] = None,
-    chart: Annotated[Path | None, typer.Option(help="Write the roofline chart (.html offline, .png, .svg).")] = None,
+    chart: Annotated[Path | None, typer.Option(help="Write the roofline chart (.html offline, .png, .svg).",
+                                               callback=output_given)] = None,
     peak_flops: Annotated[str | None, typer.Option(
         help="Peak FLOP/s for every precision, e.g. 19.5T (overrides the table).")] = None,
     peak_bw: Annotated[str | None, typer.Option(help="Peak DRAM bytes/s, e.g. 1.555T (overrides the table).")] = None,

@@ -8,16 +8,19 @@ returns rows starts without it.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
 import os
+import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 from rich.console import Console
 from rich.table import Table
@@ -171,18 +174,88 @@ def _umask() -> int:
     return mask
 
 
+_DESCRIPTOR = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/(self|thread-self|\d+)/fd/\d+")
+"""Names of a descriptor of this process: whatever file it holds, it is written where it is."""
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """Whether ``path``, or a symbolic link on its way, is ``/dev/stdout``, ``/dev/fd/N`` or
+    ``/proc/self/fd/N``."""
+    name = os.path.abspath(path)
+    for _ in range(40):
+        if _DESCRIPTOR.fullmatch(name):
+            return True
+        try:
+            link = os.readlink(name)
+        except OSError:
+            return False
+        name = os.path.normpath(os.path.join(os.path.dirname(name), link))
+    return False
+
+
+def writes_in_place(path: Path) -> bool:
+    """Whether :func:`write_atomic` writes ``path`` where it is instead of renaming a new file
+    over it: an existing FIFO, device (``/dev/null``, ``/dev/full``, a terminal) or socket, and
+    a descriptor of this process (``/dev/stdout``, ``/dev/fd/3``) whatever it holds."""
+    if _names_a_descriptor(path):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # a new file
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    """Open ``path`` for writing without creating, truncating or renaming anything (a FIFO
+    keeps its reader, a device stays a device) and write ``data``; a regular file behind a
+    descriptor name (``-o /dev/stdout >> log``) is appended to, as the shell's descriptor would.
+    A reader that went away (EPIPE) raises :class:`BrokenPipeError`, as on stdout
+    (:func:`trace_report.cli.app.run` exits quietly)."""
+    try:
+        append = os.O_APPEND if stat.S_ISREG(os.stat(path).st_mode) else 0
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOCTTY | append)
+        with os.fdopen(fd, "wb") as fh:
+            _write_all(fh, data)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def _write_all(fh: IO[bytes], data: bytes) -> None:
+    """Write all of ``data`` and flush. A buffered write returns less than it was given when the
+    disk filled up or the reader of a pipe went away part way (and drops the rest without an
+    error): writing the rest raises the error."""
+    view = memoryview(data)
+    while view:
+        n = fh.write(view)
+        if not n:
+            raise OSError(errno.EIO, "the write made no progress")
+        view = view[n:]
+    fh.flush()
+
+
+def _bytes(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8")
+
+
 def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write ``text`` (or bytes) to ``path`` through a temporary file and a rename; the file
-    gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), or keeps the
-    mode of the file it replaces."""
+    """Write ``text`` (UTF-8) or bytes to ``path`` through a temporary file and a rename; the
+    file gets the mode a plain ``open(path, "w")`` would give (0666 less the umask), or keeps the
+    mode of the file it replaces. A FIFO, a device or a descriptor name (``/dev/stdout``) is
+    written where it is, with nothing created beside it (:func:`writes_in_place`)."""
+    if writes_in_place(path):
+        _write_in_place(path, _bytes(text))
+        return
     path = path.absolute()
     if not path.parent.is_dir():
         raise InputError(f"{path.parent}: no such directory")
     mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            _write_all(fh, _bytes(text))
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
@@ -193,15 +266,34 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         raise
 
 
+def write_text(output: Path | None, text: str) -> None:
+    """``text`` on stdout (all of it and flushed: a full disk is an error here, not lost at
+    exit), or written to ``output`` (:func:`write_atomic`). A closed pipe raises
+    :class:`BrokenPipeError` (:func:`trace_report.cli.app.run` exits quietly)."""
+    if output is not None:
+        write_atomic(output, text)
+        return
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    try:
+        if buffer is None:  # not a file (a StringIO)
+            out.write(text)
+            out.flush()
+        else:
+            out.flush()
+            _write_all(buffer, text.encode(out.encoding or "utf-8", out.errors or "strict"))
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise InputError(f"stdout: cannot write ({exc.strerror or exc})") from exc
+
+
 def emit(frame: Printable, opts: OutputOptions, title: str | None = None) -> None:
     """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
     if opts.limit is not None:
         frame = frame.head(opts.limit)
     text = render(frame, opts.resolve(), title, full_names=opts.full_names, keep_order=opts.keep_order)
-    if opts.output is None:
-        sys.stdout.write(text)
-    else:
-        write_atomic(opts.output, text)
+    write_text(opts.output, text)
 
 
 def text_lists(frame: pd.DataFrame, fmt: Format, columns: list[str]) -> pd.DataFrame:

@@ -139,3 +139,21 @@ def test_export_command(tmp_path_factory, tmp_path):
     assert "events in 1 partition(s)" in res.output
     with open_parquet_dataset(tmp_path / "amp") as db:
         assert db.sql("SELECT count(*) FROM traces").fetchall() == [(4,)]
+
+
+def test_overwrite_replaces_only_a_dataset_or_an_empty_folder(tmp_path):
+    """`export X -o /tmp --overwrite` once replaced the whole of /tmp (issue 36): a folder holding
+    other files is refused and left as it was; an earlier dataset is replaced."""
+    from conftest import REPO, invoke
+
+    trace = REPO / "traces" / "h100-2026-11-25" / "baseline"
+    other = tmp_path / "home"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    out = invoke(["export", trace, "-o", other, "--overwrite"])
+    assert out.exit_code == 1 and out.stderr.strip().splitlines()[-1].startswith("Error:")
+    assert (other / "notes.txt").read_text() == "keep me" and len(list(other.iterdir())) == 1
+    dataset = tmp_path / "dataset"
+    assert invoke(["export", trace, "-o", dataset]).exit_code == 0
+    assert invoke(["export", trace, "-o", dataset, "--overwrite"]).exit_code == 0
+    assert (dataset / "traces.parquet").is_file()

@@ -22,6 +22,7 @@ import typer
 
 from trace_report.errors import UsageError
 from trace_report.present.format import Format
+from trace_report.present.messages import group_warnings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -283,7 +284,7 @@ def make_progress(enabled: bool | None) -> Progress | None:
 def print_summary(report: IngestSummary, *, verbose: bool, quiet: bool = False) -> None:
     """Warnings and notes always; with ``verbose`` each trace read and each file skipped
     (``quiet`` hides the skipped list)."""
-    for message in report.warnings:
+    for message in group_warnings(report.warnings):
         warn(message)
     notes(report.notes)
     if verbose:

@@ -113,12 +113,24 @@ def _write_dataset(con: duckdb.DuckDBPyConnection, tmp: Path, report: ExportSumm
     (tmp / "_SUCCESS").touch()
 
 
+def _replaceable(folder: Path) -> bool:
+    """Whether ``--overwrite`` may replace ``folder``: empty, or a dataset this module wrote
+    (``traces.parquet`` and ``events/``, as :func:`trace_report.inputs.is_dataset` recognises it).
+    ``export -o /tmp --overwrite`` once replaced the whole of /tmp."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return False
+    return not entries or ((folder / "traces.parquet").is_file() and (folder / "events").is_dir())
+
+
 def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False) -> ExportSummary:
     """Write every table of ``db`` and its events as a Parquet
     dataset in ``out_dir`` (layout in the module docstring), atomically.
 
     Raises :class:`InputError` when ``out_dir`` exists (unless ``overwrite``: then it is
-    replaced only once the new dataset is complete) or its parent folder does not.
+    replaced only once the new dataset is complete, and only if it is empty or an earlier
+    export's dataset) or its parent folder does not.
     """
     con = db.con
     out = Path(out_dir).absolute()
@@ -128,6 +140,9 @@ def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False)
         raise InputError(f"{out}: already exists (choose another folder, or --overwrite)")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
+    if out.is_dir() and not _replaceable(out):
+        raise InputError(f"{out}: --overwrite replaces only a dataset written by trace-report export (or an "
+                         "empty folder); this folder holds other files: choose another folder")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
     report = ExportSummary(out)
     try:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, hash_ahead, load
+from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, hash_ahead, load, warn
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
 
 
 @app.command("sql")
@@ -28,11 +33,12 @@ def sql_cmd(
 ) -> None:
     """Run SQL against traces or a database.
 
-    Sandboxed by default: only queries (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, SUMMARIZE,
-    PRAGMA) run, and they read nothing but the traces and the database's own event pieces (no
-    COPY TO, read_csv('/any/file'), ATTACH, INSTALL or LOAD). --write opens a database
-    read-write and allows changing statements, holding the database's lock; --unsafe lifts the
-    sandbox.
+    Sandboxed by default: only queries (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, SUMMARIZE, the
+    PRAGMAs that tell) run, and they read nothing but the traces and the database's own event
+    pieces and write no file (no COPY, EXPORT, read_csv('/any/file'), ATTACH, INSTALL or LOAD, nor
+    inside PREPARE, EXPLAIN ANALYZE or a CTE). --write opens a database read-write and allows changing
+    statements, holding the database's lock; the script runs as one transaction (nothing changes
+    when a statement fails). --unsafe lifts the sandbox (with a warning).
 
     \b
     Example:
@@ -46,18 +52,22 @@ def sql_cmd(
     from trace_report.present.format import Format
     from trace_report.present.tables import OutputOptions, emit
     from trace_report.store.layout import database_lock
-    from trace_report.store.sandbox import check_statements, sandbox
+    from trace_report.store.sandbox import check_statements, has_transaction_statements, sandbox
 
     with ExitStack() as stack:
         if write and target.is_file():
             stack.enter_context(database_lock(target, "writing"))
-        db = stack.enter_context(load([target], read_only=not write))
+        db = stack.enter_context(load([target], read_only=not write))  # a connection of its own
+        if unsafe:
+            warn("--unsafe: the sql sandbox is off (this SQL may read and write any file, attach databases, "
+                 "load extensions and change settings)")
         try:
             if not unsafe:
-                check_statements(db.con, query, allow_changes=write)
+                check_statements(db.con, query, allow_changes=write, one_transaction=write)
                 sandbox(db.con)
-            rel = db.sql(query)
-            frame = rel.df() if rel is not None else None
+            # --write: the whole script in one transaction (its own BEGIN/COMMIT only with --unsafe)
+            atomic = write and not (unsafe and has_transaction_statements(db.con, query))
+            frame = _run(db.con, query, atomic=atomic)
         except duckdb.Error as exc:
             raise InputError(f"SQL failed: {str(exc).splitlines()[0]}") from exc
     if frame is None:  # a statement without a result (DDL, INSERT)
@@ -67,3 +77,21 @@ def sql_cmd(
     opts = OutputOptions(fmt, limit, output, keep_order=True)
     # the query's values as they are, except in a table on screen (short kernel names unless --full-names)
     emit(frame, replace(opts, full_names=full_names or opts.resolve() is not Format.table))
+
+
+def _run(con: duckdb.DuckDBPyConnection, query: str, *, atomic: bool) -> pd.DataFrame | None:
+    """Run the script ``query``: the last statement's rows (None when it returns none). ``atomic``:
+    in one transaction, rolled back when any statement fails (or on Ctrl-C)."""
+    if not atomic:
+        rel = con.sql(query)
+        return rel.df() if rel is not None else None
+    con.execute("BEGIN TRANSACTION")
+    try:
+        rel = con.sql(query)
+        frame = rel.df() if rel is not None else None
+        con.execute("COMMIT")
+    except BaseException:
+        with suppress(Exception):  # a transaction already gone: closing the connection rolls it back
+            con.execute("ROLLBACK")
+        raise
+    return frame

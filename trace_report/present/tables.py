@@ -28,6 +28,7 @@ from rich.table import Table
 from trace_report.errors import InputError
 from trace_report.present import fit
 from trace_report.present.format import Format, OutputOptions
+from trace_report.present.format import si as format_si
 from trace_report.store.rows import Rows
 
 if TYPE_CHECKING:
@@ -87,15 +88,50 @@ def _csv(frame: Printable) -> str:
     return buf.getvalue()
 
 
-def _fmt_cell(value: Any) -> str:
+_IEC = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+def _iec(value: float) -> str:
+    """Bytes for people: ``2707847680`` -> ``'2.52 GiB'`` (binary prefixes, 3 significant digits)."""
+    for scale, unit in _IEC:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def _plain(value: float, digits: int = 4) -> str:
+    """``digits`` significant digits, thousands separated, never an exponent below 1e15:
+    ``80756.0`` -> ``'80,756'``, ``1.23456`` -> ``'1.235'``, ``0.000123`` -> ``'0.000123'``."""
+    if abs(value) >= 1e15:
+        return f"{value:.6g}"
+    if abs(value) >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    text = f"{value:.{digits}g}"
+    if "e" in text:  # tiny: as a decimal
+        return f"{value:.{digits - 1 - math.floor(math.log10(abs(value)))}f}".rstrip("0")
+    return text
+
+
+def _fmt_cell(value: Any, column: str = "") -> str:
+    """A table or Markdown cell for people, by the column's unit (CSV and JSON keep raw numbers):
+    ``*bytes`` in KiB/MiB/GiB, ``*flop`` and ``*_per_s`` rates with SI prefixes, percentages with 3
+    significant digits, every other number with 4 (times in µs of µs-resolution traces then
+    show no made-up decimals: ``80,756``, not ``80,756.000``)."""
     value = _clean(value)
-    if value is None:
-        return ""
-    if isinstance(value, float):  # three decimals below 1,000; one above (µs: 0.1 µs is plenty)
-        if abs(value) >= 1e15:
-            return f"{value:.6g}"
-        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.1f}"
-    return str(value)
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return "" if value is None else str(value)
+    col = column.lower()
+    if col == "bytes" or col.endswith("_bytes"):
+        return _iec(float(value))
+    if col.endswith("bytes_per_s"):
+        return format_si(float(value), "B/s")
+    if (col == "flop" or col.endswith("_flop")) or (col.endswith("flop_per_s") and not col.startswith("tflop")):
+        return format_si(float(value), "FLOP/s" if col.endswith("_per_s") else "FLOP")
+    if isinstance(value, int):
+        return str(value)
+    if "pct" in col or col.endswith("_ratio") or col.endswith("_share"):
+        return "<0.001" if 0 < abs(value) < 0.001 else (f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}")
+    return _plain(value)
 
 
 def markdown_cell(text: str) -> str:
@@ -122,8 +158,8 @@ def render(frame: Printable, fmt: Format, title: str | None = None, *, full_name
         head = "| " + " | ".join(markdown_cell(str(c)) for c in _columns(frame)) + " |"
         sep = "|" + "|".join("---" for _ in _columns(frame)) + "|"
         body = [
-            "| " + " | ".join(markdown_cell(_fmt_cell(v)) for v in row) + " |"
-            for row in _tuples(frame)
+            "| " + " | ".join(markdown_cell(_fmt_cell(v, str(c))) for v, c in zip(row, _columns(frame), strict=True))
+            + " |" for row in _tuples(frame)
         ]
         return "\n".join([head, sep, *body]) + "\n"
     columns = _columns(frame)
@@ -131,7 +167,7 @@ def render(frame: Printable, fmt: Format, title: str | None = None, *, full_name
         columns = [c for c in columns if c != "name"] + ["name"]
         frame = frame.select(columns) if isinstance(frame, Rows) else frame[columns]
     headers = [str(c) for c in columns]
-    rows = [[_fmt_cell(v) for v in row] for row in _tuples(frame)]
+    rows = [[_fmt_cell(v, c) for v, c in zip(row, headers, strict=True)] for row in _tuples(frame)]
     numeric = [num or fit.is_quantity([r[i] for r in rows]) for i, num in enumerate(_numeric(frame))]
     widths, width = fit.fit_widths(headers, rows, numeric, fit.table_width())
     table = Table(title=title, show_lines=False)

@@ -36,3 +36,14 @@ def test_table_for_people_csv_and_json_raw():
     assert float(rows[0]["total_us"]) == first  # raw in CSV and JSON
     shown = f"{first:,.0f}" if first >= 1000 else f"{first:.4g}"
     assert shown in table
+
+
+def test_empty_result_prints_the_note_and_no_empty_box():
+    import pytest
+    from conftest import TRACES
+
+    if not TRACES.is_dir():
+        pytest.skip("../shared/data is not present")
+    out = invoke(["memory", TRACES / "hta_a100_ddp_nccl"])
+    assert out.exit_code == 0 and out.stdout == "" and "note: no [memory] events" in out.stderr
+    assert invoke(["memory", TRACES / "hta_a100_ddp_nccl", "-f", "json"]).stdout.strip() == "[]"

@@ -325,9 +325,13 @@ def write_text(output: Path | None, text: str) -> None:
 
 
 def emit(frame: Printable, opts: OutputOptions, title: str | None = None) -> None:
-    """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``."""
+    """Print ``frame`` (cut to ``opts.limit`` rows) or write it to ``opts.output``. A table with no
+    rows printed to the terminal is left out (the command's note says why): no empty box; CSV,
+    JSON, Markdown and files keep their header or ``[]``."""
     if opts.limit is not None:
         frame = frame.head(opts.limit)
+    if opts.output is None and opts.resolve() is Format.table and not len(frame):
+        return
     text = render(frame, opts.resolve(), title, full_names=opts.full_names, keep_order=opts.keep_order)
     write_text(opts.output, text)
 

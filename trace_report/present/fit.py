@@ -3,12 +3,15 @@ per row. Plain Python on lists of cell strings (no pandas), used by :mod:`presen
 
 - Width: the terminal's on a TTY; for piped output ``COLUMNS`` when set (as ``ls`` and ``git``
   honour it), else :data:`PIPE_WIDTH`.
-- Names: the name columns (:data:`NAME_COLUMNS`) show :func:`short_kernel_name` unless
-  ``--full-names``; different names that shorten alike get `` [2]``, `` [3]``... suffixes.
+- Names: the name columns (:data:`NAME_COLUMNS`) show :func:`short_names` unless
+  ``--full-names``: generic parts go first (namespaces, ``std::array<…>``, literal template
+  arguments, wrappers), the kernel function and its innermost functor stay
+  (``vectorized_elementwise_kernel<MulFunctor<float>>``), and different names never share a label.
 - Rows: when the table is wider than the width, headers wrap at ``_`` and the text columns share
   what the numbers leave (numbers never wrap: a table whose numbers alone do not fit is wider
-  than the width rather than taller); a cell longer than :data:`MAX_LINES` lines of its column is cut in
-  the middle with ``…`` (the end often tells kernels apart) and folded to whole lines.
+  than the width rather than taller; a name column keeps :data:`MIN_NAME_WIDTH`); a name longer
+  than :data:`MAX_LINES` lines of its column is shortened to them again, with its column
+  (:func:`fit_rows`), another cell is cut in the middle with ``…``; both fold to whole lines.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ import os
 import re
 import sys
 
-from trace_report.formats.names import short_kernel_name
+from trace_report.formats.names import PREFERRED, cut_form, cut_name, name_forms
 
 NAME_COLUMNS = ("name", "kernel", "kernel_name")
 PIPE_WIDTH = 200
 MAX_LINES = 2
 MIN_TEXT_WIDTH = 12
+MIN_NAME_WIDTH = 30
+"""A name column is at least this wide (two lines: a 58-character short name), even when that
+makes a table of many numbers (``compare``) wider than the terminal."""
 SHORT_TEXT = 20
 """Text columns at most this wide (regions, statuses, kinds) never wrap."""
 
@@ -48,17 +54,178 @@ def is_quantity(cells: list[str]) -> bool:
     return bool(filled) and all(_QUANTITY.match(c) for c in filled)
 
 
-def short_names(names: list[str]) -> list[str]:
-    """:func:`short_kernel_name` of each name, made unique with `` [2]``, `` [3]``... suffixes."""
-    seen: dict[str, int] = {}
-    short: dict[str, str] = {}
-    out = []
-    for name in names:
-        if name not in short:
-            label = short_kernel_name(name) if name else name
-            seen[label] = seen.get(label, 0) + 1
-            short[name] = label if seen[label] == 1 else f"{label} [{seen[label]}]"
-        out.append(short[name])
+def short_names(names: list[str], width: int | None = None, *, identity: bool = False,
+                avoid: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Each name as a label of at most ``width`` characters (:data:`NAME_WIDTH` when None),
+    shortened together: different names get different labels, equal names the same one.
+
+    Each name takes the most detailed of its forms that fits (:func:`name_forms`: namespaces,
+    scaffolding and literal template arguments, wrappers go first, so that
+    ``vectorized_elementwise_kernel<MulFunctor<float>>`` and ``gpuKernel<calc_energy>`` keep the
+    words that tell kernels apart); a form still too long is cut in its kernel function before its
+    arguments (:func:`cut_name`). Names that come out alike are told apart with the smallest part
+    that differs: a more detailed form when it fits, else the differing words kept in the cut
+    (:func:`_window`), else `` [2]``, `` [3]``... suffixes. ``identity``: never cut the innermost
+    argument (a headline), even past ``width``. No label is one of ``avoid`` (other cells of
+    the column)."""
+    width = NAME_WIDTH if width is None else max(width, 8)
+    distinct = list(dict.fromkeys(n for n in names if n))
+    labels = _labels(distinct, width, identity, set(avoid))
+    return [labels[n] if n else n for n in names]
+
+
+NAME_WIDTH = 100
+"""Characters of a short name where no width is given (Markdown, a table before fitting)."""
+
+
+def _labels(names: list[str], width: int, identity: bool, avoid: set[str]) -> dict[str, str]:
+    forms = {n: name_forms(n) for n in names}
+    label: dict[str, str] = {}
+    for n in names:
+        k = next((k for k in PREFERRED if len(forms[n][k]) <= width), None)
+        label[n] = cut_name(n, width, identity=identity) if k is None else forms[n][k]
+    for _ in range(3):
+        groups = _collisions(label, avoid)
+        if not groups:
+            return label
+        left = [g for g in groups if not _repair(g, forms, label, width, identity, avoid) and len(g) > 1]
+        windowed = [n for g in left for n in g]  # told apart from each other, across groups
+        for group in left:
+            apart = _apart(group, forms)
+            k = apart[0] if apart else 0  # the least detailed form on which they differ
+            texts = {n: forms[n][k] for n in windowed}
+            bare = {n: _QUALIFIER.sub("", t) for n, t in texts.items()}  # cutlass::Kernel<…> -> Kernel<…>
+            texts = bare if len(set(bare.values())) == len(set(texts.values())) else texts
+            for n in group:
+                must = [w for w in re.findall(r"\w+", forms[n][-1]) if len(w) > 3]
+                label[n] = _window(texts[n], [t for m, t in texts.items() if m != n], width, must[-1:])
+    taken = set(avoid)
+    for n in names:  # the last resort: numbered
+        text, i = label[n], 1
+        while text in taken:
+            i += 1
+            text = _cut(label[n], width - len(f" [{i}]")) + f" [{i}]"
+        label[n] = text
+        taken.add(text)
+    return label
+
+
+def _collisions(label: dict[str, str], avoid: set[str]) -> list[list[str]]:
+    """Names whose labels are alike, or one of ``avoid``."""
+    by: dict[str, list[str]] = {}
+    for n, text in label.items():
+        by.setdefault(text, []).append(n)
+    return [g for t, g in by.items() if len(g) > 1 or t in avoid]
+
+
+def _apart(group: list[str], forms: dict[str, tuple[str, ...]]) -> list[int]:
+    """The forms (least detailed first) on which the names of ``group`` all differ."""
+    return [k for k in range(len(forms[group[0]]) - 1, 0, -1) if len({forms[n][k] for n in group}) == len(group)]
+
+
+def _repair(group: list[str], forms: dict[str, tuple[str, ...]], label: dict[str, str], width: int,
+            identity: bool, avoid: set[str]) -> bool:
+    """Labels for names that came out alike: the shortest of their forms on which they all differ
+    and fit; else the least detailed form on which they differ, cut (:func:`cut_form`) when the
+    cuts still differ. False when neither does (the caller keeps their differing words,
+    :func:`_window`)."""
+    taken = {t for n, t in label.items() if n not in group} | avoid
+    apart = _apart(group, forms)
+    fits = [k for k in apart if all(len(forms[n][k]) <= width for n in group)
+            and not taken & {forms[n][k] for n in group}]
+    if fits:
+        k = min(fits, key=lambda k: sum(len(forms[n][k]) for n in group))
+        for n in group:
+            label[n] = forms[n][k]
+        return True
+    for k in apart:
+        cut = [cut_form(forms[n][k], width, identity=identity) for n in group]
+        if len(set(cut)) == len(group) and not taken & set(cut) and (identity or max(map(len, cut)) <= width):
+            for n, t in zip(group, cut, strict=True):
+                label[n] = t
+            return True
+    return False
+
+
+_QUALIFIER = re.compile(r"^(?:\w+::)+(?=\w+<)")
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9]+|.", re.S)
+_FINE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+|.", re.S)  # CamelCase words and numbers
+
+
+def _window(text: str, others: list[str], width: int, must: tuple[str, ...] | list[str] = ()) -> str:
+    """``text`` cut to ``width`` characters keeping, for each of ``others`` (the most alike
+    first, while there is room), the word where it first differs from it (a run of letters and
+    digits, ``tilesize128x64x64``, or in a long one its CamelCase part or number; with the word
+    after a differing ``_`` or bracket, ``_nocast``, and the mark before a number, ``#12``), then
+    the ``must`` words (the innermost argument), the rest of the room going to its start and
+    end; gaps marked ``…``."""
+    if len(text) <= width:
+        return text
+    coarse = [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    fine = [(m.start(), m.end()) for m in _FINE.finditer(text)]
+    found: dict[tuple[int, int], int] = {}
+    for other in others:
+        p = min(len(os.path.commonprefix([text, other])), len(text) - 1)
+        toks = coarse
+        i = next(k for k, (a, b) in enumerate(toks) if a <= p < b)
+        if toks[i][1] - toks[i][0] > width // 3:  # a long word: the CamelCase part or number in it
+            toks = fine
+            i = next(k for k, (a, b) in enumerate(toks) if a <= p < b)
+        a, b = toks[i]
+        if text[a:b].isdigit() and i:
+            a = toks[i - 1][0]
+        if not text[a].isalnum() and i + 1 < len(toks):
+            b = toks[i + 1][1]
+        found[(a, b)] = max(found.get((a, b), 0), p)
+    keep = sorted(found, key=lambda s: -found[s])  # the most alike names' differences first
+    keep += [(k, k + len(w)) for w in must if (k := text.rfind(w)) >= 0]
+    spans: list[list[int]] = []
+    for span in keep:
+        trial = _merge([*map(tuple, spans), span])
+        if sum(b - a for a, b in trial) + len(trial) + 1 <= width:
+            spans = trial
+    if not spans:
+        return _cut(text, width)
+    kept = [False] * len(text)
+    for a, b in spans:
+        kept[a:b] = [True] * (b - a)
+    ends = [0, len(text) - 1]  # the next character to keep from the start and from the end
+    turn = 0
+    while True:  # the room left goes to the start and the end, two characters to one
+        side = 0 if turn % 3 < 2 else 1
+        for _ in range(2):
+            while 0 <= ends[side] < len(text) and kept[ends[side]]:
+                ends[side] += 1 if side == 0 else -1
+            if 0 <= ends[side] < len(text):
+                break
+            side = 1 - side
+        else:
+            break
+        kept[ends[side]] = True
+        if _rendered(kept) > width:
+            kept[ends[side]] = False
+            break
+        turn += 1
+    out = "".join(ch if keep else ("…" if i == 0 or kept[i - 1] else "") for i, (ch, keep) in enumerate(
+        zip(text, kept, strict=True)))
+    return out if len(out) <= width else _cut(out, width)
+
+
+def _rendered(kept: list[bool]) -> int:
+    """Characters of a text showing ``kept`` ones, each run of the others one ``…``."""
+    return sum(kept) + sum(1 for i, k in enumerate(kept) if not k and (i == 0 or kept[i - 1]))
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[list[int]]:
+    """Spans sorted and merged where they touch or one character apart."""
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
     return out
 
 
@@ -120,25 +287,37 @@ def fit_widths(headers: list[str], rows: list[list[str]], numeric: list[bool],
     if sum(natural) + overhead <= width:
         return [None] * len(headers), width
     text = [i for i, num in enumerate(numeric) if not num]
+    floor = [min(natural[i], MIN_NAME_WIDTH if headers[i] in NAME_COLUMNS else MIN_TEXT_WIDTH)
+             for i in range(len(headers))]
     fixed = [max(c, len(h)) if num else 0 for c, h, num in zip(cells, headers, numeric, strict=True)]
-    if sum(fixed) + overhead + MIN_TEXT_WIDTH * len(text) > width:  # headers wrap only when they must
+    if sum(fixed) + overhead + sum(floor[i] for i in text) > width:  # headers wrap only when they must
         fixed = [max(c, _header_min(h)) if num else 0 for c, h, num in zip(cells, headers, numeric, strict=True)]
     budget = width - overhead - sum(fixed)
     out: list[int | None] = [f if num else None for f, num in zip(fixed, numeric, strict=True)]
     pending = sorted(text, key=lambda i: natural[i])
     while pending:
-        share = max(MIN_TEXT_WIDTH, budget // len(pending))
+        share = budget // len(pending)
         i = pending.pop(0)
-        out[i] = natural[i] if natural[i] <= SHORT_TEXT else min(natural[i], share)
+        out[i] = natural[i] if natural[i] <= SHORT_TEXT else min(natural[i], max(floor[i], MIN_TEXT_WIDTH, share))
         budget -= out[i]
     return out, max(width, overhead + sum(w or 0 for w in out))
 
 
-def fit_rows(rows: list[list[str]], widths: list[int | None], lines: int | None = MAX_LINES) -> list[list[str]]:
+def fit_rows(rows: list[list[str]], widths: list[int | None], lines: int | None = MAX_LINES,
+             headers: list[str] | None = None) -> list[list[str]]:
     """Each cell of a column with a width cut to ``lines`` lines of that width and folded (None:
-    folded, never cut)."""
+    folded, never cut). The cells of a name column (``headers`` in :data:`NAME_COLUMNS`) that do
+    not fit are shortened together (:func:`short_names`, which keeps what tells kernels apart),
+    the others cut in the middle."""
+    names = [h in NAME_COLUMNS for h in headers] if headers is not None else [False] * len(widths)
+    fitted = [list(row) for row in rows]
+    for i, w in enumerate(widths):
+        if names[i] and w is not None and lines is not None:
+            column = [row[i] for row in rows]
+            for row, text in zip(fitted, _fit_names(column, w * lines - lines), strict=True):
+                row[i] = text
     out = []
-    for row in rows:
+    for row in fitted:
         cells = []
         for text, w in zip(row, widths, strict=True):
             if w is None or len(text) <= w:
@@ -147,3 +326,14 @@ def fit_rows(rows: list[list[str]], widths: list[int | None], lines: int | None 
                 cells.append(_fold(text if lines is None else _cut(text, w * lines - lines), w, lines))
         out.append(cells)
     return out
+
+
+def _fit_names(column: list[str], limit: int) -> list[str]:
+    """The cells longer than ``limit`` shortened to it, apart from each other and from the cells
+    that fit (kept as they are)."""
+    long = [c for c in dict.fromkeys(column) if len(c) > limit]
+    if not long:
+        return column
+    kept = set(column) - set(long)
+    labels = dict(zip(long, short_names(long, limit, avoid=kept), strict=True))
+    return [labels.get(c, c) for c in column]

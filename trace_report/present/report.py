@@ -140,7 +140,7 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
             row["kind"], f"top GPU operation ({row['kind']})")  # memcpy/memset rank with the kernels
         pct = row.get("pct_of_gpu_time", row.get("pct_of_cpu_self_time"))
         where = "CPU self time" if row["kind"] == "cpu_op" else "GPU time"
-        items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60)}"))
+        items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60, identity=True)}"))
     if isinstance(advice, AdviceResult) and advice.verdict:
         items.insert(0, ("biggest finding" if len(advice.frame) else "verdict", advice.verdict))
     sec = Section("Headline numbers", _headline_html(items))

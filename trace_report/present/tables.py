@@ -174,7 +174,7 @@ def render(frame: Printable, fmt: Format, title: str | None = None, *, full_name
     for col, num, w in zip(headers, numeric, widths, strict=True):
         table.add_column(col if w is None else fit.header_lines(col, w), justify="right" if num else "left",
                          overflow="fold", width=w)
-    for row in fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES):
+    for row in fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES, headers):
         table.add_row(*row, end_section=False)
     buf = io.StringIO()
     Console(file=buf, width=width, force_terminal=False, highlight=False).print(table)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from trace_report.analyses.regions import REGIONS
-from trace_report.formats.names import short_kernel_name
+from trace_report.present.fit import short_names
 
 if TYPE_CHECKING:
     import altair as alt
@@ -25,30 +25,30 @@ REGION_COLORS = ["#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#bab0ac
 """One color per region of :data:`~trace_report.analyses.regions.REGIONS`, in that order."""
 STATUS_COLORS = {"new": "#d62728", "more": "#ff9896", "same": "#bbbbbb", "less": "#98df8a", "vanished": "#2ca02c"}
 LABEL_CHARS = 90
+LABEL_PX = 8 * LABEL_CHARS  # the axis never truncates a label (Vega's labelLimit would cut its end)
 TOOLTIP_CHARS = 200  # timeline tooltips: thousands of rows, keep the page small
 WIDTH = 620
 
 
-def short_name(name: object, limit: int = LABEL_CHARS) -> str:
-    """A readable axis label for a C++ kernel name: :func:`short_kernel_name` (no ``void``
-    return type, no parameter lists, nested template arguments folded to ``<…>``), at most
-    ``limit`` characters (the middle elided)."""
+def short_name(name: object, limit: int = LABEL_CHARS, *, identity: bool = False) -> str:
+    """A readable label for a C++ kernel name, at most ``limit`` characters
+    (:func:`~trace_report.present.fit.short_names`: no ``void``, parameter lists, namespaces or
+    scaffolding; the kernel function and its innermost functor kept). ``identity``: the functor
+    is never cut, even past ``limit`` (a headline)."""
     full = re.sub(r"\s+", " ", str(name)).strip()
-    text = short_kernel_name(full) or full
-    if len(text) <= limit:
-        return text
-    head = (2 * limit) // 3
-    return text[:head] + "…" + text[len(text) - (limit - head - 1):]  # the end often tells kernels apart
+    return short_names([full], limit, identity=identity)[0] if full else full
 
 
 def unique_labels(names: pd.Series, limit: int = LABEL_CHARS) -> list[str]:
-    """:func:`short_name` of each name, made unique with `` [2]``, `` [3]``... suffixes."""
+    """Labels of ``names`` shortened together (:func:`~trace_report.present.fit.short_names`:
+    different names, different labels); a name repeated gets `` [2]``, `` [3]``..."""
+    values = [re.sub(r"\s+", " ", str(n)).strip() for n in names]
+    labels = short_names(values, limit)
     seen: dict[str, int] = {}
     out = []
-    for name in names:
-        label = short_name(name, limit)
+    for label in labels:
         seen[label] = seen.get(label, 0) + 1
-        out.append(label if seen[label] == 1 else f"{label} [{seen[label]}]")
+        out.append(label if seen[label] == 1 else f"{label[:limit - 5]} [{seen[label]}]")
     return out
 
 
@@ -76,7 +76,7 @@ def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None
                                  scale=alt.Scale(scheme="blues"))
     extra = {"yOffset": alt.YOffset("run:N")} if by_run else {}
     return alt.Chart(data, title=title or (default + (", one bar per run" if by_run else ""))).mark_bar().encode(
-        y=alt.Y("label:N", sort=[labels[n] for n in order.index], title=None, axis=alt.Axis(labelLimit=560)),
+        y=alt.Y("label:N", sort=[labels[n] for n in order.index], title=None, axis=alt.Axis(labelLimit=LABEL_PX)),
         x=alt.X("total_us:Q", title="self time (µs)" if cpu else "total time (µs)"),
         color=color, **extra,
         tooltip=[*(["run:N"] if by_run else []), alt.Tooltip("name:N", title="name"), "count:Q",
@@ -180,7 +180,7 @@ def compare_chart(frame: pd.DataFrame, *, limit: int = 20, value: str = "diff_us
                               subtitle=[f"A = {_tail(a)}", f"B = {_tail(b)}"],
                               anchor="start")
     return alt.Chart(data, title=heading).mark_bar().encode(
-        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=560)),
+        y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=LABEL_PX)),
         x=alt.X(f"{value}:Q", title="B - A (µs): > 0 more time in B, < 0 less"),
         color=alt.Color("status:N", scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values())),
                         title="in B"),

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from trace_report.cli.options import RankOpt, err, hash_ahead, load, output_given
+from trace_report.cli.options import check_output as options_check_output
 from trace_report.cli.registry import app
 
 InputsArg = Annotated[
@@ -17,11 +18,21 @@ InputsArg = Annotated[
 ]
 
 
+def default_report_path(first: Path) -> Path:
+    """``<name>-report.html`` in the current folder, ``name`` the first input's without its trace
+    suffixes (``run-42/`` -> ``run-42-report.html``, ``rank0.pt.trace.json.gz`` -> ``rank0-report.html``)."""
+    name = Path(str(first).rstrip("/")).name or "trace"
+    for suffix in (".gz", ".tar", ".json", ".trace", ".pt", ".duckdb", ".sqlite", ".ncu-rep", ".csv"):
+        name = name.removesuffix(suffix)
+    return Path.cwd() / f"{name or 'trace'}-report.html"
+
+
 @app.command("report")
 def report_cmd(
     targets: InputsArg,
-    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write (self-contained, offline).",
-                                                callback=output_given)],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="HTML file to write (self-contained, offline); default <first input's name>-report.html "
+        "in the current folder.", callback=output_given)] = None,
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
     step: Annotated[int | None, typer.Option(help="ProfilerStep of the timeline (default: the median step).")] = None,
     rank: RankOpt = None,
@@ -35,6 +46,9 @@ def report_cmd(
     """
     from trace_report.present.report import ReportOptions, check_output, write_report
 
+    if output is None:
+        output = default_report_path(targets[0])
+        options_check_output(output, list(targets))  # the same input/output check as an explicit -o
     check_output(output)  # before the traces are read
     with load(targets) as db:
         report = write_report(db, [str(t) for t in targets], output,

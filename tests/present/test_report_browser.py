@@ -29,7 +29,7 @@ from test_report import XSS, write_xss_trace
 
 from trace_report.analyses.advise import advise
 from trace_report.api import open as open_runs
-from trace_report.formats.names import short_kernel_name
+from trace_report.present.charts.traces import short_name
 from trace_report.present.report import write_report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,5 +203,5 @@ def test_hostile_names_stay_text(browser, tmp_path):
     assert XSS in cells and "void k<a&b, c>(int)" in cells  # shown as text
     assert browser.execute_script("return document.querySelectorAll('img, td script').length") == 0
     labels = browser.execute_script("return Array.from(document.querySelectorAll('svg text')).map(t => t.textContent)")
-    assert short_kernel_name(XSS) in labels  # the chart's axis label (short name), as SVG text
-    assert "<script>" in short_kernel_name(XSS)  # ... which still carries the markup, shown as text
+    assert short_name(XSS) in labels  # the chart's axis label (short name), as SVG text
+    assert "<script>" in short_name(XSS)  # ... which still carries the markup, shown as text

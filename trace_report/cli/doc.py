@@ -33,7 +33,11 @@ unknown option or a `--rank` that no trace has: the message lists the ranks ther
 existing database and its `<db>.events/` folder are left as they were, byte for byte, also when
 the disk fills up (a query may add the breakdown's kept rows in `<db>.events/derived/`: results,
 not data, safe to delete). A file inside a tar archive is named `archive!member` in every message.
-What ingest decided about the data is said on stderr too:
+An output (`-o`, `--chart`) that is an input, lies in a database's `<db>.events/`, or is a trace in
+an input folder is a usage error (exit 2); FIFOs and devices are written in place; a full disk is
+`Error:` with exit 1; a closed pipe exits 141 quietly. Piped tables are `COLUMNS` wide, else 120;
+an empty result prints its note and no table. A warning that applies to several files is printed
+once with their count. What ingest decided about the data is said on stderr too:
 
 - `warning:` invalid UTF-8 in a trace (an event name, args or metadata) is not an error: each
   invalid byte sequence is replaced by U+FFFD and the warning gives their count.

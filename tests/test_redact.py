@@ -19,12 +19,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import TRACES, shared_or_skip
+from conftest import SHARED, TRACES, shared_or_skip
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trace_report.errors import InputError
 from trace_report.redact import (
     PRECHECK_PATTERN,
     Redaction,
+    StringScreen,
     could_contain_secret,
     is_credential_like,
     marker,
@@ -36,6 +39,7 @@ from trace_report.redact import (
 
 ALNUM = string.ascii_letters + string.digits
 UPPER = string.ascii_uppercase + string.digits
+LOWER_DIGITS = string.ascii_lowercase + string.digits
 
 
 def rand(n: int, alphabet: str = ALNUM, seed: int = 0) -> str:
@@ -53,6 +57,19 @@ def hf_token(seed: int = 0) -> str:
 
 def aws_key_id(seed: int = 0) -> str:
     return "AKIA" + rand(16, UPPER, seed)
+
+
+def google_key(seed: int = 0) -> str:
+    return "AIza" + rand(35, ALNUM + "_-", seed)
+
+
+def npm_token(seed: int = 0) -> str:
+    return "npm_" + rand(36, seed=seed)
+
+
+def pypi_token(seed: int = 0) -> str:
+    """A pypi.org API token: ``pypi-`` + a macaroon whose base64 starts ``AgEIcHlwaS5vcmc``."""
+    return "pypi-AgEIcHlwaS5vcmc" + rand(120, ALNUM + "_-", seed)
 
 
 def pem_block() -> str:
@@ -78,6 +95,28 @@ SHAPES: list[tuple[str, Callable[[], str], str]] = [
     ("jwt", lambda: f"{b64url({'alg': 'HS256'})}.{b64url({'sub': rand(10)})}.{rand(43, ALNUM + '_-')}",
      "cookie {s}; path=/"),
     ("pem", pem_block, "key file:\n{s}\nthen more"),
+    # ISSUE 36: shapes by their documented formats (redact.py, rule 1, cites each)
+    ("stripe_key", lambda: "sk_live_" + rand(24, seed=30), "charge with {s} now"),
+    ("stripe_key", lambda: "rk_live_" + rand(99, seed=31), "restricted {s} now"),
+    ("stripe_key", lambda: "sk_test_" + rand(24, seed=32), "test mode {s} now"),
+    ("google_api_key", google_key, "maps?key={s}&v=3"),
+    ("gitlab_token", lambda: "glpat-" + rand(20, ALNUM + "_-", 33), "clone with {s} ok"),
+    ("gitlab_token", lambda: "glpat-" + rand(27, ALNUM + "_-", 34) + ".01." + rand(9, LOWER_DIGITS, 34),
+     "routable {s} ok"),
+    ("gitlab_token", lambda: "glrt-" + rand(20, ALNUM + "_-", 35), "runner {s} ok"),
+    ("gitlab_token", lambda: "gldt-" + rand(20, ALNUM + "_-", 36), "deploy {s} ok"),
+    ("npm_token", npm_token, "//registry.npmjs.org/:_authToken {s}"),
+    ("pypi_token", pypi_token, "upload with {s} ok"),
+    ("pypi_token", lambda: "pypi-AgENdGVzdC5weXBpLm9yZw" + rand(80, ALNUM + "_-", 37), "testpypi {s} ok"),
+    # glued after "_" or other word characters: the prefix is distinctive, only the token goes
+    ("github_token", lambda: "ghp_" + rand(36, seed=38), "FOO_{s} ok"),
+    ("github_token", lambda: "github_pat_" + rand(22, seed=39) + "_" + rand(59, seed=39), "MY_{s} ok"),
+    ("hf_token", lambda: hf_token(40), "x_{s} ok"),
+    ("stripe_key", lambda: "sk_live_" + rand(30, seed=41), "STRIPE_{s} ok"),
+    ("google_api_key", lambda: google_key(42), "KEY{s} ok"),
+    ("gitlab_token", lambda: "glpat-" + rand(20, ALNUM + "_-", 43), "GL_{s} ok"),
+    ("npm_token", lambda: npm_token(44), "NPM{s} ok"),
+    ("pypi_token", lambda: pypi_token(45), "TWINE_{s} ok"),
 ]
 
 
@@ -90,6 +129,145 @@ def test_token_shapes_are_found_anywhere_in_a_string(kind: str, make: Callable[[
     assert found == [Redaction(kind, "metadata.note")]
     assert could_contain_secret(text)
     assert secret not in repr(found) and secret not in " ".join(summarize(found))
+
+
+@pytest.mark.parametrize(("url", "expected", "kind"), [
+    ("postgres://admin:{pw}@db.internal:5432/prod", "postgres://admin:<redacted:url_password>@db.internal:5432/prod",
+     "url_password"),
+    ("postgresql://user:{pw}@host/db?sslmode=require", "postgresql://user:<redacted:url_password>@host/db?sslmode=require",
+     "url_password"),
+    ("mysql://root:{pw}@localhost", "mysql://root:<redacted:url_password>@localhost", "url_password"),
+    ("redis://:{pw}@cache:6379/0", "redis://:<redacted:url_password>@cache:6379/0", "url_password"),
+    ("amqp://guest:p@ss{pw}@mq/vhost", "amqp://guest:<redacted:url_password>@mq/vhost", "url_password"),
+    ("https://__token__:{pypi}@upload.pypi.org/legacy/",
+     "https://__token__:<redacted:pypi_token>@upload.pypi.org/legacy/", "pypi_token"),
+    ("https://oauth2:{gl}@gitlab.example.com/g/p.git", "https://oauth2:<redacted:gitlab_token>@gitlab.example.com/g/p.git",
+     "gitlab_token"),
+    ('{{"url": "postgres://u:{pw}@h/db"}}', '{{"url": "postgres://u:<redacted:url_password>@h/db"}}', "url_password"),
+])
+def test_url_userinfo_keeps_scheme_user_and_host(url: str, expected: str, kind: str) -> None:
+    values = {"pw": rand(14, seed=50), "pypi": pypi_token(51), "gl": "glpat-" + rand(20, ALNUM + "_-", 52)}
+    text = url.format(**values)
+    new, found = redact_text(f"connect {text} done", "metadata.cmd")
+    assert new == f"connect {expected.format(**values)} done"
+    assert found == [Redaction(kind, "metadata.cmd")]
+    assert not any(v in new for v in values.values())
+    assert could_contain_secret(text)
+
+
+def test_url_with_a_token_as_user_name_loses_both() -> None:
+    token = "ghp_" + rand(36, seed=53)
+    new, found = redact_text(f"git clone https://{token}:x-oauth-basic@github.com/o/r.git")
+    assert new == "git clone https://<redacted:github_token>:<redacted:url_password>@github.com/o/r.git"
+    assert sorted(r.kind for r in found) == ["github_token", "url_password"]
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("mysql -h db -u root -p{pw} prod", "mysql -h db -u root -p<redacted:cli_flag> prod"),
+    ("/usr/bin/mysqldump -uroot -p{pw} --all-databases > x.sql",
+     "/usr/bin/mysqldump -uroot -p<redacted:cli_flag> --all-databases > x.sql"),
+    ("MYSQL -p'{pw}' -e 'select 1'", "MYSQL -p'<redacted:cli_flag>' -e 'select 1'"),
+    ("mariadb-dump -u u -p{pw} db; gcc -pthread x.c", "mariadb-dump -u u -p<redacted:cli_flag> db; gcc -pthread x.c"),
+    ("sshpass -p{pw} ssh -p2222 host", "sshpass -p<redacted:cli_flag> ssh -p2222 host"),
+    ("mysqladmin -P3306 -p{pw} status", "mysqladmin -P3306 -p<redacted:cli_flag> status"),
+])
+def test_password_glued_to_p_after_a_mysql_like_command(line: str, expected: str) -> None:
+    pw = rand(12, seed=54)
+    new, found = redact_text(line.format(pw=pw), "events.name")
+    assert new == expected and pw not in new
+    assert found == [Redaction("cli_flag", "events.name")]
+
+
+def test_password_glued_to_p_in_an_argv_list() -> None:
+    pw = rand(12, seed=55)
+    argv = ["/usr/bin/mysql", "-u", "root", f"-p{pw}", "-P3306", "-p3306", "--silent", "prod"]
+    clean, found = redact_value({"argv": argv, "other": ["gcc", "-pthread", f"-p{pw}x"]})
+    assert clean["argv"] == ["/usr/bin/mysql", "-u", "root", "-p<redacted:cli_flag>", "-P3306", "-p3306", "--silent",
+                             "prod"]
+    assert clean["other"] == ["gcc", "-pthread", f"-p{pw}x"]  # no MySQL-like command before it
+    assert summarize(found) == ["cli_flag@argv[3]"]
+
+
+NEAR_MISSES = [
+    "gcc -O2 -pthread -o train train.c", "nvcc -Xcompiler -pthread kernel.cu", "docker run -p8080:80 server",
+    "python -m http.server -p8080", "ssh -p2222 user@host", "psql -h db -p5432 -U app", "mysql -u root -p3306 prod",
+    "mysql -u root -p prod", "mysql_config --libs -pthread", "pip install mysqlclient -pfoo",
+    "https://host/path", "https://huggingface.co/bert-base-uncased/resolve/main/config.json",
+    "http://host:8080/x?y=a@b", "ssh://git@github.com:22/o/r.git", "git@github.com:o/r.git",
+    "postgres://u:***@h/db", "postgres://u:${PGPASSWORD}@h/db", "mailto:someone@example.com",
+    "mask_live_kernel", "void mask_live_kernel<float>(float*, int)", "risk_test_metrics", "task_live_update_step",
+    "void attn_mask_live_tokens_kernel<128>(Params)", "sk_live_short", "npm_run_build", "pypi-simple-index",
+    "glpat-short", "AIzaShort", "glue_ft-tuning", "numpy_npm_helper", "hf_hub_download", "github_pat_short",
+    "aten::_scaled_dot_product_flash_attention", "cudaLaunchKernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+]
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
+def test_near_misses_stay(text: str) -> None:
+    assert redact_text(text, "events.name") == (text, [])
+    assert redact_json_text(json.dumps({"cmd": text}), "events.args") == (json.dumps({"cmd": text}), [])
+
+
+def test_a_secret_dict_key_is_replaced_too() -> None:
+    token = "ghp_" + rand(36, seed=56)
+    clean, found = redact_value({"env": {token: "1", "PATH": "/usr/bin"}}, "metadata")
+    assert clean == {"env": {"<redacted:github_token>": "1", "PATH": "/usr/bin"}}
+    assert summarize(found) == ["github_token@metadata.env.<key>"] and token not in repr(found)
+
+
+def test_string_screen_judges_each_distinct_value_once_and_counts_values() -> None:
+    from trace_report import redact
+
+    token = google_key(57)
+    calls: list[str] = []
+    real = redact.redact_text
+
+    def spy(text: str, where: str = "") -> tuple[str, list[Redaction]]:
+        calls.append(text)
+        return real(text, where)
+
+    screen = StringScreen()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(redact, "redact_text", spy)
+        names = [screen(t, "events.name") for t in ["gemm", f"k {token}", "gemm", f"k {token}", None, 3]]
+        column = screen.column(["a", f"k {token}", 1.5, None, f"k {token}", "a"], "ncu_metrics.text")
+        same = screen.column(["a", "b", 2.0], "ncu_metrics.unit")
+    assert names == ["gemm", "k <redacted:google_api_key>", "gemm", "k <redacted:google_api_key>", None, 3]
+    assert column == ["a", "k <redacted:google_api_key>", 1.5, None, "k <redacted:google_api_key>", "a"]
+    assert sorted(calls) == sorted(["gemm", f"k {token}", "a", "b"])  # once each, whatever the column
+    assert same == ["a", "b", 2.0]
+    assert screen.summary() == ["google_api_key@events.name (2 events)", "google_api_key@ncu_metrics.text (2 events)"]
+    assert screen.record({"host": f"h {token}", "pid": 4}, "ncu_kernels") == {"host": "h <redacted:google_api_key>",
+                                                                              "pid": 4}
+
+
+SCREEN_WORDS = ["://", ":\\/\\/", "@", "mysql", "MariaDB", "sshpass", "-p", "-P", "sk_live_", "rk_test_", "k_live",
+                "AIza", "aiza", "npm_", "pypi-", "glpat-", "GLRT-", "gl", "pat", "x", "_", "-", " ", ":", "/",
+                "abcdefghij", "1234", "é", "ſk_live_", "\\"]
+"""Pieces of the new rules' words (ISSUE 36) for the compiled scanner's screen."""
+_SCREEN_TEXTS = st.lists(st.sampled_from(SCREEN_WORDS), max_size=8).map("".join)
+_SCREEN_ARGS = st.dictionaries(st.sampled_from(["a", "url", "cmd"]),
+                               _SCREEN_TEXTS | st.lists(_SCREEN_TEXTS, max_size=4), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SCREEN_ARGS, min_size=1, max_size=5))
+def test_compiled_screen_marks_every_row_re2_flags_for_the_new_rules(objects: list[dict[str, Any]]) -> None:
+    """The scanner's anchor words (formats/_scan.pyx) cover the new parts of PRECHECK_PATTERN."""
+    import msgspec
+
+    from trace_report.formats import kineto
+
+    if kineto._scan is None:
+        pytest.skip("the compiled scanner is not built")
+    events = [{"ph": "X", "name": "k", "ts": i, "dur": 1, "args": a} for i, a in enumerate(objects)]
+    piece = kineto._scanned_piece(msgspec.json.encode(events))
+    assert piece is not None and piece.args_suspects is not None
+    args = piece.table.column("args").to_pylist()
+    hits = pc.fill_null(pc.match_substring_regex(pa.array(args, pa.string()), PRECHECK_PATTERN), False).to_pylist()
+    for text, hit, mark in zip(args, hits, piece.args_suspects.tolist(), strict=True):
+        assert mark or not hit, text
 
 
 def test_bearer_and_authorization_headers_keep_the_scheme() -> None:
@@ -428,3 +606,193 @@ def test_pieces_in_worker_processes_add_up(tmp_path: Any, monkeypatch: pytest.Mo
     assert not any(v in text for v in planted.values())
     assert "github_token@events.name (60 events)" in keys and "bearer@events.args (60 events)" in keys
     assert any("redacted secrets in events" in w for w in report.warnings)
+
+
+# ---------------------------------------------------------------- ISSUE 36: every stored string
+
+NSYS_SAMPLE = SHARED / "data" / "nsys" / "nvfuser_nsys_h100_matmul" / "report1.sqlite"
+NCU_DETAILS = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
+               "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value",
+               "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup"]
+
+
+def _planted_everywhere() -> dict[str, str]:
+    """One secret of each new shape per input, so that a leak names its input and its place."""
+    planted = {}
+    for where, seed in (("kineto", 60), ("nsys", 70), ("ncu", 80)):
+        planted |= {
+            f"{where}_url_pw": rand(14, seed=seed), f"{where}_pypi": pypi_token(seed + 1),
+            f"{where}_mysql_pw": rand(13, seed=seed + 2), f"{where}_stripe": "sk_live_" + rand(32, seed=seed + 3),
+            f"{where}_google": google_key(seed + 4), f"{where}_gitlab": "glpat-" + rand(20, ALNUM + "_-", seed + 5),
+            f"{where}_npm": npm_token(seed + 6), f"{where}_ghp": "ghp_" + rand(36, seed=seed + 7),
+            f"{where}_hf": hf_token(seed + 8),
+        }
+    return planted
+
+
+def _kineto_with_secrets(planted: dict[str, str]) -> dict[str, Any]:
+    p = {k.removeprefix("kineto_"): v for k, v in planted.items() if k.startswith("kineto_")}
+    base = {"ph": "X", "pid": 1, "tid": 1, "dur": 10.0}
+    events = [
+        {**base, "cat": "cpu_op", "name": "aten::mm", "ts": 0.0, "args": {"External id": 5}},
+        {**base, "cat": "user_annotation", "name": f"connect(postgres://app:{p['url_pw']}@db:5432/x)", "ts": 20.0},
+        {**base, "cat": "user_annotation", "name": f"mysql -h db -u root -p{p['mysql_pw']} prod", "ts": 30.0},
+        {**base, "cat": "python_function", "name": f"upload(https://__token__:{p['pypi']}@upload.pypi.org)",
+         "ts": 40.0},
+        {**base, "cat": "cpu_op", "name": "fetch", "ts": 50.0,
+         "args": {"External id": 6, "cmd": ["/usr/bin/mysqldump", "-uroot", f"-p{p['mysql_pw']}"],
+                  "charge": f"STRIPE_{p['stripe']}", "maps": f"key={p['google']}", "npm": f"NPM{p['npm']}"}},
+        {**base, "cat": f"custom_{p['gitlab']}", "name": "marker", "ts": 60.0, "tid": f"thread FOO_{p['ghp']}"},
+        {**base, "cat": "kernel", "name": "mask_live_kernel", "ts": 80.0, "tid": 7,
+         "args": {"correlation": 9, "stream": 7, "device": 0, "External id": 5}},
+    ]
+    return {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1},
+            "hostname": f"gpu-node-7.x_{p['hf']}", "deviceProperties": [
+                {"id": 0, "name": f"NVIDIA H100 {p['google']}", "computeMajor": 9, "computeMinor": 0}],
+            "traceEvents": events}
+
+
+def _nsys_with_secrets(path: Any, planted: dict[str, str]) -> None:
+    """Plant secrets in a copy of a real nsys export: StringIds (kernel and runtime names), NVTX
+    text and a domain, TARGET_INFO_GPU, TARGET_INFO_SYSTEM_ENV (host, OS) and META_DATA_EXPORT."""
+    import sqlite3
+
+    p = {k.removeprefix("nsys_"): v for k, v in planted.items() if k.startswith("nsys_")}
+    con = sqlite3.connect(path)
+    try:
+        kernel_name = con.execute("SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
+        con.execute("UPDATE StringIds SET value = value || ? WHERE id = ?", (f" /*FOO_{p['ghp']}*/", kernel_name))
+        runtime_name = con.execute("SELECT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()[0]
+        con.execute("UPDATE StringIds SET value = value || ? WHERE id = ?", (f" x_{p['hf']}", runtime_name))
+        (rowid,) = con.execute("SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 AND text IS NOT NULL "
+                               "LIMIT 1").fetchone()
+        con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?",
+                    (f"mysql -u root -p{p['mysql_pw']} && curl https://__token__:{p['pypi']}@upload.pypi.org", rowid))
+        con.execute("UPDATE NVTX_EVENTS SET domainId = 4242 WHERE rowid = ?", (rowid,))
+        con.execute("INSERT INTO NVTX_EVENTS (start, eventType, domainId, text) VALUES (0, 75, 4242, ?)",
+                    (f"domain postgres://u:{p['url_pw']}@db/x",))
+        con.execute("UPDATE TARGET_INFO_GPU SET name = name || ?, chipName = ?",
+                    (f" {p['google']}", f"GH100 STRIPE_{p['stripe']}"))
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'Hostname'", (f"node-{p['npm']}",))
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'OsDescription'",
+                    (f"Ubuntu GL_{p['gitlab']}",))
+        con.execute("UPDATE META_DATA_EXPORT SET value = value || ? WHERE name = 'EXPORT_PRODUCT_VERSION'",
+                    (f" redis://:{p['url_pw']}@cache",))
+        con.commit()
+    finally:
+        con.close()
+
+
+def _ncu_csv_with_secrets(path: Any, planted: dict[str, str]) -> None:
+    """An ``ncu --csv --page details`` export (the layout tests/formats/test_ncu_csv.py builds)."""
+    import csv
+    import io
+
+    p = {k.removeprefix("ncu_"): v for k, v in planted.items() if k.startswith("ncu_")}
+    ids = ["0", "4242", f"mysql -u root -p{p['mysql_pw']}", f"host-x_{p['hf']}",
+           f"void gemm_kernel<FOO_{p['ghp']}>(int)", "1", "7", "(128, 1, 1)", "(64, 1, 1)", "0", "9.0"]
+    rows = [
+        ids + ["GPU Speed Of Light Throughput", "Duration", "usecond", "12.5", "", "", "", "", ""],
+        ids + ["GPU Speed Of Light Throughput", "DRAM Throughput", "%", "41.2", "", "", "", "", ""],
+        ids + ["Device Attributes", "device__attribute_display_name", "", f"NVIDIA H100 {p['google']}",
+               "", "", "", "", ""],
+        ids + [f"Custom STRIPE_{p['stripe']}", "note", f"npm{p['npm']}", f"https://__token__:{p['pypi']}@up",
+               "", "", "", "", ""],
+        ids + ["GPU Speed Of Light Throughput", "", "", "", "SOLBottleneck", "OPT",
+               f"see postgres://u:{p['url_pw']}@h GL_{p['gitlab']}", "global", "42.5"],
+    ]
+    buf = io.StringIO()
+    buf.write("==PROF== Disconnected from process 4242\n")
+    writer = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerow(NCU_DETAILS)
+    writer.writerows(rows)
+    path.write_text(buf.getvalue())
+
+
+def handle_rows(db: Any, query: str) -> list[tuple[Any, ...]]:
+    import trace_report as tr
+
+    with tr.open(db) as handle:
+        return handle.con.execute(query).fetchall()
+
+
+def _every_value(con: Any) -> list[str]:
+    """Every value of every column of every table and view a connection shows (temporary ones
+    included), as text: one ``string_agg`` per column."""
+    texts = []
+    columns = con.execute("SELECT database_name, schema_name, table_name, column_name FROM duckdb_columns() "
+                          "WHERE NOT internal ORDER BY ALL").fetchall()
+    assert len(columns) > 100
+    for db, schema, table, column in columns:
+        (value,) = con.execute(f'SELECT string_agg(CAST("{column}" AS VARCHAR), chr(10)) '
+                               f'FROM "{db}"."{schema}"."{table}"').fetchone()
+        texts.append(value or "")
+    return texts
+
+
+def test_end_to_end_every_stored_string_is_screened(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """ISSUE 36: secrets planted in a Kineto trace's host and device names, events' cat/tid/name/
+    args, an nsys export's StringIds, NVTX text and domains, TARGET_INFO and META_DATA, and an ncu
+    CSV's names, sections, units and values: after ingest, no column of any table or view and no
+    exported file holds one, and the traces rows say what was redacted where."""
+    import shutil
+
+    import pyarrow.parquet as pq
+    from conftest import run_cli
+
+    import trace_report as tr
+
+    if not NSYS_SAMPLE.is_file():
+        pytest.skip(f"{NSYS_SAMPLE} is absent")
+    planted = _planted_everywhere()
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "hostile.json").write_text(json.dumps(_kineto_with_secrets(planted)))
+    shutil.copy(NSYS_SAMPLE, src / "report1.sqlite")
+    (src / "report1.sqlite").chmod(0o644)
+    _nsys_with_secrets(src / "report1.sqlite", planted)
+    _ncu_csv_with_secrets(src / "profile.ncu.csv", planted)
+    assert all(v.encode() in b"".join(f.read_bytes() for f in src.iterdir()) for v in planted.values())
+    db = tmp_path / "out" / "all.duckdb"
+    db.parent.mkdir()
+    code, _, err = run_cli(["ingest", str(src / "hostile.json"), str(src / "report1.sqlite"),
+                            str(src / "profile.ncu.csv"), "-o", str(db)], capsys)
+    assert code == 0, err
+    assert "2 trace(s) ingested, 1 Nsight Compute report(s)" in err
+    assert not any(v in err for v in planted.values())
+    code, _, err = run_cli(["export", str(db), "-o", str(tmp_path / "out" / "export")], capsys)
+    assert code == 0, err
+
+    with tr.open(db) as handle:
+        texts = _every_value(handle.con)
+        tables = {t for (t,) in handle.con.execute("SELECT DISTINCT table_name FROM duckdb_columns()").fetchall()}
+        keys = dict(handle.con.execute("SELECT path, redacted_keys FROM traces").fetchall())
+        traces = handle.con.execute("SELECT path, host, device_name FROM traces ORDER BY trace_id").fetchall()
+        ncu = handle.con.execute("SELECT process_name, host, kernel, device_name FROM ncu_kernels").fetchall()
+    assert {"traces", "events", "kernel_names", "ncu_kernels", "ncu_metrics", "kernels"} <= tables
+    written = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" and "export" in p.parts for p in written)
+    texts += [p.read_bytes().decode("utf-8", "replace") for p in written]
+    texts += [json.dumps(pq.read_table(p).to_pylist(), default=str) for p in written if p.suffix == ".parquet"]
+    leaks = sorted(name for name, value in planted.items() if any(value in t for t in texts))
+    assert leaks == []
+
+    kineto, nsys = (keys[str(src / name)] for name in ("hostile.json", "report1.sqlite"))
+    assert traces[0][1:] == ("gpu-node-7.x_<redacted:hf_token>", "NVIDIA H100 <redacted:google_api_key>")
+    assert traces[1][1].startswith("node-<redacted:npm_token>")
+    assert {"hf_token@hostname", "google_api_key@deviceProperties[0].name", "google_api_key@traces.device_name",
+            "url_password@events.name (1 events)", "cli_flag@events.name (1 events)",
+            "pypi_token@events.name (1 events)", "gitlab_token@events.cat (1 events)",
+            "github_token@events.tid (1 events)", "cli_flag@events.args (1 events)",
+            "stripe_key@events.args (1 events)", "google_api_key@events.args (1 events)",
+            "npm_token@events.args (1 events)"} <= set(kineto)
+    assert {"npm_token@host", "google_api_key@device_name", "google_api_key@gpus[0].name",
+            "stripe_key@gpus[0].chipName", "gitlab_token@system.OsDescription", "url_password@nsys_version",
+            "cli_flag@events.name (1 events)", "pypi_token@events.name (1 events)",
+            "url_password@events.args (1 events)"} <= set(nsys), nsys
+    n_launches = len(handle_rows(db, "SELECT 1 FROM events WHERE cat = 'kernel' AND name LIKE '%<redacted:%'"))
+    assert f"github_token@events.name ({n_launches} events)" in nsys and n_launches >= 1
+    assert any(k.startswith("hf_token@events.name (") for k in nsys)
+    assert not any(v in " ".join(kineto + nsys) for v in planted.values())
+    assert ncu == [("mysql -u root -p<redacted:cli_flag>", "host-x_<redacted:hf_token>",
+                    "void gemm_kernel<FOO_<redacted:github_token>>(int)", "NVIDIA H100 <redacted:google_api_key>")]

@@ -74,35 +74,42 @@ for _c in range(1, 23):
 # The secret screen of ``args`` (:func:`_screen`): every match of
 # trace_report.redact.PRECHECK_PATTERN contains one of these words, compared case-insensitively
 # (``gh`` stands for ``gh[pousr]_``, ``--`` for ``-----BEGIN`` and ``--flag``, ``auth`` for
-# ``authorization``, ``secret`` for ``aws_secret``). Keep in step with that pattern; the test
-# tests/formats/test_scan_screen.py checks the screen against it.
+# ``authorization``, ``secret`` for ``aws_secret``, ``k_live_``/``k_test_`` for Stripe's
+# ``[sr]k_live_``, ``://`` for a URL with a password, the MySQL-like command words for a glued
+# ``-p``). Keep in step with that pattern; the test tests/formats/test_scan_screen.py checks the
+# screen against it.
 _ANCHORS = (b"hf_", b"sk-", b"akia", b"asia", b"gh", b"github_pat_", b"xox", b"eyj", b"--", b"bearer",
-            b"auth", b"secret", b"token", b"key", b"passw", b"credential")
+            b"auth", b"secret", b"token", b"key", b"passw", b"credential",
+            b"glpat-", b"gloas-", b"gldt-", b"glrt-", b"glcbt-", b"glptt-", b"glft-", b"glimt-", b"glagent-",
+            b"glsoat-", b"glffct-", b"k_live_", b"k_test_", b"aiza", b"npm_", b"pypi-", b"://", b"mysql",
+            b"mariadb", b"sshpass")
 cdef enum:
-    N_ANCHORS = 16
+    N_ANCHORS = 36
     ANCHOR_MAX = 12
 cdef uint8_t _ANCHOR_TEXT[N_ANCHORS][ANCHOR_MAX]
 cdef Py_ssize_t _ANCHOR_LEN[N_ANCHORS]
 cdef uint8_t _LOWER[256]
 """ASCII letters folded to lower case; other bytes unchanged."""
 cdef uint8_t _CLASS[256]
-"""0: a byte no anchor holds; 1-26: a letter (either case); 27 '-'; 28 '_'; 255: a non-ASCII
-byte (Unicode case folding could make a word of it: RE2 matches ``K`` with the Kelvin sign)."""
-cdef uint8_t _PAIR[32 * 32]
-"""1 where the two classes ``a * 32 + b`` begin an anchor."""
+"""0: a byte no anchor begins with; 1-26: a letter (either case); 27 '-'; 28 '_'; 29 ':'; 30 '/';
+255: a non-ASCII byte (Unicode case folding could make a word of it: RE2 matches ``K`` with the
+Kelvin sign)."""
+cdef uint64_t _PAIR[32 * 32]
+"""Bit ``k`` set where anchor ``k`` begins with a byte of class ``a`` then one of class ``b``
+(``a * 32 + b``): only those anchors are compared there."""
 for _c in range(256):
     _LOWER[_c] = _c + 32 if 65 <= _c <= 90 else _c
     _CLASS[_c] = 255 if _c >= 128 else (_LOWER[_c] - 96 if 97 <= _LOWER[_c] <= 122 else
-                                        (27 if _c == 45 else (28 if _c == 95 else 0)))
+                                        {45: 27, 95: 28, 58: 29, 47: 30}.get(_c, 0))
 for _c in range(32 * 32):
     _PAIR[_c] = 0
-assert len(_ANCHORS) == N_ANCHORS
+assert len(_ANCHORS) == N_ANCHORS <= 64
 for _k, _word in enumerate(_ANCHORS):
     assert len(_word) <= ANCHOR_MAX
     _ANCHOR_LEN[_k] = len(_word)
     for _c in range(len(_word)):
         _ANCHOR_TEXT[_k][_c] = _word[_c]
-    _PAIR[_CLASS[_word[0]] * 32 + _CLASS[_word[1]]] = 1
+    _PAIR[_CLASS[_word[0]] * 32 + _CLASS[_word[1]]] |= (<uint64_t>1) << _k
 
 
 cdef struct Buf:
@@ -247,32 +254,37 @@ cdef struct Event:
 # ---------------------------------------------------------------- the secret screen
 
 
-cdef int _anchor_at(const uint8_t* p, Py_ssize_t j, Py_ssize_t e) noexcept nogil:
-    """Whether an anchor word starts at ``p[j]`` (and ends by ``e``), case-insensitively."""
-    cdef Py_ssize_t a, q, m
-    for a in range(N_ANCHORS):
-        m = _ANCHOR_LEN[a]
-        if j + m > e:
-            continue
-        q = 0
-        while q < m and _LOWER[p[j + q]] == _ANCHOR_TEXT[a][q]:
-            q += 1
-        if q == m:
-            return 1
+cdef int _anchor_at(const uint8_t* p, Py_ssize_t j, Py_ssize_t e, uint64_t which) noexcept nogil:
+    """Whether one of the anchor words ``which`` (bits, :data:`_PAIR`) starts at ``p[j]`` (and
+    ends by ``e``), case-insensitively."""
+    cdef Py_ssize_t a = 0, q, m
+    while which:
+        if which & 1:
+            m = _ANCHOR_LEN[a]
+            if j + m <= e:
+                q = 0
+                while q < m and _LOWER[p[j + q]] == _ANCHOR_TEXT[a][q]:
+                    q += 1
+                if q == m:
+                    return 1
+        which >>= 1
+        a += 1
     return 0
 
 
 cdef int _screen(const uint8_t* p, Py_ssize_t s, Py_ssize_t e) noexcept nogil:
     """Whether the raw string content ``p[s:e]`` could hold a secret: it has an anchor word
-    or a non-ASCII byte. A pair table finds where a word may start; only there are the words
+    or a non-ASCII byte. A pair table finds where a word may start, and which; only those words are
     compared, so the screen costs about one table look-up per byte."""
     cdef uint8_t prev = 0, c
+    cdef uint64_t which
     cdef Py_ssize_t j
     for j in range(s, e):
         c = _CLASS[p[j]]
         if c == 255:
             return 1
-        if _PAIR[prev * 32 + c] and _anchor_at(p, j - 1, e):
+        which = _PAIR[prev * 32 + c]
+        if which and _anchor_at(p, j - 1, e, which):
             return 1
         prev = c
     return 0

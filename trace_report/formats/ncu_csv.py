@@ -18,6 +18,8 @@ https://docs.nvidia.com/nsight-compute/NsightComputeCli/index.html):
 
 Lines before the header (``==PROF==`` progress, program output) are skipped; values may carry
 thousands separators (``"1,215,000,000.00"``) or read ``n/a``; units auto-scale per value.
+Every string kept (kernel, process and host names, sections, labels, units, text values) goes
+through the secret screen of :mod:`trace_report.redact` (:func:`screen_strings`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from trace_report.formats.ncu_types import (
     fill_device_names,
     split_instances,
 )
+from trace_report.redact import StringScreen
 
 ID_COLUMNS = {
     "ID": "launch_id", "Process ID": "process_id", "Process Name": "process_name",
@@ -166,7 +169,19 @@ def read_ncu_csv(path: Path) -> NcuData:
     details = "Metric Name" in header and "Metric Value" in header
     data = _details(header, rows) if details else _raw(header, rows, path)
     fill_device_names(data)
+    screen_strings(data)
     return data
+
+
+def screen_strings(data: NcuData) -> list[str]:
+    """Replace the secrets in every string of ``data`` (launch fields, metric columns), in
+    place, with :class:`~trace_report.redact.StringScreen` (each distinct string judged once);
+    returns what was replaced as ``kind@ncu_kernels.<field> (N rows)`` /
+    ``kind@ncu_metrics.<column> (N rows)``. The .ncu-rep reader calls it too."""
+    screen = StringScreen()
+    data.kernels = [screen.record(row, "ncu_kernels") for row in data.kernels]
+    data.metrics = {key: screen.column(values, f"ncu_metrics.{key}") for key, values in data.metrics.items()}
+    return screen.summary("rows")
 
 
 def _details(header: list[str], rows: list[list[str]]) -> NcuData:

@@ -5,6 +5,7 @@ Every scalar metric of every profiled launch is kept (values converted to base u
 report stores times in ``ns``), plus the per-opcode SASS instruction counts of the Source
 Counters / Instruction Statistics sections (instanced metrics, one row per opcode), which the
 roofline uses for half-precision and tensor-core work. Strings (device name) go to ``text``.
+Every string kept goes through the secret screen (:func:`~trace_report.formats.ncu_csv.screen_strings`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_report.errors import InputError
+from trace_report.formats.ncu_csv import screen_strings
 from trace_report.formats.ncu_types import INSTANCED, NcuData, fill_device_names
 
 _SKIP_PREFIXES = ("group:", "breakdown:", "pmsampling:")
@@ -107,4 +109,5 @@ def read_ncu_rep(path: Path) -> NcuData:
     if not data.kernels:
         raise InputError(f"{path}: not a readable Nsight Compute report (no profiling results in it)")
     fill_device_names(data)
+    screen_strings(data)
     return data

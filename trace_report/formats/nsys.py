@@ -12,6 +12,12 @@ id and ``tid`` = stream id (as Kineto writes them); CPU rows get the process and
 decoded from nsys' serialized ``globalTid`` (``pid = (gtid >> 24) & 0xFFFFFF``,
 ``tid = gtid & 0xFFFFFF``). Environment variables (``TARGET_INFO_SYSTEM_ENV.DeviceEnvironment``)
 are never read into the metadata.
+
+Every string read (``StringIds`` names, NVTX text and domains, ``TARGET_INFO_*`` and
+``META_DATA_EXPORT`` values, the host name) goes through the secret screen of
+:mod:`trace_report.redact`, as a Kineto trace's do: each distinct string once
+(:class:`~trace_report.redact.StringScreen`), the events changed counted as
+``kind@events.<column> (N events)`` and the metadata's as ``kind@<path>`` in ``redacted_keys``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from trace_report.errors import InputError
+from trace_report.redact import StringScreen, redact_text, redact_value, summarize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,7 +89,7 @@ def _row(cat: str, name: str | None, pid: str | None, tid: str | None, start: in
             "args": json.dumps(args or {}, separators=(",", ":"))}
 
 
-def _kernels(con: sqlite3.Connection) -> list[dict[str, Any]]:
+def _kernels(con: sqlite3.Connection, screen: StringScreen) -> list[dict[str, Any]]:
     cols = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
     extra = [c for c in ("graphNodeId", "globalPid", "launchType") if c in cols]
     sql = ("SELECT k.start, k.end, k.deviceId, k.contextId, k.streamId, k.correlationId, d.value, s.value, "
@@ -93,6 +100,8 @@ def _kernels(con: sqlite3.Connection) -> list[dict[str, Any]]:
     rows = []
     for r in con.execute(sql):
         (start, end, dev, ctx, stream, corr, demangled, short, gx, gy, gz, bx, by, bz, regs, ssm, dsm) = r[:17]
+        name = screen(demangled or short, "events.name")
+        short = screen(short, "events.args")
         more = dict(zip(extra, r[17:], strict=True))
         args = {"device": dev, "context": ctx, "stream": stream, "correlation": corr, "grid": [gx, gy, gz],
                 "block": [bx, by, bz], "registers per thread": regs, "shared memory": ssm + dsm,
@@ -101,11 +110,11 @@ def _kernels(con: sqlite3.Connection) -> list[dict[str, Any]]:
             args["process id"] = int(_gtid(more["globalPid"])[0])
         if more.get("graphNodeId") is not None:
             args["graph node id"] = more["graphNodeId"]
-        rows.append(_row("kernel", demangled or short, str(dev), str(stream), start, end, stream, dev, corr, args))
+        rows.append(_row("kernel", name, str(dev), str(stream), start, end, stream, dev, corr, args))
     return rows
 
 
-def _runtime(con: sqlite3.Connection) -> list[dict[str, Any]]:
+def _runtime(con: sqlite3.Connection, screen: StringScreen) -> list[dict[str, Any]]:
     classes = {0: "cuda_runtime", 1: "cuda_driver"}
     if "ENUM_NSYS_EVENT_CLASS" in _tables(con):
         for cid, label in con.execute("SELECT id, label FROM ENUM_NSYS_EVENT_CLASS"):
@@ -118,7 +127,9 @@ def _runtime(con: sqlite3.Connection) -> list[dict[str, Any]]:
            "FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId")
     for start, end, cls, gtid, corr, raw, ret in con.execute(sql):
         pid, tid = _gtid(gtid)
-        name = _API_VERSION.sub("", raw) if raw else raw
+        name = screen(raw, "events.name")
+        name = _API_VERSION.sub("", name) if name else name
+        raw = screen(raw, "events.args")
         rows.append(_row(classes.get(cls, "cuda_runtime"), name, pid, tid, start, end, correlation=corr,
                          args={"correlation": corr, "api name": raw, "return value": ret}))
     return rows
@@ -141,7 +152,7 @@ def _memory(con: sqlite3.Connection, tables: set[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _nvtx(con: sqlite3.Connection) -> list[dict[str, Any]]:
+def _nvtx(con: sqlite3.Connection, screen: StringScreen) -> list[dict[str, Any]]:
     domains = dict(con.execute("SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = 75 AND text IS NOT NULL"))
     marks = ",".join(map(str, NVTX_RANGES))
     sql = ("SELECT n.start, n.end, n.globalTid, coalesce(n.text, s.value), n.domainId, n.eventType, n.category "
@@ -152,10 +163,10 @@ def _nvtx(con: sqlite3.Connection) -> list[dict[str, Any]]:
         pid, tid = _gtid(gtid)
         args = {"nvtx event type": etype}
         if domain:
-            args["domain"] = domains.get(domain, domain)
+            args["domain"] = screen(domains.get(domain, domain), "events.args")
         if category:
             args["category"] = category
-        rows.append(_row("user_annotation", text, pid, tid, start, end, args=args))
+        rows.append(_row("user_annotation", screen(text, "events.name"), pid, tid, start, end, args=args))
     return rows
 
 
@@ -184,7 +195,8 @@ def _system(con: sqlite3.Connection, tables: set[str]) -> dict[str, str]:
         f"SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN ({marks})", wanted)}
 
 
-def _facts(con: sqlite3.Connection, tables: set[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _facts(con: sqlite3.Connection, tables: set[str], rows: list[dict[str, Any]],
+           screen: StringScreen) -> dict[str, Any]:
     meta, gpus, system = _meta(con, tables), _gpus(con, tables), _system(con, tables)
     used = Counter(r["device"] for r in rows if r["cat"] == "kernel" and r["device"] is not None).most_common(1)
     gpu = next((g for g in gpus if used and g.get("id") == int(used[0][0])), gpus[0] if gpus else {})
@@ -199,13 +211,21 @@ def _facts(con: sqlite3.Connection, tables: set[str], rows: list[dict[str, Any]]
     if "TARGET_INFO_SESSION_START_TIME" in tables:
         start = con.execute("SELECT utcTime FROM TARGET_INFO_SESSION_START_TIME").fetchall()
         metadata["session_start_utc"] = start[0][0] if start else None
+    metadata, found = redact_value(metadata)
+    host, device = system.get("Hostname"), gpu.get("name")
+    if isinstance(host, str):
+        host, in_host = redact_text(host, "host")
+        found += in_host
+    if isinstance(device, str):
+        device, in_device = redact_text(device, "device_name")
+        found += in_device
     return {
-        "rank": None, "rank_source": None, "world_size": None, "host": system.get("Hostname"),
-        "device_name": gpu.get("name"), "compute_capability": cc,
+        "rank": None, "rank_source": None, "world_size": None, "host": host,
+        "device_name": device, "compute_capability": cc,
         "schema_version": f"nsys-sqlite {meta.get('EXPORT_SCHEMA_VERSION', '?')}", "torch_version": None,
         "n_events": len(rows), "n_complete_events": len(rows),
         "n_kernels": sum(1 for r in rows if r["cat"] == "kernel"),
-        "metadata": json.dumps(metadata, default=str), "redacted_keys": [],
+        "metadata": json.dumps(metadata, default=str), "redacted_keys": summarize(found) + screen.summary(),
     }
 
 
@@ -216,7 +236,8 @@ def read_nsys_sqlite(path: Path | str) -> tuple[dict[str, Any], pa.Table]:
     ``event_id``), sorted by start time. Facts keys: ``rank``, ``rank_source``, ``world_size``
     (None: nsys records none), ``host``, ``device_name``, ``compute_capability`` (of the GPU
     that ran most kernels), ``schema_version``, ``torch_version``, ``n_events``,
-    ``n_complete_events``, ``n_kernels``, ``metadata`` (JSON), ``redacted_keys``.
+    ``n_complete_events``, ``n_kernels``, ``metadata`` (JSON), ``redacted_keys`` (what the secret
+    screen replaced: ``kind@path`` in the metadata, ``kind@host``, ``kind@events.name (N events)``...).
     Raises :class:`InputError` for a missing, non-SQLite or non-nsys file.
     """
     path = Path(path)
@@ -228,14 +249,15 @@ def read_nsys_sqlite(path: Path | str) -> tuple[dict[str, Any], pa.Table]:
             raise InputError(f"{path}: an SQLite database, but not an nsys export "
                              "(no StringIds / CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS tables)")
         rows: list[dict[str, Any]] = []
+        screen = StringScreen()
         if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-            rows += _kernels(con)
+            rows += _kernels(con, screen)
         if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-            rows += _runtime(con)
+            rows += _runtime(con, screen)
         rows += _memory(con, tables)
         if "NVTX_EVENTS" in tables:
-            rows += _nvtx(con)
-        facts = _facts(con, tables, rows)
+            rows += _nvtx(con, screen)
+        facts = _facts(con, tables, rows, screen)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: unreadable nsys export ({exc})") from exc
     finally:

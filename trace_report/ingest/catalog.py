@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from trace_report.redact import redact_json_text, redact_text
 from trace_report.store.memory import MemoryStore
 from trace_report.store.pieces import ParquetStore
 
@@ -25,6 +26,11 @@ TRACE_VALUES = 19
 the rows are written), in table order (``store/sql/schema.sql``)."""
 CHUNK_ROWS = 100
 """Rows per INSERT statement (a few thousand parameters at most)."""
+TRACE_TEXT_COLUMNS = {1: "path", 2: "run_id", 4: "rank_source", 6: "host", 7: "device_name",
+                      8: "compute_capability", 9: "torch_version", 10: "schema_version", 14: "sha256",
+                      17: "metadata"}
+"""The text values of a ``traces`` row (position -> column) that :meth:`Catalog.add_trace`
+screens for secrets; position 18 is ``redacted_keys`` (what was redacted, never a value)."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +81,16 @@ class Catalog:
             self._by_sha[trace.sha256].remove(trace)
 
     def add_trace(self, values: list[Any]) -> None:
-        """One ``traces`` row (:data:`TRACE_VALUES` values, table order)."""
+        """One ``traces`` row (:data:`TRACE_VALUES` values, table order).
+
+        Every text value (:data:`TRACE_TEXT_COLUMNS`) goes through the secret screen of
+        :mod:`trace_report.redact` on its way in, whatever the reader did before (Kineto
+        ``deviceProperties`` names, nsys host names, run folder names...): what it replaces is
+        added to ``redacted_keys`` as ``kind@traces.<column>``. The rules of
+        :mod:`~trace_report.ingest.versions` keep comparing the path as given."""
         assert len(values) == TRACE_VALUES
-        self.traces.append(values)
         self._know(KnownTrace(values[0], values[1], values[14], values[15], values[16]))
+        self.traces.append(screen_trace_row(values))
 
     def add_files(self, trace_id: int, files: list[tuple[Path, int]]) -> None:
         """A trace's Parquet pieces (path, rows), for ``event_files``."""
@@ -110,6 +122,22 @@ class Catalog:
         self.traces.clear()
         self.files.clear()
         self.kernel_names.clear()
+
+
+def screen_trace_row(values: list[Any]) -> list[Any]:
+    """A copy of a ``traces`` row with secrets in its text values replaced (``metadata`` as JSON,
+    keys counting) and ``kind@traces.<column>`` added to its ``redacted_keys`` (position 18)."""
+    out = list(values)
+    found: list[str] = []
+    for pos, column in TRACE_TEXT_COLUMNS.items():
+        value = out[pos]
+        if isinstance(value, str):
+            redact = redact_json_text if column == "metadata" else redact_text
+            out[pos], hits = redact(value, f"traces.{column}")
+            found.extend(str(r) for r in hits)
+    if found:
+        out[18] = list(dict.fromkeys([*(out[18] or []), *found]))
+    return out
 
 
 def _chunks(rows: list[Any], size: int) -> list[list[Any]]:

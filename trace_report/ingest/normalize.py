@@ -4,8 +4,10 @@ Normalisation happens here, vectorised with Arrow, in whichever process decoded 
 the 2020/2021 capitalised categories become the PyTorch 2.x names, a ``stream`` missing from
 ``args`` is taken from a ``tid`` of the form ``"stream 7"``, and Itanium-mangled names
 (``_Z...``) are demangled (the raw names are returned so that ``kernel_names`` keeps them).
-Secrets in ``name`` and ``args`` are replaced (:mod:`trace_report.redact`): one RE2 screen over
-each column, the Python redaction only for the rows it flags.
+Secrets in every text column (``cat``, ``name``, ``pid``, ``tid``, ``args``) are replaced
+(:mod:`trace_report.redact`): one RE2 screen over each column (over its distinct values where the
+column is dictionary-encoded anyway: ``cat``, ``name``, ``pid``, ``tid``; over the rows the
+compiled scanner marks for ``args``), the Python redaction only for the values it flags.
 
 Numbers are checked here too (``docs/schema.md``, "Excluded and duplicate events"): rows with a
 negative or non-finite duration, a non-finite timestamp or a duration over
@@ -30,7 +32,7 @@ import pyarrow as pa
 from trace_report import arrowcalls as ac
 from trace_report.formats.names import demangle
 from trace_report.formats.schema import EVENTS_SCHEMA
-from trace_report.redact import PRECHECK_PATTERN, Redaction, redact_json_text, redact_text
+from trace_report.redact import PRECHECK_PATTERN, Redaction, could_contain_secret, redact_json_text, redact_text
 
 CATEGORY_NAMES = {
     "Kernel": "kernel",
@@ -60,6 +62,11 @@ EDGE_ROWS = 16
 """Rows with the latest ends and the earliest starts kept per piece for :func:`overlong_events`."""
 DUPLICATE_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us", "args"]
 """Two rows equal in all of these are exact duplicates."""
+SMALL_SCREEN = 1024
+"""Values of up to this many bytes in all (the dictionaries of categories, pids and tids) are
+screened in Python (:func:`~trace_report.redact.could_contain_secret`, the same pattern): an
+RE2 call compiles the pattern each time (0.2 ms), more than so few bytes cost in Python (whose
+``re`` is slower per byte: names and args always go to RE2)."""
 
 
 class EdgeRow(NamedTuple):
@@ -89,7 +96,7 @@ class PieceStats:
     kernel_devices: Counter[int] = field(default_factory=Counter)
     mangled: dict[str, str] = field(default_factory=dict)
     redactions: Counter[str] = field(default_factory=Counter)
-    """Events with a secret replaced, by ``kind@events.name`` / ``kind@events.args``."""
+    """Events with a secret replaced, by ``kind@events.<column>`` (``name``, ``args``, ``cat``, ``pid``, ``tid``)."""
     n_bad_numbers: int = 0
     """Rows dropped for a negative, non-finite or over-:data:`ABSURD_DUR_US` duration or timestamp."""
     bad_example: tuple[str | None, float, float] | None = None
@@ -130,12 +137,22 @@ def arrow_of(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
-def _normalise_categories(cat: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """``cat`` with Kineto's spellings made one (:data:`CATEGORY_NAMES`), and its
-    :func:`_text_hashes` (from the same dictionary)."""
+def _normalise_categories(cat: pa.ChunkedArray | pa.Array, counts: Counter[str]) -> tuple[pa.Array, np.ndarray]:
+    """``cat`` with Kineto's spellings made one (:data:`CATEGORY_NAMES`) and secrets redacted,
+    and its :func:`_text_hashes` (from the same dictionary)."""
     enc = ac.dictionary_encode(cat).combine_chunks() if isinstance(cat, pa.ChunkedArray) else ac.dictionary_encode(cat)
     values = pa.array([CATEGORY_NAMES.get(v, v) for v in enc.dictionary.to_pylist()], pa.string())
+    values = _redact_column(values, "cat", redact_text, counts, enc.indices)
     return ac.take(values, enc.indices), _dictionary_hashes(values, enc.indices)
+
+
+def _screened_text(column: pa.Array, where: str, counts: Counter[str]) -> tuple[pa.Array, np.ndarray]:
+    """A text column (``pid``, ``tid``) with secrets redacted, and its :func:`_text_hashes`:
+    one dictionary for both (:func:`row_keys` would encode it anyway)."""
+    enc = ac.dictionary_encode(column)
+    dictionary = _redact_column(enc.dictionary, where, redact_text, counts, enc.indices)
+    out = column if dictionary is enc.dictionary else ac.take(dictionary, enc.indices)
+    return out, _dictionary_hashes(dictionary, enc.indices)
 
 
 def _demangle_names(name: pa.Array, counts: Counter[str]) -> tuple[pa.Array, dict[str, str], np.ndarray]:
@@ -150,6 +167,10 @@ def _demangle_names(name: pa.Array, counts: Counter[str]) -> tuple[pa.Array, dic
         out = name if dictionary is enc.dictionary else ac.take(dictionary, enc.indices)
         return out, {}, _dictionary_hashes(dictionary, enc.indices)
     values = pa.array([mangled.get(u, u) if u is not None else None for u in uniques], pa.string())
+    screened = _redact_column(values, "name", redact_text, counts, enc.indices)  # demangled text, judged again
+    if screened is not values:
+        values = screened
+        mangled = {u: v for u, v in zip(uniques, values.to_pylist(), strict=True) if u in mangled}
     return ac.take(values, enc.indices), mangled, _dictionary_hashes(values, enc.indices)
 
 
@@ -157,6 +178,9 @@ def _screen(values: pa.Array, candidates: np.ndarray | None) -> pa.Array | None:
     """Rows of ``values`` that :data:`~trace_report.redact.PRECHECK_PATTERN` matches (bool
     array), or None for none. ``candidates`` (bool per row, from the compiled scanner) limits
     the RE2 pass to the rows it marks: the others cannot match."""
+    if candidates is None and values.nbytes <= SMALL_SCREEN:
+        flags = [v is not None and could_contain_secret(v) for v in values.to_pylist()]
+        return pa.array(flags, pa.bool_()) if any(flags) else None
     if candidates is None:
         hits = ac.fill_null(ac.match_substring_regex(values, PRECHECK_PATTERN), False)
         return hits if ac.any(hits).as_py() else None
@@ -275,9 +299,11 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     base = piece_number << PIECE_ID_BITS
     cols = {c: raw.column(c) for c in raw.column_names}
     cols = {c: (v.chunk(0) if v.num_chunks == 1 else v.combine_chunks()) for c, v in cols.items()}
-    cat, cat_hashes = _normalise_categories(cols["cat"])
     redactions: Counter[str] = Counter()
+    cat, cat_hashes = _normalise_categories(cols["cat"], redactions)
     name, mangled, name_hashes = _demangle_names(cols["name"], redactions)
+    pid, pid_hashes = _screened_text(cols["pid"], "pid", redactions)
+    tid, tid_hashes = _screened_text(cols["tid"], "tid", redactions)
     args = _redact_column(cols["args"], "args", redact_json_text, redactions, candidates=args_suspects)
     table = pa.Table.from_arrays(
         [
@@ -285,8 +311,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
             arrow_of(np.arange(base, base + n, dtype=np.int64)),
             cat,
             name,
-            cols["pid"],
-            cols["tid"],
+            pid,
+            tid,
             cols["ts_us"],
             cols["dur_us"],
             _stream(cols["stream"], cols["tid"]),
@@ -307,6 +333,7 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         table = ac.filter(table, keep)
         kept = keep.to_numpy(zero_copy_only=False)
         cat_hashes, name_hashes = cat_hashes[kept], name_hashes[kept]
+        pid_hashes, tid_hashes = pid_hashes[kept], tid_hashes[kept]
     late_ends, early_starts = _edge_rows(table)
     is_kernel = ac.fill_null(ac.equal(table.column("cat"), "kernel"), False)
     devices = ac.filter(table.column("device"), is_kernel)
@@ -326,7 +353,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         early_starts=early_starts,
         n_not_objects=n_not_objects,
         n_bad_utf8=n_bad_utf8,
-        dup_keys=[np.sort(row_keys(table, {"cat": cat_hashes, "name": name_hashes}))],
+        dup_keys=[np.sort(row_keys(table, {"cat": cat_hashes, "name": name_hashes, "pid": pid_hashes,
+                                           "tid": tid_hashes}))],
     )
     return table, stats
 

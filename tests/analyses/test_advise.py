@@ -9,6 +9,7 @@ import re
 import statistics
 
 import pytest
+from advise_traces import clip, length, union
 from conftest import GPU_OP_CATS, KERNEL_CATS, RUNTIME_CATS, TRACES, events_of, load_json, tar_ranks, trace_file
 
 import trace_report as tr
@@ -22,24 +23,6 @@ COMM = re.compile(r"^(nccl|hip|hccl)|ncclKernel")  # HTA's communication kernel 
 
 def corr(e: dict) -> int | None:
     return (e.get("args") or {}).get("correlation")
-
-
-def union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-def length(spans: list[tuple[float, float]]) -> float:
-    return sum(b - a for a, b in spans)
-
-
-def clip(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
-    return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in spans)
 
 
 class Plain:

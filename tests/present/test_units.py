@@ -47,3 +47,12 @@ def test_empty_result_prints_the_note_and_no_empty_box():
     out = invoke(["memory", TRACES / "hta_a100_ddp_nccl"])
     assert out.exit_code == 0 and out.stdout == "" and "note: no [memory] events" in out.stderr
     assert invoke(["memory", TRACES / "hta_a100_ddp_nccl", "-f", "json"]).stdout.strip() == "[]"
+
+
+def test_unknown_output_suffix_is_a_usage_error(tmp_path):
+    trace = REPO / "traces" / "h100-2026-11-25" / "baseline"
+    out = invoke(["top-kernels", trace, "-o", tmp_path / "out.xlsx"])
+    assert out.exit_code == 2 and out.stderr.strip().startswith("Error:") and ".csv, .json or .md" in out.stderr
+    assert not (tmp_path / "out.xlsx").exists()
+    assert invoke(["top-kernels", trace, "-o", tmp_path / "out.txt"]).exit_code == 0
+    assert invoke(["top-kernels", trace, "-o", tmp_path / "out.xlsx", "-f", "csv"]).exit_code == 0

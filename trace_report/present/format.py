@@ -8,6 +8,8 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
+from trace_report.errors import UsageError
+
 
 class Format(str, enum.Enum):
     table = "table"
@@ -36,11 +38,19 @@ class OutputOptions:
         return Format.table if self.output is None else _format_for(self.output)
 
 
+SUFFIXES = {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown, ".markdown": Format.markdown,
+            ".txt": Format.table, "": Format.table}
+
+
 def _format_for(path: Path) -> Format:
+    """The format an output file's suffix names; an unknown suffix (``out.xlsx``) is a usage error
+    rather than a box-drawn text table under that name (issue 33). Devices and FIFOs
+    (``/dev/stdout``) have no suffix: a table."""
     suffix = path.suffix.lower()
-    return {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown}.get(
-        suffix, Format.table
-    )
+    if suffix not in SUFFIXES:
+        raise UsageError(f"{path}: unknown output format {suffix!r}: name the file .txt (table), .csv, .json or .md, "
+                         "or give --format table|csv|json|markdown")
+    return SUFFIXES[suffix]
 
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "µ"),

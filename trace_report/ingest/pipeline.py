@@ -165,6 +165,10 @@ class Ingest:
              facts["n_complete_events"], facts["n_kernels"], sha, st.st_size, st.st_mtime_ns,
              facts["metadata"], facts["redacted_keys"]],
         )
+        if facts["redacted_keys"]:  # as for Kineto traces: what the screen replaced is said
+            keys = list(facts["redacted_keys"])
+            self.summary.warnings.append(f"{src.label}: redacted {len(keys)} secret-looking value(s): "
+                                         f"{', '.join(keys[:5])}")
         self.summary.ingested.append((trace_id, src.label))
         self.summary.stored_events[trace_id] = n
 

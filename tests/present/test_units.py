@@ -56,3 +56,22 @@ def test_unknown_output_suffix_is_a_usage_error(tmp_path):
     assert not (tmp_path / "out.xlsx").exists()
     assert invoke(["top-kernels", trace, "-o", tmp_path / "out.txt"]).exit_code == 0
     assert invoke(["top-kernels", trace, "-o", tmp_path / "out.xlsx", "-f", "csv"]).exit_code == 0
+
+
+def test_list_and_struct_columns_are_json_in_json_and_csv():
+    """Issue 36: LIST columns came out of -f json/csv as numpy reprs ("[1 2 3]")."""
+    import numpy as np
+    import pandas as pd
+
+    from trace_report.present.format import Format
+    from trace_report.present.tables import render
+
+    trace = REPO / "traces" / "h100-2026-11-25" / "baseline"
+    query = "SELECT [1, 2, 3] AS l, {'a': 1, 'b': [2]} AS s"
+    (row,) = list(csv.DictReader(io.StringIO(invoke(["sql", trace, query, "-f", "csv"]).stdout)))
+    assert json.loads(row["l"]) == [1, 2, 3] and json.loads(row["s"]) == {"a": 1, "b": [2]}
+    assert json.loads(invoke(["sql", trace, query, "-f", "json"]).stdout) == [{"l": [1, 2, 3], "s": {"a": 1, "b": [2]}}]
+    frame = pd.DataFrame({"l": [np.array([1, 2, 3])], "x": [1.5]})  # what pandas gives for a LIST column
+    assert json.loads(render(frame, Format.json)) == [{"l": [1, 2, 3], "x": 1.5}]
+    (row,) = list(csv.DictReader(io.StringIO(render(frame, Format.csv))))
+    assert json.loads(row["l"]) == [1, 2, 3] and row["x"] == "1.5"

@@ -47,6 +47,12 @@ def _clean(value: Any) -> Any:
         return None
     if isinstance(value, Decimal):
         return _clean(float(value))
+    if isinstance(value, dict):  # DuckDB STRUCT / MAP
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):  # DuckDB LIST
+        return [_clean(v) for v in value]
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:  # a LIST column through pandas: ndarray
+        return [_clean(v) for v in value.tolist()]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         try:
             return value.item()
@@ -77,14 +83,27 @@ def _numeric(frame: Printable) -> list[bool]:
     return [bool(is_numeric_dtype(frame[c])) for c in frame.columns]
 
 
+def _csv_cell(value: Any) -> Any:
+    """A CSV cell: empty for None/NaN, LIST and STRUCT values as JSON text (``[1, 2, 3]``,
+    ``{"a": 1}``), never a numpy repr (``[1 2 3]``)."""
+    value = _clean(value)
+    if value is None:
+        return ""
+    return json.dumps(value, default=str) if isinstance(value, list | dict) else value
+
+
 def _csv(frame: Printable) -> str:
     if not isinstance(frame, Rows):
+        nested = [c for c in frame.columns if frame[c].dtype == object
+                  and frame[c].map(lambda v: isinstance(v, list | tuple | dict) or getattr(v, "ndim", 0) > 0).any()]
+        if nested:
+            frame = frame.assign(**{c: frame[c].map(_csv_cell) for c in nested})
         return str(frame.to_csv(index=False))
     buf = io.StringIO()  # as pandas' to_csv writes them: repr of floats, empty for None/NaN
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(frame.columns)
     for row in frame:
-        writer.writerow(["" if (c := _clean(v)) is None else c for v in row])
+        writer.writerow([_csv_cell(v) for v in row])
     return buf.getvalue()
 
 

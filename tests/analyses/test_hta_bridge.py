@@ -9,6 +9,7 @@ import math
 import shutil
 
 import pytest
+from advise_traces import union
 from conftest import TRACES, invoke
 
 import trace_report as tr
@@ -32,16 +33,6 @@ def a100_gpu_ops() -> list[dict]:
     return [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_OPS]
 
 
-def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 @pytest.fixture(scope="module")
 def a100_temporal():
     return hta_temporal([A100], HtaOptions(include_last_step=True))
@@ -58,12 +49,12 @@ def test_idle_time_agrees_with_hta(a100_temporal):
         ours = gpu_timeline(db).iloc[0]
     hta = a100_temporal.iloc[0]
     ops = a100_gpu_ops()
-    n_merged = len(merged([(e["ts"], e["ts"] + e["dur"]) for e in ops]))
+    n_merged = len(union([(e["ts"], e["ts"] + e["dur"]) for e in ops]))
     assert abs(ours["idle_us"] - hta["idle_us"]) <= 2.0 * (n_merged + 1)
     assert abs(ours["span_us"] - hta["span_us"]) <= 2.0
     # and the rounding explains the whole difference: HTA's numbers, reproduced in plain Python
     rounded = [(math.ceil(e["ts"]), math.floor(e["ts"] + e["dur"])) for e in ops]
-    busy = sum(b - a for a, b in merged([(a, b) for a, b in rounded if b > a]))
+    busy = sum(b - a for a, b in union([(a, b) for a, b in rounded if b > a]))
     span = max(b for _, b in rounded) - min(a for a, _ in rounded)
     assert hta["span_us"] == span and hta["idle_us"] == span - busy
 

@@ -136,6 +136,9 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
                         "sum(l.graph_ops) AS graph_ops "
                         "FROM launch_bound l JOIN traces t USING (trace_id) GROUP BY t.rank")
     q = queue_length(db, QueueOptions(rank=rank, steps_only=False)).frame
+    busiest = dict(con.execute(  # each rank's stream with the most GPU operations, in one scan
+        "SELECT rank, arg_max(stream, n) FROM (SELECT t.rank, g.stream, count(*) AS n FROM gpu_ops g "
+        "JOIN traces t USING (trace_id) WHERE g.stream IS NOT NULL GROUP BY ALL) GROUP BY rank").fetchall())
     ov = overlap(db, OverlapOptions(rank=rank, steps_only=False)).frame
     syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
     pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
@@ -152,7 +155,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
             facts[int(r)].hta_idle[str(cat)] = float(us or 0.0)
     for r, f in facts.items():
         f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
-        f.mean_queue = _busiest_queue(q, db, r)
+        f.mean_queue = _busiest_queue(q, busiest.get(r), r)
         mine = ov[ov["rank"] == r]
         f.comm_us, f.overlap_us = float(mine["comm_us"].sum()), float(mine["overlap_us"].sum())
         # the breakdown's data_loading region, as a share of the breakdown's windows (the steps, or
@@ -164,20 +167,15 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
     return facts
 
 
-def _busiest_queue(q: pd.DataFrame, db: TraceDB, rank: int) -> float | None:
-    """Mean launch-queue length of the rank's stream with the most GPU operations (HTA's queue
-    length, queue.sql); None without launches."""
+def _busiest_queue(q: pd.DataFrame, busiest: int | None, rank: int) -> float | None:
+    """Mean launch-queue length of the rank's stream with the most GPU operations (``busiest``;
+    HTA's queue length, queue.sql); the rank's largest mean without that stream; None without
+    launches."""
     mine = q[q["rank"] == rank]
     if mine.empty:
         return None
-    busiest = db.con.execute(
-        "SELECT g.stream FROM gpu_ops g JOIN traces t USING (trace_id) WHERE t.rank = $r AND g.stream IS NOT NULL "
-        "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1", {"r": rank}).fetchall()
-    if busiest:
-        on = mine[mine["stream"] == busiest[0][0]]
-        if len(on):
-            return float(on["mean_queue_length"].max())
-    return float(mine["mean_queue_length"].max())
+    on = mine[mine["stream"] == busiest]
+    return float((on if len(on) else mine)["mean_queue_length"].max())
 
 
 def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:

@@ -1,11 +1,16 @@
-"""Collectives per kind and message size: count, time, algorithm and bus bandwidth, skew.
+"""Collectives per kind and message size: count, time, wait, algorithm and bus bandwidth.
 
-One row per (``collective``, ``dtype``, ``bytes``, ``group_size``), per rank with ``by_rank``:
-``count`` (kernels, over ranks), ``time_us`` and ``mean_us`` (kernel time, µs), ``wait_us`` (µs a
-rank's collective kernel started before its last peer's: skew, where the ranks of one job are
-all present, else NULL), ``algbw_gbps`` = bytes / kernel time and ``busbw_gbps`` = algbw times
-nccl-tests' factor for ``group_size`` n: 2(n-1)/n (allreduce), (n-1)/n (allgather,
-reducescatter, alltoall), 1 (broadcast, reduce, send/recv). GB/s are 1e9 bytes per second.
+One row per (``collective``, ``dtype``, ``bytes``, ``group_size``, ``bw_basis``), per rank with
+``by_rank``: ``count`` (kernels, over ranks), ``time_us`` and ``mean_us`` (kernel time, µs),
+``wait_us`` (µs from a rank's collective kernel start to its last peer's kernel start: where the
+ranks of one job are all present, else NULL), ``transfer_us`` (kernel time after the last peer
+arrived: ``time_us - wait_us``; NCCL's kernel moves no data before every peer's kernel runs),
+``algbw_gbps`` = bytes / transfer time and ``busbw_gbps`` = algbw times nccl-tests' factor for
+``group_size`` n: 2(n-1)/n (allreduce), (n-1)/n (allgather, reducescatter, alltoall), 1
+(broadcast, reduce, send/recv). GB/s are 1e9 bytes per second. ``bw_basis`` says which time the
+bandwidths are over: ``'transfer'``; ``'kernel (wait unknown)'`` (no peers' traces: the whole
+kernel, wait included, so a lower bound); ``'kernel (peer started after end)'`` (the last peer's
+kernel started after this one ended: the traces' clocks disagree; the whole kernel).
 
 ``bytes`` is the message size nccl-tests calls the size (elements of the larger of input and
 output times the element size): from the kernel's args ("Collective name", "In msg nelems",
@@ -13,20 +18,26 @@ output times the element size): from the kernel's args ("Collective name", "In m
 ``record_param_comms`` operator around the launch, else the kernel name (view
 ``collective_calls``, ``store/sql/views_comm_collectives.sql``; query ``collectives.sql``).
 
-Sources: NVIDIA nccl-tests ``doc/PERFORMANCE.md`` (algbw, busbw and their factors); PyTorch's
-``record_param_comms`` args (torch/csrc/distributed/c10d/ParamCommsUtils.hpp).
+Sources: NVIDIA nccl-tests ``doc/PERFORMANCE.md`` (algbw, busbw and their factors;
+``src/alltoall.cu``: (n-1)/n); PyTorch's ``record_param_comms`` args
+(torch/csrc/distributed/c10d/ParamCommsUtils.hpp).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from trace_report.analyses.result import Result
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
 COLLECTIVE_COLUMNS = ["collective", "dtype", "bytes", "group_size", "count", "time_us", "mean_us", "wait_us",
-                      "algbw_gbps", "busbw_gbps"]
+                      "transfer_us", "algbw_gbps", "busbw_gbps", "bw_basis"]
+TRANSFER = "transfer"
+WAIT_UNKNOWN = "kernel (wait unknown)"
+PEER_AFTER_END = "kernel (peer started after end)"
 
 
 @dataclass(frozen=True)
@@ -47,16 +58,25 @@ def collectives(db: TraceDB, options: CollectivesOptions | None = None) -> Resul
     frame = frame[cols].astype({"count": "int64"})
     if opts.by_rank:
         frame = frame.astype({"rank": "int64"})
-    notes = []
+    return Result(frame.reset_index(drop=True), _notes(frame))
+
+
+def _notes(frame: pd.DataFrame) -> list[str]:
+    """What the rows' bandwidths are over (one note per ``bw_basis`` present) and missing sizes."""
     if frame.empty:
-        notes.append("no communication (NCCL/RCCL) kernels")
-    else:
-        if frame["wait_us"].isna().all():
-            notes.append("wait_us needs every rank of the job (same sequence of collectives on each): "
-                         "not available here")
-        else:
-            notes.append("wait_us: time a rank's collective kernel started before its last peer's "
-                         "(kernel time includes it, so algbw/busbw are lower bounds)")
-        if frame["bytes"].isna().any():
-            notes.append("some collectives carry no message size (no 'In msg nelems' args or nccl: annotation)")
-    return Result(frame.reset_index(drop=True), notes)
+        return ["no communication (NCCL/RCCL) kernels"]
+    kernels = frame.groupby("bw_basis")["count"].sum()
+    notes = []
+    if TRANSFER in kernels:
+        notes.append("algbw/busbw over transfer_us, the kernel time after the last peer's kernel started "
+                     "(NCCL moves no data before every peer arrives); wait_us is the time before it")
+    if WAIT_UNKNOWN in kernels:
+        what = "not available here" if len(kernels) == 1 else f"not available for {kernels[WAIT_UNKNOWN]} kernel(s)"
+        notes.append(f"wait_us needs every rank of the job (same sequence of collectives on each): {what}; "
+                     f"bw_basis '{WAIT_UNKNOWN}': algbw/busbw over the whole kernel, wait included (lower bounds)")
+    if PEER_AFTER_END in kernels:
+        notes.append(f"{kernels[PEER_AFTER_END]} kernel(s) ended before their last peer's kernel started (the traces' "
+                     f"clocks disagree): bw_basis '{PEER_AFTER_END}', algbw/busbw over the whole kernel")
+    if frame["bytes"].isna().any():
+        notes.append("some collectives carry no message size (no 'In msg nelems' args or nccl: annotation)")
+    return notes

@@ -1,10 +1,19 @@
--- Collectives per kind and message size (view collective_calls): count, kernel time, algorithm
--- and bus bandwidth with nccl-tests' factors (NVIDIA/nccl-tests doc/PERFORMANCE.md, and
--- src/alltoall.cu / sendrecv.cu): busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for allgather,
--- reducescatter and alltoall, 1 for broadcast, reduce and send/recv; algbw = bytes / time.
+-- Collectives per kind and message size (view collective_calls): count, kernel time, the wait for
+-- the last peer, the transfer time after it, and algorithm and bus bandwidth over the transfer time
+-- with nccl-tests' factors (NVIDIA/nccl-tests doc/PERFORMANCE.md, and src/alltoall.cu /
+-- sendrecv.cu): busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for allgather, reducescatter and
+-- alltoall, 1 for broadcast, reduce and send/recv; algbw = bytes / time.
 -- wait_us: where the traces of one job (same run_id, distinct ranks, the same sequence of
 -- collectives) are all present, the i-th collective of each rank is matched with its peers' and
--- each rank waits from its own kernel start to the last peer's start (its arrival).
+-- each rank waits from its own kernel start to the last peer's start (its arrival): NCCL's kernel
+-- moves no data before every peer's kernel runs. transfer_us = dur_us - wait_us (the kernel time
+-- after the last arrival). bw_basis says which time algbw is over:
+--   'transfer'                        wait known and shorter than the kernel: bytes / transfer_us;
+--   'kernel (wait unknown)'           no peers' traces: bytes / dur_us, the wait included;
+--   'kernel (peer started after end)' the last peer's kernel started at or after this one ended
+--                                     (the traces' clocks disagree, or a sender that did not wait
+--                                     for its receiver): bytes / dur_us, transfer_us NULL.
+-- Rows are split by bw_basis, so no row mixes the two times.
 -- Parameters: $rank (NULL = all), $by_rank (one group per rank).
 WITH calls AS (
     SELECT c.*, t.rank, coalesce(t.run_id, '') AS job,
@@ -26,17 +35,31 @@ waited AS (
     FROM calls c LEFT JOIN arrivals a USING (job, seq)
     WHERE $rank IS NULL OR c.rank = $rank
 ),
+based AS (
+    SELECT *,
+           CASE WHEN wait_us < dur_us THEN dur_us - wait_us END AS transfer_us,
+           CASE WHEN wait_us IS NULL THEN 'kernel (wait unknown)'
+                WHEN wait_us < dur_us THEN 'transfer'
+                ELSE 'kernel (peer started after end)' END AS bw_basis
+    FROM waited
+),
 g AS (
-    SELECT CASE WHEN $by_rank THEN rank END AS rank, collective, dtype, bytes, group_size,
+    SELECT CASE WHEN $by_rank THEN rank END AS rank, collective, dtype, bytes, group_size, bw_basis,
            count(*) AS count, sum(dur_us) AS time_us, avg(dur_us) AS mean_us, sum(wait_us) AS wait_us,
-           sum(bytes) / nullif(sum(dur_us), 0) / 1e3 AS algbw_gbps
-    FROM waited GROUP BY ALL
+           sum(transfer_us) AS transfer_us, sum(bytes) AS sum_bytes
+    FROM based GROUP BY ALL
+),
+bw AS (
+    SELECT *, sum_bytes / nullif(CASE WHEN bw_basis = 'transfer' THEN transfer_us ELSE time_us END, 0) / 1e3
+               AS algbw_gbps
+    FROM g
 )
-SELECT rank, collective, dtype, bytes, group_size, count, time_us, mean_us, wait_us, algbw_gbps,
+SELECT rank, collective, dtype, bytes, group_size, count, time_us, mean_us, wait_us, transfer_us, algbw_gbps,
        algbw_gbps * CASE
            WHEN collective = 'allreduce' THEN 2.0 * (group_size - 1) / group_size
            WHEN collective IN ('allgather', 'reducescatter', 'alltoall') THEN (group_size - 1) * 1.0 / group_size
            WHEN collective IN ('broadcast', 'reduce', 'sendrecv', 'send', 'recv') THEN 1.0
-       END AS busbw_gbps
-FROM g
-ORDER BY rank NULLS FIRST, time_us DESC, collective, bytes;
+       END AS busbw_gbps,
+       bw_basis
+FROM bw
+ORDER BY rank NULLS FIRST, time_us DESC, collective, bytes, bw_basis;

@@ -4,18 +4,25 @@ exit code, one ``Error:`` line, an existing database unchanged."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import TRACES, invoke, shared_or_skip
+from conftest import REPO, TRACES, invoke, shared_or_skip
 
 import trace_report as tr
+from trace_report.errors import InputError
 
 
 def event(name: str = "k", ts: float = 10.0, dur: float = 2.0, **extra: object) -> dict[str, object]:
@@ -272,3 +279,293 @@ def test_markdown_cells_are_escaped(tmp_path: Path) -> None:
     head, _, row = result.stdout.splitlines()
     assert head == "| x\\|y | name | note |"
     assert row == "| a\\|b | void k&lt;float, 2&gt;(T&amp;) | two<br>lines |"
+
+
+# ------------------------------------------------------------------ D: archives, scratch folders, names (issue 36)
+
+
+class _Zeros(io.RawIOBase):
+    """``n`` zero bytes, read without holding them."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: bytearray) -> int:  # type: ignore[override]
+        k = min(len(buf), self.left)
+        buf[:k] = bytes(k)
+        self.left -= k
+        return k
+
+
+def add_member(tar: tarfile.TarFile, name: str, data: bytes | int, kind: bytes = tarfile.REGTYPE,
+               link: str = "") -> None:
+    """Add a member: ``data`` bytes, or that many zero bytes; a link of type ``kind`` to ``link``."""
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    if kind == tarfile.REGTYPE:
+        info.size = data if isinstance(data, int) else len(data)
+        tar.addfile(info, io.BufferedReader(_Zeros(data)) if isinstance(data, int) else io.BytesIO(data))
+    else:
+        tar.addfile(info)
+
+
+def trace_bytes(name: str, rank: int = 0) -> bytes:
+    return json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": [event(name)]}).encode()
+
+
+@pytest.fixture()
+def scratch_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary folder archives are unpacked in, for this test alone."""
+    import tempfile
+
+    parent = tmp_path / "tmp"
+    parent.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(parent))
+    return parent
+
+
+def test_archive_bomb_is_refused_before_it_is_written(tmp_path: Path, good_db: Path, scratch_parent: Path) -> None:
+    """A 24 MB member of zeros packed into ~24 KB (1000:1): refused from its header, as a gzip
+    trace is, with nothing of it written and no scratch folder left."""
+    bomb = tmp_path / "bomb.tar.gz"
+    with tarfile.open(bomb, "w:gz") as tar:
+        add_member(tar, "rank0.json", trace_bytes("k"))
+        add_member(tar, "big.json", 24 << 20)
+    ratio = (24 << 20) / bomb.stat().st_size
+    assert ratio > 300
+    for args in (["ingest", bomb, "-o", good_db], ["top-kernels", bomb]):
+        line = fails_keeping(good_db, args)
+        assert line == (f"Error: {bomb}!big.json: looks like a decompression bomb (ratio {ratio:.0f}:1: 24 MB "
+                        f"from an archive of {bomb.stat().st_size >> 10} KB, limit 300:1); if the file is "
+                        "genuine, pass --max-ratio to `trace-report ingest` to override")
+    assert list(scratch_parent.iterdir()) == []
+
+
+def test_archive_ratio_is_counted_while_unpacking(tmp_path: Path) -> None:
+    """Random bytes after a bomb hide it from the whole-archive ratio; the byte counter stops the
+    bomb's copy after RATIO_CHECK_AFTER bytes and one block, not at its 16 MB."""
+    from trace_report.archives import COPY_BYTES, RATIO_CHECK_AFTER, ArchiveLimits, unpack
+
+    archive = tmp_path / "hidden.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        add_member(tar, "zeros.json", 16 << 20)
+        add_member(tar, "noise.bin", random_bytes(200 << 10))
+    assert (16 << 20) / archive.stat().st_size < 300  # the check from the header alone passes
+    into = tmp_path / "into"
+    into.mkdir()
+    with pytest.raises(InputError, match=r"!zeros\.json: looks like a decompression bomb \(ratio \d+:1 after "
+                                         r"\d+ MB, limit 300:1\); if the file is genuine, pass --max-ratio"):
+        unpack(archive, into)
+    written = [p.stat().st_size for p in into.iterdir()]
+    assert len(written) == 1 and 0 < written[0] <= RATIO_CHECK_AFTER + 2 * COPY_BYTES
+    # --max-ratio covers members: 0 turns the check off, a higher limit lets the archive through
+    for limits in (ArchiveLimits(max_ratio=0), ArchiveLimits(max_ratio=5000)):
+        shutil.rmtree(into)
+        into.mkdir()
+        names = [(m.name, m.path.stat().st_size if m.path else None) for m in unpack(archive, into, limits)]
+        assert names == [("zeros.json", 16 << 20), ("noise.bin", 200 << 10)]
+
+
+def random_bytes(n: int) -> bytes:
+    import random
+
+    return random.Random(36).randbytes(n)
+
+
+def test_max_ratio_of_resolve_reaches_archives(tmp_path: Path) -> None:
+    """``resolve(max_ratio=)`` is what ``ingest --max-ratio`` passes: it replaces the archive's
+    ratio limit as it does a gzip trace's."""
+    from trace_report.inputs import resolve
+
+    archive = tmp_path / "zeros.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        add_member(tar, "rank0.json", trace_bytes("k"))
+        add_member(tar, "pad.bin", 12 << 20)
+    with pytest.raises(InputError, match="decompression bomb"):
+        resolve([archive])
+    with resolve([archive], max_ratio=0) as found:
+        assert [s.label for s in found.sources] == [f"{archive}!rank0.json"]
+        assert [label for label, _ in found.skipped] == [f"{archive}!pad.bin"]
+
+
+def test_archive_size_limits(tmp_path: Path) -> None:
+    """Per member and per archive, from the member headers before anything is written."""
+    from trace_report.archives import ArchiveLimits
+    from trace_report.inputs import resolve
+
+    archive = tmp_path / "three.tar"
+    with tarfile.open(archive, "w") as tar:
+        for rank in range(3):
+            add_member(tar, f"rank{rank}.json", trace_bytes("k" * 500, rank))
+    size = len(trace_bytes("k" * 500))
+    with pytest.raises(InputError) as err:
+        resolve([archive], archive_limits=ArchiveLimits(member_bytes=size - 1))
+    assert str(err.value) == (f"{archive}!rank0.json: unpacks to {size} bytes, over the limit of {size - 1} "
+                              "bytes per archive member; unpack the archive and give the files")
+    with pytest.raises(InputError) as err:
+        resolve([archive], archive_limits=ArchiveLimits(total_bytes=3 * size - 1))
+    assert str(err.value) == (f"{archive}: unpacks to more than {3 * size - 1} bytes, the limit per archive; "
+                              "unpack the archive and give the files")
+    with resolve([archive], archive_limits=ArchiveLimits(member_bytes=size, total_bytes=3 * size)) as found:
+        assert len(found.sources) == 3
+
+
+def test_archive_ratio_rule_is_the_gzip_traces(tmp_path: Path) -> None:
+    from trace_report import archives
+    from trace_report.formats import kineto
+
+    assert (archives.MAX_RATIO, archives.RATIO_CHECK_AFTER) == (kineto.MAX_RATIO, kineto.RATIO_CHECK_AFTER)
+
+
+def test_damaged_gzip_archive_is_one_error(tmp_path: Path, good_db: Path) -> None:
+    archive = tmp_path / "ranks.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        add_member(tar, "rank0.json", trace_bytes("k"))
+    raw = bytearray(archive.read_bytes())
+    raw[-6] ^= 0xFF  # the CRC-32 of the gzip trailer
+    archive.write_bytes(raw)
+    line = fails_keeping(good_db, ["ingest", archive, "-o", good_db])
+    assert line == f"Error: {archive}: cannot read tar archive (zlib error: Error -3 while decompressing data: " \
+                   "incorrect data check)"
+
+
+def _scratch_owner(parent: Path) -> subprocess.Popen[str]:
+    """A process that makes a scratch folder in ``parent``, prints it and waits."""
+    code = ("import sys, time; from pathlib import Path; from trace_report.archives import Scratch; "
+            "s = Scratch(Path(sys.argv[1])); print(s.path, flush=True); time.sleep(60)")
+    return subprocess.Popen([sys.executable, "-c", code, str(parent)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def test_scratch_folders_of_dead_processes_are_removed(tmp_path: Path, scratch_parent: Path) -> None:
+    from trace_report.inputs import resolve
+
+    killed, alive = _scratch_owner(scratch_parent), _scratch_owner(scratch_parent)
+    try:
+        dead_dir, live_dir = Path(killed.stdout.readline().strip()), Path(alive.stdout.readline().strip())
+        assert dead_dir.name.startswith(f"trace-report-{killed.pid}-")
+        (dead_dir / "00000-rank0.json").write_bytes(b"{}")
+        killed.send_signal(signal.SIGKILL)  # as kill -9 during an ingest of an archive
+        killed.wait()
+        other = scratch_parent / "trace-report-hta-abcdefgh"  # not ours: no process id
+        other.mkdir()
+        archive = tmp_path / "ranks.tar"
+        with tarfile.open(archive, "w") as tar:
+            add_member(tar, "rank0.json", trace_bytes("k"))
+        with resolve([archive]) as found:
+            mine = found.sources[0].path.parent
+            assert mine.name.startswith(f"trace-report-{os.getpid()}-")
+            assert sorted(scratch_parent.iterdir()) == sorted([live_dir, other, mine])
+        assert sorted(scratch_parent.iterdir()) == sorted([live_dir, other])
+    finally:
+        alive.kill()
+        killed.kill()
+        alive.wait()
+
+
+def test_hard_links_and_long_member_names(tmp_path: Path) -> None:
+    """GNU tar's way: a hard link to a regular member is that member's content under its own
+    name; a member's name is kept whole whatever its length; the rest is listed, not dropped."""
+    long_name = "run/" + "r" * 245 + "_rank1.json"  # 256 bytes with the scratch folder's prefix
+    archive = tmp_path / "links.tar"
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as tar:
+        add_member(tar, "run/rank0.json", trace_bytes("k0"))
+        add_member(tar, "copy/rank0.json", b"", tarfile.LNKTYPE, "run/rank0.json")
+        add_member(tar, "run/gone.json", b"", tarfile.LNKTYPE, "run/absent.json")
+        add_member(tar, "run/sym.json", b"", tarfile.SYMTYPE, "rank0.json")
+        add_member(tar, long_name, trace_bytes("k1", rank=1))
+    from trace_report.inputs import resolve
+
+    with resolve([archive]) as found:
+        by_label = {s.label.split("!")[1]: s.path for s in found.sources}
+        assert list(by_label) == ["run/rank0.json", "copy/rank0.json", long_name]
+        assert by_label["copy/rank0.json"] == by_label["run/rank0.json"]
+        assert json.loads(by_label[long_name].read_bytes())["traceEvents"][0]["name"] == "k1"
+        assert found.skipped == [
+            (f"{archive}!run/gone.json", "a hard link to run/absent.json, which is not a regular file before it "
+                                         "in the archive"),
+            (f"{archive}!run/sym.json", "a symbolic link (to rank0.json), not followed")]
+    db = tmp_path / "links.duckdb"
+    result = invoke(["ingest", archive, "-o", db])
+    assert result.exit_code == 0, result.output
+    with tr.open(db) as opened:
+        assert sorted(r[0] for r in opened.sql("select path from traces").fetchall()) == \
+            sorted([f"{archive}!{long_name}", f"{archive}!run/rank0.json"])
+    assert f"skipped: {archive}!copy/rank0.json (same content as trace 1)" in result.stderr
+
+
+def _non_utf8(folder: Path, name: bytes) -> Path:
+    """``folder/name`` for a name whose bytes are not UTF-8 (skips where the file system refuses)."""
+    path = Path(os.fsdecode(os.path.join(os.fsencode(folder), name)))
+    try:
+        path.touch()
+    except OSError as exc:
+        pytest.skip(f"this file system refuses names that are not UTF-8 ({exc})")
+    return path
+
+
+def test_non_utf8_names_are_stored_escaped(tmp_path: Path) -> None:
+    trace = _non_utf8(tmp_path, b"t\xff.json")
+    write_trace(trace, [event("k")])
+    escaped = f"{tmp_path}/t\\xff.json"
+    result = invoke(["sql", trace, "select path from traces", "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split() == ["path", escaped]
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    write_trace(_non_utf8(folder, b"r\xfe.json"), [event("k")])
+    _non_utf8(folder, b"notes\xff.txt").write_text("hello")
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as tar:
+        add_member(tar, os.fsdecode(b"m\xfe.json"), trace_bytes("in-archive"))
+    db = tmp_path / "names.duckdb"
+    result = invoke(["ingest", folder, archive, "-o", db])
+    assert result.exit_code == 0, result.output
+    assert f"skipped: {folder}/notes\\xff.txt (" in result.stderr
+    with tr.open(db) as opened:
+        paths = sorted(r[0] for r in opened.sql("select path from traces").fetchall())
+    assert paths == [f"{archive}!m\\xfe.json", f"{folder}/r\\xfe.json"]
+
+
+def test_fifo_given_explicitly_is_refused(tmp_path: Path) -> None:
+    """A FIFO without a writer would block the first read for ever; a watchdog opens its writing
+    end every 5 s, so a reader that waits fails this test instead of hanging it."""
+    import threading
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def unblock() -> None:
+        while not stop.wait(5):
+            with contextlib.suppress(OSError):  # ENXIO: nobody is reading, as it should be
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    watchdog = threading.Thread(target=unblock, daemon=True)
+    watchdog.start()
+    try:
+        for args in (["top-kernels", fifo], ["ingest", fifo, "-o", tmp_path / "f.duckdb"]):
+            result = invoke(args)
+            assert result.exit_code == 1
+            assert one_line(result.stderr) == f"Error: {fifo}: a FIFO (named pipe), not a regular file"
+    finally:
+        stop.set()
+    write_trace(tmp_path / "t.json", [event()])
+    result = invoke(["ingest", tmp_path, "-o", tmp_path / "f.duckdb"])  # met in a folder: listed, skipped
+    assert result.exit_code == 0, result.output
+    assert f"skipped: {fifo} (a FIFO (named pipe), not a regular file)" in result.stderr
+
+
+def test_ingest_max_ratio_covers_archive_members(tmp_path: Path, scratch_parent: Path) -> None:
+    archive = tmp_path / "zeros.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        add_member(tar, "rank0.json", trace_bytes("k"))
+        add_member(tar, "pad.bin", 12 << 20)
+    db = tmp_path / "m.duckdb"
+    refused = invoke(["ingest", archive, "-o", db])
+    assert refused.exit_code == 1 and "looks like a decompression bomb" in one_line(refused.stderr)
+    result = invoke(["ingest", archive, "-o", db, "--max-ratio", "0"])
+    assert result.exit_code == 0, result.output
+    assert f"skipped: {archive}!pad.bin (" in result.stderr

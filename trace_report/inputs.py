@@ -6,22 +6,26 @@ events (plain or gzip); an nsys export is SQLite with nsys' tables; an Nsight Co
 an ``.ncu-rep`` or a CSV whose header is ncu's; a database starts with DuckDB's magic bytes; a
 dataset is a folder written by ``trace-report export``. :func:`resolve` expands what a user
 typed into typed :class:`Source` files, listing every file seen and not used with its reason,
-and dropping repeats (the same file given twice, a file and its folder) with a note.
+and dropping repeats (the same file given twice, a file and its folder) with a note. Tar
+archives are unpacked with limits by :mod:`trace_report.archives`; FIFOs and devices are never
+opened; names are stored and printed through :func:`~trace_report.pathtext.printable`.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+import stat
 import tarfile
-import tempfile
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath, PurePosixPath
 
+from trace_report.archives import ArchiveLimits, Member, Scratch, unpack
 from trace_report.errors import InputError
 from trace_report.formats.magic import GZIP_MAGIC
+from trace_report.pathtext import printable
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEAD_BYTES = 4 << 20
@@ -148,7 +152,7 @@ def _sqlite_kind(path: Path) -> Detected:
     import sqlite3  # only for SQLite files
 
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)  # any byte of a name quoted
         try:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
@@ -169,9 +173,11 @@ def detect(path: Path) -> Detected:
     """The kind of ``path`` by its content (suffixes only break ties between formats that
     share a container, such as ``.ncu-rep``). Raises :class:`InputError` for a missing path."""
     if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
+        raise InputError(f"{printable(path)}: no such file or directory")
     if path.is_dir():
         return Detected(InputKind.dataset if is_dataset(path) else InputKind.folder)
+    if special := _special_file(path):
+        return Detected(InputKind.other, special)
     name = path.name.lower()
     try:
         head = _head(path)
@@ -193,6 +199,23 @@ def detect(path: Path) -> Detected:
     return _json_kind(path)
 
 
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _special_file(path: Path) -> str | None:
+    """Why ``path`` (not a folder) is not read when it is no regular file, else None: reading a
+    FIFO without a writer, or a device, would wait or run for ever (issue 36, item 6)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # opening it tells what is wrong
+    if stat.S_ISREG(mode):
+        return None
+    what = next((text for test, text in _SPECIAL if test(mode)), "a special file")
+    return f"{what}, not a regular file"
+
+
 def _is_tar(path: Path) -> bool:
     try:
         return tarfile.is_tarfile(path)
@@ -203,7 +226,8 @@ def _is_tar(path: Path) -> bool:
 @dataclass(frozen=True)
 class Source:
     """One file to ingest. ``label`` is what the user sees and ``traces.path`` stores
-    (``archive!member`` for a tar member, whose ``path`` is an extracted temporary copy)."""
+    (``archive!member`` for a tar member, whose ``path`` is an extracted temporary copy), with the
+    bytes of a name that are not UTF-8 as backslash escapes (:func:`~trace_report.pathtext.printable`)."""
 
     path: Path
     label: str
@@ -213,7 +237,8 @@ class Source:
 
 @dataclass
 class Resolution:
-    """What :func:`resolve` found. Temporary folders (tar members) live until :meth:`close`."""
+    """What :func:`resolve` found. Scratch folders (tar members, :class:`~trace_report.archives.Scratch`)
+    live until :meth:`close`."""
 
     sources: list[Source] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -222,7 +247,7 @@ class Resolution:
     database: Path | None = None
     dataset: Path | None = None
     run_folders: list[Path] = field(default_factory=list)
-    scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
+    scratch: list[Scratch] = field(default_factory=list)
 
     def close(self) -> None:
         for tmp in self.scratch:
@@ -262,29 +287,30 @@ def _export_skipped(path: PurePath, present: set[PurePath]) -> str | None:
 
 
 class _Resolver:
-    def __init__(self) -> None:
+    def __init__(self, limits: ArchiveLimits) -> None:
         self.out = Resolution()
         self.seen: dict[Path, str] = {}
+        self.limits = limits
 
     def file(self, path: Path, *, explicit: bool) -> None:
         real = _real(path)
         if real in self.seen:
             if explicit:
-                self.out.notes.append(f"{path}: given more than once (as {self.seen[real]}); read once")
+                self.out.notes.append(f"{printable(path)}: given more than once (as {self.seen[real]}); read once")
             return
-        self.seen[real] = str(path)
+        self.seen[real] = printable(path)
         found = detect(path)
         if found.kind in INGESTED:
-            self.out.sources.append(Source(path, str(path), found.kind, _run_dir_of(path)))
+            self.out.sources.append(Source(path, printable(path), found.kind, _run_dir_of(path)))
         elif found.kind is InputKind.archive:
             self.archive(path)
         elif explicit and found.kind in (InputKind.database, InputKind.dataset):
             self.single(path, found.kind)
         elif explicit:
             reason = found.reason or f"a {found.kind.value}, which is not read here"
-            raise InputError(f"{path}: {reason}")
+            raise InputError(f"{printable(path)}: {reason}")
         elif path.name != "run.json" and not path.name.startswith("run-rank"):
-            self.out.skipped.append((str(path), found.reason or f"a {found.kind.value}"))
+            self.out.skipped.append((printable(path), found.reason or f"a {found.kind.value}"))
 
     def single(self, path: Path, kind: InputKind) -> None:
         if kind is InputKind.database:
@@ -293,61 +319,65 @@ class _Resolver:
             self.out.dataset = path
 
     def folder(self, folder: Path) -> None:
-        files = sorted(p for p in folder.rglob("*") if p.is_file()
-                       and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+        entries = [p for p in folder.rglob("*")
+                   if not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+        files = sorted(p for p in entries if p.is_file())
+        for p in sorted(entries):
+            if not p.is_file() and not p.is_dir() and (special := _special_file(p)):
+                self.out.skipped.append((printable(p), special))
         present: set[PurePath] = set(files)
         for p in files:
             if p.name.endswith((".duckdb.wal", ".parquet")) or ".duckdb.events" in p.parent.name:
                 continue  # a database's own files
             if why := _export_skipped(p, present):
-                self.out.skipped.append((str(p), why))
+                self.out.skipped.append((printable(p), why))
                 continue
             self.file(p, explicit=False)
 
     def archive(self, archive: Path) -> None:
-        tmp = tempfile.TemporaryDirectory(prefix="trace-report-")
-        self.out.scratch.append(tmp)
+        scratch = Scratch()
+        self.out.scratch.append(scratch)
         before = len(self.out.sources)
-        try:
-            with tarfile.open(archive) as tar:
-                members = [m for m in tar.getmembers() if m.isfile()]
-                present: set[PurePath] = {PurePosixPath(m.name) for m in members}
-                for n, member in enumerate(members):
-                    if why := _export_skipped(PurePosixPath(member.name), present):
-                        self.out.skipped.append((f"{archive}!{member.name}", why))
-                        continue
-                    self.member(tar, member, archive, Path(tmp.name) / f"{n:05d}-{Path(member.name).name}")
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-            raise InputError(f"{archive}: cannot read tar archive ({exc})") from exc
+        members = unpack(archive, scratch.path, self.limits)
+        present: set[PurePath] = {PurePosixPath(m.name) for m in members if m.path is not None}
+        for m in members:
+            label = f"{printable(archive)}!{printable(m.name)}"
+            if m.path is None:
+                self.out.skipped.append((label, m.reason))
+            elif why := _export_skipped(PurePosixPath(m.name), present):
+                self.out.skipped.append((label, why))
+            else:
+                self.member(m, label)
         if len(self.out.sources) == before:
-            raise InputError(f"{archive}: no traces in this archive")
+            raise InputError(f"{printable(archive)}: no traces in this archive")
 
-    def member(self, tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path, target: Path) -> None:
-        label = f"{archive}!{member.name}"
-        src = tar.extractfile(member)
-        if src is None:
-            return
-        with src, open(target, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
-        found = detect(target)
+    def member(self, member: Member, label: str) -> None:
+        assert member.path is not None
+        found = detect(member.path)
         if found.kind in INGESTED:
-            self.out.sources.append(Source(target, label, found.kind))
+            self.out.sources.append(Source(member.path, label, found.kind))
         else:
             self.out.skipped.append((label, found.reason or f"a {found.kind.value}"))
 
 
-def resolve(paths: list[Path], *, allow_database: bool = True) -> Resolution:
+def resolve(paths: list[Path], *, allow_database: bool = True, max_ratio: float | None = None,
+            archive_limits: ArchiveLimits | None = None) -> Resolution:
     """Expand ``paths`` (files, folders searched recursively, tar archives, one database or
     exported dataset) into typed sources, in a stable order.
 
-    Raises :class:`InputError` for a missing path, an explicit file that is no input, a
-    database or dataset mixed with other inputs (or at all, unless ``allow_database``), and
-    for paths holding nothing to read. The caller closes the result (temporary files).
+    Archives are unpacked under ``archive_limits`` (default :class:`~trace_report.archives.ArchiveLimits`);
+    ``max_ratio``, when given, replaces its ratio (``trace-report ingest --max-ratio``; 0: none).
+    Raises :class:`InputError` for a missing path, an explicit file that is no input (a FIFO or
+    device among them), a database or dataset mixed with other inputs (or at all, unless
+    ``allow_database``), an archive past a limit, and for paths holding nothing to read. The
+    caller closes the result (temporary files).
     """
     if not paths:
         raise InputError("no input paths given")
-    r = _Resolver()
+    limits = archive_limits or ArchiveLimits()
+    if max_ratio is not None:
+        limits = replace(limits, max_ratio=max_ratio)
+    r = _Resolver(limits)
     try:
         for path in paths:
             _one(r, Path(path))
@@ -356,7 +386,8 @@ def resolve(paths: list[Path], *, allow_database: bool = True) -> Resolution:
         if single is not None and (len(paths) > 1 or out.sources):
             raise InputError("give either one database (or exported dataset) or trace files and runs, not both")
         if single is not None and not allow_database:
-            raise InputError(f"{single}: a database or dataset cannot be ingested; give trace files or folders")
+            raise InputError(f"{printable(single)}: a database or dataset cannot be ingested; "
+                             "give trace files or folders")
         out.run_folders = _run_folders(paths)
         if single is None and not out.sources and not out.run_folders:
             raise InputError(_nothing_message(paths, out.skipped))
@@ -368,22 +399,22 @@ def resolve(paths: list[Path], *, allow_database: bool = True) -> Resolution:
 
 def _one(r: _Resolver, path: Path) -> None:
     if not path.exists():
-        raise InputError(f"{path}: no such file or directory")
+        raise InputError(f"{printable(path)}: no such file or directory")
     if path.is_dir():
         if is_dataset(path):
             r.single(path, InputKind.dataset)
             return
         real = _real(path)
-        inside = [str(p) for p in r.seen if p == real or real in p.parents]
+        inside = [printable(p) for p in r.seen if p == real or real in p.parents]
         r.folder(path)
         if inside:
-            r.out.notes.append(f"{path}: overlaps inputs given before ({inside[0]}); each file read once")
+            r.out.notes.append(f"{printable(path)}: overlaps inputs given before ({inside[0]}); each file read once")
         return
     r.file(path, explicit=True)
 
 
 def _nothing_message(paths: list[Path], skipped: list[tuple[str, str]]) -> str:
-    where = ", ".join(map(str, paths))
+    where = ", ".join(map(printable, paths))
     if skipped:
         return f"{where}: no traces or Nsight exports here ({len(skipped)} file(s) skipped, e.g. " \
                f"{skipped[0][0]}: {skipped[0][1]})"

@@ -10,29 +10,35 @@ import pyarrow as pa
 from trace_report.errors import InputError
 from trace_report.formats.ncu import read_ncu
 from trace_report.ingest.digests import sha256_file
+from trace_report.pathtext import printable
+from trace_report.redact import StringScreen
 from trace_report.store.views import ensure_ncu_tables
 
 
-def load_ncu(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
+def load_ncu(con: duckdb.DuckDBPyConnection, path: Path | str, label: str | None = None) -> int:
     """Load one Nsight Compute report into ``ncu_kernels``/``ncu_metrics``; return the number
     of profiled kernel launches in it.
 
-    A file already loaded (same absolute path and SHA-256) is not loaded twice. Raises
-    :class:`InputError` for unreadable or foreign files.
+    ``label``: what ``ncu_kernels.path`` holds (the input's label: its absolute path, or
+    ``archive!member`` for a member read from a temporary file), default ``path``; stored as
+    printable text (:func:`trace_report.pathtext.printable`) through the secret screen, as
+    ``traces.path`` is. A file already loaded (same label and SHA-256) is not loaded twice.
+    Raises :class:`InputError` for unreadable or foreign files.
     """
     path = Path(path).absolute()
+    stored = StringScreen()(printable(label if label is not None else str(path)), "ncu_kernels.path")
     data = read_ncu(path)
     if not data.kernels:
         raise InputError(f"{path}: no profiled kernel launches in the report")
     ensure_ncu_tables(con)
     sha = sha256_file(path)
     old = con.execute("SELECT count(*) FROM ncu_kernels WHERE path = ? AND sha256 = ?",
-                      [str(path), sha]).fetchall()[0][0]
+                      [stored, sha]).fetchall()[0][0]
     if old:
         return int(old)
     report_id = con.execute("SELECT coalesce(max(report_id) + 1, 0) FROM ncu_kernels").fetchall()[0][0]
     kernels = pa.Table.from_pylist(
-        [{"report_id": report_id, "path": str(path), "sha256": sha, "format": data.fmt, **row}
+        [{"report_id": report_id, "path": stored, "sha256": sha, "format": data.fmt, **row}
          for row in data.kernels],
         schema=_KERNEL_SCHEMA,
     )

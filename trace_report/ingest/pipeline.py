@@ -51,6 +51,7 @@ from trace_report.ingest.start import (
 from trace_report.ingest.versions import Versions
 from trace_report.inputs import InputKind, Resolution, Source
 from trace_report.manifest import manifest_for_trace
+from trace_report.pathtext import printable
 from trace_report.store.database import atomic_database, clean_leftovers, create_schema
 from trace_report.store.memory import MemoryStore
 from trace_report.store.pieces import ParquetStore, write_parquet
@@ -80,7 +81,7 @@ class Ingest:
     def run(self, sources: list[Source], pool: Engine | None) -> None:
         ncu_kinds = (InputKind.ncu_report, InputKind.ncu_csv)
         for src in (s for s in sources if s.kind in ncu_kinds):
-            self.summary.ncu_reports.append((src.label, load_ncu(self.con, src.path)))
+            self.summary.ncu_reports.append((src.label, load_ncu(self.con, src.path, src.label)))
         sources = [s for s in sources if s.kind not in ncu_kinds]
         todo = []
         for src in sources:
@@ -159,7 +160,7 @@ class Ingest:
             self.store.add([full])
         st = src.path.stat()
         self.catalog.add_trace(
-            [trace_id, src.label, src.run_dir.name if src.run_dir else None, facts["rank"] or 0,
+            [trace_id, src.label, printable(src.run_dir.name) if src.run_dir else None, facts["rank"] or 0,
              facts["rank_source"] or "default", facts["world_size"], facts["host"], facts["device_name"],
              facts["compute_capability"], facts["torch_version"], facts["schema_version"], facts["n_events"],
              facts["n_complete_events"], facts["n_kernels"], sha, st.st_size, st.st_mtime_ns,
@@ -299,7 +300,7 @@ def run_context(src: Source) -> RunContext:
         return RunContext()
     env = m.environment
     return RunContext(
-        run_id=m.run_id or folder.name, rank=m.distributed.rank if m.distributed else 0,
+        run_id=m.run_id or printable(folder.name), rank=m.distributed.rank if m.distributed else 0,
         world_size=m.distributed.world_size if m.distributed else 1, torch_version=env.torch_version,
         host=env.host, device_name=env.device_name, compute_capability=env.compute_capability,
     )

@@ -216,7 +216,9 @@ def begin_ingest(paths: list[Path], db_path: Path, clean_leftovers: Callable[[Pa
     :class:`~trace_report.errors.DatabaseError` for a database locked by another writer.
     """
     db_path = database_path(db_path)
-    with resolve([Path(p) for p in paths], allow_database=False) as found, database_lock(db_path, "writing"):
+    limit = (options or IngestOptions()).max_ratio  # --max-ratio covers archive members too
+    with resolve([Path(p) for p in paths], allow_database=False, max_ratio=limit) as found, \
+            database_lock(db_path, "writing"):
         notes = clean_leftovers(db_path) if may_have_leftovers(db_path) else []
         store = ParquetStore(db_path)
         early = prestart(found, store, options) if engine is None and not db_path.exists() else None

@@ -16,12 +16,11 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import Annotated
 
 import typer
 
-from trace_report import __version__
+from trace_report import __version__, interrupts
 from trace_report.cli import (  # noqa: F401 - each module registers its command on the app
     advise,
     breakdown,
@@ -32,6 +31,7 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
     flags,
     hta,
     ingest,
+    launches,
     memory,
     ops,
     overlap,
@@ -44,9 +44,10 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
 from trace_report.cli.options import err
 from trace_report.cli.registry import app
 from trace_report.errors import TraceReportError, UsageError
+from trace_report.interrupts import Terminated
 
 COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "ops", "overlap", "queue",
-                 "collectives", "memory", "roofline", "compare", "report", "export", "sql", "hta"]
+                 "launches", "collectives", "memory", "roofline", "compare", "report", "export", "sql", "hta"]
 """The order of ``trace-report --help`` (registration order depends on which module loads first)."""
 app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
 
@@ -104,25 +105,33 @@ def _flush_stdout(code: int) -> int:
     return code
 
 
-class Terminated(Exception):
-    """SIGTERM arrived: unwind (cleanup runs in ``finally`` blocks) and exit 143."""
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
-
-
 def run(call: Callable[[], object]) -> int:
     """Run a Typer app call and map every outcome to an exit code, printing one ``Error:`` line
     for bad input and usage errors, ``Interrupted`` after Ctrl-C or SIGTERM. Shared by
-    ``trace-report`` and ``python -m trace_report.capture``."""
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    ``trace-report`` and ``python -m trace_report.capture``.
+
+    While the call runs, Ctrl-C and SIGTERM stop every running DuckDB query at once and unwind
+    (:mod:`trace_report.interrupts`); whatever the command then raises or returns is reported
+    as ``Interrupted`` with 130 / 143."""
+    with interrupts.handling():
+        try:
+            return _outcome(call)
+        except (KeyboardInterrupt, Terminated) as exc:  # a signal just after the command ended
+            stopped = interrupts.Interrupted(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            err.print(stopped.message, markup=False)
+            return stopped.exit_code
+
+
+def _outcome(call: Callable[[], object]) -> int:
     try:
-        returned = call()  # click returns (not raises) Exit codes with standalone_mode=False: 130 after Ctrl-C
-        if returned == 130:
+        returned = interrupts.checked(call)  # click returns (not raises) Exit codes with standalone_mode=False
+        if returned == 130:  # 130 after Ctrl-C
             raise KeyboardInterrupt
         if isinstance(returned, int) and returned:
             return returned
+    except interrupts.Interrupted as exc:
+        err.print(exc.message, markup=False)
+        return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
@@ -161,8 +170,6 @@ def run(call: Callable[[], object]) -> int:
             raise
         err.print(f"Error: {damaged}", markup=False)
         return 1
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return 0
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from trace_report.analyses.advise import advise
 from trace_report.analyses.collectives import CollectivesOptions, collectives
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
 from trace_report.analyses.ops import OpsOptions, ops
 from trace_report.analyses.overlap import OverlapOptions, overlap
@@ -104,6 +105,13 @@ class TraceDB(tracedb.TraceDB):
         """The operator view (``trace-report ops``); see :func:`trace_report.analyses.ops.ops`."""
         return ops(self, OpsOptions(rank=rank, by_shape=by_shape, all_ops=all_ops, limit=limit)).frame
 
+    def launches(self, *, rank: int | None = None, per_launch: bool = False, steps_only: bool = True,
+                 hta_rounding: bool = False, all_launches: bool = False) -> pd.DataFrame:
+        """Kernel launch statistics per GPU operation name or per launch (``trace-report launches``);
+        see :func:`trace_report.analyses.launches.launches`."""
+        return launches(self, LaunchOptions(rank=rank, per_launch=per_launch, steps_only=steps_only,
+                                            hta_rounding=hta_rounding, all_launches=all_launches)).frame
+
     def collectives(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
         """Collectives per kind and message size (``trace-report collectives``); see
         :func:`trace_report.analyses.collectives.collectives`."""
@@ -131,7 +139,9 @@ def open_resolution(found: Resolution, *, read_only: bool = True, workers: int |
     ``found`` open while this runs: tar members live in its temporary folders)."""
     if found.dataset is not None:
         opened = open_parquet_dataset(found.dataset)  # carries its own run tables
-        return TraceDB(opened.con, opened.summary)
+        db = TraceDB(opened.con, opened.summary)
+        db.runs()  # the trace_runs table, for SQL
+        return db
     if found.database is not None:
         return open_database(found.database, read_only=read_only, cls=TraceDB)
     if found.sources:
@@ -144,6 +154,7 @@ def open_resolution(found: Resolution, *, read_only: bool = True, workers: int |
         db.summary.skipped.extend(found.skipped)
         db.summary.notes.extend(found.notes)
     attach_runs(db.con, found.run_folders)
+    db.runs()  # the trace_runs table, for SQL
     return db
 
 

@@ -162,6 +162,6 @@ def test_repr_names_traces_ranks_gpu_and_steps():
     if not TRACES.is_dir():
         pytest.skip("../shared/data is not present")
     db = tr.open(TRACES / "param_dlrm_kineto_v100x8")
-    assert repr(db) == "<TraceDB: 8 traces, ranks 0-7, Tesla V100-SXM2-32GB, 8 ProfilerSteps>"
+    assert repr(db) == "<TraceDB: 8 traces, 1 run, ranks 0-7, Tesla V100-SXM2-32GB, 8 ProfilerSteps>"
     db.close()
     assert repr(db) == "<TraceDB: closed>"

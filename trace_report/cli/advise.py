@@ -15,6 +15,7 @@ from trace_report.cli.options import (
     notes,
 )
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 
 @app.command("advise")
@@ -27,6 +28,8 @@ def advise_cmd(
     ] = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Recommendations with the measured numbers and thresholds behind them, biggest saving first:
     a verdict, then one block per finding (table; Markdown: a pull-request comment; CSV and JSON:
@@ -42,15 +45,17 @@ def advise_cmd(
     from trace_report.present.tables import OutputOptions, emit, text_lists, write_text
 
     with load(targets) as db:
-        result = advise(db, rank=rank, by_rank=by_rank, all_findings=all_findings)
-    notes(result.notes)
+        per = per_run(db, lambda d: advise(d, rank=rank, by_rank=by_rank, all_findings=all_findings),
+                      run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: r.notes))
     opts = OutputOptions(fmt, None, output)
     chosen = opts.resolve()
-    if chosen is Format.table:
-        text = render_text(result.frame, result.verdict, text_width())
-    elif chosen is Format.markdown:
-        text = render_markdown(result.frame, result.verdict)
-    else:
-        emit(text_lists(result.frame, chosen, ["ranks"]), opts, title="Findings")
+    if chosen in (Format.table, Format.markdown):
+        render = render_text if chosen is Format.table else render_markdown
+        width = (text_width(),) if chosen is Format.table else ()
+        parts = [(label, render(r.frame, r.verdict, *width)) for label, r in per.results]
+        heading = "== run {} ==\n" if chosen is Format.table else "## Run `{}`\n\n"
+        write_text(output, "\n".join(heading.format(label) + text if per.several else text for label, text in parts))
         return
-    write_text(output, text)
+    emit(text_lists(stacked(per, lambda r: r.frame), chosen, ["ranks"]), opts, title="Findings")

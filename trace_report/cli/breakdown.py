@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,10 @@ from trace_report.cli.options import (
     ray_session,
 )
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
+
+if TYPE_CHECKING:
+    from trace_report.store.tracedb import TraceDB
 
 
 @app.command("breakdown")
@@ -38,6 +42,8 @@ def breakdown_cmd(
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Wall, GPU-kernel, GPU-idle and CPU time per region (forward, loss, backward, optimizer_step,
     data_loading, other) of each ProfilerStep; kernels belong to the region of their launch.
@@ -53,7 +59,7 @@ def breakdown_cmd(
       trace-report breakdown traces/ddp-run/ --stragglers
       trace-report breakdown runs.duckdb --engine ray
     """
-    from trace_report.analyses.regions import BreakdownOptions, breakdown
+    from trace_report.analyses.regions import BreakdownOptions, BreakdownResult, breakdown
     from trace_report.analyses.stragglers import StragglerOptions
     from trace_report.analyses.stragglers import stragglers as straggler_rows
     from trace_report.present.tables import OutputOptions, emit
@@ -64,12 +70,19 @@ def breakdown_cmd(
         from trace_report.analyses.distributed import breakdown_ray
     with ray_session(ray_address) if ray else nullcontext(), ray_load(targets) if ray else load(targets) as db:
         if stragglers:
-            result = straggler_rows(db, StragglerOptions(rank=rank))
-            notes(result.notes)
-            emit(result.frame, OutputOptions(fmt, limit, output), title="Step time per rank")
+            per = per_run(db, lambda d: straggler_rows(d, StragglerOptions(rank=rank)), run=run, merge=merge_runs)
+            report(per)
+            notes(run_notes(per, lambda r: r.notes))
+            emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output), title="Step time per rank")
             return
-        result = breakdown_ray(db, opts) if ray else breakdown(db, opts)
-        spread = straggler_rows(db, StragglerOptions()).notes if by_rank and len(db.ranks()) > 1 else []
-    notes(result.notes + [f"stragglers: {line} (--stragglers for every rank)" for line in spread
-                          if line.startswith("step ")])
-    emit(result.frame, OutputOptions(fmt, limit, output), title="Step breakdown by region")
+
+        def one(d: TraceDB) -> tuple[BreakdownResult, list[str]]:
+            result = breakdown_ray(d, opts) if ray else breakdown(d, opts)
+            spread = straggler_rows(d, StragglerOptions()).notes if by_rank and len(d.ranks()) > 1 else []
+            return result, result.notes + [f"stragglers: {line} (--stragglers for every rank)" for line in spread
+                                           if line.startswith("step ")]
+
+        per = per_run(db, one, run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: r[1]))
+    emit(stacked(per, lambda r: r[0].frame, limit), OutputOptions(fmt, None, output), title="Step breakdown by region")

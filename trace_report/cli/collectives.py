@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trace_report.cli.options import ByRankOpt, FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 
 @app.command("collectives")
@@ -14,9 +15,13 @@ def collectives_cmd(
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
-    """Collectives per kind and message size: count, kernel time, algbw and busbw in GB/s with
-    nccl-tests' factors, and wait_us, the skew a rank waited for its last peer (all ranks given).
+    """Collectives per kind and message size: count, kernel time, wait_us (the time a rank's kernel
+    waited for its last peer's; all ranks given), transfer_us (the kernel time after it), and
+    algbw and busbw in GB/s over the transfer time with nccl-tests' factors; bw_basis says
+    'kernel (wait unknown)' where, without the peers' traces, they are over the whole kernel.
 
     \b
     Example:
@@ -26,6 +31,8 @@ def collectives_cmd(
     from trace_report.present.tables import OutputOptions, emit
 
     with load(targets) as db:
-        result = collectives(db, CollectivesOptions(rank=rank, by_rank=by_rank))
-    notes(result.notes)
-    emit(result.frame, OutputOptions(fmt, limit, output), title="Collectives")
+        opts = CollectivesOptions(rank=rank, by_rank=by_rank)
+        per = per_run(db, lambda d: collectives(d, opts), run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: r.notes))
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output), title="Collectives")

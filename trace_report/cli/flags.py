@@ -24,6 +24,7 @@ from trace_report.cli.options import (
     ray_session,
 )
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 
 @app.command("flags")
@@ -41,6 +42,8 @@ def flags_cmd(
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Flag GPU kernels by class (TF32, tensor core, BF16/FP16, layout conversion, GEMM, conv, NCCL,
     ...) with count and time, then the TF32, tensor-core and layout-conversion shares of GPU time.
@@ -59,27 +62,29 @@ def flags_cmd(
         from trace_report.analyses.distributed import flags_ray
 
         with ray_session(ray_address), ray_load(targets) as db:
-            result = flags_ray(db, fopts)
+            per = per_run(db, lambda d: flags_ray(d, fopts), run=run, merge=merge_runs)
     else:
         with load(targets) as db:
-            result = flags(db, fopts)
-    notes(result.notes)
+            per = per_run(db, lambda d: flags(d, fopts), run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: r.notes))
     opts = OutputOptions(fmt, None, output, full_names)
     fmt_used = opts.resolve()
     if explain:
-        emit(result.explain, opts, title="Kernel class rules")
+        emit(per.results[0][1].explain, opts, title="Kernel class rules")
         return
+    summaries = stacked(per, lambda r: r.summary)
     if summary:
-        emit(result.summary, opts, title="Share of GPU time")
+        emit(summaries, opts, title="Share of GPU time")
         return
-    rows = text_lists(result.frame, fmt_used, ["classes"])
+    rows = text_lists(stacked(per, lambda r: r.frame), fmt_used, ["classes"])
     if fmt_used in (Format.table, Format.markdown):
         text = render(rows, fmt_used, "Flagged kernels", full_names=full_names) + "\n" + \
-            render(result.summary, fmt_used, "Share of GPU time")
+            render(summaries, fmt_used, "Share of GPU time")
         write_text(output, text)
         return
     emit(rows, opts)
-    for r in result.summary.to_dict(orient="records"):
-        who = f"rank {r['rank']} " if by_rank else ""
+    for r in summaries.to_dict(orient="records"):
+        who = (f"run {r['run']} " if per.several else "") + (f"rank {r['rank']} " if by_rank else "")
         err.print(f"summary: {who}{r['class']}: {r['count']} ops, {r['total_us']:,.1f} us, "
                   f"{r['pct_of_gpu_time']:.2f}% of GPU time", markup=False)

@@ -8,6 +8,7 @@ import typer
 
 from trace_report.cli.options import FormatOpt, OutputOpt, RankOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 
 @app.command("ops")
@@ -19,6 +20,8 @@ def ops_cmd(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Rows.")] = 30,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Operators (aten::) with self CPU time, the GPU time of the kernels they launched (directly,
     and with nested operators), FLOP from input shapes (GEMM, convolution, attention) and TFLOP/s.
@@ -31,6 +34,8 @@ def ops_cmd(
     from trace_report.present.tables import OutputOptions, emit
 
     with load(targets) as db:
-        result = ops(db, OpsOptions(rank=rank, by_shape=by_shape, all_ops=all_ops, limit=limit))
-    notes(result.notes)
-    emit(result.frame, OutputOptions(fmt, None, output), title="Operators")
+        opts = OpsOptions(rank=rank, by_shape=by_shape, all_ops=all_ops, limit=limit)
+        per = per_run(db, lambda d: ops(d, opts), run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: r.notes))
+    emit(stacked(per, lambda r: r.frame), OutputOptions(fmt, None, output), title="Operators")

@@ -8,6 +8,7 @@ import typer
 
 from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 StepsOnlyOpt = Annotated[bool, typer.Option(
     "--steps-only/--all-steps",
@@ -25,6 +26,8 @@ def overlap_cmd(
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Computation/communication overlap per rank: union of compute kernels (comp_us), of NCCL
     kernels (comm_us), both at once (overlap_us), and overlap_us / comm_us in percent, as HTA's
@@ -38,6 +41,9 @@ def overlap_cmd(
     from trace_report.present.tables import OutputOptions, emit
 
     with load(targets) as db:
-        result = overlap(db, OverlapOptions(rank=rank, steps_only=steps_only, hta_rounding=hta_rounding))
-    notes(result.notes)
-    emit(result.frame, OutputOptions(fmt, limit, output), title="Computation/communication overlap")
+        opts = OverlapOptions(rank=rank, steps_only=steps_only, hta_rounding=hta_rounding)
+        per = per_run(db, lambda d: overlap(d, opts), run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: r.notes))
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output),
+         title="Computation/communication overlap")

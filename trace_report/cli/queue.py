@@ -9,6 +9,7 @@ import typer
 from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
 from trace_report.cli.overlap import HtaRoundingOpt, StepsOnlyOpt
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 
 @app.command("queue")
@@ -22,6 +23,8 @@ def queue_cmd(
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Launch queue length per rank and stream: mean and max outstanding launches (per change, as
     HTA's get_queue_length_summary) and blocked_us, the time the queue was full and the CPU
@@ -35,7 +38,9 @@ def queue_cmd(
     from trace_report.present.tables import OutputOptions, emit
 
     with load(targets) as db:
-        result = queue_length(db, QueueOptions(rank=rank, max_queue_length=max_queue_length,
-                                               steps_only=steps_only, hta_rounding=hta_rounding))
-    notes(result.notes)
-    emit(result.frame, OutputOptions(fmt, limit, output), title="CUDA launch queue")
+        opts = QueueOptions(rank=rank, max_queue_length=max_queue_length, steps_only=steps_only,
+                            hta_rounding=hta_rounding)
+        per = per_run(db, lambda d: queue_length(d, opts), run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: r.notes))
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output), title="CUDA launch queue")

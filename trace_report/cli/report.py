@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 from trace_report.cli.options import RankOpt, err, hash_ahead, load, output_given
 from trace_report.cli.options import check_output as options_check_output
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt
 
 InputsArg = Annotated[
     list[Path],
@@ -37,6 +39,8 @@ def report_cmd(
     step: Annotated[int | None, typer.Option(help="ProfilerStep of the timeline (default: the median step).")] = None,
     rank: RankOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Kernels in the top-kernels chart and table.")] = 20,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """One offline HTML page: run configuration, headline numbers, charts, kernel classes, advice.
 
@@ -50,7 +54,11 @@ def report_cmd(
         output = default_report_path(targets[0])
         options_check_output(output, list(targets))  # the same input/output check as an explicit -o
     check_output(output)  # before the traces are read
+    opts = ReportOptions(title=title, limit=limit, step=step, rank=rank, merge_runs=merge_runs)
     with load(targets) as db:
-        report = write_report(db, [str(t) for t in targets], output,
-                              ReportOptions(title=title, limit=limit, step=step, rank=rank))
+        if run is not None:
+            with db.scope(db.run(run).trace_ids):
+                report = write_report(db, [str(t) for t in targets], output, replace(opts, merge_runs=True))
+        else:
+            report = write_report(db, [str(t) for t in targets], output, opts)
     err.print(f"{output}: {len(report.sections)} sections, {len(report.charts)} charts", markup=False)

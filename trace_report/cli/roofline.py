@@ -25,6 +25,7 @@ from trace_report.cli.options import (
     output_given,
 )
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, PerRun, RunOpt, per_run, report, stacked
 from trace_report.errors import InputError
 from trace_report.present.format import Format
 
@@ -182,6 +183,8 @@ def roofline_cmd(
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Roofline per kernel: FLOP, DRAM bytes, arithmetic intensity, achieved FLOP/s, bound.
 
@@ -212,9 +215,20 @@ def roofline_cmd(
     if any(reports) and not all(reports):
         raise InputError("give either Nsight Compute reports or traces/a database, not both")
     with load(targets) as db:
-        result = roofline(db, opts)
+        if several or db.has_table("ncu_kernels"):  # reports, or several targets: a run column (by_run)
+            per = PerRun([(None, roofline(db, opts))])
+        else:  # one target: each run with its own GPU's peaks
+            per = per_run(db, lambda d: roofline(d, opts), run=run, merge=merge_runs)
+    report(per)
+    notes(per.notes)
+    for label, result in per.results:
+        if label is not None:
+            err.print(f"run {label}:", markup=False)
+        _summary(result)
     if chart is not None:
-        save_chart(roofline_chart(result), chart)
-    _summary(result)
+        save_chart(roofline_chart(per.results[0][1]), chart)
+        if per.several:
+            notes([f"--chart: the roofline of run {per.results[0][0]} only (--run LABEL for another)"])
     resolved = OutputOptions(fmt, limit, output).resolve()
-    emit(_display(result.frame, resolved), OutputOptions(resolved, limit, output, full_names), title="Roofline")
+    emit(stacked(per, lambda r: _display(r.frame, resolved), limit), OutputOptions(resolved, None, output, full_names),
+         title="Roofline")

@@ -22,6 +22,7 @@ from trace_report.cli.options import (
     ray_session,
 )
 from trace_report.cli.registry import app
+from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 
 @app.command("top-kernels")
@@ -41,6 +42,8 @@ def top_kernels_cmd(
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
+    merge_runs: MergeRunsOpt = False,
+    run: RunOpt = None,
 ) -> None:
     """Rank GPU kernels, memcpy and memset by total time (CPU operators by self time on traces
     without any GPU operation).
@@ -73,9 +76,10 @@ def top_kernels_cmd(
         from trace_report.analyses.distributed import top_kernels_ray
 
         with ray_session(ray_address), ray_load(targets) as db:
-            result = top_kernels_ray(db, opts)
+            per = per_run(db, lambda d: top_kernels_ray(d, opts), run=run, merge=merge_runs)
     else:
         with load(targets) as db:
-            result = top_kernels(db, opts)
-    notes([result.note] if result.note else [])
-    emit(result.rows, OutputOptions(fmt, None, output, full_names), title="Top kernels")
+            per = per_run(db, lambda d: top_kernels(d, opts), run=run, merge=merge_runs)
+    report(per)
+    notes(run_notes(per, lambda r: [r.note] if r.note else []))
+    emit(stacked(per, lambda r: r.rows), OutputOptions(fmt, None, output, full_names), title="Top kernels")

@@ -56,6 +56,7 @@ class ReportOptions:
     limit: int = 20
     step: int | None = None
     rank: int | None = None
+    merge_runs: bool = False
 
 
 @dataclass
@@ -225,9 +226,9 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
 def trace_runs(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, ...]]:
     """``{run_key: trace ids}`` when the traces belong to capture runs (table ``run_traces``),
     else ``{}``."""
-    try:
-        rows = con.execute("SELECT run_key, list(trace_id ORDER BY trace_id) FROM run_traces GROUP BY 1 "
-                           "ORDER BY 1").fetchall()
+    try:  # of the traces in view: one run's alone inside TraceDB.scope
+        rows = con.execute("SELECT run_key, list(trace_id ORDER BY trace_id) FROM run_traces "
+                           "WHERE trace_id IN (SELECT trace_id FROM traces) GROUP BY 1 ORDER BY 1").fetchall()
     except duckdb.CatalogException:
         return {}
     return {str(k): tuple(int(t) for t in ids) for k, ids in rows}
@@ -391,24 +392,59 @@ def experiments_section(con: duckdb.DuckDBPyConnection) -> Section | None:
 
 def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None = None) -> Report:
     """Every section that applies to ``db`` (a TraceDB opened with
-    :func:`~trace_report.store.runs.open_runs`, so that the run tables exist)."""
+    :func:`~trace_report.store.runs.open_runs`, so that the run tables exist).
+
+    Several runs (:meth:`TraceDB.runs`) and not ``merge_runs``: the capture configuration, a
+    list of the runs, then the sections of each run alone, titled ``<run> · <section>``. Capture
+    runs alone (run.json) keep one set of sections where every chart and table has a run colour
+    or column (``run_traces``): an experiment's runs compared side by side, never summed."""
     opts = options or ReportOptions()
     con = db.con
     title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
     report = Report(title, sources)
-    advice = advice_of(db, opts)
-    builders = [lambda: config_section(con), lambda: headline_section(db, con, opts, advice),
-                lambda: trace_charts_section(db, con, opts), lambda: stragglers_section(db, opts.rank),
-                lambda: comm_section(db, opts.rank, Section, table_html), lambda: ops_section(db, opts.rank),
-                lambda: memory_section(db, opts.rank, trace_runs(con)), lambda: experiments_section(con),
-                lambda: flags_section(db, con, opts), lambda: advice_section(advice)]
-    for build in builders:
-        section = build()
-        if section is not None:
-            report.sections.append(section)
+    runs = db.runs()
+    captured = all(r.source == "run.json" for r in runs)  # capture runs: compared side by side (run_traces)
+    if len(runs) > 1 and not opts.merge_runs and not captured:
+        report.sections += [s for s in (config_section(con), runs_section(db), experiments_section(con)) if s]
+        for run in runs:
+            with db.scope(run.trace_ids):
+                for section in _trace_sections(db, opts):
+                    section.title = f"{run.label} · {section.title}"
+                    report.sections.append(section)
+    else:
+        report.sections += [s for s in (config_section(con),) if s]
+        report.sections += _trace_sections(db, opts, experiments=True)
+        if opts.merge_runs and len(runs) > 1 and report.sections:
+            report.sections[0].notes.append(f"--merge-runs: {len(runs)} runs analysed as one: "
+                                            f"{', '.join(r.label for r in runs)}")
     if not report.sections:
         raise InputError("nothing to report: no traces and no runs")
     return report
+
+
+def _trace_sections(db: TraceDB, opts: ReportOptions, *, experiments: bool = False) -> list[Section]:
+    """The sections computed from the traces in view (all, or one run's inside a scope)."""
+    con = db.con
+    advice = advice_of(db, opts)
+    builders = [lambda: headline_section(db, con, opts, advice),
+                lambda: trace_charts_section(db, con, opts), lambda: stragglers_section(db, opts.rank),
+                lambda: comm_section(db, opts.rank, Section, table_html), lambda: ops_section(db, opts.rank),
+                lambda: memory_section(db, opts.rank, trace_runs(con)),
+                lambda: experiments_section(con) if experiments else None,
+                lambda: flags_section(db, con, opts), lambda: advice_section(advice)]
+    return [s for s in (build() for build in builders) if s is not None]
+
+
+def runs_section(db: TraceDB) -> Section:
+    """The runs of the input (:mod:`trace_report.store.run_identity`), one row each."""
+    frame = db.con.execute(
+        "SELECT r.run, any_value(r.run_source) AS grouped_by, count(*) AS traces, "
+        "string_agg(DISTINCT CAST(t.rank AS VARCHAR), ', ') AS ranks, "
+        "string_agg(DISTINCT t.device_name, ', ') AS gpu, min(t.trace_id) AS first_trace "
+        "FROM trace_runs r JOIN traces t USING (trace_id) GROUP BY r.run ORDER BY first_trace").df()
+    sec = Section("Runs", table_html(frame.drop(columns=["first_trace"])))
+    sec.notes.append("each run is analysed alone below (trace-report report --merge-runs for one analysis of all)")
+    return sec
 
 
 def _section_html(sec: Section, index: int) -> str:

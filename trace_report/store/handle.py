@@ -26,6 +26,7 @@ def open_database(path: Path, *, read_only: bool = True, cls: type[DB] = TraceDB
     db = cls(connect_existing(path, read_only=read_only))
     try:
         attach_runs(db.con, [])
+        db.runs()  # the trace_runs table, for SQL
     except BaseException:
         db.close()
         raise

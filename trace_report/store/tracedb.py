@@ -9,11 +9,14 @@ analyses in :mod:`trace_report.analyses` are functions ``fn(db: TraceDB, options
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
 
 from trace_report.errors import UsageError
+from trace_report.store.run_identity import Run, identify_runs
 
 
 @dataclass
@@ -40,6 +43,34 @@ class TraceDB:
     def __init__(self, con: duckdb.DuckDBPyConnection, summary: IngestSummary | None = None) -> None:
         self.con = con
         self.summary = summary or IngestSummary()
+        self._runs: list[Run] | None = None
+
+    def runs(self) -> list[Run]:
+        """The runs of these traces (:mod:`trace_report.store.run_identity`: run.json, one
+        distributed job's ``distributedInfo``, rank files of one folder, else one run per file),
+        ordered by first ``trace_id``; also creates the TEMP table ``trace_runs`` (``trace_id``,
+        ``run``, ``run_source``). Computed once per handle."""
+        if self._runs is None:
+            self._runs = identify_runs(self.con)
+        return self._runs
+
+    def run(self, label: str) -> Run:
+        """The run labelled ``label``; :class:`~trace_report.errors.UsageError` (exit 2) listing
+        the runs when there is none."""
+        for r in self.runs():
+            if r.label == label:
+                return r
+        raise UsageError(f"no run {label!r} (runs: {', '.join(r.label for r in self.runs()) or 'none'})")
+
+    @contextmanager
+    def scope(self, trace_ids: list[int]) -> Iterator[TraceDB]:
+        """This handle with ``traces`` and ``events`` narrowed to ``trace_ids`` inside the block
+        (:func:`trace_report.store.run_scope.scoped`): every analysis then sees those traces alone.
+        A run's traces: ``with db.scope(db.run(label).trace_ids) as part: ...``."""
+        from trace_report.store.run_scope import scoped
+
+        with scoped(self.con, trace_ids):
+            yield self
 
     def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
         """Run ``query`` against the schema and return the relation."""
@@ -71,14 +102,15 @@ class TraceDB:
             raise UsageError(f"no trace of rank {rank} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
     def __repr__(self) -> str:
-        """``<TraceDB: 2 traces, 1 run (run.json), ranks 0-1, NVIDIA A100-SXM4-80GB, 6 ProfilerSteps>``:
-        what a notebook shows for the handle (table ``traces``, view ``steps``; runs counted where a
-        capture's run.json names them); ``closed`` once closed."""
+        """``<TraceDB: 2 traces, 1 run, ranks 0-1, NVIDIA A100-SXM4-80GB, 6 ProfilerSteps>``:
+        what a notebook shows for the handle (table ``traces``, view ``steps``, :meth:`runs`);
+        ``closed`` once closed."""
         try:
-            n, runs, lo, hi, ranks, gpus = self.con.execute(
-                "SELECT count(*), count(DISTINCT run_id), min(rank), max(rank), count(DISTINCT rank), "
+            n, lo, hi, ranks, gpus = self.con.execute(
+                "SELECT count(*), min(rank), max(rank), count(DISTINCT rank), "
                 "string_agg(DISTINCT device_name, ', ' ORDER BY device_name) FROM traces").fetchone()
             steps = self.scalar("SELECT count(*) FROM steps")
+            runs = len(self.runs())
         except (duckdb.Error, TypeError):
             return f"<{type(self).__name__}: closed>"
         if ranks == 0:
@@ -87,7 +119,7 @@ class TraceDB:
             rank_text = f"rank {lo}"
         else:
             rank_text = f"ranks {lo}-{hi}" if ranks == hi - lo + 1 else f"{ranks} ranks {lo}..{hi}"
-        run_text = f"{runs} run{'s' * (runs != 1)} (run.json), " if runs else ""
+        run_text = f"{runs} run{'s' * (runs != 1)}, "
         return (f"<{type(self).__name__}: {n} trace{'s' * (n != 1)}, {run_text}{rank_text}, "
                 f"{gpus or 'no GPU'}, {steps} ProfilerStep{'s' * (steps != 1)}>")
 

@@ -19,6 +19,7 @@ from trace_report.analyses.roofline.estimate import estimate_ops
 from trace_report.analyses.roofline.peaks import GpuPeaks, resolve_peaks
 from trace_report.errors import InputError
 from trace_report.manifest import read_manifest
+from trace_report.store.run_identity import identify_runs
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import create_ncu_views, has_ncu_tables
 
@@ -213,7 +214,8 @@ def _runs_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 
 def trace_runs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """``trace_id``, ``run`` (:func:`run_label`) and ``batch_size`` (the run's
+    """``trace_id``, ``run`` (:func:`run_label` of the trace's run by
+    :mod:`trace_report.store.run_identity`) and ``batch_size`` (the run's
     ``config.batch_size``, NULL outside a capture run) of every trace."""
     try:
         frame = con.execute("""
@@ -222,8 +224,10 @@ def trace_runs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     except duckdb.CatalogException:
         frame = con.execute("SELECT trace_id, path, NULL AS run_key, NULL AS model, NULL AS batch_size "
                             "FROM traces").df()
-    frame["run"] = [run_label(k, m, p) for k, m, p in zip(frame["run_key"], frame["model"], frame["path"],
-                                                          strict=True)]
+    labels = {t: r.label for r in identify_runs(con) for t in r.trace_ids}  # the one run definition
+    frame["run"] = [run_label(k, m, p) if isinstance(k, str) and k else labels.get(int(t), run_label(k, m, p))
+                    for t, k, m, p in zip(frame["trace_id"], frame["run_key"], frame["model"], frame["path"],
+                                          strict=True)]
     return frame[["trace_id", "run", "batch_size"]]
 
 

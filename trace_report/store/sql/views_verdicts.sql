@@ -137,7 +137,9 @@ FROM w LEFT JOIN i USING (rank);
 -- blocked (the evidence of host_sync; the cost is the GPU idle that follows, gpu_idle_by_cause).
 CREATE OR REPLACE TEMP VIEW host_syncs_by_rank AS
 SELECT w.rank, count(*) AS calls, sum(least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us)) AS blocked_us,
-       mode(c.name) AS common_call
+       (list_sort(list_transform(map_entries(histogram(c.name)),
+                            lambda x: {'n': -CAST(x.value AS BIGINT), 'k': x.key}))[1]).k AS common_call
+       -- the most frequent name, the first by name among equals (mode() picks any: not reproducible)
 FROM host_sync_calls c JOIN analysis_windows w
   ON w.trace_id = c.trace_id AND c.ts_us >= w.ts_us AND c.ts_us < w.end_us
 GROUP BY w.rank;
@@ -146,7 +148,9 @@ GROUP BY w.rank;
 -- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), over the whole trace as
 -- the GPU time (view gpu_time) is.
 CREATE OR REPLACE TEMP VIEW pageable_copies_by_rank AS
-SELECT t.rank, count(*) AS copies, sum(g.dur_us) AS pageable_us, mode(g.name) AS common_name
+SELECT t.rank, count(*) AS copies, sum(g.dur_us) AS pageable_us, (list_sort(list_transform(map_entries(histogram(g.name)),
+                            lambda x: {'n': -CAST(x.value AS BIGINT), 'k': x.key}))[1]).k AS common_name
+       -- the most frequent name, the first by name among equals (mode() picks any: not reproducible)
 FROM gpu_ops g JOIN traces t USING (trace_id)
 WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
 GROUP BY t.rank;

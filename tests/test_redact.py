@@ -797,3 +797,20 @@ def test_end_to_end_every_stored_string_is_screened(tmp_path: Any, capsys: pytes
     assert not any(v in " ".join(kineto + nsys) for v in planted.values())
     assert ncu == [("mysql -u root -p<redacted:cli_flag>", "host-x_<redacted:hf_token>",
                     "void gemm_kernel<FOO_<redacted:github_token>>(int)", "NVIDIA H100 <redacted:google_api_key>")]
+
+
+def test_run_folder_csv_strings_are_screened(tmp_path: Any) -> None:
+    """ISSUE 36 item 3: the text cells of a run folder's metrics/steps/results CSV go through the
+    same screen as every other stored string (run_metrics, run_steps, run_results)."""
+    import trace_report as tr
+
+    hf, gh = hf_token(21), "ghp_" + rand(36, seed=21)
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r1", "schema": "trace-report/run/1"}))
+    (tmp_path / "metrics.csv").write_text(f"epoch,loss,note\n0,1.5,token {hf}\n1,1.2,ok\n")
+    (tmp_path / "results.csv").write_text(f"variant,url\na,https://user:{gh}@example.com/x\n")
+    with tr.open(tmp_path) as db:
+        values = [str(v) for t in ("run_metrics", "run_results")
+                  for row in db.con.execute(f"SELECT * FROM {t}").fetchall() for v in row]
+    assert not any(hf in v or gh in v for v in values), values
+    assert "token <redacted:hf_token>" in values and "ok" in values
+    assert any(v.startswith("https://user:<redacted") and "example.com/x" in v for v in values), values

@@ -31,6 +31,7 @@ import duckdb
 
 from trace_report.errors import InputError
 from trace_report.manifest import MANIFEST, RunManifest, from_dict, raw_manifest
+from trace_report.redact import StringScreen
 from trace_report.store.tracedb import TraceDB
 
 if TYPE_CHECKING:
@@ -81,12 +82,22 @@ def read_csv_table(folder: Path, stem: str) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    """A run folder's CSV file, every text cell through the secret screen of
+    :mod:`trace_report.redact` (as every other stored string: docs/schema.md)."""
     import pandas as pd  # run folders only (see read_csv_table)
 
     try:
-        return pd.read_csv(path)
+        frame = pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise InputError(f"{path}: unreadable CSV ({exc})") from exc
+    screen = StringScreen()
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            values = frame[column].tolist()
+            screened = screen.column(values, f"{path.name}.{column}")
+            if screened is not values:
+                frame[column] = screened
+    return frame
 
 
 def _run_key(folder: Path, manifest: RunManifest) -> str:

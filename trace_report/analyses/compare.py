@@ -16,6 +16,9 @@ compared per step unless ``per_step=False``, and a note says so. ``match='short'
 by :func:`~trace_report.formats.names.short_kernel_name` (argument lists and nested templates
 elided), so that kernels that only differ by PyTorch version (``TensorIterator&`` against
 ``TensorIteratorBase&``) are one row, not a vanished and a new one.
+
+The headline ``compare`` prints first (step time and GPU time, A -> B) and the rules of
+``compare --fail-if`` are in :mod:`~trace_report.analyses.gate`.
 """
 
 from __future__ import annotations
@@ -58,12 +61,14 @@ class CompareOptions:
 
 @dataclass
 class CompareResult:
-    """Rows (:data:`KERNEL_COLUMNS` or :data:`REGION_COLUMNS`), the sides' step counts, notes."""
+    """Rows (:data:`KERNEL_COLUMNS` or :data:`REGION_COLUMNS`), the sides' step counts, notes;
+    ``per_step``: the counts and times are per step of each side (else totals over all steps)."""
 
     frame: pd.DataFrame
     a_steps: int = 0
     b_steps: int = 0
     notes: list[str] = field(default_factory=list)
+    per_step: bool = False
 
 
 
@@ -168,7 +173,7 @@ def kernels_diff(ta: pd.DataFrame, tb: pd.DataFrame, sa: int, sb: int, opts: Com
     frame = diff_tables(ta, tb, *((sa, sb) if opts.per_step else (1, 1)))
     if opts.per_step:
         notes.append(f"per step: A has {sa} step(s), B has {sb}")
-    return CompareResult(frame, sa, sb, notes)
+    return CompareResult(frame, sa, sb, notes, per_step=bool(opts.per_step))
 
 
 def compare_regions(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> CompareResult:
@@ -202,13 +207,31 @@ def regions_diff(ra: BreakdownResult, rb: BreakdownResult, opts: CompareOptions)
     notes = [f"A: {n}" for n in ra.notes] + [f"B: {n}" for n in rb.notes]
     notes.append(f"per step (the default for regions; --no-per-step for totals): A has {sa} step(s), B has {sb}"
                  if per_step else f"totals over all steps: A has {sa} step(s), B has {sb}")
-    return CompareResult(out[REGION_COLUMNS].reset_index(drop=True), sa, sb, notes)
+    return CompareResult(out[REGION_COLUMNS].reset_index(drop=True), sa, sb, notes, per_step=per_step)
 
 
 def _region_steps(frame: pd.DataFrame) -> int:
     """Step windows of a summed breakdown (the regions' ``steps``; not the before_first_step row)."""
     steps = frame.loc[frame["region"].isin(REGIONS), "steps"]
     return int(steps.max()) if len(steps) else 1
+
+
+REGRESSION_COLUMNS = ["status", "a_us", "b_us", "diff_us"]
+
+
+def regressions(result: CompareResult, limit: int = 5) -> pd.DataFrame:
+    """The ``limit`` kernels or regions whose time per step grew most (B - A > 0), largest first:
+    the name or region column, then :data:`REGRESSION_COLUMNS` (kernels' time, regions' wall time,
+    µs per step of each side, whether ``result`` holds totals or per-step rows)."""
+    frame = result.frame
+    key, a_col, b_col = ("region", "a_wall_us", "b_wall_us") if "region" in frame else ("name", "a_total_us",
+                                                                                        "b_total_us")
+    da, db_ = (1, 1) if result.per_step else (max(result.a_steps, 1), max(result.b_steps, 1))
+    out = pd.DataFrame({key: frame[key], "status": frame["status"], "a_us": frame[a_col] / da,
+                        "b_us": frame[b_col] / db_})
+    out["diff_us"] = out["b_us"] - out["a_us"]
+    out = out[out["diff_us"] > 0].sort_values(["diff_us", key], ascending=[False, True])
+    return out.head(limit).reset_index(drop=True)
 
 
 def by_short_name(totals: pd.DataFrame) -> pd.DataFrame:

@@ -1,10 +1,17 @@
-"""``trace-report hta ANALYSIS PATHS``: Holistic Trace Analysis on the same inputs."""
+"""``trace-report hta ANALYSIS PATHS``: Holistic Trace Analysis on the same inputs.
+
+HTA's failures are one ``Error:`` line with HTA's message (analyses/hta_bridge.py); ``--debug``
+shows HTA's own output (progress, log lines, warnings) and, on a failure, HTA's traceback above
+that line. The app has no global ``--debug`` (cli/app.py), so the option is this command's.
+"""
 
 from __future__ import annotations
 
 import enum
+import sys
+import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,8 +20,15 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     inputs_given,
+    notes,
 )
 from trace_report.cli.registry import app
+from trace_report.errors import TraceReportError
+
+if TYPE_CHECKING:  # pandas and the bridge load in the command body (cli/ defers library imports)
+    import pandas as pd
+
+    from trace_report.analyses.hta_bridge import HtaOptions
 
 
 class HtaAnalysis(str, enum.Enum):
@@ -35,6 +49,8 @@ def hta_cmd(
     include_last_step: Annotated[bool, typer.Option(
         "--include-last-step", help="Keep the last ProfilerStep (HTA drops it by default).")] = False,
     per_launch: Annotated[bool, typer.Option("--per-launch", help="launch: one row per launch.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show HTA's own output (progress, log lines, "
+                                                        "warnings) and the traceback of a failure.")] = False,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,
@@ -45,14 +61,27 @@ def hta_cmd(
     Example:
       trace-report hta temporal traces/ddp-run/
     """
-    from trace_report.analyses.hta_bridge import HtaOptions, hta_idle, hta_launch_stats, hta_temporal
+    from trace_report.analyses.hta_bridge import NO_LAUNCHES_NOTE, HtaOptions
     from trace_report.present.tables import OutputOptions, emit
 
-    opts = HtaOptions(ranks=tuple(ranks or ()), include_last_step=include_last_step)
-    if analysis is HtaAnalysis.temporal:
-        frame = hta_temporal(targets, opts)
-    elif analysis is HtaAnalysis.idle:
-        frame = hta_idle(targets, opts)
-    else:
-        frame = hta_launch_stats(targets, opts, per_launch=per_launch)
+    opts = HtaOptions(ranks=tuple(ranks or ()), include_last_step=include_last_step, show_hta_output=debug)
+    try:
+        frame = _analyse(analysis, targets, opts, per_launch=per_launch)
+    except TraceReportError as exc:
+        if debug and exc.__cause__ is not None:  # HTA's own exception; the Error line follows it
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+        raise
+    if analysis is HtaAnalysis.launch and not len(frame):
+        notes([NO_LAUNCHES_NOTE])
     emit(frame, OutputOptions(fmt, limit, output), title=f"HTA {analysis.value}")
+
+
+def _analyse(analysis: HtaAnalysis, targets: list[Path], opts: HtaOptions, *, per_launch: bool) -> pd.DataFrame:
+    """The frame of one HTA analysis (analyses/hta_bridge.py)."""
+    from trace_report.analyses.hta_bridge import hta_idle, hta_launch_stats, hta_temporal
+
+    if analysis is HtaAnalysis.temporal:
+        return hta_temporal(targets, opts)
+    if analysis is HtaAnalysis.idle:
+        return hta_idle(targets, opts)
+    return hta_launch_stats(targets, opts, per_launch=per_launch)

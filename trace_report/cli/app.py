@@ -39,6 +39,7 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
     queue,
     report,
     roofline,
+    sequences,
     sql,
     top_kernels,
 )
@@ -48,7 +49,7 @@ from trace_report.errors import TraceReportError, UsageError
 from trace_report.interrupts import Terminated
 
 COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "ops", "overlap", "queue",
-                 "launches", "modules", "collectives", "memory", "roofline", "compare", "report", "export", "sql", "hta"]
+                 "launches", "sequences", "modules", "collectives", "memory", "roofline", "compare", "report", "export", "sql", "hta"]
 """The order of ``trace-report --help`` (registration order depends on which module loads first)."""
 app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
 

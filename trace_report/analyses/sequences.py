@@ -1,0 +1,150 @@
+"""Repeated kernel sequences per launching operator, as HTA's ``get_frequent_cuda_kernel_sequences``:
+fusion candidates for torch.compile.
+
+A launching operator is the outermost CPU operator around a launch call on its thread (with
+``operator``: the outermost CPU event whose name contains that text, HTA's ``operator_name``). Each
+call of it launched a sequence of GPU operations (kernels, memcpy, memset), in GPU start order; a
+sequence is the operator's name and those names (HTA's pattern). Per sequence: ``count`` (calls),
+``total_us`` (their GPU time), ``mean_us``, ``pct`` (of the GPU time in the selection), ``cpu_us``
+(the calls' own duration) and ``fusible``: every operation is an elementwise or reduction kernel
+(the kernel classes of ``views_kernel_classes.sql``), so one fused kernel could replace the
+sequence. Sequences of ``min_length``..``max_length`` operations launched at least ``min_count``
+times are shown, most GPU time first. The queries are ``store/sql/sequences.sql`` (one row per
+operator call; the rule, stated in full) and ``store/sql/sequence_stats.sql`` (the grouping).
+
+Source: HTA 0.6.1 ``hta/analyzers/cuda_kernel_analysis.py`` (CudaKernelAnalysis.
+get_frequent_cuda_kernel_sequences; defaults in ``hta/trace_analysis.py``: min_pattern_len 3,
+top_k 5). Differences, on purpose: no operator name is needed (HTA requires one); HTA keeps only
+the matches at the shallowest depth of the whole rank, here the outermost match on each launch's
+thread counts (HTA drops the backward pass's ``aten::`` ops when the forward has shallower ones);
+a maximum length and a minimum count (HTA lists count 1 too); ordered by GPU time, not count. On
+the operators HTA keeps, count, GPU time and CPU time equal HTA's (``tests/analyses/test_sequences.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from trace_report.analyses.result import Result, drop_single_trace_ids
+from trace_report.errors import UsageError
+from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import sql_text
+
+MIN_LENGTH = 2
+"""Shortest sequence shown: one operation alone is nothing to fuse (HTA's min_pattern_len is 3)."""
+MAX_LENGTH = 8
+"""Longest sequence shown: past this an operator is a region (a whole optimizer step), not a pattern."""
+MIN_COUNT = 2
+"""A sequence launched once is not repeated."""
+
+COLUMNS = ["rank", "operator", "length", "count", "total_us", "mean_us", "pct", "cpu_us", "fusible",
+           "fusible_kernels", "kernels"]
+FUSIBLE_CLASSES = ("elementwise", "reduction")
+
+
+@dataclass(frozen=True)
+class SequenceOptions:
+    """``rank``: only that rank; ``operator``: launching operators are the CPU events whose name
+    contains this text (HTA's operator_name; None: every cpu_op); ``min_length`` / ``max_length``:
+    the GPU operations per call shown; ``min_count``: calls per sequence shown; ``steps_only``: HTA's
+    step selection (:class:`~trace_report.analyses.overlap.OverlapOptions`)."""
+
+    rank: int | None = None
+    operator: str | None = None
+    min_length: int = MIN_LENGTH
+    max_length: int = MAX_LENGTH
+    min_count: int = MIN_COUNT
+    steps_only: bool = True
+
+
+def check_options(opts: SequenceOptions) -> None:
+    """Raise :class:`~trace_report.errors.UsageError` for options no trace can satisfy (before any is read)."""
+    if opts.operator is not None and not opts.operator.strip():
+        raise UsageError("the operator name must not be empty")
+    if opts.min_length < 1:
+        raise UsageError(f"the minimum length must be 1 or more (got {opts.min_length})")
+    if opts.max_length < opts.min_length:
+        raise UsageError(f"the maximum length ({opts.max_length}) is below the minimum length ({opts.min_length})")
+    if opts.min_count < 1:
+        raise UsageError(f"the minimum count must be 1 or more (got {opts.min_count})")
+
+
+def _params(opts: SequenceOptions) -> dict[str, object]:
+    return {"rank": opts.rank, "operator": opts.operator, "steps_only": opts.steps_only,
+            "min_length": opts.min_length, "max_length": opts.max_length, "min_count": opts.min_count}
+
+
+def call_query() -> str:
+    """The SQL of one row per launching operator call (``rank``, ``trace_id``, ``op_event_id``,
+    ``operator``, ``op_ts_us``, ``cpu_us``, ``length``, ``gpu_us``, ``fusible_kernels``, ``kernels``;
+    one row per trace with a NULL operator for the operations launched outside every operator);
+    parameters ``rank``, ``operator``, ``steps_only``."""
+    return sql_text("sequences.sql")
+
+
+def sequence_query() -> str:
+    """The SQL of every sequence group with its ``kept`` flag (``sequence_stats.sql`` over
+    :func:`call_query`); parameters as :func:`_params`."""
+    return f"WITH calls AS (\n{call_query()}\n)\n{sql_text('sequence_stats.sql')}"
+
+
+def _notes(groups: pd.DataFrame, opts: SequenceOptions) -> list[str]:
+    """What the selection left out, in words, from every group (kept or not)."""
+    notes: list[str] = []
+    outside = groups[groups["operator"].isna()]
+    ops = groups[groups["operator"].notna()]
+    if opts.operator and ops.empty:
+        return [f"no CPU operator whose name contains {opts.operator!r} launched a GPU operation"]
+    if not outside.empty:
+        what = f"whose name contains {opts.operator!r}" if opts.operator else "(cpu_op)"
+        share = 100.0 * outside["total_us"].sum() / groups["total_us"].sum() if groups["total_us"].sum() else 0.0
+        notes.append(f"{int(outside['length'].sum())} GPU operations ({share:.3g}% of the GPU time) "
+                     f"were launched outside every operator {what}: in no sequence")
+    calls = int(ops["count"].sum())
+    longer = ops[ops["length"] > opts.max_length]
+    if not longer.empty:
+        notes.append(f"{int(longer['count'].sum())} of {calls} operator calls launched more than {opts.max_length} "
+                     f"GPU operations (up to {int(longer['length'].max())}): left out, --max-length shows them")
+    if calls and ops["length"].max() < opts.min_length:
+        notes.append(f"every operator call launched fewer than {opts.min_length} GPU operations: no sequence "
+                     "(--operator NAME groups the kernels of a larger operator)")
+    if (ops["fusible"] & ops["kept"]).any():
+        notes.append("fusible: every operation is an elementwise or reduction kernel (kernel classes); one "
+                     "fused kernel (torch.compile) could replace each call's sequence")
+    return notes
+
+
+def sequences(db: TraceDB, options: SequenceOptions | None = None) -> Result:
+    """Repeated kernel sequences per launching operator: columns :data:`COLUMNS` (``total_us``,
+    ``mean_us``, ``cpu_us`` in µs, ``pct`` in percent, ``kernels`` a list of names), most GPU time
+    first per rank; ``trace_id`` too when several traces share a rank.
+
+    Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank``, an empty ``operator``,
+    lengths below 1 or in the wrong order, or a minimum count below 1.
+    """
+    opts = options or SequenceOptions()
+    db.check_rank(opts.rank)
+    check_options(opts)
+    groups = db.con.execute(sequence_query(), _params(opts)).df()
+    frame = groups[groups["kept"]][[*COLUMNS, "trace_id"]]
+    frame = drop_single_trace_ids(frame.astype({"rank": "int64"})).reset_index(drop=True)
+    frame["kernels"] = [list(k) for k in frame["kernels"]]
+    notes = _notes(groups, opts)
+    if groups.empty:
+        notes.append("no GPU operations launched by a runtime call in the selection")
+    elif frame.empty:
+        notes.append(f"no sequence of {opts.min_length}-{opts.max_length} GPU operations launched "
+                     f"{opts.min_count} or more times by one operator")
+    return Result(frame, notes)
+
+
+def sequence_calls(db: TraceDB, options: SequenceOptions | None = None) -> pd.DataFrame:
+    """One row per launching operator call (:func:`call_query`'s columns), every length: for joining
+    with other queries or counting sequences another way."""
+    opts = options or SequenceOptions()
+    db.check_rank(opts.rank)
+    check_options(opts)
+    return db.con.execute(call_query(), {k: v for k, v in _params(opts).items()
+                                         if k in ("rank", "operator", "steps_only")}).df()

@@ -49,7 +49,8 @@ from trace_report.errors import TraceReportError, UsageError
 from trace_report.interrupts import Terminated
 
 COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "ops", "overlap", "queue",
-                 "launches", "sequences", "modules", "collectives", "memory", "roofline", "compare", "report", "export", "sql", "hta"]
+                 "launches", "sequences", "modules", "critical-path", "collectives", "memory", "roofline", "slice",
+                 "compare", "report", "export", "sql", "hta"]
 """The order of ``trace-report --help`` (registration order depends on which module loads first)."""
 app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
 

@@ -27,6 +27,7 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
     capture,
     collectives,
     compare,
+    critical_path,
     export,
     flags,
     hta,

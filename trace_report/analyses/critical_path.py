@@ -1,0 +1,284 @@
+"""The critical path of each step of each rank (``trace-report critical-path``): HTA's lightweight
+critical path (``CriticalPathAnalysis.critical_path_analysis``), built from the ``events`` rows.
+
+Per rank (trace) and ProfilerStep (the whole trace when it has none): the events of the window as
+HTA clips them (CPU events starting inside it with a positive duration; GPU operations whose
+runtime call starts inside it with a positive duration), the graph of
+:mod:`trace_report.analyses.critical_path_graph` (HTA's rules, cited there) and its longest path.
+The path's time is summed by what bounds it (HTA's ``bound_by``): ``cpu``, ``gpu_compute``,
+``gpu_comm`` (NCCL/RCCL kernels), ``launch_overhead`` (runtime call start -> kernel start when the
+stream was idle), ``kernel_gap`` (previous kernel end -> kernel start on a stream),
+``data_loading`` (CPU operators matching ``data_loading``) and ``sync`` (GPU -> CPU sync edges:
+zero by HTA's rule, the wait shows as GPU time on the path); per step the operators with the most
+time on the path.
+
+Queue lengths (whether a kernel was launched onto an idle stream) are those of HTA's
+``TraceCounters._get_queue_length_time_series_for_rank`` over the whole trace: +1 at each launch call
+(HTA's ``get_runtime_launch_events_mask``), -1 when its GPU operation starts. With ``cuda_graphs``
+a ``cudaGraphLaunch`` counts too (+1 per operation it launches; HTA issue #290 leaves it out).
+``hta_rounding``: timestamps of a fractional (ns-resolution) trace rounded as HTA's parser does
+(start up, end down to whole us), so that path lengths equal HTA's (tests/analyses/test_critical_path.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from trace_report.analyses import critical_path_graph as cpg
+from trace_report.analyses.result import drop_single_trace_ids
+from trace_report.errors import UsageError
+from trace_report.store.tracedb import TraceDB
+
+HTA_LAUNCH_CALLS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
+    "cudaMemsetAsync", "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel",
+    "hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream"})
+"""Launch calls counted in the queue (HTA's ``TraceSymbolTable.get_runtime_launch_events_mask``)."""
+GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+"""CUDA-graph launches: one call, many GPU operations (same correlation)."""
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_SIDE_CATS = (*GPU_CATS, "gpu_user_annotation", "cuda_sync")
+DATA_LOADING = (r"enumerate\(DataLoader\)",)
+"""The data-loading events by default (torch-tb-profiler's convention; HTA has none by default)."""
+KINDS = ("cpu", "gpu_compute", "gpu_comm", "launch_overhead", "kernel_gap", "data_loading", "sync")
+SUMMARY_COLUMNS = ["trace_id", "rank", "step", "step_ms", "path_ms", *[f"{k}_ms" for k in KINDS], "path_edges"]
+OPERATOR_COLUMNS = ["trace_id", "rank", "step", "kind", "name", "ms", "pct_of_path", "edges"]
+
+
+@dataclass(frozen=True)
+class CriticalPathOptions:
+    """``rank`` / ``step``: only that rank / ProfilerStep number; ``data_loading``: regular
+    expressions of data-loading event names (searched; their events get nodes, as HTA's
+    ``data_load_events``); ``cuda_graphs``: count CUDA-graph launches in the queue;
+    ``infer_syncs``: where a trace has no ``cuda_sync`` events, infer them from the sync calls
+    (:func:`inferred_syncs`; HTA adds no sync edge then);
+    ``hta_rounding``: HTA's whole-us rounding of ns traces; ``top``: operators kept per step."""
+
+    rank: int | None = None
+    step: int | None = None
+    data_loading: tuple[str, ...] = DATA_LOADING
+    cuda_graphs: bool = True
+    infer_syncs: bool = True
+    hta_rounding: bool = False
+    top: int = 10
+
+
+@dataclass
+class CriticalPathResult:
+    """``frame``: one row per (rank, step), ``SUMMARY_COLUMNS`` (ms); ``operators``: the ``top``
+    operators per step by ms on the path, ``OPERATOR_COLUMNS``; ``paths``: the path edges per
+    (trace_id, step) with their kind (for tests and notebooks); ``notes``."""
+
+    frame: pd.DataFrame
+    operators: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+    paths: dict[tuple[int, int | None], list[tuple[cpg.Edge, str]]] = field(default_factory=dict)
+
+
+@dataclass
+class TraceEvents:
+    """The events of one trace as graph events, indexed by (ts, event_id) order."""
+
+    cpu: list[cpg.Event]
+    gpu: list[cpg.Event]
+    syncs: list[cpg.Event]
+    launches: dict[int, cpg.Event]
+
+
+def _rows(db: TraceDB, trace_id: int) -> list[tuple]:
+    return db.con.execute(
+        "SELECT cat, name, coalesce(pid, ''), coalesce(tid, ''), ts_us, coalesce(dur_us, 0), stream, correlation "
+        "FROM events WHERE trace_id = ? AND ts_us IS NOT NULL ORDER BY ts_us, event_id", [trace_id]).fetchall()
+
+
+def _rounded(rows: list[tuple], hta_rounding: bool) -> list[tuple]:
+    """HTA's parser on a fractional trace: ts up, end down, dur = end - ts (``round_down_time_stamps``)."""
+    if not hta_rounding or all(float(r[4]).is_integer() for r in rows):
+        return rows
+    out = []
+    for cat, name, pid, tid, ts, dur, stream, corr in rows:
+        start, end = math.ceil(ts), math.floor(ts + dur)
+        out.append((cat, name, pid, tid, float(start), float(end - start), stream, corr))
+    return out
+
+
+def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions) -> TraceEvents:
+    """The events of ``trace_id``: CPU events, GPU operations with their launch and queue lengths,
+    ``cuda_sync`` events, runtime calls by idx."""
+    rows = _rounded(_rows(db, trace_id), opts.hta_rounding)
+    cpu, gpu, syncs, launches = [], [], [], {}
+    by_corr: dict[int, int] = {}
+    for idx, (cat, name, pid, tid, ts, dur, stream, corr) in enumerate(rows):
+        ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), float(ts), float(dur))
+        if cat in ("cuda_runtime", "cuda_driver"):
+            launches[idx] = ev
+            if corr is not None:
+                by_corr.setdefault(int(corr), idx)
+        if cat in GPU_SIDE_CATS:
+            ev.stream = None if stream is None else int(stream)
+            ev.launch = corr  # the correlation for now, resolved below
+            (gpu if cat in GPU_CATS else syncs if cat == "cuda_sync" else []).append(ev)
+        else:
+            cpu.append(ev)
+    for ev in gpu + syncs:
+        ev.launch = by_corr.get(int(ev.launch)) if ev.launch is not None else None
+    _queue_lengths(gpu, launches, opts.cuda_graphs)
+    if opts.infer_syncs and not syncs:
+        syncs = inferred_syncs(gpu, launches)
+    return TraceEvents(cpu, gpu, syncs, launches)
+
+
+def inferred_syncs(gpu: list[cpg.Event], launches: dict[int, cpg.Event]) -> list[cpg.Event]:
+    """``cuda_sync`` events as PyTorch >= 2.1 records them, inferred from the runtime calls of a trace
+    without them: a ``Context Sync`` for each ``cudaDeviceSynchronize`` (every stream), a ``Stream
+    Sync`` for each ``cudaStreamSynchronize`` on the stream of the last GPU operation launched from
+    the same thread before it (the trace does not say which stream it waited for)."""
+    per_thread: dict[tuple[str, str], list[tuple[float, int | None]]] = defaultdict(list)
+    for ev in gpu:
+        call = launches.get(ev.launch) if ev.launch is not None else None
+        if call is not None:
+            per_thread[(call.pid, call.tid)].append((call.ts, ev.stream))
+    for launched in per_thread.values():
+        launched.sort(key=lambda p: p[0])
+    out = []
+    for call in launches.values():
+        if call.name == "cudaDeviceSynchronize":
+            out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Context Sync", "", "", call.ts, call.dur,
+                                 launch=call.idx))
+        elif call.name == "cudaStreamSynchronize":
+            launched = per_thread.get((call.pid, call.tid), [])
+            i = bisect.bisect_left(launched, call.ts, key=lambda p: p[0])
+            if i:
+                out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Stream Sync", "", "", call.ts, call.dur,
+                                     stream=launched[i - 1][1], launch=call.idx))
+    return out
+
+
+def _queue_lengths(gpu: list[cpg.Event], launches: dict[int, cpg.Event], cuda_graphs: bool) -> None:
+    """``q_launch``, ``q_start`` and ``n_launch`` of each GPU operation launched by a counted call."""
+    counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
+    per_stream: dict[int | None, list[tuple[float, int, int, cpg.Event]]] = defaultdict(list)
+    n_of: dict[tuple[int, int | None], int] = defaultdict(int)
+    for ev in gpu:
+        call = launches.get(ev.launch) if ev.launch is not None else None
+        if call is None or call.name not in counted:
+            continue
+        per_stream[ev.stream].append((call.ts, 0, call.idx, ev))
+        per_stream[ev.stream].append((ev.ts, 1, ev.idx, ev))
+        n_of[(call.idx, ev.stream)] += 1
+    for points in per_stream.values():
+        points.sort(key=lambda p: p[:3])
+        q = 0
+        after_launch: dict[int, int] = {}
+        for _, is_op, key, ev in points:
+            q += -1 if is_op else 1
+            if is_op:
+                ev.q_start = q
+            else:
+                after_launch[key] = q
+        for *_, ev in points:
+            ev.q_launch = after_launch[ev.launch]
+            ev.n_launch = n_of[(ev.launch, ev.stream)]
+
+
+def _windows(db: TraceDB, trace_id: int, events: TraceEvents,
+             step: int | None) -> list[tuple[int | None, float, float]]:
+    """(step, start us, end us) of each ProfilerStep of the trace (or of ``step``); the whole trace
+    (step None) when it has no steps, as HTA's ``annotation=""``."""
+    steps = db.con.execute("SELECT step, ts_us, end_us FROM steps WHERE trace_id = ? ORDER BY ts_us",
+                           [trace_id]).fetchall()
+    if steps:
+        return [(s, float(a), float(b)) for s, a, b in steps if step is None or s == step]
+    if step is not None or not events.cpu:
+        return []
+    return [(None, min(e.ts for e in events.cpu), max(e.end for e in events.cpu))]
+
+
+def window_of(events: TraceEvents, start: float, end: float, data_loading: list[re.Pattern[str]]) -> cpg.Window:
+    """HTA's clipping of [start, end] (``critical_path_analysis``): CPU events starting inside with a
+    positive duration; GPU operations and syncs whose runtime call does."""
+    cpu = [e for e in events.cpu if start <= e.ts <= end and e.dur > 0]
+    nodes = {e.idx for e in cpu if e.cat in cpg.NODE_CATS or any(p.search(e.name) for p in data_loading)}
+
+    def launched_inside(e: cpg.Event) -> bool:
+        call = events.launches.get(e.launch) if e.launch is not None else None
+        return call is not None and start <= call.ts <= end and call.dur > 0
+
+    return cpg.Window(cpu, nodes, [e for e in events.gpu if launched_inside(e)],
+                      [e for e in events.syncs if launched_inside(e)], events.launches)
+
+
+def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> CriticalPathResult:
+    """The critical path of each (rank, step): :class:`CriticalPathResult`. Errors:
+    :class:`~trace_report.errors.UsageError` for a rank or a step no trace has."""
+    opts = opts or CriticalPathOptions()
+    db.check_rank(opts.rank)
+    patterns = [re.compile(p) for p in opts.data_loading]
+    traces = db.con.execute("SELECT trace_id, rank FROM traces WHERE ? IS NULL OR rank = ? ORDER BY rank, trace_id",
+                            [opts.rank, opts.rank]).fetchall()
+    _check_step(db, opts.step)
+    summary, operators, notes, paths = [], [], [], {}
+    for trace_id, rank in traces:
+        events = load_trace(db, trace_id, opts)
+        for step, start, end in _windows(db, trace_id, events, opts.step):
+            try:
+                graph = cpg.build(window_of(events, start, end, patterns))
+                length, path = cpg.longest_path(graph)
+            except cpg.CycleError as exc:
+                notes.append(f"rank {rank} step {step}: no critical path ({exc})")
+                continue
+            kinds = [(e, cpg.edge_kind(graph, e, patterns)) for e in path]
+            paths[(trace_id, step)] = kinds
+            summary.append(_summary_row(trace_id, rank, step, end - start, length, kinds))
+            operators += _operator_rows(graph, trace_id, rank, step, length, kinds, opts.top)
+    if not summary:
+        notes.append("no window to analyse (no events, or no such step)")
+    if traces and not db.scalar("SELECT count(*) FROM events WHERE cat = 'cuda_sync'"):
+        notes.append("the trace has no cuda_sync events (PyTorch >= 2.1 records them): GPU -> CPU waits inferred "
+                     "from cudaDeviceSynchronize / cudaStreamSynchronize calls" if opts.infer_syncs else
+                     "the trace has no cuda_sync events (PyTorch >= 2.1 records them): GPU -> CPU waits are not "
+                     "edges, so a sync call's time is left off the path, as in HTA")
+    frame = drop_single_trace_ids(pd.DataFrame(summary, columns=SUMMARY_COLUMNS))
+    ops = drop_single_trace_ids(pd.DataFrame(operators, columns=OPERATOR_COLUMNS))
+    return CriticalPathResult(frame, ops, notes, paths)
+
+
+def _check_step(db: TraceDB, step: int | None) -> None:
+    """:class:`~trace_report.errors.UsageError` (exit 2) when ``step`` is given and no trace has
+    that ProfilerStep; the message lists the steps there are."""
+    if step is None:
+        return
+    steps = [int(s) for (s,) in db.con.execute("SELECT DISTINCT step FROM steps WHERE step IS NOT NULL ORDER BY 1")
+             .fetchall()]
+    if step not in steps:
+        raise UsageError(f"no ProfilerStep#{step} (steps: {', '.join(map(str, steps)) or 'none'})")
+
+
+def _summary_row(trace_id: int, rank: int, step: int | None, window_us: float, length_us: float,
+                 kinds: list[tuple[cpg.Edge, str]]) -> list[object]:
+    per_kind = dict.fromkeys(KINDS, 0.0)
+    for edge, kind in kinds:
+        if kind in per_kind:
+            per_kind[kind] += edge.weight
+    return [trace_id, rank, step, window_us / 1e3, length_us / 1e3, *[per_kind[k] / 1e3 for k in KINDS], len(kinds)]
+
+
+def _operator_rows(graph: cpg.Graph, trace_id: int, rank: int, step: int | None, length_us: float,
+                   kinds: list[tuple[cpg.Edge, str]], top: int) -> list[list[object]]:
+    totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
+    for edge, kind in kinds:
+        if edge.weight <= 0:
+            continue
+        ev = graph.events.get(edge.event) if edge.event is not None else None
+        key = (kind, ev.name if ev is not None else "(no operator)")
+        totals[key][0] += edge.weight
+        totals[key][1] += 1
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
+    return [[trace_id, rank, step, kind, name, us / 1e3, 100.0 * us / length_us if length_us else 0.0, int(n)]
+            for (kind, name), (us, n) in ranked]

@@ -295,3 +295,199 @@ def test_kill_9_leaves_nothing_that_blocks_or_inflates(db: Path, tmp_path: Path,
     listed = {r["file"] for r in sql(db, "SELECT file FROM event_files")}
     assert {p.name for p in db.with_name(db.name + ".events").glob("*")} == listed
     assert not list(tmp_path.glob(".runs.duckdb.tmp-*"))
+
+
+# ---------------------------------------------------------------- issue 36 item 6: inputs and numbers
+
+
+def _set_schema_version(db: Path, version: str) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("UPDATE trace_report_info SET value = ? WHERE key = 'schema_version'", [version])
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(("version", "orphan"), [("2", True), ("1.5", False)])
+def test_newer_schema_is_never_written_and_read_with_one_warning(db: Path, tmp_path: Path, version: str,
+                                                                 orphan: bool) -> None:
+    """Refused before anything is removed (an orphan piece, which clean_leftovers would delete) or
+    copied; a version that is not a whole number is not one this code knows either."""
+    _set_schema_version(db, version)
+    if orphan:
+        (db.with_name(db.name + ".events") / "orphan.parquet").write_bytes(b"PAR1")
+    before = snapshot(db)
+    other = tmp_path / "other.json.gz"
+    shutil.copy(TRACES / "hta_trace_diff" / "test.json.gz", other)
+    for args in (["ingest", other, "-o", db], ["sql", db, "CREATE TABLE x AS SELECT 1", "--write"]):
+        result = invoke(args)
+        assert result.exit_code == 1, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"Error: {db}: written by a newer trace-report"), lines
+        assert f"schema version '{version}'" in lines[0]
+        assert snapshot(db) == before  # the version, the tables and the pieces (the orphan too)
+    read = invoke(["sql", db, "SELECT count(*) AS n FROM traces", "-f", "csv"])
+    assert read.exit_code == 0 and read.stdout.split() == ["n", "1"]
+    warnings = [ln for ln in read.stderr.splitlines() if "newer trace-report" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: "), read.stderr
+
+
+def test_known_schema_versions_are_written(db: Path, tmp_path: Path) -> None:
+    """The version this code writes is written to (the refusal above is for later ones only)."""
+    from trace_report.store.database import SCHEMA_VERSION
+
+    _set_schema_version(db, SCHEMA_VERSION)
+    other = tmp_path / "other.json.gz"
+    shutil.copy(TRACES / "hta_trace_diff" / "test.json.gz", other)
+    result = invoke(["ingest", other, "-o", db])
+    assert result.exit_code == 0 and "newer" not in result.stderr, result.stderr
+    assert sql(db, "SELECT value FROM trace_report_info WHERE key = 'schema_version'") == [{"value": SCHEMA_VERSION}]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0.5", "1", "1e400"])
+def test_max_ratio_must_be_finite_and_above_one(tmp_path: Path, value: str) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}]}')
+    out = tmp_path / "t.duckdb"
+    result = invoke(["ingest", trace, "-o", out, f"--max-ratio={value}"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: Invalid value for '--max-ratio'"), lines
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "300"])
+def test_max_ratio_zero_or_above_one_is_accepted(tmp_path: Path, value: str) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}]}')
+    result = invoke(["ingest", trace, "-o", tmp_path / "t.duckdb", f"--max-ratio={value}"])
+    assert result.exit_code == 0, result.output
+
+
+def _kernel_json(name: str, ts: str, dur: str = "2.0") -> str:
+    """One kernel event as JSON text, ``ts`` as written (an integer past 2^64 stays one)."""
+    return (f'{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": {ts}, "dur": {dur}, '
+            '"args": {"correlation": 1, "stream": 7}}')
+
+
+def _timeline(path: Path, far: list[str], n: int = 5) -> Path:
+    """``n`` kernels of 2 us every 10 us from 1000 us (busy 2n us over 10n - 8 us), then ``far``."""
+    events = [_kernel_json(f"k{i}", str(1000 + 10 * i)) for i in range(n)]
+    events += [_kernel_json(f"far{i}", ts) for i, ts in enumerate(far)]
+    path.write_text('{"distributedInfo": {"rank": 0}, "traceEvents": [' + ", ".join(events) + "]}")
+    return path
+
+
+@pytest.mark.parametrize("far", [["18446744073709551616"], ["1.8e19"], ["-1.8e19"], ["0", "0.5"],
+                                 ["1.8e19", "18446744073709551616", "-1e18"]])
+def test_time_stamps_far_outside_the_trace_are_excluded_with_a_note(tmp_path: Path, far: list[str]) -> None:
+    """A ts of 2^64 us kept made the headline read 1.6e-17% GPU busy (the GPU span ~2^64 us).
+    Five kernels 10 us apart at epoch time stamps (2023): busy 10 us of a 42 us span; the far
+    events (a ts of 0 too, some sheltering each other) go, with the note impossible durations have."""
+    events = [_kernel_json(f"k{i}", str(1_700_000_000_000_000 + 10 * i)) for i in range(5)]
+    events += [_kernel_json(f"far{i}", ts) for i, ts in enumerate(far)]
+    trace = tmp_path / "t.json"
+    trace.write_text('{"distributedInfo": {"rank": 0}, "traceEvents": [' + ", ".join(events) + "]}")
+    result = invoke(["sql", trace, "SELECT count(*) AS n, min(name) AS first, max(name) AS last, "
+                     "(SELECT gpu_util_pct FROM gpu_utilization_by_rank) AS util FROM events", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)[0]
+    assert (row["n"], row["first"], row["last"]) == (5, "k0", "k4")
+    assert row["util"] == pytest.approx(100.0 * 10 / 42)
+    notes = [ln for ln in result.stderr.splitlines() if "excluded" in ln]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and f"excluded {len(far)} event(s)" in notes[0]
+    assert "'far" in notes[0]
+
+
+def test_time_stamps_of_the_bulk_or_within_a_day_are_kept(tmp_path: Path) -> None:
+    """Not misplaced: an event an hour after a 42 us trace (the one-day floor), and half of a
+    trace two days after the other half (the bulk of a trace is never judged)."""
+    hour = _timeline(tmp_path / "hour.json", [str(1000 + 3600e6)])
+    halves = [_kernel_json(f"late{i}", str(1000 + 2 * 86_400e6 + i)) for i in range(3)]
+    split = tmp_path / "split.json"
+    split.write_text('{"traceEvents": [' + ", ".join(
+        [_kernel_json(f"k{i}", str(1000 + i)) for i in range(3)] + halves) + "]}")
+    for trace, n in ((hour, 6), (split, 6)):
+        result = invoke(["sql", trace, "SELECT count(*) AS n FROM events", "-f", "csv"])
+        assert result.exit_code == 0 and result.stdout.split() == ["n", str(n)], result.output
+        assert "excluded" not in result.stderr
+
+
+def test_time_stamp_outliers_are_found_across_pieces(tmp_path: Path) -> None:
+    """The rule reads each piece's edge rows: an outlier in a middle piece of a trace cut into
+    many pieces is found once the whole trace is read, and its piece is rewritten without it."""
+    from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+
+    events = [_kernel_json(f"k{i}", str(1000 + i)) for i in range(2000)]
+    events[1000] = _kernel_json("far", "18446744073709551616")
+    trace = tmp_path / "t.json"
+    trace.write_text('{"distributedInfo": {"rank": 0}, "traceEvents": [' + ", ".join(events) + "]}")
+    db = tmp_path / "t.duckdb"
+    report = ingest_to_database([trace], db, IngestOptions(workers=1, piece_bytes=8192))
+    assert any("excluded 1 event(s)" in n and "'far'" in n for n in report.notes), report.notes
+    assert sql(db, "SELECT count(*) AS n, max(ts_us) AS last, (SELECT count(*) FROM event_files) > 3 AS pieces "
+                   "FROM events") == [{"n": 1999, "last": 2999.0, "pieces": True}]
+
+
+def test_overlapping_steps_count_each_instant_once(tmp_path: Path) -> None:
+    """ProfilerStep#1 [0, 100) us, #2 nested in it [25, 50), #3 overlapping it [80, 180); kernels
+    [10, 30) and [90, 120). Summed step time is the union of the steps, 180 us (not 100 + 25 +
+    100 = 225), and busy time the kernels' 50 us (not 65, the nested step's 5 us counted again):
+    #2 is left out, #3 starts at 100."""
+    def ev(name: str, cat: str, ts: float, dur: float, pid: int, tid: int) -> dict[str, object]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+                "args": {"stream": 7, "correlation": int(ts)} if cat == "kernel" else {}}
+
+    step = "user_annotation"
+    events = [ev("ProfilerStep#1", step, 0, 100, 1, 1), ev("ProfilerStep#2", step, 25, 25, 1, 1),
+              ev("ProfilerStep#3", step, 80, 100, 1, 1), ev("k1", "kernel", 10, 20, 0, 7),
+              ev("k2", "kernel", 90, 30, 0, 7)]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"distributedInfo": {"rank": 0}, "traceEvents": events}))
+    result = invoke(["sql", trace, "SELECT steps, wall_us, busy_us FROM gpu_utilization_by_rank", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [{"steps": 2, "wall_us": 180.0, "busy_us": 50.0}]
+    counts = invoke(["sql", trace, "SELECT clipped, nested, overlap_us FROM step_overlap_counts", "-f", "json"])
+    assert json.loads(counts.stdout) == [{"clipped": 1, "nested": 1, "overlap_us": 45.0}]
+    steps = invoke(["sql", trace, "SELECT step, ts_us, dur_us FROM steps ORDER BY step", "-f", "csv"])
+    assert steps.stdout.split()[1:] == ["1,0.0,100.0", "2,25.0,25.0", "3,80.0,100.0"]  # as recorded
+
+
+def test_a_byte_order_mark_before_a_json_trace_is_accepted(tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark (Windows editors) before a JSON trace, plain (read in byte ranges,
+    several pieces) or gzip (streamed): the same events as without it."""
+    import gzip
+
+    from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+
+    events = [_kernel_json(f"k{i}", str(1000 + 10 * i)) for i in range(300)]
+    text = ('{"distributedInfo": {"rank": 0}, "traceEvents": [' + ", ".join(events) + "]}").encode()
+    plain, marked, zipped = tmp_path / "plain.json", tmp_path / "marked.json", tmp_path / "marked.json.gz"
+    plain.write_bytes(text)
+    marked.write_bytes(BOM + text)
+    zipped.write_bytes(gzip.compress(BOM + text))
+    rows = []
+    for trace in (plain, marked, zipped):
+        db = tmp_path / f"{trace.name}.duckdb"
+        ingest_to_database([trace], db, IngestOptions(workers=1, piece_bytes=4096))
+        rows.append(sql(db, "SELECT name, ts_us, dur_us FROM events ORDER BY event_id"))
+        assert sql(db, "SELECT rank FROM traces") == [{"rank": 0}]  # the metadata before the events, read
+    assert len(rows[0]) == 300 and rows[1] == rows[0] and rows[2] == rows[0]
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def test_a_byte_order_mark_before_an_nsys_kernel_summary_is_accepted(tmp_path: Path) -> None:
+    """With the mark the first column, ``Time (%)``, was not recognised and the share of each
+    kernel was computed (93.305...) instead of read as nsys printed it (93.3)."""
+    shared_or_skip()
+    kernsum = TRACES.parent / "nsys" / "mudock_nsys_kernsum_adt_cuda" / "nsys_adt_CUDA_Native_gpukernsum.csv"
+    marked = tmp_path / "kernsum.csv"
+    marked.write_bytes(BOM + kernsum.read_bytes())
+    results = [invoke(["top-kernels", p, "-f", "json", "-n", "1"]) for p in (kernsum, marked)]
+    assert results[0].exit_code == results[1].exit_code == 0, results[1].stderr
+    assert results[1].stdout == results[0].stdout
+    assert json.loads(results[1].stdout)[0]["pct_of_kernel_time"] == 93.3

@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import SHARED
+from conftest import SHARED, invoke
 
 from trace_report.errors import InputError
 from trace_report.formats.ncu import read_ncu
@@ -313,3 +313,66 @@ def test_bad_csv_raises_input_error(tmp_path: Path) -> None:
 ])
 def test_instance_counts_are_read_only_when_they_add_up(cell, expected):
     assert instance_counts(cell) == expected
+
+
+# ---------------------------------------------------------------- issue 36: units row, duplicate IDs, BOM
+
+RAW_UNITS = [""] * len(RAW_IDS) + ["usecond", "Kbyte"]
+
+
+def raw_launch(i: int, kernel: str = "k") -> list[str]:
+    return [str(i), "42", "app", "host", kernel, "1", "7", "(128, 1, 1)", "(64, 1, 1)", "0", "8.0",
+            f"{11.5 + i}", "1,024"]
+
+
+def small_raw(path: Path, rows: list[list[str]]) -> Path:
+    return write_csv(path, RAW_IDS + ["gpu__time_duration.sum", "dram__bytes.sum"], rows)
+
+
+def details_rows(i: int, kernel: str = "k") -> list[list[str]]:
+    head = raw_launch(i, kernel)[:len(RAW_IDS)]
+    return [head + [_SOL_SECTION, "Duration", "usecond", f"{11.5 + i}", "", "", "", "", ""],
+            head + [_SOL_SECTION, "DRAM Frequency", "cycle/nsecond", "1.21", "", "", "", "", ""]]
+
+
+_SOL_SECTION = "GPU Speed Of Light Throughput"
+
+
+def test_raw_page_without_its_units_row_is_refused(tmp_path: Path) -> None:
+    """Values read without units were taken as base units: 11.5 usecond as 11.5 s."""
+    with_units = read_ncu(small_raw(tmp_path / "ok.csv", [RAW_UNITS, raw_launch(0), raw_launch(1)]))
+    assert with_units.metrics["value"][with_units.metrics["metric"].index("gpu__time_duration.sum")] == \
+        pytest.approx(11.5e-6)
+    path = small_raw(tmp_path / "no_units.csv", [raw_launch(0), raw_launch(1)])
+    with pytest.raises(InputError, match="without its units row"):
+        read_ncu(path)
+
+
+@pytest.mark.parametrize("layout", ["raw", "details", "details-joined"])
+def test_duplicate_launch_ids_are_an_error(tmp_path: Path, layout: str) -> None:
+    if layout == "raw":
+        path = small_raw(tmp_path / "dup.csv", [RAW_UNITS, raw_launch(0), raw_launch(1), raw_launch(0, "other")])
+    elif layout == "details":  # launch 0's rows again after launch 1's
+        path = write_csv(tmp_path / "dup.csv", DETAILS_NEW, [*details_rows(0), *details_rows(1), *details_rows(0)])
+    else:  # two exports joined: the header again, then launch 0 of another kernel right after launch 0
+        path = write_csv(tmp_path / "dup.csv", DETAILS_NEW, [*details_rows(0), DETAILS_NEW, *details_rows(0, "k2")])
+    with pytest.raises(InputError, match="launch ID 0 appears more than once"):
+        read_ncu(path)
+    result = invoke(["ingest", path, "-o", tmp_path / "n.duckdb"])
+    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
+        f"Error: {path}: launch ID 0 appears more than once; ncu gives each profiled launch its own ID "
+        "(several exports joined into one file? give them as separate files)"]
+    assert not (tmp_path / "n.duckdb").exists()
+
+
+@pytest.mark.parametrize("layout", ["raw", "details"])
+def test_a_byte_order_mark_is_accepted(tmp_path: Path, layout: str) -> None:
+    if layout == "raw":
+        plain = small_raw(tmp_path / "plain.csv", [RAW_UNITS, raw_launch(0), raw_launch(1)])
+    else:
+        plain = write_csv(tmp_path / "plain.csv", DETAILS_NEW, [*details_rows(0), *details_rows(1)])
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    q = "SELECT launch_id, kernel, metric, unit, value FROM ncu_kernels JOIN ncu_metrics USING (launch_id) ORDER BY ALL"
+    want = loaded(plain).execute(q).fetchall()
+    assert len(want) == 4 and loaded(bom).execute(q).fetchall() == want

@@ -65,7 +65,9 @@ event = st.fixed_dictionaries({
     "name": names,
     "pid": st.integers(0, 3) | st.just("Spans"),
     "tid": st.integers(0, 9) | st.just("stream 7"),
-    "ts": st.floats(0, 1e12, allow_nan=False) | st.integers(0, 10**15),
+    # within a day of each other: farther apart, an event lies outside its trace's plausible span
+    # and is left out with a note (ingest/normalize.misplaced_events)
+    "ts": st.floats(0, 1e10, allow_nan=False) | st.integers(0, 10**10),
     "dur": st.floats(0, 1e6, allow_nan=False) | st.integers(0, 10**6),
     "args": st.dictionaries(names, nested, max_size=3) | st.just({"correlation": 3, "items": [{"a": 1}, {"b": 2}]}),
 })

@@ -37,6 +37,7 @@ from trace_report.analyses.kernel_classes import FlagsOptions, flags
 from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces, trace_ids
+from trace_report.analyses.utilization import step_overlap_note
 from trace_report.store.tracedb import TraceDB
 
 __all__ = ["ADVICE_COLUMNS", "AdviceResult", "Thresholds", "advise", "memory_peaks"]
@@ -261,6 +262,9 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
         elif f.cc is None or math.isnan(f.cc):
             notes.append(f"rank {r}: compute capability unknown (no deviceProperties); tensor-core check skipped")
     notes.extend(check.notes)
+    overlap_note = step_overlap_note(db, rank)
+    if overlap_note:
+        notes.append(overlap_note)
     if any(f.gpu_us > 0 for f in facts.values()) and peaks.empty:
         notes.append("memory check skipped: no [memory] events (profile_memory=True) in the database")
     frame = pd.DataFrame(check.rows, columns=ADVICE_COLUMNS)

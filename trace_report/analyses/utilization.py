@@ -41,6 +41,21 @@ def gpu_utilization(db: TraceDB, rank: int | None = None, *, by_step: bool = Fal
         "ORDER BY rank", {"rank": rank}).df()
 
 
+def step_overlap_note(db: TraceDB, rank: int | None = None) -> str | None:
+    """A note when ProfilerSteps of a trace overlap, or None: how many were counted from the end
+    of the earlier ones and how many, wholly inside earlier ones, were left out of summed step
+    time (view ``step_overlap_counts``; the rule: view ``step_wall_windows``)."""
+    row = db.con.execute(
+        "SELECT count(*), sum(clipped), sum(nested), sum(overlap_us) FROM step_overlap_counts "
+        "WHERE $rank IS NULL OR rank = $rank", {"rank": rank}).fetchone()
+    if not row or not row[0]:
+        return None
+    traces, clipped, nested, overlap_us = row
+    return (f"ProfilerSteps overlap in {traces} trace(s): {int(clipped)} step(s) start before an earlier one "
+            f"ends (counted from its end), {int(nested)} lie inside earlier ones (left out of step time); "
+            f"{overlap_us:,.1f} us of step time not counted twice")
+
+
 def launch_stats(db: TraceDB, trace_ids: list[int]) -> pd.DataFrame:
     """Per trace (view ``launch_bound``): ``gpu_ops`` launched inside ProfilerSteps, ``steps``,
     ``shorter_than_launch`` (GPU duration < launch call duration), ``shorter_pct``,

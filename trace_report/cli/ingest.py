@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,6 +17,7 @@ from trace_report.cli.options import (
     check_database_output,
     err,
     make_progress,
+    notes,
     print_summary,
     progress_callback,
     warn,
@@ -45,6 +47,18 @@ decoding's freed heap trimmed first, :func:`~trace_report.sysutil.trim_heap`) at
 (docs/benchmarks.md). DuckDB spills past it; a failure is a warning, the traces stay ingested."""
 
 
+def check_max_ratio(value: float | None) -> float | None:
+    """``--max-ratio``: None (the default), 0 (no limit) or a finite number above 1 (a ratio of
+    1 or less would refuse every compressed file; nan or inf would turn the check off unsaid).
+    Raises :class:`typer.BadParameter`: a usage error, exit 2, one ``Error:`` line."""
+    if value is None or value == 0:
+        return value
+    if not math.isfinite(value) or value <= 1:
+        raise typer.BadParameter(f"{value:g} is not a finite number above 1 (or 0: no limit)",
+                                 param_hint="'--max-ratio'")
+    return value
+
+
 @app.command("ingest")
 def ingest_cmd(
     targets: Annotated[list[Path], typer.Argument(
@@ -65,8 +79,8 @@ def ingest_cmd(
     append_versions: Annotated[bool, typer.Option(
         "--append-versions", help="Keep the old trace of a changed file beside the new one.")] = False,
     max_ratio: Annotated[float | None, typer.Option(
-        "--max-ratio", min=0,
-        help="Refuse a .gz trace that decompresses to more than this many times its size, as a "
+        "--max-ratio", min=0, callback=check_max_ratio,
+        help="Refuse a .gz trace, or an archive member, that decompresses to more than this many times its size, as a "
              "decompression bomb (default 300; real traces are under 30). 0: no limit.")] = None,
     keep_breakdown: Annotated[bool | None, typer.Option(
         "--keep-breakdown/--no-keep-breakdown",
@@ -133,11 +147,25 @@ def ingest_cmd(
     ncu_part = f", {len(summary.ncu_reports)} Nsight Compute report(s)" if summary.ncu_reports else ""
     err.print(f"{output}: {len(summary.ingested)} trace(s) ingested{ncu_part}, "
               f"{len(summary.skipped)} skipped", markup=False)
+    if len(summary.ingested) > 1:
+        _say_runs(output)
     if keep_breakdown is not False and (keep_breakdown or engine is not EngineName.ray):
         min_events = 0 if keep_breakdown else KEEP_AT_INGEST_MIN_EVENTS
         ids = [t for t, _ in summary.ingested if summary.stored_events.get(t, 0) >= min_events]
         if ids:
             _keep_breakdown(output, ids, bar is not None)
+
+
+def _say_runs(output: Path) -> None:
+    """One line naming the runs the database holds when there are several (docs/schema.md,
+    ``trace_runs``): the analyses keep them apart."""
+    from trace_report.store.handle import open_database
+
+    with open_database(output) as db:
+        runs = db.runs()
+    if len(runs) > 1:
+        shown = ", ".join(r.label for r in runs[:8]) + (", ..." if len(runs) > 8 else "")
+        notes([f"{len(runs)} runs in {output.name} ({shown}): analysed apart (--merge-runs to add them up)"])
 
 
 def _clean_leftovers(db_path: Path) -> list[str]:

@@ -91,6 +91,9 @@ RAW_BLOCK = 1 << 20
 """Compressed bytes read from a gzip file at a time (inflated at most a piece at a time)."""
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+UTF8_BOM = b"\xef\xbb\xbf"
+"""A byte-order mark, which Windows editors write at the start of UTF-8 files: not JSON (RFC 8259
+section 8.1 lets a parser ignore it), skipped before the trace is read."""
 _WS = b" \t\r\n"
 
 
@@ -513,7 +516,7 @@ class PieceStream:
         buf = b""
         while True:
             data = reader.read()
-            buf += data
+            buf = (buf + data) if buf else data.removeprefix(UTF8_BOM)
             stripped = buf.lstrip()
             if stripped[:1] == b"[":
                 self.envelope.top_level_array = True

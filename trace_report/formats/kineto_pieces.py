@@ -18,6 +18,7 @@ from trace_report.errors import TraceFormatError
 from trace_report.formats.kineto import (
     _EVENTS_KEY,
     _WS,
+    UTF8_BOM,
     PieceStream,
     TraceEnvelope,
     _find_cut,
@@ -45,7 +46,8 @@ def _body_start(fd: int, path: Path, size: int) -> tuple[int, dict[str, Any], bo
     window = WINDOW
     while True:
         head = _pread(fd, 0, min(window, size))
-        stripped = head.lstrip()
+        bom = len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0
+        stripped = head[bom:].lstrip()
         if not stripped:
             raise TraceFormatError(f"{path}: empty file")
         if stripped[:1] == b"[":
@@ -54,7 +56,7 @@ def _body_start(fd: int, path: Path, size: int) -> tuple[int, dict[str, Any], bo
             raise TraceFormatError(f"{path}: not a JSON trace (expected '{{' or '[')")
         m = _EVENTS_KEY.search(head)
         if m:
-            meta = _parse_object(head[: m.start()] + b'"traceEvents": []}', "header", path)
+            meta = _parse_object(head[bom: m.start()] + b'"traceEvents": []}', "header", path)
             meta.pop("traceEvents", None)
             return m.end(), meta, False
         if window >= size:

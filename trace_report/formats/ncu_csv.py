@@ -132,8 +132,9 @@ def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
         start = _header_index(lines)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
-    reader = csv.reader(io.StringIO("".join(lines[start:])))
-    header = [h.lstrip("\ufeff").strip() for h in next(reader)]
+    # a byte-order mark (Excel's "CSV UTF-8"): before the quote, it would make the first cell unquoted
+    reader = csv.reader(io.StringIO("".join([lines[start].lstrip("\ufeff"), *lines[start + 1:]])))
+    header = [h.strip() for h in next(reader)]
     rows = [r for r in reader if r and not r[0].startswith("==") and any(c.strip() for c in r)]
     return header, rows
 
@@ -167,7 +168,7 @@ def read_ncu_csv(path: Path) -> NcuData:
     if "ID" not in header or "Kernel Name" not in header:
         raise InputError(f"{path}: not an Nsight Compute CSV export (no \"Kernel Name\" column)")
     details = "Metric Name" in header and "Metric Value" in header
-    data = _details(header, rows) if details else _raw(header, rows, path)
+    data = _details(header, rows, path) if details else _raw(header, rows, path)
     fill_device_names(data)
     screen_strings(data)
     return data
@@ -184,16 +185,29 @@ def screen_strings(data: NcuData) -> list[str]:
     return screen.summary("rows")
 
 
-def _details(header: list[str], rows: list[list[str]]) -> NcuData:
+def _duplicate(path: Path, lid: int) -> InputError:
+    return InputError(f"{path}: launch ID {lid} appears more than once; ncu gives each profiled launch "
+                      "its own ID (several exports joined into one file? give them as separate files)")
+
+
+def _details(header: list[str], rows: list[list[str]], path: Path) -> NcuData:
+    """The long page: a launch's rows come together (ncu prints them so), so an ID met again
+    after another's rows, or with other launch fields, is a second launch under the same ID:
+    :class:`InputError`, as is every other duplicate ID (:func:`_duplicate`)."""
     data = NcuData("csv-details")
     seen: dict[int, dict[str, object]] = {}
     added: set[tuple[int, str]] = set()
+    current: int | None = None
     for raw in rows:
         cells = dict(zip(header, raw, strict=False))
         fields = _kernel_fields(cells)
         lid = fields["launch_id"]
         if not isinstance(lid, int):
+            current = None  # a header line again: what follows is another export
             continue
+        if lid in seen and (lid != current or fields != seen[lid]):
+            raise _duplicate(path, lid)
+        current = lid
         if lid not in seen:
             seen[lid] = fields
             data.kernels.append(fields)
@@ -213,6 +227,10 @@ def _details(header: list[str], rows: list[list[str]]) -> NcuData:
 
 
 def _raw(header: list[str], rows: list[list[str]], path: Path) -> NcuData:
+    """The wide page: the header, a row of units (its ID cell empty) and one row per launch.
+    Raises :class:`InputError` without the units row (ncu always prints it, auto-scaled units or
+    base ones alike: without it ``usecond`` values would be read as seconds), for a row without a
+    numeric ID and for an ID met twice."""
     data = NcuData("csv-raw")
     metric_cols = [i for i, h in enumerate(header)
                    if h not in ID_COLUMNS and h not in OTHER_COLUMNS and "Domain:" not in h and h]
@@ -220,12 +238,19 @@ def _raw(header: list[str], rows: list[list[str]], path: Path) -> NcuData:
     if rows and not rows[0][0].strip():
         units = rows[0] + [""] * (len(header) - len(rows[0]))
         rows = rows[1:]
+    elif rows and metric_cols:
+        raise InputError(f"{path}: an ncu raw CSV without its units row (the line after the header, where "
+                         "`ncu --csv --page raw` prints each metric's unit): its values cannot be read")
+    seen: set[int] = set()
     for raw in rows:
         cells = dict(zip(header, raw, strict=False))
         fields = _kernel_fields(cells)
         lid = fields["launch_id"]
         if not isinstance(lid, int):
             raise InputError(f"{path}: row without a numeric ID in an ncu raw CSV")
+        if lid in seen:
+            raise _duplicate(path, lid)
+        seen.add(lid)
         data.kernels.append(fields)
         for i in metric_cols:
             if i < len(raw):

@@ -290,7 +290,7 @@ def read_kernsum_csv(path: Path | str) -> pd.DataFrame:
 
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()  # -sig: a BOM is no text
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
     start = next((i for i, line in enumerate(lines) if "Total Time" in line and "Name" in line), None)

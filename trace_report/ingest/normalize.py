@@ -12,8 +12,9 @@ compiled scanner marks for ``args``), the Python redaction only for the values i
 Numbers are checked here too (``docs/schema.md``, "Excluded and duplicate events"): rows with a
 negative or non-finite duration, a non-finite timestamp or a duration over
 :data:`ABSURD_DUR_US` are dropped in the piece; the rows that could be longer than the rest of the
-trace (the :data:`EDGE_ROWS` latest ends and earliest starts of each piece) travel in
-:class:`PieceStats` so that :func:`overlong_events` can judge them once the whole trace is read.
+trace, or lie far outside its span (the :data:`EDGE_ROWS` latest ends and earliest starts of
+each piece), travel in :class:`PieceStats` so that :func:`implausible_events` can judge them once
+the whole trace is read.
 Exact duplicates are counted (and kept) by :func:`count_duplicates`, from a 64-bit key per row
 that each piece computes where it is decoded (:func:`row_keys`, carried in :class:`PieceStats`).
 """
@@ -58,8 +59,17 @@ events. The factor keeps the events that enclose the whole trace (``PyTorch Prof
 CPU-only trace's step: up to 1.03x in the real traces); the slack keeps tiny traces of a few
 events; the floor (one minute) keeps a real ProfilerStep that encloses idle time (HTA's
 triton example: a 13.3 s step around 0.36 s of events)."""
+MISPLACED_FACTOR = 10.0
+MISPLACED_FLOOR_US = 86_400e6
+"""A time stamp is outside its trace's plausible span when the event lies more than
+``max(MISPLACED_FACTOR * span, MISPLACED_FLOOR_US)`` beyond the other events (rule in
+:func:`misplaced_events`). The floor (one day) is over 6,000 times the longest of the 23 real
+traces in ``../shared/data/traces`` (5 ms to 13.7 s, hta_triton_example the longest): a profiling
+window is seconds to minutes. The broken values met are far beyond it (a ts of 2^64 us: 584,000
+years; a ts of 0 beside epoch time stamps: 50 years). The factor keeps long captures with quiet
+stretches: beside a recording of a week, an event must be ten weeks away."""
 EDGE_ROWS = 16
-"""Rows with the latest ends and the earliest starts kept per piece for :func:`overlong_events`."""
+"""Rows with the latest ends and the earliest starts kept per piece for :func:`implausible_events`."""
 DUPLICATE_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us", "args"]
 """Two rows equal in all of these are exact duplicates."""
 SMALL_SCREEN = 1024
@@ -359,32 +369,97 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     return table, stats
 
 
-def overlong_events(stats: PieceStats) -> list[EdgeRow]:
-    """The rows of a whole trace (its merged :class:`PieceStats`) longer than the rest of it:
-    ``dur > max(OVERLONG_FACTOR * span + OVERLONG_SLACK_US, OVERLONG_FLOOR_US)``,
-    ``span`` = max(ts + dur) - min(ts) over
-    its other rows. Judged latest end first, each row found leaving the span of the next ones.
+def _allowance(span: float) -> float:
+    """How far beyond the other events an event may lie (µs), ``span`` their extent: see
+    :data:`MISPLACED_FACTOR`."""
+    return max(MISPLACED_FACTOR * span, MISPLACED_FLOOR_US)
 
-    Such a row ends after every other row or starts before all of them, so only the edge rows
-    need looking at; a trace with more than :data:`EDGE_ROWS` of them keeps the ones not reached.
+
+def _misplaced_late(ends: list[EdgeRow], starts: list[EdgeRow], rows: int) -> list[EdgeRow]:
+    """The largest group of latest-ending rows (see :func:`misplaced_events`) that all start
+    past the rest's last end plus :func:`_allowance` of the rest's span, or []."""
+    found: list[EdgeRow] = []
+    for k in range(1, min(len(ends) - 1, EDGE_ROWS - 1, (rows - 1) // 2) + 1):
+        group = ends[:k]
+        ids = {r.event_id for r in group}
+        first_ts = next((r.ts for r in starts if r.event_id not in ids), None)
+        last_end = ends[k].end
+        if first_ts is not None and min(r.ts for r in group) > last_end + _allowance(last_end - first_ts):
+            found = group
+    return found
+
+
+def _misplaced_early(ends: list[EdgeRow], starts: list[EdgeRow], rows: int) -> list[EdgeRow]:
+    """The mirror of :func:`_misplaced_late`: the earliest-starting rows that all end before the
+    rest's first start minus the allowance."""
+    found: list[EdgeRow] = []
+    for k in range(1, min(len(starts) - 1, EDGE_ROWS - 1, (rows - 1) // 2) + 1):
+        group = starts[:k]
+        ids = {r.event_id for r in group}
+        last_end = next((r.end for r in ends if r.event_id not in ids), None)
+        first_ts = starts[k].ts
+        if last_end is not None and max(r.end for r in group) < first_ts - _allowance(last_end - first_ts):
+            found = group
+    return found
+
+
+def misplaced_events(ends: list[EdgeRow], starts: list[EdgeRow], rows: int) -> list[EdgeRow]:
+    """Rows whose time stamp is outside the trace's plausible span, from its edge rows (``ends``:
+    latest end first; ``starts``: earliest start first; ``rows``: the rows of the trace).
+
+    Rule: a group of at most ``EDGE_ROWS - 1`` events at one end of the trace, and fewer than half
+    of its events, is misplaced when every event of it starts more than
+    ``X = max(MISPLACED_FACTOR * span, MISPLACED_FLOOR_US)`` after the other events' last end (or
+    ends more than ``X`` before their first start), ``span`` = max(ts + dur) - min(ts) over those
+    other events: ten times the trace's own length and at least one day away from all of it
+    (:data:`MISPLACED_FACTOR`). The largest such group at each end is taken, so that outliers
+    cannot shelter each other (two events at 2^64 us are both dropped). This is a trimmed range
+    with the trim given in events, as ``[p0.1 - X, p99.9 + X]`` is with a percentile: the span is
+    measured without the few extreme events, and the bulk of the trace (at least half of it, and
+    every event past the 15 most extreme at each end) is never judged misplaced."""
+    return _misplaced_late(ends, starts, rows) + _misplaced_early(ends, starts, rows)
+
+
+def implausible_events(stats: PieceStats) -> list[EdgeRow]:
+    """The rows of a whole trace (its merged :class:`PieceStats`) whose numbers cannot be true,
+    to be left out with the piece-level ones (:attr:`PieceStats.n_bad_numbers`):
+
+    - misplaced: a time stamp outside the trace's plausible span (:func:`misplaced_events`);
+    - overlong: longer than the rest of the trace,
+      ``dur > max(OVERLONG_FACTOR * span + OVERLONG_SLACK_US, OVERLONG_FLOOR_US)``,
+      ``span`` = max(ts + dur) - min(ts) over its other rows (latest end first).
+
+    Each row found leaves the span the next ones are judged against, so the misplaced rows are
+    looked for first: one at 2^64 us would make every duration plausible. Such rows end after
+    every other row or start before all of them, so only the edge rows need looking at; a trace
+    with more than :data:`EDGE_ROWS` of them keeps the ones not reached.
     """
     ends, starts = list(stats.late_ends), list(stats.early_starts)
     found: list[EdgeRow] = []
-    changed = True
-    while changed:
-        changed = False
-        for row in sorted({*ends[:EDGE_ROWS], *starts[:EDGE_ROWS]}, key=lambda r: (-r.dur, r.event_id)):
-            last_end = next((r.end for r in ends if r.event_id != row.event_id), None)
-            first_ts = next((r.ts for r in starts if r.event_id != row.event_id), None)
-            if last_end is None or first_ts is None:
-                continue
-            if row.dur > max(OVERLONG_FACTOR * (last_end - first_ts) + OVERLONG_SLACK_US, OVERLONG_FLOOR_US):
-                found.append(row)
-                ends = [r for r in ends if r.event_id != row.event_id]
-                starts = [r for r in starts if r.event_id != row.event_id]
-                changed = True
-                break
-    return found
+    while True:
+        out = misplaced_events(ends, starts, stats.rows - len(found)) or _one_overlong(ends, starts)
+        if not out:
+            return found
+        found.extend(out)
+        gone = {r.event_id for r in out}
+        ends = [r for r in ends if r.event_id not in gone]
+        starts = [r for r in starts if r.event_id not in gone]
+
+
+def _one_overlong(ends: list[EdgeRow], starts: list[EdgeRow]) -> list[EdgeRow]:
+    """The longest edge row longer than the rest of the trace (see :func:`implausible_events`), or []."""
+    for row in sorted({*ends[:EDGE_ROWS], *starts[:EDGE_ROWS]}, key=lambda r: (-r.dur, r.event_id)):
+        last_end = next((r.end for r in ends if r.event_id != row.event_id), None)
+        first_ts = next((r.ts for r in starts if r.event_id != row.event_id), None)
+        if last_end is None or first_ts is None:
+            continue
+        if row.dur > max(OVERLONG_FACTOR * (last_end - first_ts) + OVERLONG_SLACK_US, OVERLONG_FLOOR_US):
+            return [row]
+    return []
+
+
+overlong_events = implausible_events
+"""The former name (``ingest/pipeline`` imports it)."""
 
 
 _KEY_MUL = np.uint64(0x9E3779B97F4A7C15)

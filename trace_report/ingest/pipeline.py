@@ -38,7 +38,7 @@ from trace_report.ingest.digests import sha256_file
 from trace_report.ingest.engine import Engine, JobFuture
 from trace_report.ingest.files import decoded_size
 from trace_report.ingest.ncu import load_ncu
-from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, overlong_events
+from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, implausible_events
 from trace_report.ingest.start import (
     IngestOptions,
     Prestart,
@@ -203,12 +203,13 @@ class Ingest:
 
     def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Path | None, JobResult]],
                        duplicates: int | None = None) -> None:
-        """Drop events longer than the rest of the trace; note what was dropped and the duplicates
+        """Drop events longer than the rest of the trace or far outside its span
+        (:func:`~trace_report.ingest.normalize.implausible_events`); note what was dropped and the duplicates
         (``duplicates``: as counted by the job, used unless events were dropped here)."""
         if stats.n_bad_utf8:
             self.summary.warnings.append(f"{src.label}: replaced {stats.n_bad_utf8} invalid UTF-8 sequence(s) "
                                         "with U+FFFD")
-        overlong = overlong_events(stats)
+        overlong = implausible_events(stats)
         if overlong:
             drop = pa.array([r.event_id for r in overlong], pa.int64())
             for path, result in parts:
@@ -219,7 +220,8 @@ class Ingest:
             example = describe(stats.bad_example) if stats.bad_example else describe(overlong[0])
             self.summary.notes.append(
                 f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
-                f"(longer than the rest of the trace or over 1e12 us), e.g. {example}")
+                f"(longer than the rest of the trace or over 1e12 us) or time stamp (over a day and ten "
+                f"times the trace's length away from its other events), e.g. {example}")
         n_dup = duplicates if duplicates is not None and not overlong else \
             count_duplicates(lambda columns: _part_tables(parts, columns), None if overlong else stats.dup_keys or None)
         if n_dup:

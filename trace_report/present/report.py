@@ -29,7 +29,7 @@ from trace_report.analyses.kernel_classes import FlagsOptions, flags
 from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
-from trace_report.analyses.utilization import gpu_utilization
+from trace_report.analyses.utilization import gpu_utilization, step_overlap_note
 from trace_report.errors import InputError, TraceReportError
 from trace_report.present import charts
 from trace_report.present.charts import html as chart_html
@@ -145,6 +145,9 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     if isinstance(advice, AdviceResult) and advice.verdict:
         items.insert(0, ("biggest finding" if len(advice.frame) else "verdict", advice.verdict))
     sec = Section("Headline numbers", _headline_html(items))
+    overlap_note = step_overlap_note(db, opts.rank)
+    if overlap_note:
+        sec.notes.append(overlap_note)
     sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
     return sec
 

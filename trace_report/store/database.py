@@ -25,6 +25,10 @@ from trace_report.store.layout import (
 from trace_report.store.views import create_views, record_views, sql_text
 
 SCHEMA_VERSION = "1"
+"""The ``schema_version`` this code writes (``trace_report_info``). A database that records a
+later one, or one that is not a whole number, was written by a newer trace-report: it is never
+written here (its tables may mean more than this code knows, and :func:`create_schema` would
+record the older version over it), and is read with a warning (:func:`newer_schema`)."""
 APP = "trace-report"
 REQUIRED_TABLES = ("traces", "event_files")
 """Tables every trace-report database has; one with the marker but without them is half made."""
@@ -71,29 +75,67 @@ def check_ours(con: duckdb.DuckDBPyConnection, path: Path) -> None:
                             "was its ingest interrupted?); ingest into a new file")
 
 
-def _open_ours(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """A connection to ``path`` after checking it is a trace-report database (else closed)."""
+def _unknown_version(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The database's ``schema_version`` where this code does not know it (later than
+    :data:`SCHEMA_VERSION`, or not a whole number), else None (no version recorded: version 1)."""
+    row = con.execute("SELECT value FROM trace_report_info WHERE key = 'schema_version'").fetchone()
+    text = "" if row is None or row[0] is None else str(row[0]).strip()
+    if not text or (text.isdigit() and int(text) <= int(SCHEMA_VERSION)):
+        return None
+    return text
+
+
+def newer_schema(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
+    """The warning for a database of a schema this code does not know, or None."""
+    version = _unknown_version(con)
+    if version is None:
+        return None
+    return (f"{path}: written by a newer trace-report (schema version {version!r}, this one knows "
+            f"{SCHEMA_VERSION}); tables and columns this version does not know are ignored")
+
+
+def _check_writable(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Raise :class:`DatabaseError` when the database's schema is newer than this code's."""
+    version = _unknown_version(con)
+    if version is not None:
+        raise DatabaseError(f"{path}: written by a newer trace-report (schema version {version!r}, this one "
+                            f"writes {SCHEMA_VERSION}); left unchanged: upgrade trace-report or write a new file")
+
+
+def _open_ours(path: Path, read_only: bool, *, writing: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to ``path`` after checking it is a trace-report database (else closed), and,
+    ``writing``, one whose schema this code knows (:func:`_check_writable`)."""
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
         raise _friendly(exc, path) from exc
     try:
         check_ours(con, path)
+        if writing:
+            _check_writable(con, path)
     except DatabaseError:
         con.close()
         raise
     return con
 
 
-def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+def connect_existing(path: Path, *, read_only: bool = True,
+                     warnings: list[str] | None = None) -> duckdb.DuckDBPyConnection:
     """Open an existing trace-report database and create its TEMP views: the analysis views,
     bound against ``events`` over the first Parquet file beside it, then ``events`` over all of
-    them (:func:`~trace_report.store.events_view.create_events_view_from_files`)."""
+    them (:func:`~trace_report.store.events_view.create_events_view_from_files`).
+
+    A database of a newer schema (:func:`newer_schema`) is refused unless ``read_only``
+    (:class:`DatabaseError`); read only, its warning is appended to ``warnings`` (the caller's
+    :attr:`~trace_report.store.tracedb.IngestSummary.warnings`, printed once) when given."""
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
     path = database_path(path)
-    con = _open_ours(path, read_only)
+    con = _open_ours(path, read_only, writing=not read_only)
     try:
+        warning = newer_schema(con, path) if read_only else None
+        if warning is not None and warnings is not None and warning not in warnings:
+            warnings.append(warning)
         folder = events_dir_for(path)
         create_events_view_from_files(con, folder, first_only=True)  # the views bind against one file
         create_views(con)
@@ -106,13 +148,22 @@ def connect_existing(path: Path, *, read_only: bool = True) -> duckdb.DuckDBPyCo
 
 
 def _check_existing(path: Path) -> None:
-    _open_ours(path, read_only=True).close()
+    _open_ours(path, read_only=True, writing=True).close()
 
 
 def clean_leftovers(path: Path) -> list[str]:
     """Remove what a killed writer left beside the database (call with the lock held):
     ``.<name>.tmp-<pid>`` copies of dead processes, and Parquet pieces in ``<name>.events/``
-    that the database does not list. Returns one note per kind of leftover removed."""
+    that the database does not list. Returns one note per kind of leftover removed. Raises
+    :class:`DatabaseError`, removing nothing, for a database this code may not write
+    (:data:`SCHEMA_VERSION`)."""
+    rows: list[tuple[int, str]] = []
+    if path.is_file():  # first: a database this code may not write keeps everything beside it
+        con = _open_ours(path, read_only=True, writing=True)
+        try:
+            rows = con.execute("SELECT trace_id, file FROM event_files").fetchall()
+        finally:
+            con.close()
     notes = []
     stale = stale_copies(path)
     for tmp in stale:
@@ -121,13 +172,6 @@ def clean_leftovers(path: Path) -> list[str]:
         notes.append(f"{path}: removed {len(stale)} temporary copy(ies) left by an interrupted ingest")
     folder = events_dir_for(path)
     if folder.is_dir():
-        rows: list[tuple[int, str]] = []
-        if path.is_file():
-            con = _open_ours(path, read_only=True)
-            try:
-                rows = con.execute("SELECT trace_id, file FROM event_files").fetchall()
-            finally:
-                con.close()
         listed = {f for _, f in rows}
         orphans = [p for p in folder.glob("*.parquet") if p.name not in listed]
         for piece in orphans:
@@ -152,8 +196,8 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     The database at ``path`` is never modified in place: on any error the copy is removed and
     ``path`` stays byte for byte as it was. The replacement keeps the file's mode and owner; a
     symbolic link is written through to its target. The caller holds :func:`database_lock`.
-    Raises :class:`DatabaseError` when ``path`` exists but is not a trace-report database or
-    cannot be written.
+    Raises :class:`DatabaseError` when ``path`` exists but is not a trace-report database, was
+    written by a newer trace-report (:data:`SCHEMA_VERSION`) or cannot be written.
     """
     path = database_path(path)
     if path.is_dir():

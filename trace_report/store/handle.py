@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from trace_report.store.database import connect_existing
 from trace_report.store.runs import attach_runs
-from trace_report.store.tracedb import TraceDB
+from trace_report.store.tracedb import IngestSummary, TraceDB
 
 DB = TypeVar("DB", bound=TraceDB)
 
@@ -22,8 +22,10 @@ def open_database(path: Path, *, read_only: bool = True, cls: type[DB] = TraceDB
     """A handle on the database at ``path`` (opened ``read_only`` unless asked otherwise), of
     class ``cls``, with the ``events`` view, the analysis views and the run tables.
 
-    Raises :class:`~trace_report.errors.DatabaseError` for a missing, foreign or damaged file."""
-    db = cls(connect_existing(path, read_only=read_only))
+    Raises :class:`~trace_report.errors.DatabaseError` for a missing, foreign or damaged file, and
+    for one of a newer schema unless ``read_only`` (read only, a warning in ``db.summary``)."""
+    summary = IngestSummary()
+    db = cls(connect_existing(path, read_only=read_only, warnings=summary.warnings), summary)
     try:
         attach_runs(db.con, [])
         db.runs()  # the trace_runs table, for SQL

@@ -40,10 +40,43 @@ g AS (
 )
 SELECT trace_id, island, min(s) AS start_us, max(e) AS end_us FROM g GROUP BY trace_id, island;
 
+-- ProfilerSteps as spans of wall time that never overlap, so that summed step time counts no
+-- instant twice: taken in start order (ts_us, event_id) within a trace, a step that starts before
+-- an earlier one has ended starts at that end instead (overlap 'clipped'), and a step that ends
+-- by then lies wholly inside earlier ones and is left out of summed time (overlap 'nested':
+-- wall_us 0). step_ts_us is the step's own start; view steps keeps the steps as recorded (a
+-- kernel's step is still the latest-starting one containing its launch: step_windows).
+-- No real trace in ../shared/data has overlapping steps; a note says how many
+-- (step_overlap_counts).
+CREATE OR REPLACE TEMP VIEW step_wall_windows AS
+WITH s AS (
+    SELECT *, max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, event_id
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM steps
+)
+SELECT trace_id, step, event_id, pid, tid, ts_us AS step_ts_us,
+       CASE WHEN prev_end > ts_us THEN least(prev_end, end_us) ELSE ts_us END AS ts_us, end_us,
+       CASE WHEN prev_end > ts_us THEN greatest(0.0, end_us - prev_end) ELSE end_us - ts_us END AS wall_us,
+       CASE WHEN prev_end IS NULL OR prev_end <= ts_us THEN NULL
+            WHEN end_us <= prev_end THEN 'nested' ELSE 'clipped' END AS overlap
+FROM s;
+
+-- Per trace with overlapping ProfilerSteps: how many were clipped and how many nested (view
+-- step_wall_windows), and the wall time not counted twice (us).
+CREATE OR REPLACE TEMP VIEW step_overlap_counts AS
+SELECT w.trace_id, t.rank, count(*) FILTER (WHERE overlap = 'clipped') AS clipped,
+       count(*) FILTER (WHERE overlap = 'nested') AS nested,
+       sum(end_us - step_ts_us - wall_us) AS overlap_us
+FROM step_wall_windows w JOIN traces t USING (trace_id)
+WHERE overlap IS NOT NULL
+GROUP BY w.trace_id, t.rank;
+
 -- GPU utilisation per step and rank: busy time of GPU operations (union of intervals, clipped
--- to the step) / the ProfilerStep's wall time. A trace without ProfilerStep is one window from
--- its first to its last GPU operation (basis 'gpu_span', what HTA's temporal breakdown divides
--- by). gpu_util_pct is NULL for traces without GPU operations.
+-- to the step) / the ProfilerStep's wall time. Overlapping steps count each instant once (view
+-- step_wall_windows: a step is clipped to start where the earlier ones end, a nested one is left
+-- out). A trace without ProfilerStep is one window from its first to its last GPU operation
+-- (basis 'gpu_span', what HTA's temporal breakdown divides by). gpu_util_pct is NULL for traces
+-- without GPU operations.
 CREATE OR REPLACE TEMP VIEW gpu_utilization AS
 WITH bi AS MATERIALIZED (SELECT * FROM gpu_busy_intervals),  -- computed once, used three times
 span AS (
@@ -51,7 +84,7 @@ span AS (
 ),
 w AS (
     SELECT s.trace_id, s.step, s.event_id AS window_id, s.ts_us, s.end_us, 'ProfilerStep' AS basis
-    FROM steps s
+    FROM step_wall_windows s WHERE s.overlap IS DISTINCT FROM 'nested'
     UNION ALL
     SELECT p.trace_id, NULL, -1, p.ts_us, p.end_us, 'gpu_span'
     FROM span p WHERE p.trace_id NOT IN (SELECT trace_id FROM steps)

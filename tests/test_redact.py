@@ -761,6 +761,7 @@ def test_end_to_end_every_stored_string_is_screened(tmp_path: Any, capsys: pytes
     assert "2 trace(s) ingested, 1 Nsight Compute report(s)" in err
     assert not any(v in err for v in planted.values())
     assert "report1.sqlite: redacted" in err  # the nsys export's redactions are said, as a trace's are
+    assert "profile.ncu.csv: redacted secrets in the report's strings: " in err  # and the ncu report's
     code, _, err = run_cli(["export", str(db), "-o", str(tmp_path / "out" / "export")], capsys)
     assert code == 0, err
 

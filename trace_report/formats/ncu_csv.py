@@ -170,7 +170,7 @@ def read_ncu_csv(path: Path) -> NcuData:
     details = "Metric Name" in header and "Metric Value" in header
     data = _details(header, rows, path) if details else _raw(header, rows, path)
     fill_device_names(data)
-    screen_strings(data)
+    data.redactions = screen_strings(data)
     return data
 
 

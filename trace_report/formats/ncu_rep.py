@@ -109,5 +109,5 @@ def read_ncu_rep(path: Path) -> NcuData:
     if not data.kernels:
         raise InputError(f"{path}: not a readable Nsight Compute report (no profiling results in it)")
     fill_device_names(data)
-    screen_strings(data)
+    data.redactions = screen_strings(data)
     return data

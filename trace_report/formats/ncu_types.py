@@ -134,11 +134,13 @@ def parse_value(text: str | None) -> tuple[float | None, str | None]:
 @dataclass
 class NcuData:
     """One parsed report: launch rows (:data:`KERNEL_FIELDS`) and metric rows
-    (:data:`METRIC_FIELDS`, values already in base units)."""
+    (:data:`METRIC_FIELDS`, values already in base units); ``redactions``: what the secret
+    screen replaced, ``kind@ncu_kernels.<field> (N rows)``."""
 
     fmt: str
     kernels: list[dict[str, object]] = field(default_factory=list)
     metrics: dict[str, list[object]] = field(default_factory=lambda: {k: [] for k in METRIC_FIELDS})
+    redactions: list[str] = field(default_factory=list)
 
     def add_metric(self, launch_id: int, section: str | None, metric: str, label: str | None,
                    unit: str | None, raw: str | float | int | None, instance: str | None = None) -> None:

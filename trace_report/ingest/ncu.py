@@ -15,19 +15,24 @@ from trace_report.redact import StringScreen
 from trace_report.store.views import ensure_ncu_tables
 
 
-def load_ncu(con: duckdb.DuckDBPyConnection, path: Path | str, label: str | None = None) -> int:
+def load_ncu(con: duckdb.DuckDBPyConnection, path: Path | str, label: str | None = None,
+             warnings: list[str] | None = None) -> int:
     """Load one Nsight Compute report into ``ncu_kernels``/``ncu_metrics``; return the number
     of profiled kernel launches in it.
 
     ``label``: what ``ncu_kernels.path`` holds (the input's label: its absolute path, or
     ``archive!member`` for a member read from a temporary file), default ``path``; stored as
     printable text (:func:`trace_report.pathtext.printable`) through the secret screen, as
-    ``traces.path`` is. A file already loaded (same label and SHA-256) is not loaded twice.
+    ``traces.path`` is; what the screen replaced in the report's strings is added to ``warnings``
+    (``<label>: redacted ...``, as for a trace). A file already loaded (same label and SHA-256) is not loaded twice.
     Raises :class:`InputError` for unreadable or foreign files.
     """
     path = Path(path).absolute()
     stored = StringScreen()(printable(label if label is not None else str(path)), "ncu_kernels.path")
     data = read_ncu(path)
+    if warnings is not None and data.redactions:
+        warnings.append(f"{label if label is not None else path}: redacted secrets in the report's strings: "
+                        f"{', '.join(data.redactions[:5])}")
     if not data.kernels:
         raise InputError(f"{path}: no profiled kernel launches in the report")
     ensure_ncu_tables(con)

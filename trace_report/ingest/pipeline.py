@@ -81,7 +81,7 @@ class Ingest:
     def run(self, sources: list[Source], pool: Engine | None) -> None:
         ncu_kinds = (InputKind.ncu_report, InputKind.ncu_csv)
         for src in (s for s in sources if s.kind in ncu_kinds):
-            self.summary.ncu_reports.append((src.label, load_ncu(self.con, src.path, src.label)))
+            self.summary.ncu_reports.append((src.label, load_ncu(self.con, src.path, src.label, self.summary.warnings)))
         sources = [s for s in sources if s.kind not in ncu_kinds]
         todo = []
         for src in sources:

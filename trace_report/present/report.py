@@ -35,6 +35,7 @@ from trace_report.present import charts
 from trace_report.present.charts import html as chart_html
 from trace_report.present.charts.traces import short_name
 from trace_report.present.report_comm import comm_section
+from trace_report.present.report_more import deeper_section
 from trace_report.present.report_parts import Section, table_html
 from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
 from trace_report.present.tables import write_atomic
@@ -434,7 +435,8 @@ def _trace_sections(db: TraceDB, opts: ReportOptions, *, experiments: bool = Fal
                 lambda: comm_section(db, opts.rank, Section, table_html), lambda: ops_section(db, opts.rank),
                 lambda: memory_section(db, opts.rank, trace_runs(con)),
                 lambda: experiments_section(con) if experiments else None,
-                lambda: flags_section(db, con, opts), lambda: advice_section(advice)]
+                lambda: flags_section(db, con, opts), lambda: deeper_section(db, opts.rank, opts.step),
+                lambda: advice_section(advice)]
     return [s for s in (build() for build in builders) if s is not None]
 
 

@@ -41,6 +41,7 @@ from trace_report.cli import (  # noqa: F401 - each module registers its command
     report,
     roofline,
     sequences,
+    slice,
     sql,
     top_kernels,
 )

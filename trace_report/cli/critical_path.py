@@ -55,7 +55,7 @@ def critical_path_cmd(
     With --operators: the operators (and kernels) with the most time on the path.
 
     \b
-    Example:
+    Examples:
       trace-report critical-path traces/run-42
       trace-report critical-path traces/run-42 --step 5 --operators --top 20
     """

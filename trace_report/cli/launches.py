@@ -54,7 +54,7 @@ def launches_cmd(
     equals HTA's; `trace-report hta launch` runs HTA itself.
 
     \b
-    Example:
+    Examples:
       trace-report launches traces/run-42 --limit 10
       trace-report launches traces/run-42 --per-launch -f csv -o launches.csv
     """

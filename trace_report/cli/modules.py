@@ -33,7 +33,7 @@ def modules_cmd(
     enclosing modules, outermost first (TraceLens' nn.Module tree).
 
     \b
-    Example:
+    Examples:
       trace-report modules traces/run-42 --depth 3
       trace-report modules traces/run-42 --by-step -f csv -o modules.csv
     """

@@ -78,7 +78,7 @@ def sequences_cmd(
     (a fusion candidate for torch.compile). Most GPU time first.
 
     \b
-    Example:
+    Examples:
       trace-report sequences traces/run-42 --limit 10
       trace-report sequences traces/run-42 --operator autograd::engine --min-length 3 -f json
     """

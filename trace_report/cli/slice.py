@@ -46,7 +46,7 @@ def slice_cmd(
     too big to open in Perfetto; on a database, after `trace-report ingest`.
 
     \b
-    Example:
+    Examples:
       trace-report slice traces/run-42 --steps 3-4 -o step.json.gz
       trace-report slice runs.duckdb --rank 1 --steps 12 -o rank1-step12.json.gz
     """

@@ -36,7 +36,7 @@ from trace_report.present.charts import html as chart_html
 from trace_report.present.charts.traces import short_name
 from trace_report.present.report_comm import comm_section
 from trace_report.present.report_more import deeper_section
-from trace_report.present.report_parts import Section, table_html
+from trace_report.present.report_parts import Section, attempt, table_html
 from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
 from trace_report.present.tables import write_atomic
 from trace_report.store.tracedb import TraceDB
@@ -189,15 +189,6 @@ def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
     return [(f"GPU busy (of {basis})", text)]
 
 
-def _attempt(sec: Section, what: str, build: Callable[[], Any]) -> Any:
-    """Run one part of a section; an analysis that does not apply becomes a note."""
-    try:
-        return build()
-    except TraceReportError as exc:
-        sec.notes.append(f"{what}: {exc}")
-        return None
-
-
 def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions) -> Section | None:
     """Top kernels (chart and table), regions per step, kernel classes, step timeline, roofline."""
     n = _scalar(con, "SELECT count(*) FROM traces")
@@ -214,12 +205,12 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
                          "(the timeline shows one step of one trace)")
     _top_kernels(sec, db, opts, runs)
     _regions(sec, db, con, opts, runs)
-    fl = _attempt(sec, "kernel classes", lambda: flags_summary(db, opts, runs)[0])
+    fl = attempt(sec, "kernel classes", lambda: flags_summary(db, opts, runs)[0])
     if fl is not None and fl["gpu_us"].fillna(0).gt(0).any():
         sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl)))
     trace_id = None if opts.rank is None else _scalar(
         con, f"SELECT min(trace_id) FROM traces WHERE rank = {int(opts.rank)}")
-    tl = _attempt(sec, "timeline", lambda: charts.step_timeline(db, trace_id=trace_id, step=opts.step))
+    tl = attempt(sec, "timeline", lambda: charts.step_timeline(db, trace_id=trace_id, step=opts.step))
     if tl is not None and len(tl.frame):
         sec.charts.append(("timeline", charts.timeline_chart(tl)))
         sec.notes += tl.notes
@@ -278,14 +269,14 @@ def _regions(sec: Section, db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Re
         notes.extend(result.notes)
         return result.frame
 
-    frame = _attempt(sec, "regions", lambda: _per_run(runs, build))
+    frame = attempt(sec, "regions", lambda: _per_run(runs, build))
     if frame is not None and len(frame):
         sec.charts.append(("regions", charts.regions_chart(frame)))
         sec.notes += list(dict.fromkeys(notes))
 
 
 def _roofline(sec: Section, db: TraceDB) -> None:
-    result = _attempt(sec, "roofline", lambda: roofline(db, RooflineOptions(by_name=True)))
+    result = attempt(sec, "roofline", lambda: roofline(db, RooflineOptions(by_name=True)))
     if result is not None and len(charts.chart_points(result.frame)):
         sec.charts.append(("roofline", charts.roofline_chart(result)))
         sec.notes += [f"roofline: {n}" for n in result.notes]
@@ -376,7 +367,7 @@ def experiments_section(con: duckdb.DuckDBPyConnection) -> Section | None:
         return None
     sec = Section("Experiments")
     for run_key, experiment, notes in exps:
-        chart = _attempt(sec, str(run_key), lambda k=run_key, e=experiment: _experiment_chart(con, k, str(e)))
+        chart = attempt(sec, str(run_key), lambda k=run_key, e=experiment: _experiment_chart(con, k, str(e)))
         results = con.execute("SELECT * FROM run_results WHERE run_key = ?", [run_key]).df().drop(columns="run_key")
         if chart is None and results.empty:
             continue

@@ -9,29 +9,17 @@ large traces; ``trace-report critical-path`` gives every step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pandas as pd
 
 from trace_report.analyses.critical_path import CriticalPathOptions, critical_path
 from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.analyses.modules import ModuleOptions, modules
 from trace_report.analyses.sequences import SequenceOptions, sequences
-from trace_report.errors import TraceReportError
-from trace_report.present.report_parts import Section, table_html
+from trace_report.present.report_parts import Section, attempt, table_html
 from trace_report.store.tracedb import TraceDB
 
 ROWS = 10
 """Rows of each table (the commands give all of them)."""
-
-
-def _attempt(sec: Section, what: str, build: Callable[[], Any]) -> Any:
-    try:
-        return build()
-    except TraceReportError as exc:
-        sec.notes.append(f"{what}: {exc}")
-        return None
 
 
 def median_step(db: TraceDB, rank: int | None) -> int | None:
@@ -69,14 +57,14 @@ def deeper_section(db: TraceDB, rank: int | None, step: int | None) -> Section |
         return None
     sec = Section("Critical path, launches, sequences, modules")
     one_rank = rank if rank is not None else min(db.ranks(), default=None)
-    _attempt(sec, "critical path", lambda: _critical_path(sec, db, one_rank, step))
-    got = _attempt(sec, "launches", lambda: launches(db, LaunchOptions(rank=rank)))
+    attempt(sec, "critical path", lambda: _critical_path(sec, db, one_rank, step))
+    got = attempt(sec, "launches", lambda: launches(db, LaunchOptions(rank=rank)))
     if got is not None:
         _table(sec, "Kernel launches (by launches; trace-report launches)", got.frame, [], "launches")
-    got = _attempt(sec, "sequences", lambda: sequences(db, SequenceOptions(rank=rank)))
+    got = attempt(sec, "sequences", lambda: sequences(db, SequenceOptions(rank=rank)))
     if got is not None:
         _table(sec, "Repeated kernel sequences (trace-report sequences)", got.frame, [], "sequences")
-    got = _attempt(sec, "modules", lambda: modules(db, ModuleOptions(rank=rank, depth=2)))
+    got = attempt(sec, "modules", lambda: modules(db, ModuleOptions(rank=rank, depth=2)))
     if got is not None:
         _table(sec, "nn.Module tree, two levels (trace-report modules)", got.frame, [], "modules")
     return sec if sec.tail else None

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from trace_report.errors import TraceReportError
 from trace_report.present.charts import html as chart_html
 from trace_report.present.charts.traces import short_name
 
@@ -72,3 +74,13 @@ def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = ("name",)
             cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def attempt(sec: Section, what: str, build: Callable[[], Any]) -> Any:
+    """Run one part of a section; an analysis that does not apply (a
+    :class:`~trace_report.errors.TraceReportError`) becomes a note ``what: reason``."""
+    try:
+        return build()
+    except TraceReportError as exc:
+        sec.notes.append(f"{what}: {exc}")
+        return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -18,7 +17,7 @@ from typing import IO, Any
 import msgspec
 
 from trace_report.errors import InputError
-from trace_report.present.tables import writes_in_place
+from trace_report.present.tables import atomic_output, writes_in_place
 
 BUFFER_BYTES = 1 << 20
 """Encoded events gathered before one write."""
@@ -62,12 +61,6 @@ def _write_to(raw: IO[bytes], metadata: dict[str, Any], events: Iterable[bytes],
     return n
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_chrome_trace(path: Path, metadata: dict[str, Any], events: Iterable[bytes],
                        compress: bool | None = None) -> int:
     """Write ``{**metadata, "traceEvents": [events...]}`` to ``path`` and return the number of
@@ -80,22 +73,8 @@ def write_chrome_trace(path: Path, metadata: dict[str, Any], events: Iterable[by
     compress = path.name.endswith(".gz") if compress is None else compress
     if writes_in_place(path):
         return _in_place(path, metadata, events, compress)
-    path = path.absolute()
-    if not path.parent.is_dir():
-        raise InputError(f"{path.parent}: no such directory")
-    mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            n = _write_to(fh, metadata, events, compress)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as fh:
+        n = _write_to(fh, metadata, events, compress)
     return n
 
 

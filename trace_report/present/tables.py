@@ -17,7 +17,8 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
@@ -303,6 +304,18 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     if writes_in_place(path):
         _write_in_place(path, _bytes(text))
         return
+    with atomic_output(path) as fh:
+        _write_all(fh, _bytes(text))
+
+
+@contextmanager
+def atomic_output(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file whose content becomes ``path`` when the block ends without an error: written
+    to a temporary file beside it and renamed (a reader never sees half of it); the mode is what a
+    plain ``open(path, "w")`` would give (0666 less the umask), or the mode of the file replaced.
+    On any failure the temporary file is removed and ``path`` is untouched; :class:`InputError`
+    for a missing folder or a failed write (a full disk included). For regular files: check
+    :func:`writes_in_place` first."""
     path = path.absolute()
     if not path.parent.is_dir():
         raise InputError(f"{path.parent}: no such directory")
@@ -310,7 +323,7 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            _write_all(fh, _bytes(text))
+            yield fh
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:

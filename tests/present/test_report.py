@@ -91,7 +91,8 @@ def test_report_of_a_gpu_trace(tmp_path):
     page = (tmp_path / "a100.html").read_text()
     assert "launch_bound" in page and "exposed_communication" in page and "Biggest saving" in page  # the advice
     assert "NVIDIA A100-PG509-200" in page and "ncclKernel_AllReduce_RING_LL_Sum_float" in page
-    assert [s.title for s in report.sections][-2:] == ["Kernel classes", "Advice"]
+    assert [s.title for s in report.sections][-3:] == ["Kernel classes", "Critical path, launches, sequences, modules",
+                                                      "Advice"]
 
 
 def test_every_name_is_escaped(tmp_path):

@@ -159,10 +159,14 @@ def ingest_cmd(
 def _say_runs(output: Path) -> None:
     """One line naming the runs the database holds when there are several (docs/schema.md,
     ``trace_runs``): the analyses keep them apart."""
-    from trace_report.store.handle import open_database
+    from trace_report.store.database import connect_existing
+    from trace_report.store.run_identity import identify_runs
 
-    with open_database(output) as db:
-        runs = db.runs()
+    con = connect_existing(output, read_only=True)  # without the run tables: DuckDB alone, no pandas
+    try:
+        runs = identify_runs(con)
+    finally:
+        con.close()
     if len(runs) > 1:
         shown = ", ".join(r.label for r in runs[:8]) + (", ..." if len(runs) > 8 else "")
         notes([f"{len(runs)} runs in {output.name} ({shown}): analysed apart (--merge-runs to add them up)"])

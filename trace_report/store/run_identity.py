@@ -80,10 +80,14 @@ def _stem(path: PurePosixPath) -> str:
 
 
 def _read(con: duckdb.DuckDBPyConnection) -> list[_Trace]:
+    """The traces with their run key: ``run_traces.run_key`` where the run tables are attached
+    (:func:`trace_report.store.runs.attach_runs`), else ``traces.run_id``."""
+    linked = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'run_traces'").fetchone()[0]
+    keys = ("(SELECT trace_id, min(run_key) AS run_key FROM run_traces GROUP BY trace_id)" if linked else
+            "(SELECT NULL::INTEGER AS trace_id, NULL::VARCHAR AS run_key WHERE false)")
     rows = con.execute(
         "SELECT t.trace_id, t.path, coalesce(rt.run_key, t.run_id), t.rank, t.rank_source, t.world_size, "
-        "t.device_name FROM traces t LEFT JOIN (SELECT trace_id, min(run_key) AS run_key FROM run_traces "
-        "GROUP BY trace_id) rt USING (trace_id) ORDER BY t.trace_id").fetchall()
+        f"t.device_name FROM traces t LEFT JOIN {keys} rt USING (trace_id) ORDER BY t.trace_id").fetchall()
     return [_Trace(int(r[0]), str(r[1] or ""), r[2], r[3], r[4], r[5], r[6]) for r in rows]
 
 

@@ -15,14 +15,19 @@ As torch-tb-profiler's Operator view and TraceLens' ops summary. One row per ope
   ``store/sql/views_ops.sql``); NULL where the trace has no shapes (``record_shapes=False``)
   or the operator is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
 
-The query is ``store/sql/ops.sql``. The FLOP of nested operators describe the same work
-(``aten::convolution`` and ``aten::_convolution``): never add them up across rows.
+The query is ``store/sql/ops.sql``, over the nesting of operators on their threads that
+:func:`~trace_report.analyses.ops_nesting.nesting` finds in one sorted pass (O(n log n)). The FLOP
+of nested operators describe the same work (``aten::convolution`` and ``aten::_convolution``):
+never add them up across rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
+from trace_report.analyses.ops_nesting import nesting
 from trace_report.analyses.result import Result
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
@@ -49,8 +54,7 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
     """
     opts = options or OpsOptions()
     db.check_rank(opts.rank)
-    frame = db.con.execute(sql_text("ops.sql"),
-                           {"rank": opts.rank, "all_ops": opts.all_ops, "by_shape": opts.by_shape}).df()
+    frame = _operator_rows(db, opts)
     cols = OPS_COLUMNS[:1] + (["input_dims"] if opts.by_shape else []) + OPS_COLUMNS[1:]
     notes = []
     if frame.empty:
@@ -67,6 +71,22 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
     if opts.limit is not None:
         frame = frame.head(opts.limit)
     return Result(frame.reset_index(drop=True), notes)
+
+
+NESTING_RELATION = "_ops_nesting"
+"""The name ``store/sql/ops.sql`` reads the nesting pass's rows under (registered for that query only,
+so that the connection's views stay as trace-report made them)."""
+
+
+def _operator_rows(db: TraceDB, opts: OpsOptions) -> pd.DataFrame:
+    """The rows of ``store/sql/ops.sql`` (one per name, or name and shapes) with ``counted``."""
+    rows = nesting(db.con, opts.rank)
+    db.con.register(NESTING_RELATION, rows)
+    try:
+        return db.con.execute(sql_text("ops.sql"),
+                              {"rank": opts.rank, "all_ops": opts.all_ops, "by_shape": opts.by_shape}).df()
+    finally:
+        db.con.unregister(NESTING_RELATION)
 
 
 UNLISTED_NOTE_PCT = 10.0

@@ -250,11 +250,29 @@ def _outermost(ops: pd.DataFrame) -> pd.DataFrame:
 
 _KERNEL_TIME = """
 WITH o AS (SELECT * FROM _estimate_ops),
+-- the operators around each launch call: _outermost leaves no two operators of a thread
+-- overlapping, so they are the zero-length ones at the call's time and, of the others, the latest
+-- starting at or before it and the earliest ending at or after it (two when one ends where the next
+-- starts): ASOF joins, not a range join of every operator to every call on its thread
+positive AS (SELECT *, ts_us + dur_us AS end_us FROM o WHERE dur_us > 0),
+around AS (
+    SELECT o.trace_id, o.event_id, r.correlation
+    FROM runtime_calls r ASOF JOIN positive o
+      ON o.trace_id = r.trace_id AND o.pid = r.pid AND o.tid = r.tid AND r.ts_us >= o.ts_us
+    WHERE r.ts_us <= o.end_us
+    UNION
+    SELECT o.trace_id, o.event_id, r.correlation
+    FROM runtime_calls r ASOF JOIN positive o
+      ON o.trace_id = r.trace_id AND o.pid = r.pid AND o.tid = r.tid AND r.ts_us <= o.end_us
+    WHERE r.ts_us >= o.ts_us
+    UNION
+    SELECT o.trace_id, o.event_id, r.correlation
+    FROM o JOIN runtime_calls r ON r.trace_id = o.trace_id AND r.pid = o.pid AND r.tid = o.tid AND r.ts_us = o.ts_us
+    WHERE o.dur_us = 0
+),
 by_launch AS (
-    SELECT o.event_id, o.trace_id, k.event_id AS kid, k.dur_us, k.name
-    FROM o JOIN runtime_calls r ON r.trace_id = o.trace_id AND r.pid = o.pid AND r.tid = o.tid
-         AND r.ts_us >= o.ts_us AND r.ts_us <= o.ts_us + o.dur_us
-    JOIN events k ON k.trace_id = r.trace_id AND k.correlation = r.correlation AND k.cat = 'kernel'
+    SELECT a.event_id, a.trace_id, k.event_id AS kid, k.dur_us, k.name
+    FROM around a JOIN events k ON k.trace_id = a.trace_id AND k.correlation = a.correlation AND k.cat = 'kernel'
 ),
 by_ext AS (
     SELECT o.event_id, o.trace_id, k.event_id AS kid, k.dur_us, k.name

@@ -281,3 +281,17 @@ def test_roofline_chart_runs_points_and_rug() -> None:
     assert marks["point"]["encoding"]["color"]["scale"]["domain"] == ["cpu-run", "gpu-run"]
     assert marks["tick"]["encoding"]["x"]["field"] == "ai" and "value" in marks["tick"]["encoding"]["y"]
     assert "estimated" in spec["title"]["text"] and "1 operator(s) without GPU time" in spec["title"]["subtitle"][0]
+
+
+def test_a_chart_of_more_than_5000_rows_is_embedded() -> None:
+    """A report of a trace with hundreds of steps has per-step region bars past Altair's 5,000-row
+    guard (MaxRowsError, a traceback from `report` on a 1M-event trace): the page inlines them."""
+    import altair as alt
+    import pandas as pd
+
+    from trace_report.present.charts.html import chart_block, chart_spec
+
+    chart = alt.Chart(pd.DataFrame({"x": range(5821)})).mark_point().encode(x="x")
+    spec = chart_spec(chart)
+    assert sum(len(v) for v in spec["datasets"].values()) == 5821
+    assert 'data-chart="c"' in chart_block("c", chart)

@@ -98,9 +98,21 @@ def vega_bundle() -> str:
     return bundle.replace("</script", "<\\/script")
 
 
+def chart_spec(chart: Any) -> Any:
+    """The Vega-Lite spec of an Altair chart (a dict is returned as it is), whatever its number of
+    rows: the data is inlined in the page either way, and Altair's 5,000-row guard (MaxRowsError)
+    would fail a report of a trace with a few hundred steps (their per-step region bars)."""
+    if not hasattr(chart, "to_dict"):
+        return chart
+    import altair as alt  # a chart object exists: altair is loaded
+
+    with alt.data_transformers.disable_max_rows():
+        return chart.to_dict()
+
+
 def chart_block(div_id: str, chart: Any) -> str:
     """A ``<div>`` for one chart and the escaped JSON of its Vega-Lite spec."""
-    spec = chart.to_dict() if hasattr(chart, "to_dict") else chart
+    spec = chart_spec(chart)
     safe_id = html.escape(div_id, quote=True)
     return (f'<div class="chart" id="{safe_id}"></div>\n'
             f'<script type="application/json" data-chart="{safe_id}">{script_json(spec)}</script>')
@@ -140,7 +152,7 @@ def save_chart(chart: Any, path: Path | str) -> Path:
     import vl_convert as vlc
     from altair.utils._importers import vl_version_for_vl_convert
 
-    spec, version = chart.to_dict(), vl_version_for_vl_convert()
+    spec, version = chart_spec(chart), vl_version_for_vl_convert()
     if suffix == ".svg":
         write_atomic(path, vlc.vegalite_to_svg(spec, vl_version=version))
     else:

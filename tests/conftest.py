@@ -15,6 +15,10 @@ from typing import Any
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest-xdist workers get COLUMNS=80 LINES=24 from their pty
+    os.environ.pop("COLUMNS", None)  # set-up: output is piped, as in a serial run (PIPE_WIDTH)
+    os.environ.pop("LINES", None)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TRACE_REPORT_SHARED", REPO.parent / "shared"))
 TRACES = SHARED / "data" / "traces"

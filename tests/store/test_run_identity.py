@@ -140,8 +140,10 @@ def _same(a: list[dict[str, object]], b: list[dict[str, object]]) -> bool:
     if len(a) != len(b):
         return False
     for ra, rb in zip(a, b, strict=True):
-        for k in ra:
-            va, vb = ra[k], rb[k]
+        if any(ra[k] is not None for k in ra.keys() - rb.keys()):  # stacked runs: another run's columns, empty
+            return False
+        for k in rb:
+            va, vb = ra.get(k), rb[k]
             if isinstance(va, float) and isinstance(vb, float):
                 if not math.isclose(va, vb, rel_tol=1e-9, abs_tol=1e-9):
                     return False
@@ -154,8 +156,8 @@ def _diff(a: list[dict[str, object]], b: list[dict[str, object]]) -> list[str]:
     if len(a) != len(b):
         return [f"{len(a)} rows vs {len(b)}"]
     pairs = enumerate(zip(a, b, strict=True))
-    return [f"row {i} {k}: {str(ra[k])[-200:]!r} vs {str(rb[k])[-200:]!r}" for i, (ra, rb) in pairs
-            for k in ra if not _same([{k: ra[k]}], [{k: rb[k]}])]
+    return [f"row {i} {k}: {str(ra.get(k))[-200:]!r} vs {str(rb.get(k))[-200:]!r}" for i, (ra, rb) in pairs
+            for k in ra.keys() | rb.keys() if not _same([{k: ra.get(k)}], [{k: rb.get(k)}])]
 
 
 def _check_runs_apart(folder: Path, alone: dict[str, Path]) -> None:
@@ -192,3 +194,16 @@ def test_every_shared_trace_as_one_folder_keeps_runs_apart() -> None:
     alone = {k: Path(str(v).split("!")[0]) for k, v in alone.items()}
     alone["dlrm_kineto"] = TRACES / "param_dlrm_kineto_v100x8"
     _check_runs_apart(TRACES, alone)
+
+
+def test_stacked_rows_keep_each_runs_columns() -> None:
+    """A CPU-only run ranks operators (pct_of_cpu_self_time) where a GPU run ranks kernels
+    (pct_of_gpu_time): each value stays under its own column, the other column empty."""
+    from trace_report.cli.runs import PerRun
+    from trace_report.store.rows import Rows
+
+    gpu = Rows(["name", "pct_of_gpu_time"], ["VARCHAR", "DOUBLE"], [("k", 60.0)])
+    cpu = Rows(["name", "pct_of_cpu_self_time"], ["VARCHAR", "DOUBLE"], [("aten::mm", 100.0)])
+    out = stacked(PerRun([("a", gpu), ("b", cpu)]), lambda t: t)
+    assert out.columns == ["run", "name", "pct_of_gpu_time", "pct_of_cpu_self_time"]
+    assert out.data == [("a", "k", 60.0, None), ("b", "aten::mm", None, 100.0)]

@@ -83,7 +83,7 @@ def nest(rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     and the µs it and every row it encloses launched."""
     n = len(rows.ts)
     starts = np.flatnonzero(np.r_[True, rows.thread[1:] != rows.thread[:-1]]) if n else np.zeros(0, np.int64)
-    stops = np.r_[starts[1:], n].astype(np.int64)
+    stops = np.r_[starts[1:], n].astype(np.int64) if n else np.zeros(0, np.int64)  # no rows: no thread
     par = [n] * n  # n: no parent (the stack's bottom, a spare last slot of the lists)
     lau = rows.gpu.astype(np.float64).tolist() + [0.0]
     acc = lau.copy()

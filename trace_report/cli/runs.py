@@ -88,11 +88,17 @@ def stacked(per: PerRun[Any], table: Callable[[Any], Any], limit: int | None = N
     from trace_report.store.rows import Rows
 
     first = tables[0][1]
-    if isinstance(first, Rows):
-        columns = ["run", *first.columns]
-        types = ["VARCHAR", *first.types]
-        data = [(label, *row) for label, rows in tables for row in rows.data]
-        return Rows(columns, types, data)
+    if isinstance(first, Rows):  # runs may differ in columns (a CPU-only run: pct_of_cpu_self_time)
+        typed: dict[str, str] = {}
+        for _, rows in tables:
+            for name, typ in zip(rows.columns, rows.types, strict=True):
+                typed.setdefault(name, typ)
+        columns = list(typed)
+        data = []
+        for label, rows in tables:
+            where = [rows.columns.index(c) if c in rows.columns else None for c in columns]
+            data += [(label, *(None if i is None else row[i] for i in where)) for row in rows.data]
+        return Rows(["run", *columns], ["VARCHAR", *typed.values()], data)
     import pandas as pd  # the analysis gave a DataFrame: pandas is loaded already
 
     frames = [t.assign(run=label)[["run", *[c for c in t.columns if c != "run"]]] for label, t in tables]

@@ -17,6 +17,7 @@ import duckdb
 
 from trace_report.errors import UsageError
 from trace_report.store.run_identity import Run, identify_runs
+from trace_report.store.run_scope import scoped
 
 
 @dataclass
@@ -67,8 +68,6 @@ class TraceDB:
         """This handle with ``traces`` and ``events`` narrowed to ``trace_ids`` inside the block
         (:func:`trace_report.store.run_scope.scoped`): every analysis then sees those traces alone.
         A run's traces: ``with db.scope(db.run(label).trace_ids) as part: ...``."""
-        from trace_report.store.run_scope import scoped
-
         with scoped(self.con, trace_ids):
             yield self
 

@@ -10,7 +10,8 @@ operators that have shapes (view ``op_flops``). The rule, stated in full, is
 ``store/sql/modules.sql``; the tree is built as TraceLens builds it (``TraceLens/Trace2Tree/
 trace_to_tree.py``, ``build_host_call_stack_tree``: a stack per (pid, tid), nn.Module events
 are python_function events named ``nn.Module:``; ``TreePerf/tree_perf.py``,
-``build_nn_module_latency_tree``: a module's GPU events are those of its subtree).
+``build_nn_module_latency_tree``: a module's GPU events are those of its subtree). The calls
+are found by sorted passes per thread (:mod:`trace_report.analyses.modules_tree`), O(n log n).
 
 The calls of one path are summed: per path (and per ProfilerStep with ``by_step``) ``calls``,
 ``cpu_us``, ``gpu_ops``, ``gpu_us``, ``flop``. Times in µs; ``flop`` is NULL where no operator
@@ -21,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trace_report.analyses.modules_tree import module_calls
 from trace_report.analyses.result import Result, drop_single_trace_ids
 from trace_report.errors import UsageError
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
 
 COLUMNS = ["rank", "step", "module", "depth", "kind", "calls", "steps", "cpu_us", "gpu_ops", "gpu_us",
            "flop", "path"]
@@ -45,15 +46,19 @@ class ModuleOptions:
     by_step: bool = False
 
 
+CALLS_TABLE = "module_calls"
+"""The name under which :func:`~trace_report.analyses.modules_tree.module_calls` is registered
+while :func:`module_query` sums it."""
+
+
 def module_query(by_step: bool) -> str:
-    """The SQL of the per-path sums over the per-call rows of ``modules.sql``; parameters
-    ``$rank`` and ``$depth`` (NULL = every depth). Rows in tree order: by rank, trace, step, then
-    by the start of the path's first call (a module starts after the modules that hold it)."""
+    """The SQL of the per-path sums over the per-call rows (:data:`CALLS_TABLE`, from
+    :func:`~trace_report.analyses.modules_tree.module_calls`); parameter ``$depth`` (NULL = every
+    depth). Rows in tree order: by rank, trace, step, then by the start of the path's first call
+    (a module starts after the modules that hold it)."""
     step_key = "step" if by_step else "NULL::BIGINT"
     steps = "NULL::BIGINT" if by_step else "count(DISTINCT step)"
-    return f"""WITH calls AS (
-{sql_text('modules.sql')}
-)
+    return f"""WITH calls AS (SELECT * FROM {CALLS_TABLE})
 SELECT rank, trace_id, {step_key} AS step, path, depth, any_value(name) AS name, any_value(kind) AS kind,
        count(*) AS calls, {steps} AS steps, sum(cpu_us) AS cpu_us, sum(gpu_ops) AS gpu_ops,
        sum(gpu_us) AS gpu_us, sum(flop) AS flop, min(ts_us) AS first_ts_us
@@ -108,7 +113,11 @@ def modules(db: TraceDB, options: ModuleOptions | None = None) -> Result:
     db.check_rank(opts.rank)
     if opts.depth is not None and opts.depth < 1:
         raise UsageError(f"depth must be 1 or more (got {opts.depth})")
-    frame = db.con.execute(module_query(opts.by_step), {"rank": opts.rank, "depth": opts.depth}).df()
+    db.con.register(CALLS_TABLE, module_calls(db.con, opts.rank))
+    try:
+        frame = db.con.execute(module_query(opts.by_step), {"depth": opts.depth}).df()
+    finally:
+        db.con.unregister(CALLS_TABLE)
     frame = frame.astype({"rank": "int64", "depth": "int64", "calls": "int64", "gpu_ops": "int64"})
     frame["module"] = _indent(frame) if not frame.empty else frame["name"]
     drop = "steps" if opts.by_step else "step"

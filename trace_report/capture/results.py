@@ -14,6 +14,7 @@ import pandas as pd
 from trace_report.capture.loop import EpochRecord, RunResult, StepRecord
 from trace_report.capture.runtime import write_json
 from trace_report.present.charts.html import save_chart as save_offline
+from trace_report.present.charts.loading import altair
 from trace_report.present.tables import records
 
 
@@ -158,7 +159,7 @@ def save_chart(chart: Any, stem: Path) -> list[Path]:
 
 def time_chart(table: pd.DataFrame, category: str, title: str):
     """Stacked bars of mean data-loading and compute time per epoch (s) for each ``category``."""
-    import altair as alt
+    alt = altair()
 
     long = table.melt(
         id_vars=[category], value_vars=["mean_data_s", "mean_compute_s"],
@@ -180,7 +181,7 @@ def time_chart(table: pd.DataFrame, category: str, title: str):
 
 def metric_chart(table: pd.DataFrame, x: str, y: str, title: str, *, color: str | None = None):
     """Bars of ``y`` per ``x`` (lines when ``x`` is numeric and ``color`` splits the series)."""
-    import altair as alt
+    alt = altair()
 
     data = table.copy()
     if color is not None:

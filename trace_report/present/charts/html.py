@@ -12,7 +12,6 @@ default (its ``sanitize`` option). Page text goes through :func:`html.escape`.
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_report.errors import InputError
+from trace_report.present.charts.loading import altair, vega_bundle
 from trace_report.present.tables import write_atomic
 
 _URL = re.compile(r"https?://[^\s<>\"'`]+[^\s<>\"'`.,;:!?)\]]", re.IGNORECASE)
@@ -87,26 +87,13 @@ def linkify(text: str) -> str:
     return "".join(parts)
 
 
-@functools.lru_cache(maxsize=1)
-def vega_bundle() -> str:
-    """The vega + vega-lite + vega-embed JavaScript (one classic script defining ``vegaEmbed``),
-    for the Vega-Lite version Altair targets; shipped inside vl-convert-python (~0.9 MB)."""
-    import vl_convert as vlc
-    from altair.utils._importers import vl_version_for_vl_convert
-
-    bundle = vlc.javascript_bundle(vl_version=vl_version_for_vl_convert())
-    return bundle.replace("</script", "<\\/script")
-
-
 def chart_spec(chart: Any) -> Any:
     """The Vega-Lite spec of an Altair chart (a dict is returned as it is), whatever its number of
     rows: the data is inlined in the page either way, and Altair's 5,000-row guard (MaxRowsError)
     would fail a report of a trace with a few hundred steps (their per-step region bars)."""
     if not hasattr(chart, "to_dict"):
         return chart
-    import altair as alt  # a chart object exists: altair is loaded
-
-    with alt.data_transformers.disable_max_rows():
+    with altair().data_transformers.disable_max_rows():
         return chart.to_dict()
 
 
@@ -150,9 +137,8 @@ def save_chart(chart: Any, path: Path | str) -> Path:
         write_atomic(path, chart_html(chart, path.stem))
         return path
     import vl_convert as vlc
-    from altair.utils._importers import vl_version_for_vl_convert
 
-    spec, version = chart_spec(chart), vl_version_for_vl_convert()
+    spec, version = chart_spec(chart), altair().utils._importers.vl_version_for_vl_convert()
     if suffix == ".svg":
         write_atomic(path, vlc.vegalite_to_svg(spec, vl_version=version))
     else:

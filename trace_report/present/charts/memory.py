@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from trace_report.present.charts.loading import altair
+
 if TYPE_CHECKING:
     import altair as alt
 
@@ -30,7 +32,7 @@ def memory_chart(timeline: pd.DataFrame, *, title: str | None = None) -> alt.Cha
     """Lines of ``allocated_bytes`` and ``reserved_bytes`` (as GiB) over ``time_ms``, one colour per
     series and one row per device (and rank; and run with a ``run`` column, else trace with a
     ``trace_id`` column: runs and traces are never drawn on one line). ``timeline`` is not modified."""
-    import altair as alt  # about a second to import; only charts need it
+    alt = altair()
 
     cols = [c for c in ("run", "trace_id", "rank", "device", "time_ms", "allocated_bytes", "reserved_bytes")
             if c in timeline]

@@ -23,6 +23,7 @@ from trace_report.analyses.roofline.measured import (
 )
 from trace_report.analyses.roofline.peaks import GpuPeaks
 from trace_report.formats.names import short_kernel_name
+from trace_report.present.charts.loading import altair
 
 if TYPE_CHECKING:
     import altair as alt
@@ -163,7 +164,7 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
     points, one point per kernel (or kernel name with ``by_name``) and precision class; with a
     ``run`` column one colour per run (shape per precision); rows without GPU time as ticks on
     the x axis (estimated intensity only)."""
-    import altair as alt  # imported here: altair takes about a second to import
+    alt = altair()
 
     pts = chart_points(result.frame)
     rug = ai_only_points(result.frame)

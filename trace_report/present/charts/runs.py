@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from trace_report.present.charts.loading import altair
+
 if TYPE_CHECKING:
     import altair as alt
 
@@ -26,7 +28,7 @@ def _numeric(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 def worker_sweep_chart(results: pd.DataFrame, *, title: str | None = None) -> alt.Chart:
     """Mean data-loading, compute and total time per epoch (s) against DataLoader workers, from
     the ``workers`` experiment's ``results.csv``."""
-    import altair as alt
+    alt = altair()
 
     cols = {"mean_data_s": "data loading", "mean_compute_s": "compute", "mean_total_s": "total"}
     data = _numeric(results, ["workers", *cols])
@@ -43,7 +45,7 @@ def worker_sweep_chart(results: pd.DataFrame, *, title: str | None = None) -> al
 def optimizer_epochs_chart(metrics: pd.DataFrame, *, by: str = "optimizer", title: str | None = None) -> alt.Chart:
     """Training loss and accuracy per epoch, one line per ``by`` (optimizer), from the runs'
     ``metrics.csv`` rows with the run's optimizer (``run_metrics JOIN runs``)."""
-    import altair as alt
+    alt = altair()
 
     names = {"loss": "training loss", "accuracy": "training accuracy", "test_accuracy": "test accuracy"}
     present = [c for c in names if c in metrics.columns]
@@ -64,7 +66,7 @@ def speedup_chart(results: pd.DataFrame, *, measure: str = "mean_total_s", basel
     """Speed-up of each variant over ``baseline`` (default: the first row), as the ratio of
     ``measure`` (s, lower is better): e.g. the ``devices`` experiment (CPU 1 thread, CPU all
     threads, GPU)."""
-    import altair as alt
+    alt = altair()
 
     data = _numeric(results, [measure])
     base_row = data[data["variant"] == baseline] if baseline is not None else data.head(1)
@@ -85,7 +87,7 @@ def speedup_chart(results: pd.DataFrame, *, measure: str = "mean_total_s", basel
 def amp_sweep_chart(results: pd.DataFrame, *, title: str | None = None) -> alt.Chart:
     """Throughput (median samples/s over unprofiled steps) and peak memory (MB) against batch
     size, fp32 against AMP, from the ``amp`` experiment's ``results.csv``."""
-    import altair as alt
+    alt = altair()
 
     cols = {"median_samples_per_s": "throughput (samples/s)", "peak_memory_mb": "peak memory (MB)"}
     data = _numeric(results, ["batch_size", *cols])
@@ -104,7 +106,7 @@ def amp_sweep_chart(results: pd.DataFrame, *, title: str | None = None) -> alt.C
 def compile_chart(results: pd.DataFrame, *, title: str | None = None) -> alt.Chart:
     """Eager against ``torch.compile``: the first epoch (compiles) and the median timed epoch
     (s) per variant, from the ``compile`` experiment's ``results.csv``."""
-    import altair as alt
+    alt = altair()
 
     cols = {"first_run_s": "first epoch (compiles)", "median_run_s": "median timed epoch"}
     data = _numeric(results, [*cols, "speedup"])

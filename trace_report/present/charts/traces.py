@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from trace_report.analyses.regions import REGIONS
+from trace_report.present.charts.loading import altair
 from trace_report.present.fit import short_names
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def unique_labels(names: pd.Series, limit: int = LABEL_CHARS) -> list[str]:
 
 
 def region_scale() -> alt.Scale:
-    import altair as alt
+    alt = altair()
 
     return alt.Scale(domain=list(REGIONS), range=REGION_COLORS)
 
@@ -61,7 +62,7 @@ def region_scale() -> alt.Scale:
 def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None = None) -> alt.Chart:
     """Horizontal bars of total time (µs) of the ``limit`` longest kernels (or CPU operators, on a
     CPU-only trace) from :func:`~trace_report.analyses.top_kernels.top_kernels`."""
-    import altair as alt
+    alt = altair()
 
     by_run = "run" in frame.columns
     order = frame.groupby("name", sort=False)["total_us"].sum().sort_values(ascending=False).head(limit)
@@ -89,7 +90,7 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
     """Stacked bars per step: wall time and GPU kernel time (µs) of each region, from
     ``breakdown(db, BreakdownOptions(by_step=True)).frame``. GPU time is left out when the
     traces have none; a trace without ProfilerSteps is one bar."""
-    import altair as alt
+    alt = altair()
 
     data = frame.copy()
     data["step"] = data["step"].map(lambda s: "whole trace" if pd.isna(s) else str(int(s)))
@@ -120,7 +121,7 @@ def kernel_classes_chart(summary: pd.DataFrame, *, title: str | None = None) -> 
     can belong to several classes (tensor_core and tf32), so shares do not add up to 100. With a
     ``run`` column (one summary per run, each of its own GPU time), one bar and colour per run in
     each class: runs are never added up."""
-    import altair as alt
+    alt = altair()
 
     data = summary[summary["pct_of_gpu_time"].notna()].copy()
     by_run = "run" in data.columns
@@ -141,7 +142,7 @@ def timeline_chart(timeline: Timeline, *, title: str | None = None) -> alt.Chart
     """Gantt bars of one step (:func:`~trace_report.present.charts.data.step_timeline`): the CPU-side
     regions on top, then one lane per GPU stream (or CPU thread), colored by region; µs from the
     step's start."""
-    import altair as alt
+    alt = altair()
 
     data = timeline.frame.copy()
     data["name"] = data["name"].map(lambda n: n if len(str(n)) <= TOOLTIP_CHARS else str(n)[: TOOLTIP_CHARS - 1] + "…")
@@ -168,7 +169,7 @@ def compare_chart(frame: pd.DataFrame, *, limit: int = 20, value: str = "diff_us
     :func:`~trace_report.analyses.compare.compare`, colored by status (new, more, same, less,
     vanished). ``a`` and ``b`` name the two sides (a path or run); the subtitle says which is
     which and the axis which direction is longer in B."""
-    import altair as alt
+    alt = altair()
 
     data = frame.head(limit).copy()
     key = "name" if "name" in data.columns else "region"

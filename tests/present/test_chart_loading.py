@@ -1,0 +1,78 @@
+"""The report's fixed costs (issue 36 item 7): Altair imported without rfc3987_syntax compiling its
+grammars (2.7 of 3.0 s of ``import altair``), and the Vega JavaScript bundle kept in the user's cache
+folder instead of being rebuilt by vl-convert for every report (2.6 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from trace_report.present.charts import loading
+
+PROBE = """
+import sys
+from trace_report.present.charts.loading import altair
+alt = altair()
+import jsonschema
+print("altair" in sys.modules, "rfc3987_syntax" in sys.modules, "iri" in jsonschema.FormatChecker.checkers)
+import rfc3987_syntax  # importable again afterwards
+print(rfc3987_syntax.__name__)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("rfc3987_syntax") is None, reason="rfc3987_syntax is not installed")
+def test_altair_import_skips_the_rfc3987_grammars() -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=False,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.split("\n")[:2]
+    assert first == "True False False"  # altair loaded, the grammars not, jsonschema without iri checks
+    assert second == "rfc3987_syntax"
+
+
+def test_altair_left_as_it_is_when_jsonschema_is_loaded() -> None:
+    probe = ("import sys, jsonschema\nfrom trace_report.present.charts.loading import altair\naltair()\n"
+             "print('rfc3987_syntax' in sys.modules or not __import__('importlib').util.find_spec('rfc3987_syntax'))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACE_REPORT_CACHE_DIR", str(tmp_path / "cache"))
+    loading.vega_bundle.cache_clear()
+    yield tmp_path / "cache"
+    loading.vega_bundle.cache_clear()
+
+
+def test_bundle_built_once_then_read_from_the_cache(cache, monkeypatch) -> None:
+    built = []
+    real = loading._build_bundle
+    monkeypatch.setattr(loading, "_build_bundle", lambda v: built.append(v) or real(v))
+    text = loading.vega_bundle()
+    assert built and loading.BUNDLE_MARK in text and len(text) > 100_000
+    files = list(cache.iterdir())
+    assert len(files) == 1 and files[0].read_text(encoding="utf-8") == text and files[0].suffix == ".js"
+    loading.vega_bundle.cache_clear()
+    monkeypatch.setattr(loading, "_build_bundle", lambda v: pytest.fail("built again"))
+    assert loading.vega_bundle() == text
+
+
+def test_damaged_cache_file_is_rebuilt_and_unwritable_cache_is_no_error(cache, monkeypatch) -> None:
+    monkeypatch.setattr(loading, "_build_bundle", lambda v: f"/* {v} */ function vegaEmbed() {{}}")
+    first = loading.vega_bundle()
+    (path,) = cache.iterdir()
+    path.write_text("truncated", encoding="utf-8")
+    loading.vega_bundle.cache_clear()
+    assert loading.vega_bundle() == first and path.read_text(encoding="utf-8") == first
+    blocked = cache / "file"
+    blocked.write_text("x")
+    monkeypatch.setenv("TRACE_REPORT_CACHE_DIR", str(blocked / "below"))  # a folder under a file
+    loading.vega_bundle.cache_clear()
+    assert loading.vega_bundle() == first
+    assert not list(cache.glob(".*.tmp"))

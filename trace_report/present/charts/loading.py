@@ -1,0 +1,93 @@
+"""Altair and the Vega JavaScript, loaded at the cost a report can afford.
+
+Two fixed costs made every ``report`` take ~5 s more than its analyses (issue 36 item 7):
+
+- ``import altair`` imports ``jsonschema``, whose ``_format`` module imports the optional
+  ``rfc3987_syntax`` package when it is installed (it is, with jupyter's ``jsonschema[format-nongpl]``)
+  to offer the ``iri`` format checks; ``rfc3987_syntax`` compiles 38 Lark grammars at import:
+  2.7 s of the 3.0 s of ``import altair`` on this machine. Altair validates specs against the
+  Vega-Lite schema without a format checker (``altair.utils.schemapi.validate_jsonschema``), so
+  the ``iri`` checks are never used here: :func:`altair` hides ``rfc3987_syntax`` while jsonschema
+  is first imported (jsonschema's own ``suppress(ImportError)`` path) and restores it at once.
+  If jsonschema is already imported (a notebook), nothing is changed.
+- ``vl_convert.javascript_bundle`` builds the Vega + Vega-Lite + vega-embed bundle on each call
+  (~2.6 s, the same ~0.9 MB of JavaScript every time for one vl-convert version): :func:`vega_bundle`
+  keeps it in the user's cache folder (``platformdirs.user_cache_dir("trace-report")``, or
+  ``$TRACE_REPORT_CACHE_DIR``), one file per vl-convert and Vega-Lite version, written
+  atomically; a file that cannot be read or written is rebuilt, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+import platformdirs
+
+BUNDLE_MARK = "vegaEmbed"
+"""Text every complete bundle contains (it defines ``vegaEmbed``); a cached file without it is rebuilt."""
+
+
+def altair() -> ModuleType:
+    """The ``altair`` module, imported without ``rfc3987_syntax``'s grammar compilation (module doc)."""
+    if "altair" in sys.modules:
+        return sys.modules["altair"]
+    hide = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
+    if hide:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # import -> ImportError
+    try:
+        import altair as alt
+    finally:
+        if hide and sys.modules.get("rfc3987_syntax", 0) is None:
+            del sys.modules["rfc3987_syntax"]
+    return alt
+
+
+def cache_dir() -> Path:
+    """Where :func:`vega_bundle` keeps its file: ``$TRACE_REPORT_CACHE_DIR`` or the platform's user
+    cache folder for ``trace-report`` (``~/.cache/trace-report`` on Linux)."""
+    return Path(os.environ.get("TRACE_REPORT_CACHE_DIR") or platformdirs.user_cache_dir("trace-report"))
+
+
+def _build_bundle(vl_version: str) -> str:
+    import vl_convert as vlc
+
+    return vlc.javascript_bundle(vl_version=vl_version)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if BUNDLE_MARK in text else None
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # read-only home, full disk: the next report builds it again
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+@functools.lru_cache(maxsize=1)
+def vega_bundle() -> str:
+    """The vega + vega-lite + vega-embed JavaScript (one classic script defining ``vegaEmbed``)
+    for the Vega-Lite version Altair targets, shipped inside vl-convert-python (~0.9 MB); from
+    the cache folder when an earlier run kept it (module doc)."""
+    vl_version = altair().utils._importers.vl_version_for_vl_convert()
+    path = cache_dir() / f"vega-bundle-vlc{metadata.version('vl-convert-python')}-vl{vl_version}.js"
+    text = _read(path)
+    if text is None:
+        text = _build_bundle(vl_version)
+        _write(path, text)
+    return text

@@ -225,3 +225,19 @@ def test_cli(tmp_path: Path) -> None:
         result = invoke(["critical-path", path, *bad])
         assert result.exit_code == 2 and result.stderr.startswith("Error: "), result.output
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("folder", "rounding"), [("hta_a100_ddp_nccl", False), ("hta_ns_resolution", True)])
+def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: str, rounding: bool) -> None:
+    """With --step, CPU events outside the step are not read (runtime calls and GPU operations
+    still are, for queue lengths and syncs): each step's row and operators equal those of the pass
+    over every step (issue 36 item 7: the report's median step on a 1M-event trace, 6 s -> 1 s)."""
+    opts = dict(data_loading=(), hta_rounding=rounding, infer_syncs=False)
+    with tr.open(TRACES / folder) as db:
+        every = critical_path(db, CriticalPathOptions(**opts))
+        for step in every.frame["step"].tolist():
+            one = critical_path(db, CriticalPathOptions(**opts, step=step))
+            want = every.frame[every.frame["step"] == step].reset_index(drop=True)
+            assert one.frame.reset_index(drop=True).equals(want), step
+            want_ops = every.operators[every.operators["step"] == step].reset_index(drop=True)
+            assert one.operators.reset_index(drop=True).equals(want_ops), step

@@ -44,6 +44,7 @@ GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLau
 """CUDA-graph launches: one call, many GPU operations (same correlation)."""
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 GPU_SIDE_CATS = (*GPU_CATS, "gpu_user_annotation", "cuda_sync")
+LAUNCH_SIDE_CATS = ("cuda_runtime", "cuda_driver")
 DATA_LOADING = (r"enumerate\(DataLoader\)",)
 """The data-loading events by default (torch-tb-profiler's convention; HTA has none by default)."""
 KINDS = ("cpu", "gpu_compute", "gpu_comm", "launch_overhead", "kernel_gap", "data_loading", "sync")
@@ -91,15 +92,33 @@ class TraceEvents:
     launches: dict[int, cpg.Event]
 
 
-def _rows(db: TraceDB, trace_id: int) -> list[tuple]:
+KEPT_OUTSIDE = (*LAUNCH_SIDE_CATS, *GPU_SIDE_CATS)
+"""Categories read over the whole trace even when one window is analysed: runtime calls and GPU
+operations give the streams' queue lengths and the syncs' streams from everything before the window."""
+
+
+def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None) -> list[tuple]:
+    """The trace's events in (ts, event_id) order; with ``cpu_window`` (start, end µs), the other
+    events (CPU operators, annotations, Python calls) only when they start inside it: the only ones
+    :func:`window_of` keeps, so the path is the same (one step of a 1M-event trace: 6 s -> 1 s)."""
+    where, params = "", [trace_id]
+    if cpu_window is not None:
+        where = f" AND (cat IN ({', '.join('?' * len(KEPT_OUTSIDE))}) OR ts_us BETWEEN ? AND ?)"
+        params += [*KEPT_OUTSIDE, cpu_window[0] - 1.0, cpu_window[1] + 1.0]  # 1 us: HTA's rounding of ts
     return db.con.execute(
         "SELECT cat, name, coalesce(pid, ''), coalesce(tid, ''), ts_us, coalesce(dur_us, 0), stream, correlation "
-        "FROM events WHERE trace_id = ? AND ts_us IS NOT NULL ORDER BY ts_us, event_id", [trace_id]).fetchall()
+        f"FROM events WHERE trace_id = ? AND ts_us IS NOT NULL{where} ORDER BY ts_us, event_id", params).fetchall()
+
+
+def _fractional(db: TraceDB, trace_id: int) -> bool:
+    """Whether a time stamp of the trace has a fraction of a µs (ns resolution)."""
+    return bool(db.scalar("SELECT coalesce(bool_or(ts_us <> floor(ts_us)), false) FROM events "
+                          "WHERE trace_id = $t AND ts_us IS NOT NULL", {"t": trace_id}))
 
 
 def _rounded(rows: list[tuple], hta_rounding: bool) -> list[tuple]:
     """HTA's parser on a fractional trace: ts up, end down, dur = end - ts (``round_down_time_stamps``)."""
-    if not hta_rounding or all(float(r[4]).is_integer() for r in rows):
+    if not hta_rounding:
         return rows
     out = []
     for cat, name, pid, tid, ts, dur, stream, corr in rows:
@@ -108,15 +127,16 @@ def _rounded(rows: list[tuple], hta_rounding: bool) -> list[tuple]:
     return out
 
 
-def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions) -> TraceEvents:
-    """The events of ``trace_id``: CPU events, GPU operations with their launch and queue lengths,
-    ``cuda_sync`` events, runtime calls by idx."""
-    rows = _rounded(_rows(db, trace_id), opts.hta_rounding)
+def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions,
+               cpu_window: tuple[float, float] | None = None) -> TraceEvents:
+    """The events of ``trace_id``: CPU events (only those starting in ``cpu_window`` when given),
+    GPU operations with their launch and queue lengths, ``cuda_sync`` events, runtime calls by idx."""
+    rows = _rounded(_rows(db, trace_id, cpu_window), opts.hta_rounding and _fractional(db, trace_id))
     cpu, gpu, syncs, launches = [], [], [], {}
     by_corr: dict[int, int] = {}
     for idx, (cat, name, pid, tid, ts, dur, stream, corr) in enumerate(rows):
         ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), float(ts), float(dur))
-        if cat in ("cuda_runtime", "cuda_driver"):
+        if cat in LAUNCH_SIDE_CATS:
             launches[idx] = ev
             if corr is not None:
                 by_corr.setdefault(int(corr), idx)
@@ -191,13 +211,19 @@ def _windows(db: TraceDB, trace_id: int, events: TraceEvents,
              step: int | None) -> list[tuple[int | None, float, float]]:
     """(step, start us, end us) of each ProfilerStep of the trace (or of ``step``); the whole trace
     (step None) when it has no steps, as HTA's ``annotation=""``."""
-    steps = db.con.execute("SELECT step, ts_us, end_us FROM steps WHERE trace_id = ? ORDER BY ts_us",
-                           [trace_id]).fetchall()
+    steps = _step_windows(db, trace_id, step)
     if steps:
-        return [(s, float(a), float(b)) for s, a, b in steps if step is None or s == step]
+        return steps
     if step is not None or not events.cpu:
         return []
     return [(None, min(e.ts for e in events.cpu), max(e.end for e in events.cpu))]
+
+
+def _step_windows(db: TraceDB, trace_id: int, step: int | None) -> list[tuple[int | None, float, float]]:
+    """(step, start us, end us) of each ProfilerStep of the trace (or of ``step``)."""
+    steps = db.con.execute("SELECT step, ts_us, end_us FROM steps WHERE trace_id = ? ORDER BY ts_us",
+                           [trace_id]).fetchall()
+    return [(s, float(a), float(b)) for s, a, b in steps if step is None or s == step]
 
 
 def window_of(events: TraceEvents, start: float, end: float, data_loading: list[re.Pattern[str]]) -> cpg.Window:
@@ -225,7 +251,10 @@ def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> Criti
     _check_step(db, opts.step)
     summary, operators, notes, paths = [], [], [], {}
     for trace_id, rank in traces:
-        events = load_trace(db, trace_id, opts)
+        steps = _step_windows(db, trace_id, opts.step)
+        one_step = opts.step is not None and steps
+        cpu_window = (min(s for _, s, _ in steps), max(e for *_, e in steps)) if one_step else None
+        events = load_trace(db, trace_id, opts, cpu_window)
         for step, start, end in _windows(db, trace_id, events, opts.step):
             try:
                 graph = cpg.build(window_of(events, start, end, patterns))

@@ -241,3 +241,89 @@ def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: s
             assert one.frame.reset_index(drop=True).equals(want), step
             want_ops = every.operators[every.operators["step"] == step].reset_index(drop=True)
             assert one.operators.reset_index(drop=True).equals(want_ops), step
+
+
+def _event_wait_trace(wait: bool) -> list[dict]:
+    """One step [0, 200] on thread 1: aten::mm [10, 40] launches K1 ([20, 30]) onto stream 7, K1
+    runs [35, 135]; cudaEventRecord [42, 44] (correlation 2) records an event on stream 7;
+    cudaStreamWaitEvent [47, 49] (3) makes stream 13 wait for it (with ``wait``, its GPU side: a
+    ``Stream Wait Event`` cuda_sync, PyTorch >= 2.1's args); aten::add [51, 60] launches K2
+    ([52, 58]) onto the idle stream 13, where it runs [140, 150], after K1."""
+    events = [
+        _x("ProfilerStep#1", "user_annotation", 0, 200),
+        _x("aten::mm", "cpu_op", 10, 30),
+        _x("cudaLaunchKernel", "cuda_runtime", 20, 10, correlation=1),
+        _kernel("K1", 35, 100, 1),
+        _x("aten::record", "cpu_op", 41, 4),
+        _x("cudaEventRecord", "cuda_runtime", 42, 2, correlation=2),
+        _x("aten::wait", "cpu_op", 46, 4),
+        _x("cudaStreamWaitEvent", "cuda_runtime", 47, 2, correlation=3),
+        _x("aten::add", "cpu_op", 51, 9),
+        _x("cudaLaunchKernel", "cuda_runtime", 52, 6, correlation=4),
+        _kernel("K2", 140, 10, 4, stream=13),
+    ]
+    if wait:
+        events.append(_x("Stream Wait Event", "cuda_sync", 48, 1, pid=0, tid=13, correlation=3, stream=13, device=0,
+                         wait_on_stream=7, wait_on_cuda_event_record_corr_id=2))
+    return events
+
+
+def test_stream_wait_event_edge_by_hand(tmp_path: Path) -> None:
+    """By hand (HTA's rules for cudaStreamWaitEvent): K2 waits for K1 (a zero-weight edge from K1's
+    end to K2's start), so K2 gets no launch edge (K1 ended after K2's launch): mm.start -> launch
+    10 us (cpu), launch -> K1 15 us, K1 100 us, K2 10 us: 135 us, 15 us of launch overhead. Without
+    the wait event, K2 looks launched onto an idle stream and waiting 88 us for its launch
+    (52 -> 140): the CPU chain to that launch (39 us: 42 less three zero-weight 1 us gaps between
+    top-level operators) + 88 + 10 = 137 us, with 88 us of "launch overhead": the false
+    launch-bound verdict."""
+    with tr.open(_write(tmp_path, _event_wait_trace(wait=True))) as db:
+        row = critical_path(db, CriticalPathOptions(infer_syncs=False)).frame.iloc[0]
+    assert row["path_ms"] == pytest.approx(0.135)
+    assert (row["cpu_ms"], row["launch_overhead_ms"], row["gpu_compute_ms"], row["kernel_gap_ms"]) == \
+        pytest.approx((0.010, 0.015, 0.110, 0.0))
+    with tr.open(_write(tmp_path, _event_wait_trace(wait=False))) as db:
+        plain = critical_path(db, CriticalPathOptions(infer_syncs=False)).frame.iloc[0]
+    assert plain["path_ms"] == pytest.approx(0.137) and plain["launch_overhead_ms"] == pytest.approx(0.088)
+
+
+def _event_sync_trace() -> list[dict]:
+    events = [e for e in _event_wait_trace(wait=False) if e["name"] not in ("K2", "aten::add")
+              and e.get("args", {}).get("correlation") != 4]
+    return [*events, _x("cudaEventSynchronize", "cuda_runtime", 62, 88, correlation=5),
+            _x("Event Sync", "cuda_sync", 63, 87, pid=0, tid=7, correlation=5, device=0, wait_on_stream=7,
+               wait_on_cuda_event_record_corr_id=2),
+            _x("aten::zero_", "cpu_op", 151, 1)]
+
+
+def test_event_sync_edge_by_hand(tmp_path: Path) -> None:
+    """cudaEventSynchronize [62, 150] waits for the event recorded after K1 (an ``Event Sync``
+    cuda_sync): K1's end (135) -> the call's end (150), zero weight, then aten::zero_ [151, 152]:
+    mm.start -> K1 start 25 us, K1 100 us, 0, call end -> zero_ start 0 (a gap between top-level
+    operators), zero_ 1 us: 126 us, where the CPU chain alone (the call's 88 us are a blocking
+    wait: zero weight) is shorter."""
+    with tr.open(_write(tmp_path, _event_sync_trace())) as db:
+        row = critical_path(db, CriticalPathOptions(infer_syncs=False)).frame.iloc[0]
+    assert row["path_ms"] == pytest.approx(0.126)
+    assert row["gpu_compute_ms"] == pytest.approx(0.100)
+
+
+@pytest.mark.parametrize("events", [_event_wait_trace(wait=True), _event_sync_trace()],
+                         ids=["stream-wait", "event-sync"])
+def test_event_waits_equal_hta(tmp_path: Path, events: list[dict]) -> None:
+    """HTA's own critical_path_analysis on the constructed traces: the same path length."""
+    pytest.importorskip("hta")
+    from hta.trace_analysis import TraceAnalysis
+
+    folder = tmp_path / "hta"
+    folder.mkdir()
+    path = _write(folder, events)
+    try:
+        graph, ok = TraceAnalysis(trace_dir=str(folder)).critical_path_analysis(
+            rank=0, annotation="ProfilerStep", instance_id=0)
+    except Exception as exc:  # noqa: BLE001 - HTA's own failure on a trace is a skip, not ours
+        pytest.skip(f"HTA critical_path_analysis fails on the constructed trace: {exc}")
+    assert ok
+    hta_ms = float(graph.get_critical_path_breakdown().duration.sum()) / 1e3
+    with tr.open(path) as db:
+        ours = critical_path(db, HTA_EXACT).frame.iloc[0]["path_ms"]
+    assert ours == pytest.approx(hta_ms, abs=1e-6)

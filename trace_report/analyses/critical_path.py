@@ -105,9 +105,12 @@ def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None) ->
     if cpu_window is not None:
         where = f" AND (cat IN ({', '.join('?' * len(KEPT_OUTSIDE))}) OR ts_us BETWEEN ? AND ?)"
         params += [*KEPT_OUTSIDE, cpu_window[0] - 1.0, cpu_window[1] + 1.0]  # 1 us: HTA's rounding of ts
+    waits = ", ".join(f"CASE WHEN cat = 'cuda_sync' THEN TRY_CAST(json_extract_string(args, '$.{k}') AS BIGINT) END"
+                      for k in ("wait_on_cuda_event_record_corr_id", "wait_on_stream"))
     return db.con.execute(
-        "SELECT cat, name, coalesce(pid, ''), coalesce(tid, ''), ts_us, coalesce(dur_us, 0), stream, correlation "
-        f"FROM events WHERE trace_id = ? AND ts_us IS NOT NULL{where} ORDER BY ts_us, event_id", params).fetchall()
+        "SELECT cat, name, coalesce(pid, ''), coalesce(tid, ''), ts_us, coalesce(dur_us, 0), stream, correlation, "
+        f"{waits} FROM events WHERE trace_id = ? AND ts_us IS NOT NULL{where} ORDER BY ts_us, event_id",
+        params).fetchall()
 
 
 def _fractional(db: TraceDB, trace_id: int) -> bool:
@@ -121,9 +124,9 @@ def _rounded(rows: list[tuple], hta_rounding: bool) -> list[tuple]:
     if not hta_rounding:
         return rows
     out = []
-    for cat, name, pid, tid, ts, dur, stream, corr in rows:
+    for cat, name, pid, tid, ts, dur, *rest in rows:
         start, end = math.ceil(ts), math.floor(ts + dur)
-        out.append((cat, name, pid, tid, float(start), float(end - start), stream, corr))
+        out.append((cat, name, pid, tid, float(start), float(end - start), *rest))
     return out
 
 
@@ -134,8 +137,10 @@ def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions,
     rows = _rounded(_rows(db, trace_id, cpu_window), opts.hta_rounding and _fractional(db, trace_id))
     cpu, gpu, syncs, launches = [], [], [], {}
     by_corr: dict[int, int] = {}
-    for idx, (cat, name, pid, tid, ts, dur, stream, corr) in enumerate(rows):
+    for idx, (cat, name, pid, tid, ts, dur, stream, corr, record, record_stream) in enumerate(rows):
         ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), float(ts), float(dur))
+        if record is not None:
+            ev.sync_src, ev.sync_dst = record, record_stream  # resolved by _event_waits
         if cat in LAUNCH_SIDE_CATS:
             launches[idx] = ev
             if corr is not None:
@@ -149,6 +154,7 @@ def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions,
     for ev in gpu + syncs:
         ev.launch = by_corr.get(int(ev.launch)) if ev.launch is not None else None
     _queue_lengths(gpu, launches, opts.cuda_graphs)
+    _event_waits(gpu, syncs, launches, by_corr)
     if opts.infer_syncs and not syncs:
         syncs = inferred_syncs(gpu, launches)
     return TraceEvents(cpu, gpu, syncs, launches)
@@ -178,6 +184,43 @@ def inferred_syncs(gpu: list[cpg.Event], launches: dict[int, cpg.Event]) -> list
                 out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Stream Sync", "", "", call.ts, call.dur,
                                      stream=launched[i - 1][1], launch=call.idx))
     return out
+
+
+def _event_waits(gpu: list[cpg.Event], syncs: list[cpg.Event], launches: dict[int, cpg.Event],
+                 by_corr: dict[int, int]) -> None:
+    """The operations behind ``Stream Wait Event`` and ``Event Sync`` events (PyTorch >= 2.1: args
+    ``wait_on_cuda_event_record_corr_id``, ``wait_on_stream``), as HTA finds them
+    (``_get_cuda_event_record_df``, ``_get_cuda_stream_wait_event_df``): the source is the operation
+    of the last launch onto the recorded stream before the ``cudaEventRecord`` call; a Stream Wait
+    Event's destination is the operation of the first launch after its ``cudaStreamWaitEvent``
+    call from the same thread onto the waiting stream. Sets ``sync_src`` / ``sync_dst`` (operation
+    idx, None where not found); on load they hold the record's correlation and stream."""
+    waits = [s for s in syncs if s.name in ("Stream Wait Event", "Event Sync")]
+    if not waits:
+        return
+    onto: dict[tuple, list[tuple[float, int, int]]] = defaultdict(list)  # (gpu pid, stream) -> launches
+    from_thread: dict[tuple, list[tuple[float, int, int]]] = defaultdict(list)  # (cpu pid, tid, stream)
+    for op in gpu:
+        call = launches.get(op.launch) if op.launch is not None else None
+        if call is not None:
+            onto[(op.pid, op.stream)].append((call.ts, call.idx, op.idx))
+            from_thread[(call.pid, call.tid, op.stream)].append((call.ts, call.idx, op.idx))
+    for points in (*onto.values(), *from_thread.values()):
+        points.sort()
+    for s in waits:
+        record_corr, record_stream = s.sync_src, s.sync_dst
+        s.sync_src = s.sync_dst = None
+        record = launches.get(by_corr.get(int(record_corr), -1)) if record_corr is not None else None
+        if record is None or record_stream is None or record_stream < 0:
+            continue
+        before = onto.get((s.pid, int(record_stream)), [])
+        i = bisect.bisect_left(before, (record.ts, record.idx))
+        s.sync_src = before[i - 1][2] if i else None
+        call = launches.get(s.launch) if s.launch is not None else None
+        if s.name == "Stream Wait Event" and call is not None:
+            after = from_thread.get((call.pid, call.tid, s.stream), [])
+            j = bisect.bisect_left(after, (call.ts, call.idx))
+            s.sync_dst = after[j][2] if j < len(after) else None
 
 
 def _queue_lengths(gpu: list[cpg.Event], launches: dict[int, cpg.Event], cuda_graphs: bool) -> None:

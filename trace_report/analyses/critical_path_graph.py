@@ -29,8 +29,14 @@ call stacks of ``hta/common/call_stack.py`` (``CallStackGraph``, ``compare_event
 
 Beyond HTA: a CUDA-graph launch (``cudaGraphLaunch``) puts all its operations on the queue at once,
 so the first of them gets the launch edge when the queue was otherwise empty (``n_launch``); HTA
-issue #290 leaves these launches out. Not yet: ``cudaStreamWaitEvent`` / ``Event Sync`` edges
-(cross-stream waits through CUDA events).
+issue #290 leaves these launches out.
+
+Waits through CUDA events (PyTorch >= 2.1 ``cuda_sync`` events, as HTA's ``_construct_graph_from_kernels``):
+a ``Stream Wait Event`` (``cudaStreamWaitEvent``) gives a zero-weight edge from the end of the
+operation recorded before the event (``cudaEventRecord``) to the start of the next operation
+launched onto the waiting stream, which then has a launch or kernel-gap edge only when that
+operation ended before its launch / before the previous operation on its stream; an ``Event Sync``
+(``cudaEventSynchronize``) a zero-weight edge from that operation's end to the end of the call.
 """
 
 from __future__ import annotations
@@ -68,7 +74,9 @@ class Event:
     index); ``ts`` / ``dur`` in us; GPU operations and ``cuda_sync`` events: ``stream`` and
     ``launch`` (the ``idx`` of the runtime call with their correlation); GPU operations launched by
     a counted call: ``q_launch`` (queue length of the stream just after the launch), ``q_start``
-    (just after the operation started), ``n_launch`` (operations of that launch on the stream)."""
+    (just after the operation started), ``n_launch`` (operations of that launch on the stream).
+    ``Stream Wait Event`` / ``Event Sync`` events: ``sync_src``, the idx of the GPU operation waited
+    for, and (Stream Wait Event) ``sync_dst``, the idx of the operation that waits."""
 
     idx: int
     cat: str
@@ -82,6 +90,8 @@ class Event:
     q_launch: int | None = None
     q_start: int | None = None
     n_launch: int = 1
+    sync_src: int | None = None
+    sync_dst: int | None = None
 
     @property
     def end(self) -> float:
@@ -260,19 +270,29 @@ def _gpu(g: Graph, window: Window) -> None:
     items = [(e.ts, e.idx, e, False) for e in window.gpu] + [(e.end, e.idx, e, True) for e in window.syncs]
     items.sort(key=lambda i: i[:2])
     last: dict[int | None, int] = {}
+    waiting: dict[int, int] = {}  # operation idx -> idx of the operation it waits for (Stream Wait Event)
     for _, _, e, is_sync in items:
         if is_sync:
-            _sync(g, e, last)
+            if e.name == "Stream Wait Event":
+                if e.sync_src is not None and e.sync_dst is not None:
+                    waiting[e.sync_dst] = e.sync_src
+            else:
+                _sync(g, e, last)
             continue
         start, end = g.start_of[e.idx], g.end_of[e.idx]
         g.add(start, end, OPERATOR, event=e.idx)
+        src = waiting.pop(e.idx, None)
+        src_end = g.end_of.get(src) if src is not None else None  # None: it ran before the window
+        if src_end is not None:
+            g.add(src_end, start, SYNC)
         call = window.launches.get(e.launch) if e.launch is not None else None
         prev = last.get(e.stream)
         alone = e.q_launch == e.n_launch and e.q_start == e.n_launch - 1
         if (alone and call is not None and call.idx in g.start_of
-                and (prev is None or g.ts[prev] < call.ts)):
+                and (prev is None or g.ts[prev] < call.ts) and (src_end is None or g.ts[src_end] < call.ts)):
             g.add(g.start_of[call.idx], start, LAUNCH, event=e.idx)
-        elif prev is not None and g.ts[start] - g.ts[prev] < KERNEL_GAP_LIMIT_US:
+        elif (prev is not None and g.ts[start] - g.ts[prev] < KERNEL_GAP_LIMIT_US
+              and (src_end is None or g.ts[src_end] < g.ts[prev])):
             g.add(prev, start, KERNEL_GAP, event=g.ev[prev])
         last[e.stream] = end
 
@@ -285,7 +305,9 @@ def _sync(g: Graph, e: Event, last: dict[int | None, int]) -> None:
         sources = list(last.values())
     elif e.name == "Stream Sync":
         sources = [last[e.stream]] if e.stream in last else []
-    else:  # Event Sync, Stream Wait Event: not yet
+    elif e.name == "Event Sync":  # cudaEventSynchronize: waits for the operation before the record
+        sources = [g.end_of[e.sync_src]] if e.sync_src in g.end_of else []
+    else:
         sources = []
     for node in sources:
         if node != waiter:

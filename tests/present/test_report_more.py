@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 
 import pytest
-from conftest import TRACES, shared_or_skip
+from conftest import TRACES, invoke, shared_or_skip
 
 import trace_report as tr
 from trace_report.analyses.critical_path import CriticalPathOptions, critical_path
 from trace_report.analyses.launches import LaunchOptions, launches
+from trace_report.present.report import build_report
 from trace_report.present.report_more import deeper_section, median_step
 
 BERT = "tracelens_h100_bert_small"
@@ -44,3 +46,28 @@ def test_no_section_without_gpu_work() -> None:
         pytest.skip("no CPU-only trace")
     with tr.open(cpu_only) as db:
         assert deeper_section(db, None, None) is None
+
+
+def test_timeline_names_the_slice_command_that_writes_its_step(tmp_path) -> None:
+    """Issue 34 item 5: the report's timeline says which `trace-report slice` command writes its
+    step for Perfetto; run as written, it gives a trace of that step (re-ingested: that step, and
+    the kernels the whole trace runs in it)."""
+    shared_or_skip()
+    src = str(TRACES / "hta_ns_resolution")
+    with tr.open(src) as db:
+        report = build_report(db, [src])
+        notes = [n for s in report.sections for n in s.notes if "trace-report slice" in n]
+        assert len(notes) == 1
+        command = shlex.split(notes[0].split(": ", 1)[1])
+        step = int(command[command.index("--steps") + 1])
+        want = db.scalar("SELECT count(*) FROM kernels k JOIN steps s ON s.trace_id = k.trace_id "
+                         "AND k.ts_us >= s.ts_us AND k.ts_us < s.end_us WHERE s.step = $s", {"s": step})
+    assert command[:3] == ["trace-report", "slice", src] and command[-2] == "-o"
+    out = tmp_path / command[-1]
+    done = invoke([*command[1:-1], str(out)])
+    assert done.exit_code == 0, done.stderr
+    with tr.open(out) as sliced:
+        assert [s for (s,) in sliced.con.execute("SELECT step FROM steps").fetchall()] == [step]
+        got = sliced.scalar("SELECT count(*) FROM kernels k JOIN steps s ON s.trace_id = k.trace_id "
+                            "AND k.ts_us >= s.ts_us AND k.ts_us < s.end_us")
+    assert want and got == want

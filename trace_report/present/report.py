@@ -12,9 +12,11 @@ every name is escaped (:mod:`trace_report.present.charts.html`).
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -58,6 +60,8 @@ class ReportOptions:
     step: int | None = None
     rank: int | None = None
     merge_runs: bool = False
+    sources: tuple[str, ...] = ()
+    """The paths the report was made from (set by :func:`build_report`): the timeline's slice command."""
 
 
 @dataclass
@@ -214,8 +218,25 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
     if tl is not None and len(tl.frame):
         sec.charts.append(("timeline", charts.timeline_chart(tl)))
         sec.notes += tl.notes
+        sec.notes.append(slice_note(con, tl, opts.sources))
     _roofline(sec, db)
     return sec
+
+
+def slice_note(con: duckdb.DuckDBPyConnection, tl: charts.Timeline, sources: tuple[str, ...]) -> str:
+    """The ``trace-report slice`` command that writes the timeline's step (of its trace's rank) as a
+    Chrome trace for Perfetto, with every event of the step (issue 34 item 5)."""
+    rank = _scalar(con, f"SELECT rank FROM traces WHERE trace_id = {int(tl.trace_id)}")
+    ranks = _scalar(con, "SELECT count(DISTINCT rank) FROM traces")
+    what = f"step {tl.step}" if tl.step is not None else "the trace"
+    parts = ["trace-report", "slice", *(shlex.quote(s) for s in sources or ("TRACE",))]
+    if tl.step is not None:
+        parts += ["--steps", str(tl.step)]
+    if rank is not None and (ranks or 0) > 1:
+        parts += ["--rank", str(rank)]
+    out = f"step-{tl.step}.json.gz" if tl.step is not None else "slice.json.gz"
+    return (f"every event of {what} in Perfetto (ui.perfetto.dev) or chrome://tracing, with counter tracks of "
+            f"the launch queue and memory: {' '.join([*parts, '-o', out])}")
 
 
 def trace_runs(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, ...]]:
@@ -393,7 +414,7 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
     list of the runs, then the sections of each run alone, titled ``<run> · <section>``. Capture
     runs alone (run.json) keep one set of sections where every chart and table has a run colour
     or column (``run_traces``): an experiment's runs compared side by side, never summed."""
-    opts = options or ReportOptions()
+    opts = dataclasses.replace(options or ReportOptions(), sources=tuple(str(s) for s in sources))
     con = db.con
     title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
     report = Report(title, sources)

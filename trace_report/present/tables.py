@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trace_report.errors import InputError
-from trace_report.present import fit
+from trace_report.present import box_table, fit
 from trace_report.present.format import Format, OutputOptions
 from trace_report.present.format import si as format_si
 from trace_report.store.rows import Rows
@@ -39,6 +39,9 @@ Printable: TypeAlias = "pd.DataFrame | Rows"
 """What :func:`emit` prints: a pandas DataFrame or rows fetched from DuckDB."""
 
 _PANDAS_MISSING = ("NAType", "NaTType")
+BOX_TABLE_ROWS = 200
+"""From this many rows a table is drawn by :mod:`~trace_report.present.box_table` (the text Rich
+would print, ~100x faster); shorter ones by Rich itself."""
 
 
 def _clean(value: Any) -> Any:
@@ -190,14 +193,26 @@ def render(frame: Printable, fmt: Format, title: str | None = None, *, full_name
     rows = [[_fmt_cell(v, c) for v, c in zip(row, headers, strict=True)] for row in _tuples(frame)]
     numeric = [num or fit.is_quantity([r[i] for r in rows]) for i, num in enumerate(_numeric(frame))]
     widths, width = fit.fit_widths(headers, rows, numeric, fit.table_width())
+    shown = [col if w is None else fit.header_lines(col, w) for col, w in zip(headers, widths, strict=True)]
+    fitted = fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES, headers)
+    if len(fitted) >= BOX_TABLE_ROWS:
+        drawn = box_table.draw(title, shown, fitted, numeric, widths, width)
+        if drawn is not None:
+            return drawn
+    return _rich_table(title, shown, fitted, numeric, widths, width)
+
+
+def _rich_table(title: str | None, headers: list[str], rows: list[list[str]], numeric: list[bool],
+                widths: list[int | None], width: int) -> str:
+    """The table drawn by Rich: text as it is (no markup, emoji codes or highlighting: a kernel
+    named ``k[abc]`` keeps its brackets)."""
     table = Table(title=title, show_lines=False)
     for col, num, w in zip(headers, numeric, widths, strict=True):
-        table.add_column(col if w is None else fit.header_lines(col, w), justify="right" if num else "left",
-                         overflow="fold", width=w)
-    for row in fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES, headers):
+        table.add_column(col, justify="right" if num else "left", overflow="fold", width=w)
+    for row in rows:
         table.add_row(*row, end_section=False)
     buf = io.StringIO()
-    Console(file=buf, width=width, force_terminal=False, highlight=False).print(table)
+    Console(file=buf, width=width, force_terminal=False, highlight=False, markup=False, emoji=False).print(table)
     return buf.getvalue()
 
 

@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             gzip_file(big, big.with_suffix(".json.gz"))
         big = big.with_suffix(".json.gz")
     db = args.work / "bench.duckdb"
-    cli = shutil.which("trace-report") or str(Path(sys.executable).with_name("trace-report"))
+    beside = Path(sys.executable).with_name("trace-report")  # this interpreter's own, before any on PATH
+    cli = str(beside) if beside.is_file() else shutil.which("trace-report")
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
           f"trace {big.stat().st_size / 1e9:.2f} GB{' gzip, ' + decoded(big) if args.gz else ''}")
     runs = []

@@ -21,9 +21,20 @@ first call with its kept per-trace tables removed, computed from the events),
 the whole commands, and ``breakdown`` straight on a raw trace against ingest + breakdown on the
 database.
 
-Prints a Markdown table ready for docs/benchmarks.md (machine, date, versions, load average).
+Then, per row (issue 35 item 1; ``--no-profile`` skips it): MB of JSON per CPU-second of the
+whole ingest (MB decoded for gzip, over the median CPU time of the process tree) against the
+compiled scanner alone over the same bytes (``benchmarks/scan_floor.py``: no columns built, and
+with its columns), and the CPU seconds per stage of one more ingest of the row run in a profiling
+process (``benchmarks/profile_ingest.py``: inflate, scan, normalising, Parquet, catalog, derived
+tables, start-up). Last (item 4; ``--no-workers`` skips it), the row ``--workers-row`` (default
+a-plain; quick: d-100MB) ingested with each ``--workers N`` of ``--workers`` (default 1,2,4,8,16;
+quick: 1,2): wall and CPU time, MB per second of each, peak memory, speed-up over the first
+count (on a machine of fewer cores than N, N workers cannot run side by side: the table says so).
+
+Prints Markdown tables ready for docs/benchmarks.md (machine, date, versions, load average).
 
 Usage: python benchmarks/shapes.py [--quick] [--repeat 3] [--only a,b,...] [--skip-hta] [--hta-max-gb 2] [--work DIR]
+                                   [--no-profile] [--workers 1,2,4,8,16 | --no-workers] [--workers-row a-plain]
   --quick: small inputs (dense x2, 4 ranks, 100 MB), 1 repeat, HTA on the smallest row only (< 5 min).
 """
 
@@ -32,6 +43,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import gzip
+import json
 import os
 import platform
 import resource
@@ -47,6 +60,18 @@ from pathlib import Path
 import psutil
 
 HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:  # run as a script: the benchmarks package beside it
+    sys.path.insert(0, str(HERE.parent))
+
+from benchmarks.cpu_report import (  # noqa: E402
+    RowRate,
+    WorkerPoint,
+    parse_workers,
+    rate_table,
+    stage_table,
+    workers_table,
+)
+
 SHARED = HERE.parent.parent / "shared" / "data" / "traces"
 RN50 = SHARED / "kineto_rn50_nw4_2021jun" / "worker0.1623212756351.pt.trace.json.gz"
 DENSE = SHARED / "param_linear_kineto_2080ti" / "linear_kineto.json.gz"
@@ -102,6 +127,10 @@ class Row:
     hta: bool = True
     ours: list[Run] = field(default_factory=list)
     theirs: list[Run] = field(default_factory=list)
+    floor: dict[str, float] = field(default_factory=dict)
+    """:class:`benchmarks.scan_floor.Floor` as a dict (``mb``, ``scan_only_s``, ``scan_events_s``)."""
+    stages: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per stage of one profiled ingest (:mod:`benchmarks.profile_ingest`)."""
 
 
 def measure(cmd: list[str]) -> Run:
@@ -185,10 +214,12 @@ def rank_folder(work: Path, ranks: int, copies: int) -> Path:
     return folder
 
 
-def inputs(args: argparse.Namespace) -> list[Row]:
+def inputs(args: argparse.Namespace, only: str | None = None) -> list[Row]:
+    """The rows ``only`` names (default ``args.only``; empty: every row), their inputs built."""
     w = args.work
     rows: list[Row] = []
-    want = set(args.only.split(",")) if args.only else None
+    only = args.only if only is None else only
+    want = set(only.split(",")) if only else None
 
     def add(key: str, label: str, build: object, hta: bool = True) -> None:
         if want is None or key.split("-")[0] in want or key in want:
@@ -209,6 +240,16 @@ def inputs(args: argparse.Namespace) -> list[Row]:
     add("d-100MB", "scaling: rn50 ~100 MB plain", lambda: make(RN50, w / "rn50x4.json", 4))
     add("d-5GB", "scaling: rn50 ~5 GB plain", lambda: make(RN50, w / "rn50x180.json", 180))
     return rows
+
+
+def decoded_mb(paths: list[Path]) -> float:
+    """MB of JSON in ``paths`` (gzip counted decompressed)."""
+    total = 0
+    for f in (f for p in paths for f in (sorted(p.iterdir()) if p.is_dir() else [p])):
+        with (gzip.open(f, "rb") if f.name.endswith(".gz") else open(f, "rb")) as fh:
+            while chunk := fh.read(1 << 24):
+                total += len(chunk)
+    return total / 1e6
 
 
 def size_of(paths: list[Path]) -> int:
@@ -251,6 +292,34 @@ def bench_row(row: Row, args: argparse.Namespace, cli: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def profile_row(row: Row, work: Path) -> None:
+    """The scanner alone over the row's bytes and one profiled ingest of it, each in a process
+    of its own (after the timed runs: neither disturbs them)."""
+    paths = [str(p) for p in row.paths]
+    out = subprocess.run([sys.executable, str(HERE / "scan_floor.py"), *paths, "--json"], capture_output=True,
+                         text=True, check=True)
+    row.floor = json.loads(out.stdout)
+    out = subprocess.run([sys.executable, str(HERE / "profile_ingest.py"), *paths, "--json", "--work", str(work)],
+                         capture_output=True, text=True, check=True)
+    row.stages = json.loads(out.stdout)["stages"]
+
+
+def worker_curve(row: Row, counts: list[int], args: argparse.Namespace, cli: str) -> list[WorkerPoint]:
+    """The row ingested with ``--workers N`` for each N (``args.repeat`` runs each, in turns:
+    1, 2, 4, 1, 2, 4, ...), medians per count."""
+    db = args.work / "workers.duckdb"
+    runs: dict[int, list[Run]] = {n: [] for n in counts}
+    for _ in range(args.repeat):
+        for n in counts:
+            shutil.rmtree(db.with_name(db.name + ".events"), ignore_errors=True)
+            db.unlink(missing_ok=True)
+            runs[n].append(measure([cli, "ingest", *map(str, row.paths), "-o", str(db), "--no-progress",
+                                    "--workers", str(n)]))
+        print(f"workers {row.key}: " + ", ".join(f"{n}: {runs[n][-1].wall_s:.2f} s" for n in counts),
+              file=sys.stderr, flush=True)
+    return [WorkerPoint(n, median(runs[n]).wall_s, median(runs[n]).cpu_s, median(runs[n]).peak_gb) for n in counts]
+
+
 def queries(db: Path, cli: str) -> list[tuple[str, float, float, float]]:
     """(command, first call, later calls, whole command wall) on ``db``: the query time alone of the
     first call in an open process on the database as ingested and the best of the next 3, then
@@ -289,8 +358,22 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.1f}x" if b else "-"
 
 
+def cost_tables(rows: list[Row]) -> list[str]:
+    """The MB per CPU-second table and the stage table of the profiled rows (item 1)."""
+    done = [r for r in rows if r.floor and r.stages]
+    if not done:
+        return []
+    rates = [RowRate(r.key, decoded_mb(r.paths), median(r.ours).cpu_s, median(r.ours).wall_s,
+                     r.floor["scan_only_s"], r.floor["scan_events_s"], r.floor["mb"]) for r in done]
+    return ["", "MB of JSON per CPU-second (median ingest CPU; the scanner alone over the same pieces, one "
+            "thread):", "", rate_table(rates), "",
+            "CPU seconds per stage, one profiled ingest per row (`benchmarks/profile_ingest.py`):", "",
+            stage_table({r.key: r.stages for r in done})]
+
+
 def report(rows: list[Row], qrows: list[tuple[str, float, float, float]], raw: tuple[Run, Run, Run] | None,
-           loads: tuple[tuple[float, ...], tuple[float, ...]], args: argparse.Namespace) -> str:
+           loads: tuple[tuple[float, ...], tuple[float, ...]], args: argparse.Namespace,
+           curve: tuple[Row, list[WorkerPoint]] | None = None) -> str:
     mem = psutil.virtual_memory().total / 2**30
     lines = [
         f"Machine: {platform.node()}, {os.cpu_count()} cores, {mem:.0f} GiB; {versions()}. "
@@ -308,6 +391,9 @@ def report(rows: list[Row], qrows: list[tuple[str, float, float, float]], raw: t
             f"| {r.key} | {r.label} | {size_of(r.paths) / 1e6:,.0f} MB | {o.wall_s:.2f} s | {o.peak_gb:.2f} GB "
             f"| {o.cpu_s:.1f} s | " + (f"{t.wall_s:.1f} s | {t.peak_gb:.2f} GB | **{ratio(t.wall_s, o.wall_s)}** "
                                         f"| **{o.peak_gb / t.peak_gb:.2f}** |" if t else "skipped | | | |"))
+    lines += cost_tables(rows)
+    if curve:
+        lines += ["", workers_table(curve[0].key, decoded_mb(curve[0].paths), curve[1], os.cpu_count() or 1)]
     if qrows:
         lines += ["", "| command on the database of row " + ("d-100MB" if args.quick else "a-plain")
                   + " | query alone, first call | later calls | whole command |", "|---|---|---|---|"]
@@ -332,19 +418,39 @@ def main(argv: list[str] | None = None) -> int:
                         help="no HTA on rows of more JSON than this (default 2: HTA took 27 min and 21 GB "
                              "on the 5 GB row)")
     parser.add_argument("--no-queries", action="store_true")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="no scanner-alone pass and no profiled ingest per row (issue 35 item 1)")
+    parser.add_argument("--workers", type=parse_workers, default=None,
+                        help="worker counts of the curve of --workers-row (default 1,2,4,8,16; quick: 1,2)")
+    parser.add_argument("--no-workers", action="store_true", help="no curve by worker count (issue 35 item 4)")
+    parser.add_argument("--workers-row", default=None, help="the row of the curve (default a-plain; quick: d-100MB)")
     parser.add_argument("--work", type=Path, default=HERE / "out")
     args = parser.parse_args(argv)
     args.repeat = args.repeat or (1 if args.quick else 3)
     args.hta_repeat = args.hta_repeat or (1 if args.quick else 3)
+    if args.workers is None and not args.no_workers:
+        args.workers = [1, 2] if args.quick else [1, 2, 4, 8, 16]
     if not RN50.is_file() or not DENSE.is_file():
         print(f"source traces under {SHARED} are absent (../shared)", file=sys.stderr)
         return 1
     args.work.mkdir(parents=True, exist_ok=True)
-    cli = shutil.which("trace-report") or str(Path(sys.executable).with_name("trace-report"))
+    beside = Path(sys.executable).with_name("trace-report")  # this interpreter's own, before any on PATH
+    cli = str(beside) if beside.is_file() else shutil.which("trace-report")
     load_before = os.getloadavg()
     rows = inputs(args)
     for row in rows:
         bench_row(row, args, cli)
+    if not args.no_profile:
+        for row in rows:
+            profile_row(row, args.work)
+    curve = None
+    if args.workers and not args.no_workers:
+        key = args.workers_row or ("d-100MB" if args.quick else "a-plain")
+        found = [r for r in rows if r.key == key] or inputs(args, key)
+        if not found:
+            print(f"no row {key!r} for --workers-row", file=sys.stderr)
+            return 1
+        curve = (found[0], worker_curve(found[0], args.workers, args, cli))
     qrows: list[tuple[str, float, float, float]] = []
     raw = None
     if not args.no_queries:
@@ -354,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         dense = args.work / ("densex2.json" if args.quick else "densex11.json")
         if dense.is_file():
             raw = raw_vs_ingest(dense, args.work, cli)
-    print(report(rows, qrows, raw, (load_before, os.getloadavg()), args))
+    print(report(rows, qrows, raw, (load_before, os.getloadavg()), args, curve))
     return 0
 
 

@@ -881,7 +881,8 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
                Buf* suspects, Py_ssize_t* counts) noexcept nogil:
     """Scan the array at ``p[0:n]`` into the columns; ``counts`` = events, rows, rows missing a
     time; ``suspects``: one byte per row, 1 where its ``args`` may hold a secret. SCAN_OK,
-    SCAN_DECLINE (msgspec decodes it) or SCAN_NO_MEMORY."""
+    SCAN_DECLINE (msgspec decodes it) or SCAN_NO_MEMORY. With ``texts`` NULL (:func:`scan_only`)
+    no column is written: the same checks and counts."""
     cdef Py_ssize_t i
     cdef Event ev
     cdef int is_x, t, bad
@@ -914,33 +915,34 @@ cdef int _rows(const uint8_t* p, Py_ssize_t n, const uint8_t* mc, Py_ssize_t mc_
             counts[1] += 1
             if not ev.has_ts or (is_x and not ev.has_dur):
                 counts[2] += 1
-            cat = ev.cat
-            bad = 0
-            if not is_x and (cat.start < 0 or cat.n == 0):
-                bad |= _put(&texts[0].data, mc, mc_n)
-                bad |= _put_i32(&texts[0].offsets, <int32_t>texts[0].data.size)
-                bad |= _put_u8(&texts[0].valid, 1)
-            else:
-                bad |= _text_row(&texts[0], p, cat)
-            bad |= _text_row(&texts[1], p, ev.name)
-            bad |= _text_row(&texts[2], p, ev.pid)
-            bad |= _text_row(&texts[3], p, ev.tid)
-            bad |= _text_row(&texts[4], p, ev.args)
-            bad |= _put_u8(suspects, screen.suspect != 0)
-            bad |= _num_row(&nums[0], &ev.ts, ev.has_ts)
-            if is_x:
-                bad |= _num_row(&nums[1], &ev.dur, ev.has_dur)
-            else:
-                bad |= _num_row(&nums[1], &zero_dur, 1)
-            bad |= _num_row(&nums[2], &ev.ints[3], ev.has_int[3])
-            bad |= _num_row(&nums[3], &ev.ints[4], ev.has_int[4])
-            bad |= _num_row(&nums[4], &ev.ints[0], ev.has_int[0])
-            if ev.has_int[1]:
-                bad |= _num_row(&nums[5], &ev.ints[1], 1)
-            else:
-                bad |= _num_row(&nums[5], &ev.ints[2], ev.has_int[2])
-            if bad:
-                return SCAN_NO_MEMORY
+            if texts != NULL:  # NULL: scan_only, nothing written
+                cat = ev.cat
+                bad = 0
+                if not is_x and (cat.start < 0 or cat.n == 0):
+                    bad |= _put(&texts[0].data, mc, mc_n)
+                    bad |= _put_i32(&texts[0].offsets, <int32_t>texts[0].data.size)
+                    bad |= _put_u8(&texts[0].valid, 1)
+                else:
+                    bad |= _text_row(&texts[0], p, cat)
+                bad |= _text_row(&texts[1], p, ev.name)
+                bad |= _text_row(&texts[2], p, ev.pid)
+                bad |= _text_row(&texts[3], p, ev.tid)
+                bad |= _text_row(&texts[4], p, ev.args)
+                bad |= _put_u8(suspects, screen.suspect != 0)
+                bad |= _num_row(&nums[0], &ev.ts, ev.has_ts)
+                if is_x:
+                    bad |= _num_row(&nums[1], &ev.dur, ev.has_dur)
+                else:
+                    bad |= _num_row(&nums[1], &zero_dur, 1)
+                bad |= _num_row(&nums[2], &ev.ints[3], ev.has_int[3])
+                bad |= _num_row(&nums[3], &ev.ints[4], ev.has_int[4])
+                bad |= _num_row(&nums[4], &ev.ints[0], ev.has_int[0])
+                if ev.has_int[1]:
+                    bad |= _num_row(&nums[5], &ev.ints[1], 1)
+                else:
+                    bad |= _num_row(&nums[5], &ev.ints[2], ev.has_int[2])
+                if bad:
+                    return SCAN_NO_MEMORY
         i = _ws(p, i, n)
         if i < n and p[i] == 44:
             i = _ws(p, i + 1, n)
@@ -1026,3 +1028,18 @@ def scan_events(const unsigned char[::1] buf, bytes memory_cat):
             _free_text(&texts[c])
         for c in range(6):
             _free_num(&nums[c])
+
+
+def scan_only(const unsigned char[::1] buf):
+    """What :func:`scan_events` checks and counts, with no column written: ``(n_events, n_rows,
+    n_missing)``, or None where :func:`scan_events` would decline the piece (valid UTF-8 asked,
+    as there). The floor of the scanner's cost: the "scanner alone" of ``benchmarks/shapes.py``.
+    Runs without the GIL."""
+    cdef const uint8_t* p = &buf[0] if buf.shape[0] else NULL
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_ssize_t counts[3]
+    cdef int status
+    counts[0] = counts[1] = counts[2] = 0
+    with nogil:
+        status = _rows(p, n, NULL, 0, NULL, NULL, NULL, counts)
+    return None if status != SCAN_OK else (counts[0], counts[1], counts[2])

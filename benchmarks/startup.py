@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if not SMALL.is_dir():
         print(f"{SMALL} is absent (../shared)", file=sys.stderr)
         return 1
-    cli = shutil.which("trace-report") or str(Path(sys.executable).with_name("trace-report"))
+    beside = Path(sys.executable).with_name("trace-report")  # this interpreter's own install first
+    cli = str(beside) if beside.is_file() else shutil.which("trace-report")
     args.work.mkdir(parents=True, exist_ok=True)
     db = args.work / "startup-small.duckdb"
     if not db.is_file():
@@ -51,13 +52,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     for cmd in commands.values():  # warm the page cache and the bytecode
         wall(cmd)
+    load_before = os.getloadavg()[0]
     times: dict[str, list[float]] = {k: [] for k in commands}
     for _ in range(args.runs):
         for name, cmd in commands.items():
             times[name].append(wall(cmd))
     base = statistics.median(times['python -c "import duckdb"'])
     print(f"Machine: {os.uname().nodename}, {os.cpu_count()} cores; Python {sys.version.split()[0]}. "
-          f"Date: {dt.date.today()}. {args.runs} interleaved runs each; load average {os.getloadavg()[0]:.2f}.\n")
+          f"Date: {dt.date.today()}. {args.runs} interleaved runs each; load average {load_before:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after (above ~0.5 on 2 cores the ratios grow: other work slows the longer "
+          "command more).\n")
     print("| command | median wall | range | vs import duckdb |")
     print("|---|---|---|---|")
     for name, ts in times.items():

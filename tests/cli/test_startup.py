@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from conftest import REPO, invoke, run_cli, trace_file
+from conftest import REPO, CliResult, invoke, run_cli, trace_file
 from test_cli import plain_gpu_ops
 
 import trace_report as tr
@@ -84,16 +84,33 @@ def test_messages_cannot_drive_the_terminal(tmp_path: Path) -> None:
     assert not {"\x1b", "\r", "\x07"} & set(err)
 
 
+UNUSED_BY_TOP_KERNELS = ("trace_report.capture", "trace_report.ingest", "trace_report.analyses.regions",
+                         "trace_report.analyses.distributed", "trace_report.formats.nsys")
+"""Packages and modules ``top-kernels`` on a database does not use (issue 35 item 3): the capture
+layer (its config compiles the secret patterns), the ingest (``--engine local`` reads the
+database as it is; the SHA-256 of traces ahead is not started for a database), other analyses."""
+
+
 def test_top_kernels_on_a_database_loads_no_heavy_module(small_db: tuple[Path, Path]) -> None:
+    """Nor any other command's module, nor the layers it does not use (:data:`UNUSED_BY_TOP_KERNELS`):
+    ``trace-report COMMAND`` imports that command's module alone (cli.app.load_commands)."""
     trace, db = small_db
     code = ("import io, json, contextlib\nfrom trace_report.cli.app import main\nbuf = io.StringIO()\n"
             "with contextlib.redirect_stdout(buf):\n"
             f"    try: main(['top-kernels', {str(db)!r}, '-n', '5', '-f', 'json'])\n"
             "    except SystemExit as exc: assert not exc.code, exc.code\n"
             "print(buf.getvalue())")
-    probe = f"{code}\nimport sys\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    probe = (f"{code}\nimport sys\n"
+             "print('ours:', *sorted(m for m in sys.modules if m.startswith('trace_report.')), file=sys.stderr)\n"
+             f"print('heavy:', *(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
-    assert out.stderr.strip().splitlines()[-1:] in ([], [""]), out.stderr
+    *_, ours, heavy = out.stderr.strip().splitlines()
+    assert heavy == "heavy:", out.stderr
+    loaded = ours.split()[1:]
+    commands = {m for m in loaded if m.startswith("trace_report.cli.")}
+    assert commands == {f"trace_report.cli.{m}" for m in ("app", "options", "registry", "runs", "top_kernels")}
+    unused = [m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in UNUSED_BY_TOP_KERNELS)]
+    assert unused == []
     rows = json.loads(out.stdout)
     expected = plain_gpu_ops(trace)  # kernels, memcpy and memset, per (kind, name)
     ranked = sorted(expected.items(), key=lambda kv: (-kv[1][1], kv[0][1], kv[0][0]))[:5]
@@ -204,8 +221,7 @@ def test_decoding_worker_loads_no_pandas() -> None:
 
 def _full_app(args: list[str]) -> tuple[int, str, str]:
     """``trace-report ARGS`` through the app with every command registered (no main())."""
-    from trace_report.cli.app import run
-    from trace_report.cli.registry import app
+    from trace_report.cli.app import app, run
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -214,11 +230,10 @@ def _full_app(args: list[str]) -> tuple[int, str, str]:
 
 
 def test_a_command_run_alone_parses_and_helps_as_in_the_full_app() -> None:
-    """main() registers only the command named first (typer builds every registered command on
-    each start); its help and usage errors are those of the full app, and all commands are
-    registered again afterwards."""
-    from trace_report.cli.app import COMMAND_ORDER
-    from trace_report.cli.registry import app
+    """main() imports and registers only the command named first (typer builds every registered
+    command on each start); its help and usage errors are those of the full app, and all commands
+    loaded are registered again afterwards."""
+    from trace_report.cli.app import COMMAND_ORDER, app
 
     for args in (["top-kernels", "--help"], ["ingest", "--help"], ["top-kernels", "--bogus"],
                  ["breakdown"], ["--help"], ["no-such-command"]):
@@ -248,3 +263,126 @@ def test_the_console_script_exits_without_teardown_and_loses_no_output(tmp_path:
     bad = subprocess.run([*cmd, "top-kernels", str(tmp_path / "absent.duckdb")], capture_output=True, text=True,
                          cwd=REPO)
     assert bad.returncode == 1 and bad.stderr.startswith("Error: ") and len(bad.stderr.splitlines()) == 1
+
+
+TOP_KERNELS_VIEWS = {"events", "gpu_ops", "steps", "steps_only_gpu_ops", "gpu_op_launches_hta", "gpu_op_launches",
+                     "last_step_starts", "gpu_op_kinds", "gpu_op_kind_names", "runtime_calls"}
+"""What top_kernels.sql reads (``gpu_ops``, ``steps_only_gpu_ops``), ``steps`` (the check of
+``--steps-only``) and the views those read, by hand from store/sql/views.sql and views_comm.sql."""
+
+
+def _temp_views(con: duckdb.DuckDBPyConnection, column: str = "view_name", listing: str = "duckdb_views()") -> set[str]:
+    """The names of the connection's TEMP views (or of what ``listing`` lists in the TEMP catalog)."""
+    return {n for (n,) in con.execute(f"SELECT {column} FROM {listing} WHERE database_name = 'temp'").fetchall()}
+
+
+def _temp_views_of_top_kernels(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[set[str], CliResult]:
+    """The TEMP views on the connection of ``trace-report top-kernels ARGS``, as it closes, and
+    what the command printed."""
+    from trace_report.store.tracedb import TraceDB
+
+    seen: set[str] = set()
+    close = TraceDB.close
+
+    def closing(db: TraceDB) -> None:
+        seen.update(_temp_views(db.con))
+        close(db)
+
+    monkeypatch.setattr(TraceDB, "close", closing)
+    return seen, invoke(["top-kernels", *args])
+
+
+def test_top_kernels_on_a_database_creates_only_the_views_it_reads(small_db: tuple[Path, Path],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binding every analysis view (~60) was most of the command's start-up on a small database
+    (issue 35 item 3); it makes those it reads alone. The notebook handle still gets them all."""
+    _, db = small_db
+    views, result = _temp_views_of_top_kernels([str(db), "-n", "3", "-f", "json"], monkeypatch)
+    assert result.exit_code == 0, result.stderr
+    assert views == TOP_KERNELS_VIEWS and len(json.loads(result.stdout)) == 3
+    with tr.open(db) as handle:
+        every = _temp_views(handle.con)
+    assert every > TOP_KERNELS_VIEWS and {"regions", "kernel_classes", "gpu_utilization", "launch_bound"} <= every
+
+
+def _same_rows(a: str, b: str) -> bool:
+    """Two JSON outputs hold the same rows (floats to 1e-9: DuckDB sums in parallel pieces)."""
+    rows_a, rows_b = json.loads(a), json.loads(b)
+    return len(rows_a) == len(rows_b) and all(
+        x.keys() == y.keys() and all(x[k] == (pytest.approx(y[k], rel=1e-9) if isinstance(y[k], float) else y[k])
+                                     for k in x)
+        for x, y in zip(rows_a, rows_b, strict=True))
+
+
+def _check_same_as_with_every_view(db: Path, options: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    import trace_report.cli.top_kernels as command
+
+    for opts in options:
+        few = invoke(["top-kernels", str(db), *opts, "-f", "json"])
+        with monkeypatch.context() as m:
+            m.setattr(command, "VIEWS", None)  # every view, as before issue 35
+            every = invoke(["top-kernels", str(db), *opts, "-f", "json"])
+        assert (few.exit_code, few.stderr) == (every.exit_code, every.stderr), opts
+        assert few.exit_code or _same_rows(few.stdout, every.stdout), opts
+
+
+def test_top_kernels_with_its_views_alone_prints_what_it_did_with_all(small_db: tuple[Path, Path],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _, db = small_db
+    _check_same_as_with_every_view(db, [["--steps-only", "--by-rank", "-n", "3"], ["--kernels-only", "--rank", "0"],
+                                        ["--rank", "7"]], monkeypatch)
+
+
+@pytest.mark.slow
+def test_top_kernels_with_its_views_alone_on_runs_ncu_and_cpu_only(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several capture runs (run.json: the run tables, a scope per run), Nsight Compute tables
+    beside them, and a trace without GPU operations (the CPU fallback)."""
+    runs, cpu = tmp_path / "runs.duckdb", tmp_path / "cpu.duckdb"
+    assert invoke(["ingest", REPO / "traces" / "h100-2026-11-25", "-o", runs, "-q"]).exit_code == 0
+    assert invoke(["ingest", trace_file("hta_cpu_only"), "-o", cpu, "-q"]).exit_code == 0
+    _check_same_as_with_every_view(runs, [[], ["--merge-runs", "--steps-only"], ["--run", "ddp", "--by-rank"],
+                                          ["--run", "nope"], ["--kernels-only", "-n", "2"]], monkeypatch)
+    _check_same_as_with_every_view(cpu, [[], ["--by-rank", "-n", "4"]], monkeypatch)
+    views, result = _temp_views_of_top_kernels([str(runs), "-n", "1"], monkeypatch)
+    assert result.exit_code == 0 and views == TOP_KERNELS_VIEWS  # no roofline views over the ncu tables
+
+
+def _created_alone(name: str) -> set[str]:
+    """What ``create_views(con, [name])`` makes on a database without traces (views, macros and
+    tables of the TEMP catalog); a view it reads but does not create is a Catalog Error."""
+    from trace_report.store.events_view import empty_events_view
+    from trace_report.store.views import create_views, sql_text
+
+    with duckdb.connect() as con:
+        create_schema(con)
+        con.execute(sql_text("tables_ncu.sql"))
+        empty_events_view(con)
+        create_views(con, [name])
+        return _temp_views(con) | _temp_views(con, "function_name", "duckdb_functions()") | \
+            _temp_views(con, "table_name", "duckdb_tables()")
+
+
+def test_a_view_created_alone_gets_every_view_it_reads() -> None:
+    """create_views(only=...) finds what a view reads in its SQL: views, macros (``kernel_classes``
+    reads ``gpu_op_names`` through a table macro given its name), the ncu views over the ncu tables;
+    and makes no more: ``steps`` alone is ``steps``."""
+    from trace_report.store.views import create_views
+
+    assert _created_alone("steps") == {"events", "steps"}
+    assert _created_alone("steps_only_gpu_ops") == TOP_KERNELS_VIEWS
+    assert {"kernel_class_rules", "kernel_class_matches", "kernel_classes_of", "gpu_op_names", "gpu_ops"} < \
+        _created_alone("kernel_classes")
+    assert {"roof_for", "roof_bound", "roof_pct", "roofline_peaks", "ncu_launch_basics"} < _created_alone("roofline")
+    with duckdb.connect() as con, pytest.raises(ValueError, match="no view or macro named nope"):
+        create_views(con, ["nope"])
+
+
+@pytest.mark.slow
+def test_every_view_created_alone_gets_every_view_it_reads() -> None:
+    from trace_report.store.views import statements
+
+    names = [s.name for s in statements()]
+    assert len(names) == len(set(names)) > 50
+    for name in names:
+        assert name in _created_alone(name)

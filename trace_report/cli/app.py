@@ -1,5 +1,10 @@
-"""The ``trace-report`` command line: every command module imported by name (a module that fails
-to import fails start-up, never silently drops its command), and the one error mapper.
+"""The ``trace-report`` command line: the command modules by name (:data:`COMMAND_MODULES`), and
+the one error mapper.
+
+A run imports the module of the command it names alone (:func:`main`); ``--help``, an unknown
+name and ``from trace_report.cli.app import app`` import every one (:func:`load_commands`). A
+module that fails to import fails its command's start-up and every ``--help``: a command is
+never silently dropped.
 
 Errors: one line ``Error: ...`` on stderr; exit 1 for bad input or a failed analysis (a full disk
 included), 2 for a usage error, 130 after Ctrl-C and 143 after SIGTERM (docs/cli.md). A reader of
@@ -11,50 +16,54 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 
 from trace_report import __version__, interrupts
-from trace_report.cli import (  # noqa: F401 - each module registers its command on the app
-    advise,
-    breakdown,
-    capture,
-    collectives,
-    compare,
-    critical_path,
-    export,
-    flags,
-    hta,
-    ingest,
-    launches,
-    memory,
-    modules,
-    ops,
-    overlap,
-    queue,
-    report,
-    roofline,
-    sequences,
-    slice,
-    sql,
-    top_kernels,
-)
 from trace_report.cli.options import err
-from trace_report.cli.registry import app
+from trace_report.cli.registry import app as _app
 from trace_report.errors import TraceReportError, UsageError
 from trace_report.interrupts import Terminated
 
-COMMAND_ORDER = ["capture", "ingest", "top-kernels", "breakdown", "flags", "advise", "ops", "overlap", "queue",
-                 "launches", "sequences", "modules", "critical-path", "collectives", "memory", "roofline", "slice",
-                 "compare", "report", "export", "sql", "hta"]
+COMMAND_MODULES = {
+    "capture": "capture", "ingest": "ingest", "top-kernels": "top_kernels", "breakdown": "breakdown",
+    "flags": "flags", "advise": "advise", "ops": "ops", "overlap": "overlap", "queue": "queue",
+    "launches": "launches", "sequences": "sequences", "modules": "modules", "critical-path": "critical_path",
+    "collectives": "collectives", "memory": "memory", "roofline": "roofline", "slice": "slice",
+    "compare": "compare", "report": "report", "export": "export", "sql": "sql", "hta": "hta",
+}
+"""Each command's module in :mod:`trace_report.cli` (it registers the command on the app when
+imported), in the order of ``trace-report --help``."""
+COMMAND_ORDER = list(COMMAND_MODULES)
 """The order of ``trace-report --help`` (registration order depends on which module loads first)."""
-app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
+
+
+def load_commands(names: Iterable[str] | None = None) -> None:
+    """Import the modules of the commands ``names`` (every command when None), each registering
+    its command on the app, and keep the registered commands in :data:`COMMAND_ORDER`.
+
+    Importing all of them costs ~0.04 s of every start (issue 35: ``top-kernels`` on a small
+    database within 2x ``import duckdb``); a command run by name needs its own alone. Raises
+    :class:`KeyError` for a name that is no command, ImportError where a module is broken."""
+    for name in COMMAND_ORDER if names is None else names:
+        importlib.import_module(f"trace_report.cli.{COMMAND_MODULES[name]}")
+    _app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the Typer app with every command registered (tests, docs, ``python -m
+    trace_report.capture``)."""
+    if name == "app":
+        load_commands()
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _version(value: bool) -> None:
@@ -63,7 +72,7 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
+@_app.callback()
 def _root(
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
@@ -190,22 +199,23 @@ def _damaged_piece(exc: Exception) -> TraceReportError | None:
 
 @contextmanager
 def _only_command(args: list[str]) -> Iterator[None]:
-    """While ``args`` starts with a command's name, register that command alone.
+    """While ``args`` starts with a command's name, import that command's module (every module
+    otherwise: ``--help``, ``--version``, an unknown name) and register that command alone.
 
     Typer builds every registered command's parameters (introspection, converters) on each
     start, whichever command runs: ~0.09 s for the 17 commands, a fifth of `top-kernels` on a
-    small database. The command's own parsing, help and errors are the same either way; with
-    anything else first (``--help``, ``--version``, an unknown name) all commands stay.
+    small database. The command's own parsing, help and errors are the same either way.
     """
-    saved = list(app.registered_commands)
     first = args[0] if args else None
+    load_commands([first] if first in COMMAND_MODULES else None)
+    saved = list(_app.registered_commands)
     only = [c for c in saved if c.name == first]
     if only:
-        app.registered_commands[:] = only
+        _app.registered_commands[:] = only
     try:
         yield
     finally:
-        app.registered_commands[:] = saved
+        _app.registered_commands[:] = saved
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -217,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tune_allocator()
     with _only_command(sys.argv[1:] if argv is None else list(argv)):
-        code = run(lambda: app(args=argv, standalone_mode=False, prog_name="trace-report"))
+        code = run(lambda: _app(args=argv, standalone_mode=False, prog_name="trace-report"))
     code = _flush_stdout(code)
     if argv is None:
         _exit_now(code)

@@ -162,7 +162,7 @@ def _say_runs(output: Path) -> None:
     from trace_report.store.database import connect_existing
     from trace_report.store.run_identity import identify_runs
 
-    con = connect_existing(output, read_only=True)  # without the run tables: DuckDB alone, no pandas
+    con = connect_existing(output, read_only=True, views=())  # identify_runs reads tables alone: no views
     try:
         runs = identify_runs(con)
     finally:

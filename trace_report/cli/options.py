@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -216,12 +216,14 @@ def hash_ahead(ctx: typer.Context, targets: list[Path] | Path | None) -> list[Pa
     plain traces among them in a background thread (:func:`~trace_report.ingest.digests.start_hashing`,
     standard library only) as soon as the command line is parsed. A command on raw traces ingests
     them into memory after it has imported pandas, pyarrow and DuckDB (~0.35 s on one core), and
-    takes their digests then."""
+    takes their digests then. Not for databases (``.duckdb``: no trace to hash; the hashing
+    module loads ``hashlib``, ~5 ms of a command on a small database)."""
     inputs_given(ctx, targets)
-    if targets and not ctx.resilient_parsing:
+    paths = targets if isinstance(targets, list) else [targets] if targets else []
+    if paths and not ctx.resilient_parsing and not all(p.name.endswith(".duckdb") for p in paths):
         from trace_report.ingest.digests import start_hashing
 
-        start_hashing(targets if isinstance(targets, list) else [targets])
+        start_hashing(paths)
     return targets
 
 
@@ -317,18 +319,21 @@ def ray_load(targets: list[Path]) -> Iterator[TraceDB]:
         yield db  # type: ignore[misc]
 
 
-def load(targets: list[Path], progress: bool | None = None, *, read_only: bool = True) -> TraceDB:
+def load(targets: list[Path], progress: bool | None = None, *, read_only: bool = True,
+         views: Collection[str] | None = None) -> TraceDB:
     """Open the targets of an analysis command (database or traces), reporting warnings.
 
     A ``.duckdb`` database opens through :func:`trace_report.store.handle.open_database`, which
     needs DuckDB alone; traces go through :func:`trace_report.api.open_resolution` (the ingest
-    layers, pyarrow), so a command on a database starts without them."""
+    layers, pyarrow), so a command on a database starts without them. ``views``: the analysis
+    views the command reads, where it reads only a few: a database gets those alone (with the
+    views they read), which is most of the start-up of a command on a small database."""
     from trace_report.inputs import resolve  # the library loads when a command runs
     from trace_report.store.handle import open_database
 
     with resolve(targets) as found:
         if found.database is not None and found.dataset is None:
-            db = open_database(found.database, read_only=read_only)
+            db = open_database(found.database, read_only=read_only, views=views)
         else:
             db = _open_traces(found, targets, progress, read_only)
     print_summary(db.summary, verbose=False)

@@ -36,6 +36,8 @@ from pathlib import PurePosixPath
 
 import duckdb
 
+from trace_report.store.views import CATALOGS
+
 TABLE = "trace_runs"
 """TEMP table ``trace_runs(trace_id INTEGER, run VARCHAR, run_source VARCHAR)``."""
 
@@ -82,7 +84,8 @@ def _stem(path: PurePosixPath) -> str:
 def _read(con: duckdb.DuckDBPyConnection) -> list[_Trace]:
     """The traces with their run key: ``run_traces.run_key`` where the run tables are attached
     (:func:`trace_report.store.runs.attach_runs`), else ``traces.run_id``."""
-    linked = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'run_traces'").fetchone()[0]
+    linked = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {CATALOGS} AND table_name = 'run_traces'"
+                         ).fetchone()[0]
     keys = ("(SELECT trace_id, min(run_key) AS run_key FROM run_traces GROUP BY trace_id)" if linked else
             "(SELECT NULL::INTEGER AS trace_id, NULL::VARCHAR AS run_key WHERE false)")
     rows = con.execute(

@@ -18,18 +18,23 @@ import pandas as pd
 
 from trace_report.analyses.advise import advise
 from trace_report.analyses.collectives import CollectivesOptions, collectives
+from trace_report.analyses.critical_path import DATA_LOADING, CriticalPathOptions, CriticalPathResult, critical_path
 from trace_report.analyses.kernel_classes import FlagsOptions, flags
 from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
+from trace_report.analyses.modules import ModuleOptions, modules
 from trace_report.analyses.ops import OpsOptions, ops
 from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown
+from trace_report.analyses.sequences import SequenceOptions, sequences
+from trace_report.analyses.slice import SliceOptions, slice_trace
 from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
 from trace_report.analyses.utilization import gpu_utilization
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, resolve
+from trace_report.present.slice import write_chrome_trace
 from trace_report.store import tracedb
 from trace_report.store.database import create_schema
 from trace_report.store.export import open_parquet_dataset
@@ -111,6 +116,40 @@ class TraceDB(tracedb.TraceDB):
         see :func:`trace_report.analyses.launches.launches`."""
         return launches(self, LaunchOptions(rank=rank, per_launch=per_launch, steps_only=steps_only,
                                             hta_rounding=hta_rounding, all_launches=all_launches)).frame
+
+    def critical_path(self, *, rank: int | None = None, step: int | None = None,
+                      data_loading: tuple[str, ...] = DATA_LOADING, infer_syncs: bool = True,
+                      hta_rounding: bool = False, top: int = 10) -> CriticalPathResult:
+        """The critical path of each (rank, step) (``trace-report critical-path``): ``.frame`` ms on
+        the path by kind, ``.operators`` the top operators on it, ``.notes``; see
+        :func:`trace_report.analyses.critical_path.critical_path`."""
+        return critical_path(self, CriticalPathOptions(rank=rank, step=step, data_loading=data_loading,
+                                                       infer_syncs=infer_syncs, hta_rounding=hta_rounding, top=top))
+
+    def sequences(self, *, rank: int | None = None, operator: str | None = None, min_length: int = 2,
+                  max_length: int = 8, min_count: int = 2, steps_only: bool = True) -> pd.DataFrame:
+        """Repeated kernel sequences per launching operator, fusion candidates flagged
+        (``trace-report sequences``); see :func:`trace_report.analyses.sequences.sequences`."""
+        return sequences(self, SequenceOptions(rank=rank, operator=operator, min_length=min_length,
+                                               max_length=max_length, min_count=min_count,
+                                               steps_only=steps_only)).frame
+
+    def modules(self, *, rank: int | None = None, depth: int | None = None, by_step: bool = False) -> pd.DataFrame:
+        """The nn.Module tree: CPU time, GPU time of what each module launched, FLOP
+        (``trace-report modules``); see :func:`trace_report.analyses.modules.modules`."""
+        return modules(self, ModuleOptions(depth=depth, rank=rank, by_step=by_step)).frame
+
+    def slice(self, output: str | PathLike[str], *, steps: int | tuple[int, int] | None = None,
+              window: tuple[float | None, float | None] | None = None, rank: int | None = None,
+              source: bool = True, counters: bool = True) -> int:
+        """Write ProfilerSteps ``steps`` (N or (first, last)) and/or the ``window`` (µs on the
+        trace's clock) of one trace as a Chrome trace for Perfetto (``trace-report slice``; gzip
+        when ``output`` ends in ``.gz``); returns the number of events written. See
+        :func:`trace_report.analyses.slice.slice_trace`."""
+        span = (steps, steps) if isinstance(steps, int) else steps
+        result = slice_trace(self, SliceOptions(steps=span, window=window, rank=rank, source=source,
+                                                counters=counters))
+        return write_chrome_trace(Path(output), result.metadata, result.events)
 
     def collectives(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
         """Collectives per kind and message size (``trace-report collectives``); see

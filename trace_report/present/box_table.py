@@ -1,7 +1,8 @@
-"""Long tables drawn as Rich draws them, at the cost of string joins.
+"""Tables drawn as Rich draws them, at the cost of string joins.
 
 Rich lays out every cell through its renderable pipeline (measure, wrap, pad, crop): ~130 µs a cell,
-so ``trace-report roofline`` on a 1M-event trace spent 14 of its 17 s drawing 12,610 rows. The
+so ``trace-report roofline`` on a 1M-event trace spent 14 of its 17 s drawing 12,610 rows, and
+importing it is ~40 ms of every command's start (issue 35 item 3). The
 tables of :func:`trace_report.present.tables.render` are simple enough to draw directly: Rich's
 default box (``box.HEAVY_HEAD``), one space of padding each side, header cells aligned to the
 bottom and body cells to the top, each column justified left or right, cells already cut into
@@ -13,13 +14,25 @@ console, tabs or control characters, a title that would wrap): the caller then u
 
 from __future__ import annotations
 
+import functools
 import re
-
-from rich.cells import cell_len
+from types import ModuleType
 
 _PLAIN = re.compile("[\x00-\x09\x0b-\x1f\x7f\x85\xa0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000]")
 """Characters Rich would expand or strip (tabs, control codes, spaces other than U+0020): such a
 table is left to Rich."""
+
+
+def cell_len(text: str) -> int:
+    """Terminal cells ``text`` takes, as Rich counts them (``rich.cells.cell_len``; ASCII: its length)."""
+    return len(text) if text.isascii() else _rich_cells().cell_len(text)
+
+
+@functools.cache
+def _rich_cells() -> ModuleType:
+    import rich.cells  # ~10 ms: only for text that is not ASCII
+
+    return rich.cells
 
 
 def draw(title: str | None, headers: list[str], rows: list[list[str]], right: list[bool],

@@ -23,9 +23,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
-from rich.console import Console
-from rich.table import Table
-
 from trace_report.errors import InputError
 from trace_report.present import box_table, fit
 from trace_report.present.format import Format, OutputOptions
@@ -39,9 +36,7 @@ Printable: TypeAlias = "pd.DataFrame | Rows"
 """What :func:`emit` prints: a pandas DataFrame or rows fetched from DuckDB."""
 
 _PANDAS_MISSING = ("NAType", "NaTType")
-BOX_TABLE_ROWS = 200
-"""From this many rows a table is drawn by :mod:`~trace_report.present.box_table` (the text Rich
-would print, ~100x faster); shorter ones by Rich itself."""
+
 
 
 def _clean(value: Any) -> Any:
@@ -195,17 +190,18 @@ def render(frame: Printable, fmt: Format, title: str | None = None, *, full_name
     widths, width = fit.fit_widths(headers, rows, numeric, fit.table_width())
     shown = [col if w is None else fit.header_lines(col, w) for col, w in zip(headers, widths, strict=True)]
     fitted = fit.fit_rows(rows, widths, None if full_names else fit.MAX_LINES, headers)
-    if len(fitted) >= BOX_TABLE_ROWS:
-        drawn = box_table.draw(title, shown, fitted, numeric, widths, width)
-        if drawn is not None:
-            return drawn
-    return _rich_table(title, shown, fitted, numeric, widths, width)
+    drawn = box_table.draw(title, shown, fitted, numeric, widths, width)  # Rich's text, ~100x faster
+    return drawn if drawn is not None else _rich_table(title, shown, fitted, numeric, widths, width)
 
 
 def _rich_table(title: str | None, headers: list[str], rows: list[list[str]], numeric: list[bool],
                 widths: list[int | None], width: int) -> str:
     """The table drawn by Rich: text as it is (no markup, emoji codes or highlighting: a kernel
-    named ``k[abc]`` keeps its brackets)."""
+    named ``k[abc]`` keeps its brackets). Only for tables :mod:`~trace_report.present.box_table`
+    leaves to Rich."""
+    from rich.console import Console  # ~40 ms to import: most tables never need it
+    from rich.table import Table
+
     table = Table(title=title, show_lines=False)
     for col, num, w in zip(headers, numeric, widths, strict=True):
         table.add_column(col, justify="right" if num else "left", overflow="fold", width=w)

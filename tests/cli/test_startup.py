@@ -19,7 +19,7 @@ from conftest import REPO, CliResult, invoke, run_cli, trace_file
 from test_cli import plain_gpu_ops
 
 import trace_report as tr
-from trace_report.analyses.top_kernels import CPU_COLUMNS, TopKernelsOptions, cpu_self_time
+from trace_report.analyses.top_kernels import CPU_COLUMNS, TopKernelsOptions, cpu_self_time, top_kernels_sql
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.present.format import Format
 from trace_report.present.tables import render
@@ -127,8 +127,8 @@ def test_notebook_frame_has_the_dtypes_of_duckdb_df(small_db: tuple[Path, Path],
         frame = db.top_kernels(limit=10, by_rank=by_rank)
         cols = (["rank"] if by_rank else []) + ["name", "count", "total_us", "mean_us", "min_us", "max_us",
                                                  "pct_of_gpu_time", "kind"]
-        old = db.con.execute(sql_text("top_kernels.sql"), {"rank": None, "by_rank": by_rank, "limit": 10,
-                                                           "steps_only": False, "trace_ids": None}).df()
+        old = db.con.execute(top_kernels_sql(False), {"rank": None, "by_rank": by_rank, "limit": 10,
+                                                      "trace_ids": None}).df()
         old = old[cols].astype({"count": "int64", **({"rank": "int64"} if by_rank else {})})
         pd.testing.assert_frame_equal(frame, old)
         result = db.top_kernels_result(limit=10, by_rank=by_rank)  # rows and frame of one query
@@ -265,10 +265,12 @@ def test_the_console_script_exits_without_teardown_and_loses_no_output(tmp_path:
     assert bad.returncode == 1 and bad.stderr.startswith("Error: ") and len(bad.stderr.splitlines()) == 1
 
 
-TOP_KERNELS_VIEWS = {"events", "gpu_ops", "steps", "steps_only_gpu_ops", "gpu_op_launches_hta", "gpu_op_launches",
-                     "last_step_starts", "gpu_op_kinds", "gpu_op_kind_names", "runtime_calls"}
-"""What top_kernels.sql reads (``gpu_ops``, ``steps_only_gpu_ops``), ``steps`` (the check of
-``--steps-only``) and the views those read, by hand from store/sql/views.sql and views_comm.sql."""
+TOP_KERNELS_VIEWS = {"events", "gpu_ops"}
+"""What top_kernels.sql reads (``gpu_ops``; the CPU fallback ``events``)."""
+STEPS_ONLY_VIEWS = {"events", "gpu_ops", "steps", "steps_only_gpu_ops", "gpu_op_launches_hta", "gpu_op_launches",
+                    "last_step_starts", "gpu_op_kinds", "gpu_op_kind_names", "runtime_calls"}
+"""With ``--steps-only``: top_kernels.sql over ``steps_only_gpu_ops``, ``steps`` (its check) and the
+views those read, by hand from store/sql/views.sql and views_comm.sql."""
 
 
 def _temp_views(con: duckdb.DuckDBPyConnection, column: str = "view_name", listing: str = "duckdb_views()") -> set[str]:
@@ -300,6 +302,9 @@ def test_top_kernels_on_a_database_creates_only_the_views_it_reads(small_db: tup
     views, result = _temp_views_of_top_kernels([str(db), "-n", "3", "-f", "json"], monkeypatch)
     assert result.exit_code == 0, result.stderr
     assert views == TOP_KERNELS_VIEWS and len(json.loads(result.stdout)) == 3
+    views, result = _temp_views_of_top_kernels([str(db), "-n", "3", "--steps-only", "-f", "json"], monkeypatch)
+    assert result.exit_code == 0, result.stderr
+    assert views == STEPS_ONLY_VIEWS and len(json.loads(result.stdout)) == 3
     with tr.open(db) as handle:
         every = _temp_views(handle.con)
     assert every > TOP_KERNELS_VIEWS and {"regions", "kernel_classes", "gpu_utilization", "launch_bound"} <= every
@@ -352,7 +357,7 @@ def _created_alone(name: str) -> set[str]:
     """What ``create_views(con, [name])`` makes on a database without traces (views, macros and
     tables of the TEMP catalog); a view it reads but does not create is a Catalog Error."""
     from trace_report.store.events_view import empty_events_view
-    from trace_report.store.views import create_views, sql_text
+    from trace_report.store.views import create_views
 
     with duckdb.connect() as con:
         create_schema(con)
@@ -370,7 +375,7 @@ def test_a_view_created_alone_gets_every_view_it_reads() -> None:
     from trace_report.store.views import create_views
 
     assert _created_alone("steps") == {"events", "steps"}
-    assert _created_alone("steps_only_gpu_ops") == TOP_KERNELS_VIEWS
+    assert _created_alone("steps_only_gpu_ops") == STEPS_ONLY_VIEWS
     assert {"kernel_class_rules", "kernel_class_matches", "kernel_classes_of", "gpu_op_names", "gpu_ops"} < \
         _created_alone("kernel_classes")
     assert {"roof_for", "roof_bound", "roof_pct", "roofline_peaks", "ncu_launch_basics"} < _created_alone("roofline")

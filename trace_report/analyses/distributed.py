@@ -69,6 +69,7 @@ from trace_report.analyses.top_kernels import (
     _kernel_rows,
     cpu_self_time,
     rows_from_frame,
+    top_kernels_sql,
 )
 from trace_report.errors import InputError
 from trace_report.ingest.engine_ray import RayEngine, cluster_cpus, map_tasks
@@ -79,7 +80,6 @@ from trace_report.store.export import open_parquet_dataset
 from trace_report.store.partitions import EventPartition, batches, event_partitions, open_partition
 from trace_report.store.rows import Rows
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
 
 TASKS_PER_CPU = 4
 """Partitions are joined into at most this many tasks per CPU of the cluster: enough for balance,
@@ -103,7 +103,8 @@ def _kernels(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame
     """Per (rank, kind, name) of GPU operation (kernel, memcpy, memset) count/sum/min/max of
     ``dur_us`` (``top_kernels.sql``, no limit) and the partition's GPU time per rank."""
     params = {"rank": p["rank"], "by_rank": p["by_rank"], "steps_only": p["steps_only"]}
-    rows = db.con.execute(sql_text("top_kernels.sql"), {**params, "limit": None, "trace_ids": None}).df()
+    rows = db.con.execute(top_kernels_sql(p["steps_only"]),
+                          {"rank": p["rank"], "by_rank": p["by_rank"], "limit": None, "trace_ids": None}).df()
     return rows, db.con.execute(GPU_TIME_SQL, params).df()
 
 

@@ -61,6 +61,13 @@ class TopKernelsResult:
         return self.rows.df()
 
 
+def top_kernels_sql(steps_only: bool) -> str:
+    """``top_kernels.sql``, over view ``steps_only_gpu_ops`` instead of ``gpu_ops`` with
+    ``steps_only`` (HTA's iteration rule). One view named: only its chain is bound."""
+    sql = sql_text("top_kernels.sql")
+    return sql.replace("FROM gpu_ops e", "FROM steps_only_gpu_ops e") if steps_only else sql
+
+
 def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
     """Rank GPU operations (kernels, memcpy, memset) by total time.
 
@@ -82,10 +89,9 @@ def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKer
     db.check_rank(opts.rank)
     if opts.steps_only and not db.con.execute("SELECT count(*) FROM steps").fetchall()[0][0]:
         raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
-    params = {"rank": opts.rank, "by_rank": opts.by_rank, "steps_only": opts.steps_only,
-              "limit": None if opts.kernels_only else opts.limit,
+    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": None if opts.kernels_only else opts.limit,
               "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)}
-    rows = Rows.fetch(db.con, sql_text("top_kernels.sql"), params)
+    rows = Rows.fetch(db.con, top_kernels_sql(opts.steps_only), params)
     if not len(rows):
         return TopKernelsResult(rows_from_frame(cpu_self_time(db.con, opts), opts.by_rank, CPU_COLUMNS),
                                 NO_KERNELS_NOTE)

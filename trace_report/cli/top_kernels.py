@@ -24,10 +24,12 @@ from trace_report.cli.options import (
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
-VIEWS = ("gpu_ops", "steps_only_gpu_ops", "steps")
-"""The analysis views top-kernels reads (``top_kernels.sql``, and ``steps`` for ``--steps-only``;
-the CPU fallback reads ``events``): a database gets these alone, with the views they read
-(:func:`trace_report.cli.options.load`)."""
+VIEWS: tuple[str, ...] | None = ("gpu_ops",)
+"""The analysis views top-kernels reads (``top_kernels.sql``; the CPU fallback reads ``events``):
+a database gets these alone, with the views they read (:func:`trace_report.cli.options.load`);
+None: every view."""
+STEPS_ONLY_VIEWS = ("steps_only_gpu_ops", "steps")
+"""And with ``--steps-only``: ``top_kernels.sql`` over ``steps_only_gpu_ops``, ``steps`` for its check."""
 
 
 @app.command("top-kernels")
@@ -83,7 +85,8 @@ def top_kernels_cmd(
         with ray_session(ray_address), ray_load(targets) as db:
             per = per_run(db, lambda d: top_kernels_ray(d, opts), run=run, merge=merge_runs)
     else:
-        with load(targets, views=VIEWS) as db:
+        views = None if VIEWS is None else (*VIEWS, *(STEPS_ONLY_VIEWS if steps_only else ()))
+        with load(targets, views=views) as db:
             per = per_run(db, lambda d: top_kernels(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: [r.note] if r.note else []))

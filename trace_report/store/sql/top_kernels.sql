@@ -1,16 +1,15 @@
 -- Top GPU operations by total time: kernels, memcpy and memset ranked together (HTA's kernel
 -- breakdown shows memory operations as kernels of type MEMORY). Parameters: $rank (NULL = all
 -- ranks), $by_rank (BOOLEAN), $limit (rows, per rank when $by_rank), $trace_ids (NULL = every
--- trace), $steps_only (BOOLEAN: HTA's iteration rule, view steps_only_gpu_ops: operations launched
--- before the last ProfilerStep starts).
+-- trace). Reads view gpu_ops; HTA's iteration rule (steps only: operations launched before the
+-- last ProfilerStep starts) reads view steps_only_gpu_ops instead (analyses/top_kernels.py,
+-- top_kernels_sql: a query naming one view binds that view's chain alone, ~20 ms of a start).
 -- kind = 'kernel' | 'memcpy' | 'memset' (from cat kernel / gpu_memcpy / gpu_memset).
 -- pct_of_gpu_time = percent of the GPU time of the selection (kernels + memcpy + memset, the
 -- denominator flags and HTA's kernel breakdown use; of that rank's with $by_rank), so that the
 -- rows of a selection sum to 100 without $limit.
 WITH sel AS (
-    SELECT e.trace_id, e.cat, e.name, e.dur_us FROM gpu_ops e WHERE NOT $steps_only
-    UNION ALL
-    SELECT e.trace_id, e.cat, e.name, e.dur_us FROM steps_only_gpu_ops e WHERE $steps_only
+    SELECT e.trace_id, e.cat, e.name, e.dur_us FROM gpu_ops e
 ),
 k AS (
     SELECT CASE WHEN $by_rank THEN t.rank END AS rank,

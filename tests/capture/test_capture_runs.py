@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+import trace_report as tr
 from trace_report.capture.__main__ import main
 from trace_report.capture.config import CaptureConfig, validate
 from trace_report.capture.data import SyntheticCIFAR
@@ -77,11 +78,20 @@ def test_default_capture_writes_a_profiled_run(capsys, tmp_path, monkeypatch):
                               "--no-progress")
     (trace,) = traces_in(run_dir)
     assert TRACE_NAME.match(trace.name)
-    names = annotation_names(read_trace(trace))
+    doc = read_trace(trace)
+    names = annotation_names(doc)
     steps = sorted(n for n in names if n.startswith("ProfilerStep#"))
     assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]  # wait 1, warmup 1
     assert set(names) >= REGIONS
     assert sum(n == "forward" for n in names) == 3
+    # nn.Module events by default (issue 34 item 4: our own traces always have them): 20 convolutions
+    # a forward pass, 3 profiled steps; `modules` nests them under the model
+    convs = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"
+             and e.get("name", "").startswith("nn.Module: Conv2d_")]
+    assert len(convs) == 20 * 3
+    with tr.open(trace) as db:
+        tree = db.modules(depth=1)
+    assert len(tree) and (tree["calls"] == 3).all()
 
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["traces"] == [trace.name]

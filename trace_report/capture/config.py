@@ -99,7 +99,7 @@ class CaptureConfig:
     repeat: int = 1
     record_shapes: bool = False
     profile_memory: bool = False
-    with_stack: bool = False
+    with_stack: bool = True  # the Python tracer: nn.Module events (modules); with_modules alone records none
     # Nsight
     nsys: bool = False
     ncu: bool = False

@@ -151,7 +151,8 @@ def capture(
     profile_memory: Annotated[bool, typer.Option(
         help="Record memory events.", rich_help_panel=_PROF)] = DEFAULTS.profile_memory,
     with_stack: Annotated[bool, typer.Option(
-        help="Record Python stacks.", rich_help_panel=_PROF)] = DEFAULTS.with_stack,
+        help="Record Python calls and nn.Module events (what trace-report modules reads; the "
+             "profiler's active steps only).", rich_help_panel=_PROF)] = DEFAULTS.with_stack,
     nsys: Annotated[bool, typer.Option(
         help="Run under Nsight Systems (capture range = the profiler's active steps).",
         rich_help_panel=_NSIGHT)] = DEFAULTS.nsys,

@@ -529,6 +529,35 @@ def test_non_utf8_names_are_stored_escaped(tmp_path: Path) -> None:
     assert paths == [f"{archive}!m\\xfe.json", f"{folder}/r\\xfe.json"]
 
 
+def test_non_utf8_database_and_report_names_are_one_error_line(tmp_path: Path) -> None:
+    """DuckDB fails on a database name that is not UTF-8 with std::bad_cast (a RuntimeError and a
+    traceback), ncu_report with a TypeError: both refused with one Error line, nothing written."""
+    good = tmp_path / "good.duckdb"
+    trace = tmp_path / "t.json"
+    write_trace(trace, [event("k")])
+    assert invoke(["ingest", trace, "-o", good]).exit_code == 0
+    bad = _non_utf8(tmp_path, b"b\xff.duckdb")
+    os.replace(good, bad)
+    os.replace(tmp_path / "good.duckdb.events", Path(f"{bad}.events"))
+    made = _non_utf8(tmp_path, b"n\xfe.duckdb")
+    made.unlink()
+    message = ("DuckDB cannot open a database whose name is not valid UTF-8; rename it, or give a link to it "
+               "with a UTF-8 name")
+    for argv, shown in ((["top-kernels", bad], "b\\xff.duckdb"), (["ingest", trace, "-o", made], "n\\xfe.duckdb")):
+        result = invoke(argv)
+        assert result.exit_code == 1 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip().splitlines() == [f"Error: {tmp_path}/{shown}: {message}"]
+    written = [p.name for p in tmp_path.iterdir() if p.name.lstrip(".").startswith("n")]
+    assert written in ([], [".n\udcfe.duckdb.lock"])  # no database, no pieces (the writers' lock, as beside any)
+    report = sorted((TRACES.parent / "ncu").glob("*/*.ncu-rep")) if TRACES.is_dir() else []
+    if report:
+        copy = _non_utf8(tmp_path, b"r\xff.ncu-rep")
+        shutil.copyfile(report[0], copy)
+        result = invoke(["roofline", copy])
+        assert result.exit_code == 1 and "Traceback" not in result.stderr, result.stderr
+        assert "ncu_report cannot open a report whose name is not valid UTF-8" in result.stderr
+
+
 def test_fifo_given_explicitly_is_refused(tmp_path: Path) -> None:
     """A FIFO without a writer would block the first read for ever; a watchdog opens its writing
     end every 5 s, so a reader that waits fails this test instead of hanging it."""

@@ -16,6 +16,7 @@ from typing import Any
 from trace_report.errors import InputError
 from trace_report.formats.ncu_csv import screen_strings
 from trace_report.formats.ncu_types import INSTANCED, NcuData, fill_device_names
+from trace_report.pathtext import printable
 
 _SKIP_PREFIXES = ("group:", "breakdown:", "pmsampling:")
 
@@ -26,6 +27,11 @@ def _load(path: Path) -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise InputError(f"{path}: reading .ncu-rep files needs NVIDIA's ncu-report package "
                          "(pip install ncu-report)") from exc
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # ncu_report takes a C string: a TypeError and a traceback (issue 36)
+        raise InputError(f"{printable(path)}: ncu_report cannot open a report whose name is not valid UTF-8; "
+                         "rename it, or give a link to it with a UTF-8 name") from None
     try:
         return ncu_report, ncu_report.load_report(str(path))
     except (OSError, RuntimeError, ValueError) as exc:

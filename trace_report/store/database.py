@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 
 from trace_report.errors import DatabaseError
+from trace_report.pathtext import printable
 from trace_report.store.derived import prune as prune_derived
 from trace_report.store.events_view import create_events_view_from_files, empty_events_view, events_dir_for
 from trace_report.store.layout import (
@@ -50,6 +51,19 @@ def create_schema(con: duckdb.DuckDBPyConnection, with_views: bool = False) -> N
     if with_views:
         empty_events_view(con)
         create_views(con)
+
+
+def duckdb_name(path: Path) -> str:
+    """``path`` as DuckDB opens it. Raises :class:`DatabaseError` for a name that is not valid
+    UTF-8 (Python keeps its bytes as surrogate escapes; DuckDB's C++ side fails on them with
+    ``std::bad_cast``, a RuntimeError and a traceback, issue 36)."""
+    name = os.fspath(path)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DatabaseError(f"{printable(path)}: DuckDB cannot open a database whose name is not valid UTF-8; "
+                            "rename it, or give a link to it with a UTF-8 name") from None
+    return name
 
 
 def _friendly(exc: Exception, path: Path) -> DatabaseError:
@@ -106,7 +120,7 @@ def _open_ours(path: Path, read_only: bool, *, writing: bool = False) -> duckdb.
     """A connection to ``path`` after checking it is a trace-report database (else closed), and,
     ``writing``, one whose schema this code knows (:func:`_check_writable`)."""
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        con = duckdb.connect(duckdb_name(path), read_only=read_only)
     except duckdb.Error as exc:
         raise _friendly(exc, path) from exc
     try:
@@ -205,6 +219,7 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     written by a newer trace-report (:data:`SCHEMA_VERSION`) or cannot be written.
     """
     path = database_path(path)
+    duckdb_name(path)  # refused before anything is written
     if path.is_dir():
         raise DatabaseError(f"{path}: is a directory, not a database file")
     if not path.parent.is_dir():
@@ -216,7 +231,7 @@ def atomic_database(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             _check_existing(path)
             shutil.copyfile(path, tmp)
             _copy_owner_and_mode(path, tmp)
-        con = duckdb.connect(str(tmp))
+        con = duckdb.connect(duckdb_name(tmp))
     except (OSError, duckdb.Error) as exc:
         remove_database_file(tmp)
         raise _write_error(exc, path) from exc

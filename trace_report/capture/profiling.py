@@ -81,7 +81,6 @@ def make_profiler(
         record_shapes=cfg.record_shapes,
         profile_memory=cfg.profile_memory,
         with_stack=cfg.with_stack,  # python_function events, nn.Module ones among them (active steps only)
-        with_modules=cfg.with_stack,
     )
 
 

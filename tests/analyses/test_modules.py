@@ -116,7 +116,7 @@ def test_no_module_events_give_a_note_and_no_rows() -> None:
     finally:
         db.close()
     assert result.frame.empty and list(result.frame.columns)[:3] == ["rank", "module", "depth"]
-    assert any("with_modules=True" in n for n in result.notes)
+    assert any("torch.profiler.profile(with_stack=True)" in n for n in result.notes)
 
 
 def test_cli_depth_json_and_errors(bert: tuple[Path, Any]) -> None:

@@ -1,7 +1,8 @@
 """Per-module attribution (TraceLens' nn.Module tree): which layer costs what.
 
 Each call of an ``nn.Module`` (python_function events named ``nn.Module: <Class>_<n>``, written
-when the trace was profiled with ``with_modules=True`` / ``with_stack=True``) or of a
+when the trace was profiled with ``with_stack=True``; ``with_modules=True`` alone records none in
+eager mode, torch 2.14) or of a
 ``## name ##`` annotation (``record_function("## forward ##")``, inductor's
 ``## Call CompiledFxGraph ... ##``) gets a place in the module tree (``path``: the enclosing
 modules on its thread, outermost first, joined by ``.``; ``depth``: the number of names), its CPU
@@ -31,8 +32,8 @@ COLUMNS = ["rank", "step", "module", "depth", "kind", "calls", "steps", "cpu_us"
            "flop", "path"]
 """The columns of :func:`modules` (``step`` only with ``by_step``, ``steps`` only without it)."""
 
-PROFILE_HINT = ("profile with torch.profiler.profile(with_modules=True, with_stack=True) to record "
-                "nn.Module events")
+PROFILE_HINT = ("profile with torch.profiler.profile(with_stack=True) to record nn.Module events "
+                "(with_modules=True alone records none in eager mode; trace-report capture records them)")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ def modules_cmd(
     """Per nn.Module, as a tree: calls, CPU time (cpu_us, inclusive), the GPU operations launched
     on its thread during it (gpu_ops, gpu_us; by correlation id) and the FLOP of its operators
     that have shapes (flop). Modules come from the nn.Module events of a trace profiled with
-    with_modules=True / with_stack=True (and '## name ##' record_function ranges); path is the
+    with_stack=True, as capture records them (and '## name ##' record_function ranges); path is the
     enclosing modules, outermost first (TraceLens' nn.Module tree).
 
     \b

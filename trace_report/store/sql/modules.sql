@@ -10,8 +10,8 @@
 -- the stack that encloses it; nn.Module events are python_function events named "nn.Module: ...";
 -- TreePerf/tree_perf.py, build_nn_module_latency_tree: a module's GPU events are those of its
 -- subtree):
---   marks      python_function events named 'nn.Module: <Class>_<n>' (with_modules=True /
---              with_stack=True; <n> numbers the instances of a class) -> kind 'module', name
+--   marks      python_function events named 'nn.Module: <Class>_<n>' (with_stack=True;
+--              <n> numbers the instances of a class) -> kind 'module', name
 --              '<Class>_<n>'; user_annotation / cpu_op events named '## ... ##' (record_function
 --              phase markers such as '## forward ##', inductor's '## Call CompiledFxGraph ... ##')
 --              -> kind 'annotation', the name as it is.

@@ -1,6 +1,6 @@
 -- Counter track of `trace-report slice`: allocated and reserved bytes per device over time, the
 -- values of view memory_events (what `trace-report memory --timeline` prints) with its rules
--- (store/sql/views_memory.sql: device from "Device Type"/"Device Id"; allocated = "Total
+-- (store/sql/views_memory.sql: the fields of view memory_event_fields; allocated = "Total
 -- Allocated", or, in 2021 traces that carry only "Bytes", the running sum of Bytes since the
 -- trace began in (ts_us, event_id) order), evaluated over [$lo, $hi] alone: the view's running
 -- sum sorts every [memory] event of the trace, and a trace may hold millions. The level before
@@ -9,20 +9,9 @@
 -- Rows: device, pid (the process that recorded the events), ts_us (the first row of a device is
 -- the level in force at $lo, moved to $lo), allocated_bytes, reserved_bytes.
 -- Parameters: $trace_id, $lo, $hi (µs on the trace's clock).
-WITH raw AS (
-    SELECT event_id, ts_us, pid, args::JSON AS a FROM events WHERE trace_id = $trace_id AND name = '[memory]'
-),
-m AS (
-    SELECT event_id, ts_us, pid,
-           CASE TRY_CAST(a ->> 'Device Type' AS INTEGER)
-               WHEN 0 THEN 'cpu'
-               WHEN 1 THEN 'cuda:' || coalesce(a ->> 'Device Id', '0')
-               ELSE 'type' || coalesce(a ->> 'Device Type', '?') || ':' || coalesce(a ->> 'Device Id', '?')
-           END AS device,
-           TRY_CAST(a ->> 'Bytes' AS BIGINT) AS bytes,
-           TRY_CAST(a ->> 'Total Allocated' AS BIGINT) AS total_allocated,
-           TRY_CAST(a ->> 'Total Reserved' AS BIGINT) AS reserved_bytes
-    FROM raw
+WITH m AS (
+    SELECT event_id, ts_us, pid, device, bytes, total_allocated, reserved_bytes
+    FROM memory_event_fields WHERE trace_id = $trace_id
 ),
 before AS (
     SELECT device, arg_max(pid, (ts_us, event_id)) AS pid, arg_max(total_allocated, (ts_us, event_id)) AS total,

@@ -6,13 +6,10 @@
 -- only "Bytes": allocated_bytes is then the running sum of Bytes since the trace began
 -- (relative: what was allocated before is unknown, as in torch-tb-profiler's memory curve) and
 -- totals_known is false.
-CREATE OR REPLACE TEMP VIEW memory_events AS
-SELECT trace_id, event_id, ts_us, device, bytes,
-       coalesce(total_allocated, CAST(sum(bytes) OVER (PARTITION BY trace_id, device ORDER BY ts_us, event_id
-                                                      ROWS UNBOUNDED PRECEDING) AS BIGINT)) AS allocated_bytes,
-       reserved_bytes, total_allocated IS NOT NULL AS totals_known
-FROM (
-SELECT trace_id, event_id, ts_us,
+-- memory_event_fields: each [memory] event's fields parsed from its args (the one place they are
+-- read: memory_events below, and slice_memory.sql's counter track over one window).
+CREATE OR REPLACE TEMP VIEW memory_event_fields AS
+SELECT trace_id, event_id, ts_us, pid,
        CASE TRY_CAST(a ->> 'Device Type' AS INTEGER)
            WHEN 0 THEN 'cpu'
            WHEN 1 THEN 'cuda:' || coalesce(a ->> 'Device Id', '0')
@@ -21,4 +18,11 @@ SELECT trace_id, event_id, ts_us,
        TRY_CAST(a ->> 'Bytes' AS BIGINT) AS bytes,
        TRY_CAST(a ->> 'Total Allocated' AS BIGINT) AS total_allocated,
        TRY_CAST(a ->> 'Total Reserved' AS BIGINT) AS reserved_bytes
-FROM (SELECT trace_id, event_id, ts_us, args::JSON AS a FROM events WHERE name = '[memory]'));
+FROM (SELECT trace_id, event_id, ts_us, pid, args::JSON AS a FROM events WHERE name = '[memory]');
+
+CREATE OR REPLACE TEMP VIEW memory_events AS
+SELECT trace_id, event_id, ts_us, device, bytes,
+       coalesce(total_allocated, CAST(sum(bytes) OVER (PARTITION BY trace_id, device ORDER BY ts_us, event_id
+                                                      ROWS UNBOUNDED PRECEDING) AS BIGINT)) AS allocated_bytes,
+       reserved_bytes, total_allocated IS NOT NULL AS totals_known
+FROM memory_event_fields;

@@ -250,11 +250,10 @@ def _queue_lengths(gpu: list[cpg.Event], launches: dict[int, cpg.Event], cuda_gr
             ev.n_launch = n_of[(ev.launch, ev.stream)]
 
 
-def _windows(db: TraceDB, trace_id: int, events: TraceEvents,
+def _windows(steps: list[tuple[int | None, float, float]], events: TraceEvents,
              step: int | None) -> list[tuple[int | None, float, float]]:
-    """(step, start us, end us) of each ProfilerStep of the trace (or of ``step``); the whole trace
-    (step None) when it has no steps, as HTA's ``annotation=""``."""
-    steps = _step_windows(db, trace_id, step)
+    """``steps`` (:func:`_step_windows`), or the whole trace (step None) when it has no steps, as
+    HTA's ``annotation=""``."""
     if steps:
         return steps
     if step is not None or not events.cpu:
@@ -298,7 +297,7 @@ def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> Criti
         one_step = opts.step is not None and steps
         cpu_window = (min(s for _, s, _ in steps), max(e for *_, e in steps)) if one_step else None
         events = load_trace(db, trace_id, opts, cpu_window)
-        for step, start, end in _windows(db, trace_id, events, opts.step):
+        for step, start, end in _windows(steps, events, opts.step):
             try:
                 graph = cpg.build(window_of(events, start, end, patterns))
                 length, path = cpg.longest_path(graph)

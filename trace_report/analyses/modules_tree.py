@@ -47,8 +47,8 @@ def module_calls(con: duckdb.DuckDBPyConnection, rank: int | None) -> pa.Table:
     finally:
         con.unregister(MARKS_TABLE)
     m = {k: marks.column(k).to_numpy(zero_copy_only=False) for k in ("trace_id", "pid", "tid", "ts_us", "end_us")}
-    thread = _thread_numbers(m["trace_id"], m["pid"], m["tid"])
     keys = _thread_keys(m["trace_id"], m["pid"], m["tid"])
+    thread = _lookup(keys, m["trace_id"], m["pid"], m["tid"])
     names = marks.column("name").to_pylist()
     paths, depth = _paths(thread, m["ts_us"].astype(np.float64), m["end_us"].astype(np.float64), names)
     l_thread = _lookup(keys, launches["trace_id"], launches["pid"], launches["tid"])
@@ -85,10 +85,6 @@ def _thread_keys(trace_id: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> dict
     for key in zip(trace_id.tolist(), pid.tolist(), tid.tolist(), strict=True):
         keys.setdefault(key, len(keys))
     return keys
-
-
-def _thread_numbers(trace_id: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    return _lookup(_thread_keys(trace_id, pid, tid), trace_id, pid, tid)
 
 
 def _lookup(keys: dict[tuple, int], trace_id: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -155,16 +151,18 @@ def _outermost(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, event_id: np
 
 def _inside(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, item_thread: np.ndarray, item_ts: np.ndarray,
             weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per call: the number of items of its thread starting in [ts, end), and their summed weight."""
+    """Per call (calls sorted by thread, at least one): the number of items of its thread starting
+    in [ts, end), and their summed weight."""
     count, total = np.zeros(len(ts), np.int64), np.zeros(len(ts), np.float64)
     keep = item_thread >= 0
     order = np.lexsort((item_ts[keep], item_thread[keep]))
     it, its = item_thread[keep][order], item_ts[keep][order].astype(np.float64)
     w = np.asarray(weight, dtype=np.float64)[keep][order]
     w = np.r_[w, 0.0]  # a spare last item: every slice end is a valid index of np.add.reduceat
-    for th in np.unique(thread).tolist():
+    bounds = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1], True])  # calls come sorted by thread
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        th, rows = thread[a], np.arange(a, b)
         lo_t, hi_t = np.searchsorted(it, th, "left"), np.searchsorted(it, th, "right")
-        rows = np.flatnonzero(thread == th)
         seg = its[lo_t:hi_t]
         lo = np.searchsorted(seg, ts[rows].astype(np.float64), "left") + lo_t
         hi = np.searchsorted(seg, end[rows].astype(np.float64), "left") + lo_t

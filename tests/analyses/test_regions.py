@@ -281,6 +281,57 @@ def test_nested_steps_take_the_latest_starting_window(tmp_path):
     assert {s: n for s, n, _ in launched} == {s: n for s, (n, _) in want.items()}
 
 
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _covered(spans: list[tuple[float, float]], within: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in _union(spans) for c, d in within)
+
+
+def test_overlapping_steps_count_each_instant_once_in_breakdown(tmp_path):
+    """Issue 36 item 6: a ProfilerStep nested in step a (from a quarter to half of it) and one
+    overlapping a's end (from three quarters of a to the middle of the next step). Summed over
+    steps, breakdown's wall time is the union of the step spans and wall - idle the GPU busy time
+    inside that union (a plain pass over the JSON), not the steps' durations added up; per step,
+    wall and wall - idle are view gpu_utilization's (the same clipped windows); a note says so."""
+    doc = load_json(trace_file("hta_a100_ddp_nccl"))
+    events = events_of(doc)
+    steps = steps_of(events)
+    a, nxt = steps[1], steps[2]
+    nested = {**a, "name": "ProfilerStep#998", "ts": a["ts"] + a["dur"] / 4, "dur": a["dur"] / 4}
+    start = a["ts"] + 3 * a["dur"] / 4
+    crossing = {**a, "name": "ProfilerStep#999", "ts": start, "dur": nxt["ts"] + nxt["dur"] / 2 - start}
+    path = tmp_path / "overlapping.json"
+    path.write_text(json.dumps({**doc, "traceEvents": [*events, nested, crossing]}))
+    spans = _union([(e["ts"], e["ts"] + e["dur"]) for e in [*steps, nested, crossing]])
+    busy = _covered([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") in GPU_OPS],
+                    spans)
+    recorded = sum(e["dur"] for e in [*steps, nested, crossing])
+    wall = sum(b - a for a, b in spans)
+    assert recorded - wall > 0.3 * a["dur"]  # the overlap the old sum counted twice
+    with tr.open(path) as db:
+        result = breakdown(db, BreakdownOptions())
+        per_step = breakdown(db, BreakdownOptions(by_step=True)).frame
+        util = db.con.execute("SELECT step, wall_us, busy_us FROM gpu_utilization").df()
+    total = result.frame
+    assert total["wall_us"].sum() == pytest.approx(wall, rel=1e-9)
+    assert (total["wall_us"] - total["idle_us"]).sum() == pytest.approx(busy, rel=1e-9)
+    assert any("2 step(s) start before an earlier one ends" in n and "1 lie inside" in n for n in result.notes), \
+        result.notes  # the crossing step and the next one
+    got = per_step[per_step["step"].notna()].groupby("step")[["wall_us", "idle_us"]].sum()
+    assert got.loc[998, "wall_us"] == 0 and got.loc[998, "idle_us"] == 0
+    for step, wall_us, busy_us in util.itertuples(index=False):
+        assert got.loc[step, "wall_us"] == pytest.approx(wall_us, rel=1e-9), step
+        assert got.loc[step, "wall_us"] - got.loc[step, "idle_us"] == pytest.approx(busy_us, rel=1e-9, abs=1e-6)
+
+
 def test_a_zero_length_step_at_a_step_start_takes_no_kernel(tmp_path):
     """Edge case absent from the real traces, so a four-event trace: a zero-length
     ProfilerStep#1 written before, and starting with, ProfilerStep#2 [10, 20) us; a kernel

@@ -119,8 +119,12 @@ def breakdown_traces(con: duckdb.DuckDBPyConnection, opts: BreakdownOptions) -> 
 
 
 _QUERIES = {
-    "windows": "SELECT trace_id, window_id, step, pid, ts_us, end_us FROM step_windows "
-               "WHERE list_contains($ids, trace_id) ORDER BY trace_id, ts_us",
+    # wall_ts_us: where the window's summed time starts (view step_wall_windows: a step that starts
+    # before earlier ones have ended starts at their end; a nested one's at its own end, no time)
+    "windows": "SELECT w.trace_id, w.window_id, w.step, w.pid, w.ts_us, w.end_us, "
+               "coalesce(s.ts_us, w.ts_us) AS wall_ts_us, s.overlap FROM step_windows w "
+               "LEFT JOIN step_wall_windows s ON s.trace_id = w.trace_id AND s.event_id = w.window_id "
+               "WHERE list_contains($ids, w.trace_id) ORDER BY w.trace_id, w.ts_us",
     # priority order within a window: markers before spans, then the latest start, then the shortest
     "regions": "SELECT trace_id, window_id, region, kind, tid, ts_us, end_us FROM regions "
                "WHERE list_contains($ids, trace_id) "
@@ -154,13 +158,14 @@ class _Window:
     pid: str | None
     ts_us: float
     end_us: float
+    wall_ts_us: float  # where its time is counted from: ts_us, or later where it overlaps earlier steps
 
 
 def _windows(table: pa.Table) -> list[_Window]:
     cols = table.to_pydict()
-    return [_Window(int(t), int(w), np.nan if s is None else float(s), p, float(a), float(b))
-            for t, w, s, p, a, b in zip(cols["trace_id"], cols["window_id"], cols["step"], cols["pid"],
-                                        cols["ts_us"], cols["end_us"], strict=True)]
+    return [_Window(int(t), int(w), np.nan if s is None else float(s), p, float(a), float(b), float(c))
+            for t, w, s, p, a, b, c in zip(cols["trace_id"], cols["window_id"], cols["step"], cols["pid"],
+                                           cols["ts_us"], cols["end_us"], cols["wall_ts_us"], strict=True)]
 
 
 def _label_kernels(w: _WindowRegions, ks: Columns, gpu_marks: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -333,7 +338,12 @@ def _region_sums(windows: list[_WindowRegions], gpu_by_trace: dict[int, BusyTime
                  threads_of: dict[tuple, list[BusyTime]]) -> np.ndarray:
     """wall/idle/cpu µs per (window, region): shape (len(windows) * 6, 3), rows window by window in
     :data:`REGIONS` order. Each window's time is cut into the segments of its Partition, each owned
-    by a region (``other`` where none covers it); busy time is looked up for all segments at once."""
+    by a region (``other`` where none covers it); busy time is looked up for all segments at once.
+
+    Only the time from the window's ``wall_ts_us`` on is counted, so that overlapping steps count
+    each instant once, as GPU utilisation does (view ``step_wall_windows``): a step clipped to
+    start where earlier ones end loses its first segments, a nested one counts no time (its
+    kernels keep their GPU time: each kernel is in one step)."""
     n = len(REGIONS)
     win, lab, a, b = [], [], [], []
     for i, wr in enumerate(windows):
@@ -351,6 +361,8 @@ def _region_sums(windows: list[_WindowRegions], gpu_by_trace: dict[int, BusyTime
     if not windows:
         return out
     win, lab, a, b = (np.concatenate(x) for x in (win, lab, a, b))
+    counted_from = np.array([wr.w.wall_ts_us for wr in windows])[win]
+    a, b = np.maximum(a, counted_from), np.maximum(b, counted_from)
     cell, length = win * n + lab, b - a
     out[:, 0] = np.bincount(cell, weights=length, minlength=len(out))
     traces = np.array([wr.w.trace_id for wr in windows], dtype=np.int64)
@@ -455,12 +467,23 @@ def compute_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict
         spans = int(((wr.regs["kind"] == "span") & (wr.regs["code"] == _REGION_CODE["forward"])).sum())
         fwd[wr.w.trace_id] = fwd.get(wr.w.trace_id, 0) + spans
     no_steps = {w.trace_id for w in windows if w.window_id == -1}
+    overlaps = _overlaps(rows["windows"])
     rows_of = {t: g for t, g in table.groupby("trace_id", sort=False)}
     out = {}
     for t in ids:
         out[t] = (rows_of[t].reset_index(drop=True) if t in rows_of else table.iloc[:0],
                   {"bases": bases.get(t, bases_frame([], [], [])), "no_gpu": [t] if t not in gpu_by_trace else [],
-                   "no_steps": [t] if t in no_steps else [], "fwd_spans": fwd.get(t, 0)})
+                   "no_steps": [t] if t in no_steps else [], "fwd_spans": fwd.get(t, 0),
+                   "overlaps": overlaps.get(t, [0, 0])})
+    return out
+
+
+def _overlaps(windows: pa.Table) -> dict[int, list[int]]:
+    """Per trace with overlapping steps: [clipped, nested] step counts (view step_wall_windows)."""
+    out: dict[int, list[int]] = {}
+    for t, kind in zip(windows.column("trace_id").to_pylist(), windows.column("overlap").to_pylist(), strict=True):
+        if kind in ("clipped", "nested"):
+            out.setdefault(int(t), [0, 0])[kind == "nested"] += 1
     return out
 
 
@@ -502,6 +525,11 @@ def _notes(traces: pd.DataFrame, facts: dict) -> list[str]:
     label = dict(zip(traces["trace_id"], traces["path"], strict=True))
     if facts["no_steps"]:
         notes.append(f"no ProfilerStep in {len(facts['no_steps'])} trace(s): each is one window (step empty)")
+    clipped, nested = facts["overlaps"]
+    if clipped or nested:
+        notes.append(f"ProfilerSteps overlap: {clipped} step(s) start before an earlier one ends and are counted "
+                     f"from its end, {nested} lie inside earlier ones and count no wall time (their kernels are "
+                     "theirs); each instant is counted once, as in GPU utilisation")
     if facts["fwd_spans"]:
         notes.append("no forward range named in some steps: forward runs from the step start (or the previous "
                      "backward pass) to the first backward op (torch-tb-profiler conventions)")
@@ -600,6 +628,7 @@ def merge_region_tables(parts: list[tuple[pd.DataFrame, dict]]) -> tuple[pd.Data
         "no_gpu": sorted(t for f in facts for t in f["no_gpu"]),
         "no_steps": sorted(t for f in facts for t in f["no_steps"]),
         "fwd_spans": sum(f["fwd_spans"] for f in facts),
+        "overlaps": [sum(f["overlaps"][0] for f in facts), sum(f["overlaps"][1] for f in facts)],
     }
     return table, merged
 

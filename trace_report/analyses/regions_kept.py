@@ -64,14 +64,15 @@ def empty_part(trace_id: int) -> RegionPart:
     """The part of a trace without events: no window, no GPU activity, no kernels."""
     table = pd.DataFrame({c: pd.Series(dtype=np.int64 if c in _INTEGERS else object if c == "region" else float)
                           for c in TABLE_COLUMNS})
-    return table, {"bases": bases_frame([], [], []), "no_gpu": [trace_id], "no_steps": [], "fwd_spans": 0}
+    return table, {"bases": bases_frame([], [], []), "no_gpu": [trace_id], "no_steps": [], "fwd_spans": 0,
+                   "overlaps": [0, 0]}
 
 
 def part_to_arrow(table: pd.DataFrame, facts: dict) -> pa.Table:
     """One trace's rows with its facts as JSON in the schema's metadata."""
     bases = {str(b): [int(r["kernels"]), float(r["dur_us"])] for b, r in facts["bases"].iterrows()}
     meta = {"bases": bases, "no_gpu": bool(facts["no_gpu"]), "no_steps": bool(facts["no_steps"]),
-            "fwd_spans": int(facts["fwd_spans"])}
+            "fwd_spans": int(facts["fwd_spans"]), "overlaps": [int(n) for n in facts["overlaps"]]}
     out = pa.Table.from_pandas(table[TABLE_COLUMNS], preserve_index=False)
     return out.replace_schema_metadata({_FACTS_KEY: json.dumps(meta).encode()})
 
@@ -90,7 +91,8 @@ def part_from_arrow(kept: pa.Table, trace_id: int) -> RegionPart | None:
         bases = bases_frame(list(meta["bases"]), [k for k, _ in meta["bases"].values()],
                             [us for _, us in meta["bases"].values()])
         facts = {"bases": bases, "no_gpu": [trace_id] if meta["no_gpu"] else [],
-                 "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": int(meta["fwd_spans"])}
+                 "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": int(meta["fwd_spans"]),
+                 "overlaps": [int(n) for n in meta["overlaps"]]}
     except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException):
         return None
     return table, facts

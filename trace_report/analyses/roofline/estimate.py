@@ -188,6 +188,10 @@ def _padding(op: str, concrete: list[str] | None, pos: dict[str, int], nsp: int,
     return _ints(concrete[i], nsp, 0)
 
 
+_COUNTED_ARGS = ("Input Dims", "Input dims", "Input type", "Concrete Inputs")
+"""The args :func:`count_op` reads."""
+
+
 def count_op(op: str, args: dict[str, Any]) -> tuple[OpCount, str | None]:
     """(FLOP/bytes, dtype) of one ``cpu_op`` from its args; OpCount(None...) with a note when the
     shapes are missing or unusable."""
@@ -337,12 +341,18 @@ def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> p
         con.unregister("_estimate_ops")
     ops = ops.merge(times, on=["trace_id", "event_id"], how="left")
     rows = []
+    counted: dict[tuple[str, str], tuple[OpCount, str | None]] = {}
     for r in ops.itertuples(index=False):
         try:
             args = json.loads(r.args) if r.args else {}
         except ValueError:
             args = {}
-        count, dtype = count_op(r.name, args)
+        # count_op reads these args alone: the same operator with the same shapes is counted once
+        # (a training loop repeats each GEMM/convolution every step)
+        key = (r.name, json.dumps([args.get(k) for k in _COUNTED_ARGS]))
+        if key not in counted:
+            counted[key] = count_op(r.name, args)
+        count, dtype = counted[key]
         time_s = r.kernel_us * 1e-6 if pd.notna(r.kernel_us) else None
         rows.append({
             "trace_id": r.trace_id, "event_id": r.event_id, "op": r.name,

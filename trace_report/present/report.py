@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -193,8 +194,11 @@ def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
     return [(f"GPU busy (of {basis})", text)]
 
 
-def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions) -> Section | None:
-    """Top kernels (chart and table), regions per step, kernel classes, step timeline, roofline."""
+def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
+                         classes: Callable[[], tuple[pd.DataFrame, list[str]]] | None = None) -> Section | None:
+    """Top kernels (chart and table), regions per step, kernel classes, step timeline, roofline.
+    ``classes``: :func:`flags_summary` of these options, computed once per report (the Kernel
+    classes section shows the same table)."""
     n = _scalar(con, "SELECT count(*) FROM traces")
     if not n:
         return None
@@ -209,7 +213,7 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
                          "(the timeline shows one step of one trace)")
     _top_kernels(sec, db, opts, runs)
     _regions(sec, db, con, opts, runs)
-    fl = attempt(sec, "kernel classes", lambda: flags_summary(db, opts, runs)[0])
+    fl = attempt(sec, "kernel classes", lambda: (classes or (lambda: flags_summary(db, opts, runs)))()[0])
     if fl is not None and fl["gpu_us"].fillna(0).gt(0).any():
         sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl)))
     trace_id = None if opts.rank is None else _scalar(
@@ -317,11 +321,12 @@ def flags_summary(db: TraceDB, opts: ReportOptions,
     return _per_run(runs, build), list(dict.fromkeys(notes))
 
 
-def flags_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions) -> Section | None:
+def flags_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
+                  classes: Callable[[], tuple[pd.DataFrame, list[str]]] | None = None) -> Section | None:
     """Share of GPU time per kernel class (TF32, tensor core, layout conversion...), per run when
-    there are several."""
+    there are several. ``classes``: as :func:`trace_charts_section`'s."""
     try:
-        summary, notes = flags_summary(db, opts, trace_runs(con))
+        summary, notes = (classes or (lambda: flags_summary(db, opts, trace_runs(con))))()
     except TraceReportError:
         return None
     if not summary["gpu_us"].fillna(0).gt(0).any():
@@ -442,12 +447,13 @@ def _trace_sections(db: TraceDB, opts: ReportOptions, *, experiments: bool = Fal
     """The sections computed from the traces in view (all, or one run's inside a scope)."""
     con = db.con
     advice = advice_of(db, opts)
+    classes = cache(lambda: flags_summary(db, opts, trace_runs(con)))  # charted, then tabled
     builders = [lambda: headline_section(db, con, opts, advice),
-                lambda: trace_charts_section(db, con, opts), lambda: stragglers_section(db, opts.rank),
+                lambda: trace_charts_section(db, con, opts, classes), lambda: stragglers_section(db, opts.rank),
                 lambda: comm_section(db, opts.rank, Section, table_html), lambda: ops_section(db, opts.rank),
                 lambda: memory_section(db, opts.rank, trace_runs(con)),
                 lambda: experiments_section(con) if experiments else None,
-                lambda: flags_section(db, con, opts), lambda: deeper_section(db, opts.rank, opts.step),
+                lambda: flags_section(db, con, opts, classes), lambda: deeper_section(db, opts.rank, opts.step),
                 lambda: advice_section(advice)]
     return [s for s in (build() for build in builders) if s is not None]
 

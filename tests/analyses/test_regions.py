@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 
 import pytest
+from advise_traces import union
 from conftest import (
     GPU_OP_CATS,
     KERNEL_CATS,
@@ -281,18 +282,8 @@ def test_nested_steps_take_the_latest_starting_window(tmp_path):
     assert {s: n for s, n, _ in launched} == {s: n for s, (n, _) in want.items()}
 
 
-def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 def _covered(spans: list[tuple[float, float]], within: list[tuple[float, float]]) -> float:
-    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in _union(spans) for c, d in within)
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in union(spans) for c, d in within)
 
 
 def test_overlapping_steps_count_each_instant_once_in_breakdown(tmp_path):
@@ -310,7 +301,7 @@ def test_overlapping_steps_count_each_instant_once_in_breakdown(tmp_path):
     crossing = {**a, "name": "ProfilerStep#999", "ts": start, "dur": nxt["ts"] + nxt["dur"] / 2 - start}
     path = tmp_path / "overlapping.json"
     path.write_text(json.dumps({**doc, "traceEvents": [*events, nested, crossing]}))
-    spans = _union([(e["ts"], e["ts"] + e["dur"]) for e in [*steps, nested, crossing]])
+    spans = union([(e["ts"], e["ts"] + e["dur"]) for e in [*steps, nested, crossing]])
     busy = _covered([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") in GPU_OPS],
                     spans)
     recorded = sum(e["dur"] for e in [*steps, nested, crossing])

@@ -201,13 +201,17 @@ def _big_trace(path: Path, events: int) -> None:
 
 # Decoding runs in threads of the ingest process when the compiled scanner is installed, in
 # forked worker processes when it is not: the second case is made by hiding the scanner module.
-NO_SCANNER = ("import sys; sys.modules['trace_report.formats._scan'] = None; "
-              "from trace_report.cli.app import main; main()")
+# Both start with SIGINT as an interactive shell leaves it: a test run started in the background
+# by a shell without job control (`cmd &` in a script, as some CI runners do) inherits SIGINT
+# ignored, and an ignored SIGINT stays ignored (interrupts.handling), so the ingest ran to its
+# end with exit 0 and the test failed.
+AS_A_TERMINAL = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+NO_SCANNER = "sys.modules['trace_report.formats._scan'] = None; "
+MAIN = "from trace_report.cli.app import main; main()"
 
 
 def _ingest_process(trace: Path, db: Path, engine: str) -> subprocess.Popen[str]:
-    start = [sys.executable, "-c", NO_SCANNER] if engine == "processes" else \
-        [sys.executable, "-m", "trace_report.cli.app"]
+    start = [sys.executable, "-c", AS_A_TERMINAL + (NO_SCANNER if engine == "processes" else "") + MAIN]
     return subprocess.Popen([*start, "ingest", str(trace), "-o", str(db), "--workers", "2", "--no-progress"],
                             cwd=REPO, stderr=subprocess.PIPE, text=True, start_new_session=True)
 

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -243,41 +242,24 @@ are seen once a first piece is written (the trace decodes in ~0.3 s more), proce
 the workers exist."""
 
 
-def _stopped_ingest(db: Path, tmp_path: Path, engine: str, stop: Callable[[subprocess.Popen[str]], None]
-                    ) -> tuple[subprocess.Popen[str], list[int], dict[str, str], str]:
-    """An ingest of a large trace into ``db``, stopped by ``stop(process)`` while it decodes:
-    (process, worker pids (none for threads), the database's snapshot before it, its stderr).
-
-    On a loaded machine the ingest can end between the check that it still runs and the signal
-    (Popen then sends nothing): that run is not what is tested, so the database is put back and
-    the ingest run again with a trace twice as large, the signal sent as soon as it decodes."""
-    pristine = tmp_path / "pristine"
-    pristine.mkdir()
-    events_dir = db.with_name(db.name + ".events")
-    shutil.copy2(db, pristine / db.name)
-    shutil.copytree(events_dir, pristine / events_dir.name)
+def _running_ingest(db: Path, tmp_path: Path, engine: str) -> tuple[subprocess.Popen[str], list[int], dict[str, str]]:
+    """An ingest of a large trace into ``db`` that has started decoding: (process, worker pids
+    (none for threads), the database's snapshot before it)."""
+    big = tmp_path / "big.json"
+    _big_trace(big, 800_000)
     before = snapshot(db)
-    for events, wait_s in ((800_000, MID_DECODING_S[engine]), (1_600_000, 0.0)):
-        big = tmp_path / "big.json"
-        _big_trace(big, events)
-        proc = _ingest_process(big, db, engine)
-        kids = _wait_for_decoding(proc, db, engine)
-        time.sleep(wait_s)
-        stop(proc)
-        _, err = proc.communicate(timeout=60)
-        if proc.returncode != 0:
-            return proc, kids, before, err
-        shutil.rmtree(events_dir)
-        shutil.copy2(pristine / db.name, db)
-        shutil.copytree(pristine / events_dir.name, events_dir)
-        assert snapshot(db) == before
-    raise AssertionError("the ingest finished before the signal twice: make the trace larger")
+    proc = _ingest_process(big, db, engine)
+    return proc, _wait_for_decoding(proc, db, engine), before
 
 
 @pytest.mark.parametrize("engine", ["threads", "processes"])
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_cleans_up_and_says_so(db: Path, tmp_path: Path, sig: int, code: int, engine: str) -> None:
-    proc, kids, before, err = _stopped_ingest(db, tmp_path, engine, lambda p: p.send_signal(sig))
+    proc, kids, before = _running_ingest(db, tmp_path, engine)
+    time.sleep(MID_DECODING_S[engine])
+    assert proc.poll() is None, "the ingest finished before the signal: make the trace larger"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert err.strip().splitlines()[-1].startswith("Interrupted")
     assert snapshot(db) == before  # the database and its pieces, byte for byte
@@ -298,7 +280,11 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["threads", "processes"])
 def test_kill_9_leaves_nothing_that_blocks_or_inflates(db: Path, tmp_path: Path, engine: str) -> None:
-    proc, kids, before, _ = _stopped_ingest(db, tmp_path, engine, lambda p: p.kill())
+    proc, kids, before = _running_ingest(db, tmp_path, engine)
+    time.sleep(MID_DECODING_S[engine])
+    assert proc.poll() is None, "the ingest finished before the kill: make the trace larger"
+    proc.kill()
+    proc.wait()
     deadline = time.time() + 2
     while time.time() < deadline and any(_alive(k) for k in kids):
         time.sleep(0.05)

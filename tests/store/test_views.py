@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.conftest import TRACES, complete_events, run_cli, shared_or_skip, trace_file
 from trace_report.store.events_view import empty_events_view
-from trace_report.store.views import create_views, materialize
+from trace_report.store.views import SHARED_VIEWS, create_views, materialize, materialized, views_as_created
 
 
 def _steps(con) -> list[tuple]:
@@ -36,6 +36,40 @@ def test_materialized_steps_are_the_views_rows_and_go_when_events_change(tmp_pat
         create_views(con)
         assert _steps(con) == []
         assert con.execute("SELECT count(*) FROM region_markers").fetchone()[0] == 0
+
+
+def _view_sql(con, name: str) -> str:
+    return con.execute("SELECT sql FROM duckdb_views() WHERE temporary AND view_name = ?", [name]).fetchone()[0]
+
+
+def test_materialized_keeps_views_as_tables_for_the_block_only(tmp_path: Path) -> None:
+    """materialized(): inside the block the shared views read their tables and give the plain
+    views' rows (steps against the JSON's ProfilerSteps); after it they are the plain views again
+    (same SQL, tables dropped, still "as created"), and a view kept before the block stays kept."""
+    import trace_report as tr
+
+    shared_or_skip()
+    path = trace_file("hta_a100_ddp_nccl")
+    expected = sorted(float(e["dur"]) for e in complete_events(path) if str(e["name"]).startswith("ProfilerStep#"))
+    with tr.open(path) as db:
+        con = db.con
+        plain = {n: _view_sql(con, n) for n in SHARED_VIEWS}
+        rows = {n: con.execute(f"SELECT * FROM {n} ORDER BY ALL").fetchall() for n in SHARED_VIEWS}
+        materialize(con, "region_markers")  # kept before the block: stays kept
+        with materialized(con, [*SHARED_VIEWS, "region_markers"]):
+            for n in SHARED_VIEWS:
+                assert f"{n}_materialized" in _view_sql(con, n)
+                assert con.execute(f"SELECT * FROM {n} ORDER BY ALL").fetchall() == rows[n], n
+            assert sorted(r[4] for r in _steps(con)) == expected
+        assert {n: _view_sql(con, n) for n in SHARED_VIEWS} == plain
+        assert not con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary AND "
+                               "table_name LIKE '%materialized' AND table_name <> 'region_markers_materialized'"
+                               ).fetchall()
+        assert "region_markers_materialized" in _view_sql(con, "region_markers")
+        assert views_as_created(con)
+        # the plain views follow events again
+        empty_events_view(con)
+        assert _steps(con) == []
 
 
 def test_materialize_works_on_a_read_only_database(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces, trace_ids
 from trace_report.analyses.utilization import step_overlap_note
 from trace_report.store.tracedb import TraceDB
+from trace_report.store.views import SHARED_VIEWS, materialized
 
 __all__ = ["ADVICE_COLUMNS", "AdviceResult", "Thresholds", "advise", "memory_peaks"]
 
@@ -251,7 +252,8 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     con = db.con
     th = thresholds or Thresholds()
     traces = selected_traces(con, rank)
-    facts = _facts(db, traces, rank)
+    with materialized(con, SHARED_VIEWS):
+        facts = _facts(db, traces, rank)
     peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
     check = Checker(th)
     notes: list[str] = []

@@ -214,7 +214,8 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
                          "(the timeline shows one step of one trace)")
     _top_kernels(sec, db, opts, runs)
     _regions(sec, db, con, opts, runs)
-    fl = attempt(sec, "kernel classes", lambda: (classes or (lambda: flags_summary(db, opts, runs)))()[0])
+    summary = classes or (lambda: flags_summary(db, opts, runs))
+    fl = attempt(sec, "kernel classes", lambda: summary()[0])
     if fl is not None and fl["gpu_us"].fillna(0).gt(0).any():
         sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl)))
     trace_id = None if opts.rank is None else _scalar(
@@ -327,7 +328,7 @@ def flags_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptio
     """Share of GPU time per kernel class (TF32, tensor core, layout conversion...), per run when
     there are several. ``classes``: as :func:`trace_charts_section`'s."""
     try:
-        summary, notes = (classes or (lambda: flags_summary(db, opts, trace_runs(con))))()
+        summary, notes = classes() if classes else flags_summary(db, opts, trace_runs(con))
     except TraceReportError:
         return None
     if not summary["gpu_us"].fillna(0).gt(0).any():

@@ -177,6 +177,14 @@ def views_as_created(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(row and row[0]) and row[0] == views_fingerprint(con)
 
 
+def _kept_as_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> dict[str, bool]:
+    """For each of ``names`` that is a TEMP view of ``con``: whether :func:`materialize` made it
+    read its table."""
+    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'temp' AND temporary "
+                       "AND list_contains($names, view_name)", {"names": list(names)}).fetchall()
+    return {n: f"{n}_materialized" in sql for n, sql in rows}
+
+
 def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
     """Keep the rows of the named TEMP views in TEMP tables (``<name>_materialized``) for the rest
     of this connection and point each view at its table.
@@ -188,10 +196,7 @@ def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
     databases. :func:`create_views` (run whenever ``events`` is replaced) restores the plain
     views, so a copy never outlives the events it was read from. Idempotent.
     """
-    done = {n for (n, sql) in con.execute(
-        "SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'temp' AND temporary "
-        "AND list_contains($names, view_name)",
-        {"names": list(names)}).fetchall() if f"{n}_materialized" in sql}
+    done = {n for n, kept in _kept_as_tables(con, names).items() if kept}
     as_created = views_as_created(con)
     for name in names:
         if name in done:
@@ -216,10 +221,8 @@ def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iter
     view artifacts) and its table is dropped, so no copy outlives the block (a notebook that then
     redefines ``events`` sees its change everywhere). Views already kept as tables when the block
     starts stay so."""
-    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'temp' AND temporary "
-                       "AND list_contains($names, view_name)", {"names": list(names)}).fetchall()
-    plain = {n for n, sql in rows if f"{n}_materialized" not in sql}
-    mine = [n for n in names if n in plain]
+    kept = _kept_as_tables(con, names)
+    mine = [n for n in names if kept.get(n) is False]
     materialize(con, *mine)
     try:
         yield

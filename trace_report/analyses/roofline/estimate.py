@@ -190,6 +190,9 @@ def _padding(op: str, concrete: list[str] | None, pos: dict[str, int], nsp: int,
 
 _COUNTED_ARGS = ("Input Dims", "Input dims", "Input type", "Concrete Inputs")
 """The args :func:`count_op` reads."""
+_ARG_COLUMNS = [f"a{i}" for i in range(len(_COUNTED_ARGS))]
+"""Their JSON text as :func:`estimate_ops` reads them from ``events.args`` (NULL: absent, or
+args that are not JSON)."""
 
 
 def count_op(op: str, args: dict[str, Any]) -> tuple[OpCount, str | None]:
@@ -318,15 +321,16 @@ def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> p
     if region is not None and region not in REGIONS:
         raise InputError(f"unknown region {region!r}: choose one of {', '.join(REGIONS)}")
     names = ", ".join(f"'{n}'" for n in sorted(ESTIMATED_OPS))
+    counted_args = ", ".join(f"try(json_extract(args, '$.\"{k}\"')) AS a{i}" for i, k in enumerate(_COUNTED_ARGS))
     ops = con.execute(
-        "SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id, args FROM events "
+        f"SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id, {counted_args} FROM events "
         f"WHERE cat = 'cpu_op' AND name IN ({names}) AND dur_us IS NOT NULL ORDER BY trace_id, event_id").df()
     extra = ["window_id", "step", "region"] if region else []
     if ops.empty:
         return pd.DataFrame(columns=ESTIMATE_COLUMNS + extra)
     ops = _outermost(ops).reset_index(drop=True)
     if region:
-        con.register("_estimate_ops", ops.drop(columns=["args"]))
+        con.register("_estimate_ops", ops.drop(columns=_ARG_COLUMNS))
         try:
             inside = con.execute(_IN_REGION, {"region": region}).df()
         finally:
@@ -334,35 +338,45 @@ def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> p
         ops = ops.merge(inside, on=["trace_id", "event_id"], how="inner").assign(region=region)
         if ops.empty:
             return pd.DataFrame(columns=ESTIMATE_COLUMNS + extra)
-    con.register("_estimate_ops", ops.drop(columns=["args"]))
+    con.register("_estimate_ops", ops.drop(columns=_ARG_COLUMNS))
     try:
         times = con.execute(_KERNEL_TIME).df()
     finally:
         con.unregister("_estimate_ops")
     ops = ops.merge(times, on=["trace_id", "event_id"], how="left")
-    rows = []
-    counted: dict[tuple[str, str], tuple[OpCount, str | None]] = {}
-    for r in ops.itertuples(index=False):
-        try:
-            args = json.loads(r.args) if r.args else {}
-        except ValueError:
-            args = {}
-        # count_op reads these args alone: the same operator with the same shapes is counted once
-        # (a training loop repeats each GEMM/convolution every step)
-        key = (r.name, json.dumps([args.get(k) for k in _COUNTED_ARGS]))
-        if key not in counted:
-            counted[key] = count_op(r.name, args)
-        count, dtype = counted[key]
-        time_s = r.kernel_us * 1e-6 if pd.notna(r.kernel_us) else None
-        rows.append({
-            "trace_id": r.trace_id, "event_id": r.event_id, "op": r.name,
-            "input_dims": json.dumps(args.get("Input Dims")), "dtype": dtype,
-            "precision": precision_of(dtype, bool(r.tensor_core) if pd.notna(r.tensor_core) else None),
-            "flop": count.flop, "bytes": count.bytes, "time_s": time_s,
-            "n_kernels": int(r.n_kernels) if pd.notna(r.n_kernels) else 0,
-            "ai_flop_per_byte": count.flop / count.bytes if count.flop and count.bytes else None,
-            "achieved_flop_per_s": count.flop / time_s if count.flop is not None and time_s else None,
-            "source": "estimate", "note": count.note,
-            **{c: getattr(r, c) for c in extra},
-        })
-    return pd.DataFrame(rows, columns=ESTIMATE_COLUMNS + extra)
+    return pd.DataFrame(_estimate_columns(ops, extra), columns=ESTIMATE_COLUMNS + extra)
+
+
+def _estimate_columns(ops: pd.DataFrame, extra: list[str]) -> dict[str, list]:
+    """The estimate's columns, one value per operator of ``ops`` (its counted args as JSON text
+    in ``a0``..``a3``, :data:`_COUNTED_ARGS`; ``kernel_us``, ``n_kernels``, ``tensor_core`` of
+    :data:`_KERNEL_TIME`). :func:`count_op` reads those args alone, so each (operator, args)
+    is counted once: a training loop repeats each GEMM/convolution every step."""
+    counted: dict[tuple, tuple[OpCount, str | None, str]] = {}
+    cols: dict[str, list] = {c: [] for c in ESTIMATE_COLUMNS + extra}
+    texts = zip(*(ops[c].tolist() for c in _ARG_COLUMNS), strict=True)
+    kernel_us, n_kernels, tensor = (ops[c].tolist() for c in ("kernel_us", "n_kernels", "tensor_core"))
+    for i, (name, key) in enumerate(zip(ops["name"].tolist(), texts, strict=True)):
+        got = counted.get((name, key))
+        if got is None:
+            args = {k: json.loads(t) for k, t in zip(_COUNTED_ARGS, key, strict=True) if isinstance(t, str)}
+            got = counted[(name, key)] = (*count_op(name, args), json.dumps(args.get("Input Dims")))
+        count, dtype, dims = got
+        us = kernel_us[i]
+        time_s = us * 1e-6 if us is not None and not math.isnan(us) else None
+        tc = tensor[i]
+        cols["op"].append(name)
+        cols["input_dims"].append(dims)
+        cols["dtype"].append(dtype)
+        cols["precision"].append(precision_of(dtype, bool(tc) if pd.notna(tc) else None))
+        cols["flop"].append(count.flop)
+        cols["bytes"].append(count.bytes)
+        cols["time_s"].append(time_s)
+        cols["n_kernels"].append(int(n_kernels[i]) if pd.notna(n_kernels[i]) else 0)
+        cols["ai_flop_per_byte"].append(count.flop / count.bytes if count.flop and count.bytes else None)
+        cols["achieved_flop_per_s"].append(count.flop / time_s if count.flop is not None and time_s else None)
+        cols["note"].append(count.note)
+    n = len(ops)
+    cols.update(trace_id=ops["trace_id"].tolist(), event_id=ops["event_id"].tolist(), source=["estimate"] * n,
+                **{c: ops[c].tolist() for c in extra})
+    return cols

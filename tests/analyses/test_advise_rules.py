@@ -214,6 +214,21 @@ def sync_mid_step() -> TraceBuilder:
     return b
 
 
+def sync_overlapping() -> TraceBuilder:
+    """As :func:`sync_mid_step`, with a second, shorter synchronising call inside the first: it
+    starts later but has returned when the GPU goes idle, so only the enclosing call explains the
+    idle period (the later-starting call alone is not the one to look at)."""
+    b, step = TraceBuilder(), 1000.0
+    for k in range(STEPS):
+        s = k * step
+        b.step(k, s, step)
+        b.launch(s, 10, s + 12, 300)
+        b.sync(s + 20, 400)
+        b.sync(s + 100, 50, name="cudaEventSynchronize")
+        b.launch(s + 430, 10, s + 442, 570)
+    return b
+
+
 def sync_at_end() -> TraceBuilder:
     """The GPU busy back to back; one cudaDeviceSynchronize at the end of the last step, after the
     last GPU operation was launched, returning 3 µs after it ends; nothing comes after it."""
@@ -305,7 +320,7 @@ def gemms(device: tuple[str, int, int, int], name: str) -> Callable[[], TraceBui
 
 CASES: dict[str, Callable[[], TraceBuilder]] = {
     "launch_shallow": launch_shallow, "launch_deep": launch_deep, "cpu_bound": cpu_bound,
-    "sync_mid_step": sync_mid_step, "sync_at_end": sync_at_end,
+    "sync_mid_step": sync_mid_step, "sync_at_end": sync_at_end, "sync_overlapping": sync_overlapping,
     "pageable": host_copies(PAGEABLE_HTOD), "pinned": host_copies(PINNED_HTOD),
     "launch_back_to_back": launch_back_to_back,
     "comm_exposed": communication(overlapped=False), "comm_overlapped": communication(overlapped=True),
@@ -392,6 +407,17 @@ def test_sync_mid_step_after_which_the_gpu_waits_is_host_sync(run):
     assert hs["est_saving_ms_per_step"] == pytest.approx(per_step_ms(b, idle["host_sync"]), abs=1e-3)
     assert hs["evidence"].startswith("1 synchronising calls per step (most: cudaStreamSynchronize)")
     assert f"{STEPS} times the GPU ran out of work" in hs["evidence"]
+
+
+def test_idle_during_an_enclosing_sync_is_host_sync_when_a_later_sync_has_returned(run):
+    a = run("sync_overlapping")
+    b, result = a.b, a.default
+    idle = idle_by_cause(b)
+    assert idle["host_sync"] == pytest.approx(STEPS * 130)  # A ends at +312, B starts at +442
+    assert idle["launch"] == 0
+    hs = found(result)["host_sync"]
+    assert hs["value"] == pytest.approx(100 * idle["host_sync"] / wall(b), abs=1e-3)
+    assert hs["est_saving_ms_per_step"] == pytest.approx(per_step_ms(b, idle["host_sync"]), abs=1e-3)
 
 
 def test_device_sync_at_the_end_of_the_last_step_is_no_host_sync(run):

@@ -31,7 +31,8 @@ WITH d AS (
     WHERE region = 'data_loading' AND cat <> 'gpu_user_annotation'
     UNION ALL
     SELECT trace_id, ts_us, ts_us + dur_us FROM events
-    WHERE cat = 'python_function' AND regexp_matches(name, 'torch/utils/data/dataloader\.py\(\d+\): __next__$')
+    WHERE cat = 'python_function' AND suffix(name, ': __next__')
+      AND regexp_matches(name, 'torch/utils/data/dataloader\.py\(\d+\): __next__$')
 ),
 m AS (
     SELECT *, max(e) OVER (PARTITION BY trace_id ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
@@ -67,6 +68,24 @@ gaps AS (
     UNION ALL
     SELECT trace_id, NULL, min(start_us) FROM isl GROUP BY trace_id
 ),
+-- the periods of a trace are disjoint and in order (NULL ends: before the first operation, after
+-- the last), so the periods a window overlaps are consecutive: numbered here, each window's first
+-- and last found by ASOF joins (the last starting before its start, the last starting before its
+-- end), then joined by number (a range join of every period to every window costs their product)
+numbered AS (
+    SELECT *, coalesce(gone_idle_us, '-infinity'::DOUBLE) AS lo, coalesce(resume_us, 'infinity'::DOUBLE) AS hi,
+           row_number() OVER (PARTITION BY trace_id ORDER BY gone_idle_us NULLS FIRST) AS n
+    FROM gaps
+),
+window_first AS (
+    SELECT w.trace_id, w.rank, w.window_id, w.ts_us, w.end_us, CASE WHEN p.hi > w.ts_us THEN p.n ELSE p.n + 1 END AS a
+    FROM analysis_windows w ASOF JOIN numbered p ON p.trace_id = w.trace_id AND p.lo <= w.ts_us
+),
+window_pairs AS (
+    SELECT f.trace_id, f.rank, f.window_id, f.ts_us, f.end_us, unnest(range(f.a, p.n + 1)) AS n
+    FROM window_first f ASOF JOIN numbered p ON p.trace_id = f.trace_id AND p.lo < f.end_us
+    WHERE f.ts_us < f.end_us
+),
 -- when the operations that start as the GPU resumes were queued: the earliest end of their launch
 -- calls (an operation is in the queue once its launch call has returned)
 resume_launch AS (
@@ -80,9 +99,7 @@ pieces AS (
     SELECT p.trace_id, w.rank, w.window_id, p.gone_idle_us, p.resume_us,
            greatest(coalesce(p.gone_idle_us, w.ts_us), w.ts_us) AS s,
            least(coalesce(p.resume_us, w.end_us), w.end_us) AS e
-    FROM gaps p JOIN analysis_windows w
-      ON w.trace_id = p.trace_id
-     AND coalesce(p.gone_idle_us, w.ts_us) < w.end_us AND coalesce(p.resume_us, w.end_us) > w.ts_us
+    FROM window_pairs w JOIN numbered p USING (trace_id, n)
 ),
 dl AS (
     SELECT q.trace_id, q.window_id, q.s,
@@ -91,11 +108,25 @@ dl AS (
       ON d.trace_id = q.trace_id AND d.start_us < q.e AND d.end_us > q.s
     GROUP BY ALL
 ),
+-- the host_sync calls merged into disjoint spans per trace (calls on several threads may overlap):
+-- a time is inside a call when it is inside a span, the one starting last at or before it (ASOF)
+sync_runs AS (
+    SELECT trace_id, ts_us, end_us,
+           max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, end_us
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS run_end
+    FROM host_sync_calls WHERE ts_us IS NOT NULL AND end_us IS NOT NULL
+),
+sync_spans AS (
+    SELECT trace_id, min(ts_us) AS s, max(end_us) AS e FROM (
+        SELECT *, sum(CASE WHEN run_end IS NULL OR ts_us > run_end THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY trace_id ORDER BY ts_us, end_us ROWS UNBOUNDED PRECEDING) AS span
+        FROM sync_runs)
+    GROUP BY trace_id, span
+),
 synced AS (
     SELECT DISTINCT q.trace_id, q.gone_idle_us
-    FROM pieces q JOIN host_sync_calls c
-      ON c.trace_id = q.trace_id AND q.gone_idle_us >= c.ts_us AND q.gone_idle_us <= c.end_us
-    WHERE q.resume_us IS NOT NULL
+    FROM pieces q ASOF JOIN sync_spans c ON c.trace_id = q.trace_id AND q.gone_idle_us >= c.s
+    WHERE q.resume_us IS NOT NULL AND q.gone_idle_us <= c.e
 )
 SELECT q.trace_id, q.rank, q.window_id, q.gone_idle_us, q.resume_us, q.s AS start_us, q.e AS end_us,
        q.e - q.s AS idle_us, least(coalesce(d.data_loading_us, 0.0), q.e - q.s) AS data_loading_us,

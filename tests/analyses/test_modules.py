@@ -10,15 +10,18 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
+from advise_traces import TraceBuilder
 from conftest import GPU_OP_CATS, RUNTIME_CATS, TRACES, complete_events, invoke, trace_file
 
 import trace_report as tr
 import trace_report.cli.modules  # noqa: F401 - registers the command on the shared app
 from trace_report.analyses.modules import ModuleOptions, modules
+from trace_report.analyses.modules_tree import module_calls
 from trace_report.errors import UsageError
 
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
+needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 
 BERT = "tracelens_h100_bert_small"  # 84 nn.Module events, one ProfilerStep, record_shapes
 TOL_US = 1e-6
@@ -63,6 +66,7 @@ def bert() -> tuple[Path, Any]:
     db.close()
 
 
+@needs_shared
 def test_tree_cpu_and_gpu_equal_a_plain_pass(bert: tuple[Path, Any]) -> None:
     path, db = bert
     expected = reference(path)
@@ -81,6 +85,7 @@ def test_tree_cpu_and_gpu_equal_a_plain_pass(bert: tuple[Path, Any]) -> None:
     assert result.frame["path"].iloc[0] == "BertLMHeadModel_0"  # tree order: the root first
 
 
+@needs_shared
 def test_linear_flop_from_its_matmul_shapes(bert: tuple[Path, Any]) -> None:
     path, db = bert
     events = complete_events(path)
@@ -100,6 +105,7 @@ def test_linear_flop_from_its_matmul_shapes(bert: tuple[Path, Any]) -> None:
         assert mms and frame.loc[p, "flop"] == pytest.approx(flop), p
 
 
+@needs_shared
 def test_depth_keeps_the_top_of_the_tree(bert: tuple[Path, Any]) -> None:
     _, db = bert
     full = modules(db).frame
@@ -109,6 +115,7 @@ def test_depth_keeps_the_top_of_the_tree(bert: tuple[Path, Any]) -> None:
     assert set(by_step["step"]) == {6} and "steps" not in by_step
 
 
+@needs_shared
 def test_no_module_events_give_a_note_and_no_rows() -> None:
     db = tr.open(trace_file("hta_cpu_only"))
     try:
@@ -119,6 +126,7 @@ def test_no_module_events_give_a_note_and_no_rows() -> None:
     assert any("torch.profiler.profile(with_stack=True)" in n for n in result.notes)
 
 
+@needs_shared
 def test_cli_depth_json_and_errors(bert: tuple[Path, Any]) -> None:
     path, db = bert
     res = invoke(["modules", path, "--depth", "1", "-f", "json"])
@@ -131,6 +139,7 @@ def test_cli_depth_json_and_errors(bert: tuple[Path, Any]) -> None:
         modules(db, ModuleOptions(depth=0))
 
 
+@needs_shared
 def test_conv_flop_counted_once_through_nested_convolutions() -> None:
     """ViT's patch embedding: aten::conv2d > aten::convolution > aten::_convolution, two of them
     with a FLOP estimate; the module counts the outer one only (2 N K C kh kw H' W')."""
@@ -146,3 +155,23 @@ def test_conv_flop_counted_once_through_nested_convolutions() -> None:
         db.close()
     row = frame.loc["ViTModel_0.ViTEmbeddings_0.ViTPatchEmbeddings_0.Conv2d_0"]
     assert row["flop"] == pytest.approx(2.0 * n * k * c * kh * kw * out_h * out_w)
+
+
+def test_step_of_a_mark_is_the_highest_step_holding_its_start(tmp_path: Path) -> None:
+    """Overlapping and nested ProfilerSteps: a mark's step is the highest-numbered step whose
+    [start, end) holds the mark's start, none outside every step (plain Python below)."""
+    b = TraceBuilder()
+    steps = [(1, 0.0, 1000.0), (2, 900.0, 1100.0), (3, 1200.0, 100.0), (4, 3000.0, 500.0)]
+    for n, ts, dur in steps:
+        b.step(n, ts, dur)
+    starts = [100.0, 950.0, 1000.0, 1250.0, 1500.0, 2500.0, 3000.0, 3499.0, 3500.0, 5.0]
+    for i, ts in enumerate(starts):
+        b._cpu(f"## mark {i} ##", "user_annotation", ts, 1.0, {})
+    b.launch(0.0, 5.0, 10.0, 5.0)
+    with tr.open(b.write(tmp_path / "steps.json")) as db:
+        calls = module_calls(db.con, None).to_pandas()
+    got = dict(zip(calls["name"], calls["step"], strict=True))
+    for i, ts in enumerate(starts):
+        holding = [n for n, a, d in steps if a <= ts < a + d]
+        expected = max(holding) if holding else None
+        assert (None if pd.isna(got[f"## mark {i} ##"]) else int(got[f"## mark {i} ##"])) == expected, ts

@@ -29,7 +29,8 @@
 --              record_shapes=True) that start inside the mark on its thread, counting only the
 --              outermost such operator (aten::convolution holds aten::_convolution: counted once);
 --              NULL when none has an estimate.
---   step       the ProfilerStep whose interval holds the mark's start (view steps), else NULL.
+--   step       the ProfilerStep whose interval holds the mark's start (view steps; the highest
+--              number when steps overlap), else NULL.
 -- Parameters: $rank (NULL = every rank). Times in microseconds on the trace's own clock.
 WITH marks AS (
     SELECT e.trace_id, t.rank, e.event_id, e.pid, e.tid, e.ts_us, e.dur_us, e.ts_us + e.dur_us AS end_us,
@@ -40,10 +41,20 @@ WITH marks AS (
       AND ((e.cat = 'python_function' AND e.name LIKE 'nn.Module:%')
            OR (e.cat IN ('user_annotation', 'cpu_op') AND e.name LIKE '## % ##'))
 ),
+-- the steps' starts and ends cut a trace's time into segments; each segment gets the highest step
+-- covering it, and a mark the segment its start is in (an ASOF join: a range join of every mark to
+-- every step of its trace costs their product)
+bounds AS (SELECT trace_id, ts_us AS b FROM steps UNION SELECT trace_id, end_us FROM steps),
+segments AS (SELECT trace_id, b AS seg_ts, lead(b) OVER (PARTITION BY trace_id ORDER BY b) AS seg_end FROM bounds),
+segment_steps AS (
+    SELECT g.trace_id, g.seg_ts, g.seg_end, max(s.step) AS step
+    FROM segments g JOIN steps s ON s.trace_id = g.trace_id AND s.ts_us <= g.seg_ts AND s.end_us > g.seg_ts
+    GROUP BY ALL
+),
 step_of AS (
-    SELECT m.trace_id, m.event_id, max(s.step) AS step
-    FROM marks m JOIN steps s ON s.trace_id = m.trace_id AND m.ts_us >= s.ts_us AND m.ts_us < s.end_us
-    GROUP BY m.trace_id, m.event_id
+    SELECT m.trace_id, m.event_id, g.step
+    FROM marks m ASOF JOIN segment_steps g ON g.trace_id = m.trace_id AND m.ts_us >= g.seg_ts
+    WHERE m.ts_us < g.seg_end
 )
 SELECT m.rank, m.trace_id, m.event_id, s.step, m.pid, m.tid, m.name, m.kind, m.ts_us, m.dur_us, m.end_us
 FROM marks m LEFT JOIN step_of s USING (trace_id, event_id)

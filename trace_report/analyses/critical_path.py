@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -223,6 +224,10 @@ def _event_waits(gpu: list[cpg.Event], syncs: list[cpg.Event], launches: dict[in
             s.sync_dst = after[j][2] if j < len(after) else None
 
 
+_BY_TIME_KIND_IDX = operator.itemgetter(0, 1, 2)
+"""Sort key of a queue point: (ts, 0 launch / 1 operation start, idx)."""
+
+
 def _queue_lengths(gpu: list[cpg.Event], launches: dict[int, cpg.Event], cuda_graphs: bool) -> None:
     """``q_launch``, ``q_start`` and ``n_launch`` of each GPU operation launched by a counted call."""
     counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
@@ -236,7 +241,7 @@ def _queue_lengths(gpu: list[cpg.Event], launches: dict[int, cpg.Event], cuda_gr
         per_stream[ev.stream].append((ev.ts, 1, ev.idx, ev))
         n_of[(call.idx, ev.stream)] += 1
     for points in per_stream.values():
-        points.sort(key=lambda p: p[:3])
+        points.sort(key=_BY_TIME_KIND_IDX)
         q = 0
         after_launch: dict[int, int] = {}
         for _, is_op, key, ev in points:

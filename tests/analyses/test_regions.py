@@ -10,6 +10,7 @@ import json
 import math
 from collections import defaultdict
 
+import pandas as pd
 import pytest
 from advise_traces import union
 from conftest import (
@@ -187,6 +188,18 @@ def test_kernel_regions_basis(a100):
     k = kernel_regions(a100)
     assert len(k) == int(manifest_by_dir()["traces/hta_a100_ddp_nccl"]["kernels"])
     assert set(k["basis"]) == {"launch_thread"}
+
+
+def test_kernel_regions_of_one_window_are_the_rows_of_that_window(a100):
+    """The timeline asks for one step's kernels: the same rows as the whole trace's, each window
+    attributed from its own regions (the A100 DDP trace has a nested step and an overlapping one)."""
+    whole = kernel_regions(a100)
+    windows = whole[["trace_id", "window_id"]].dropna().drop_duplicates()
+    assert len(windows) > 2
+    for t, w in windows.itertuples(index=False):
+        mine = whole[(whole["trace_id"] == t) & (whole["window_id"] == w)].reset_index(drop=True)
+        got = kernel_regions(a100, window=(int(t), int(w))).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, mine)
 
 
 # ------------------------------------------------------------------ old and odd traces

@@ -261,7 +261,7 @@ class _Attribution:
     basis: np.ndarray
 
 
-def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
+def kernel_regions(db: TraceDB, rank: int | None = None, window: tuple[int, int] | None = None) -> pd.DataFrame:
     """Every GPU kernel with the step and region it is attributed to, and the basis.
 
     Columns: ``trace_id``, ``event_id``, ``window_id`` (the ProfilerStep's event id, -1 for a
@@ -274,10 +274,15 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
     - ``gpu_annotation``: no launch (no correlation match): the ``gpu_user_annotation`` enclosing it
     - ``kernel_time``: no launch: the region active at the kernel's start
     - ``no_launch``: no launch and nothing encloses the kernel -> ``other``
+
+    ``window`` ``(trace_id, window_id)``: only the kernels of that window (the same rows as
+    without it: each window's kernels are attributed from its own regions alone).
     """
     con = db.con
     traces = selected_traces(con, rank)
     rows = _fetch(con, trace_ids(traces), "windows", "regions", "kernels", "gpu_markers")
+    if window is not None:
+        rows |= {n: _of_window(rows[n], window) for n in ("windows", "regions", "kernels")}
     k = _attribute(rows, *_window_regions(rows))
     kernels = rows["kernels"]
     return pd.DataFrame({
@@ -285,6 +290,14 @@ def kernel_regions(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
         "window_id": pd.array(k.ks["window_id"], dtype="Int64"), "step": pd.array(k.ks["step"], dtype="Int64"),
         "dur_us": k.ks["dur_us"], "region": np.array(REGIONS, dtype=object)[k.code], "basis": k.basis,
     })
+
+
+def _of_window(table: pa.Table, window: tuple[int, int]) -> pa.Table:
+    """The rows of ``table`` (a ``trace_id`` and a ``window_id`` column) of one window."""
+    t, w = window
+    keep = np.asarray(table.column("trace_id").to_numpy(zero_copy_only=False) == t) & np.asarray(
+        table.column("window_id").fill_null(-2).to_numpy(zero_copy_only=False) == w)
+    return table.filter(pa.array(keep))
 
 
 def _attribute(rows: dict[str, pa.Table], windows: list[_WindowRegions], tids: pa.Array) -> _Attribution:

@@ -80,8 +80,7 @@ def _region_lane(part: Partition, labels: np.ndarray) -> pd.DataFrame:
 def _gpu_items(con: duckdb.DuckDBPyConnection, db: TraceDB, w: pd.Series, part: Partition,
                labels: np.ndarray) -> pd.DataFrame:
     rank = con.execute("SELECT rank FROM traces WHERE trace_id = ?", [int(w.trace_id)]).fetchall()[0][0]
-    kr = kernel_regions(db, rank=rank)
-    kr = kr[(kr["trace_id"] == w.trace_id) & (kr["window_id"] == w.window_id)][["event_id", "region"]]
+    kr = kernel_regions(db, rank=rank, window=(int(w.trace_id), int(w.window_id)))[["event_id", "region"]]
     ks = con.execute("SELECT event_id, name, stream, ts_us, ts_us + dur_us AS end_abs, dur_us FROM kernels "
                      "WHERE trace_id = ?", [int(w.trace_id)]).df().merge(kr, on="event_id")
     ks["kind"] = "kernel"

@@ -200,32 +200,22 @@ def cpu_bound() -> TraceBuilder:
     return b
 
 
-def sync_mid_step() -> TraceBuilder:
+def sync_mid_step(inner: bool = False) -> TraceBuilder:
     """Each 1 ms step: kernel A (300 µs), then a cudaStreamSynchronize that returns 3 µs after A
     ends; the next launch comes 85 µs after the sync returns (kernel B, 600 µs, running into the
-    next step until that step's kernel A, launched at its start, follows without a gap)."""
+    next step until that step's kernel A, launched at its start, follows without a gap).
+    ``inner``: a second, shorter synchronising call inside the first, which starts later but has
+    returned when the GPU goes idle: only the enclosing call explains the idle period (the
+    call starting last before it is not the one to look at)."""
     b, step = TraceBuilder(), 1000.0
     for k in range(STEPS):
         s = k * step
         b.step(k, s, step)
         b.launch(s, 10, s + 12, 300)
         b.sync(s + 20, 295)
+        if inner:
+            b.sync(s + 100, 50, name="cudaEventSynchronize")
         b.launch(s + 400, 10, s + 412, 600)
-    return b
-
-
-def sync_overlapping() -> TraceBuilder:
-    """As :func:`sync_mid_step`, with a second, shorter synchronising call inside the first: it
-    starts later but has returned when the GPU goes idle, so only the enclosing call explains the
-    idle period (the later-starting call alone is not the one to look at)."""
-    b, step = TraceBuilder(), 1000.0
-    for k in range(STEPS):
-        s = k * step
-        b.step(k, s, step)
-        b.launch(s, 10, s + 12, 300)
-        b.sync(s + 20, 400)
-        b.sync(s + 100, 50, name="cudaEventSynchronize")
-        b.launch(s + 430, 10, s + 442, 570)
     return b
 
 
@@ -320,7 +310,7 @@ def gemms(device: tuple[str, int, int, int], name: str) -> Callable[[], TraceBui
 
 CASES: dict[str, Callable[[], TraceBuilder]] = {
     "launch_shallow": launch_shallow, "launch_deep": launch_deep, "cpu_bound": cpu_bound,
-    "sync_mid_step": sync_mid_step, "sync_at_end": sync_at_end, "sync_overlapping": sync_overlapping,
+    "sync_mid_step": sync_mid_step, "sync_at_end": sync_at_end, "sync_overlapping": lambda: sync_mid_step(inner=True),
     "pageable": host_copies(PAGEABLE_HTOD), "pinned": host_copies(PINNED_HTOD),
     "launch_back_to_back": launch_back_to_back,
     "comm_exposed": communication(overlapped=False), "comm_overlapped": communication(overlapped=True),
@@ -396,28 +386,27 @@ def test_long_kernels_with_cpu_gaps_are_cpu_bound_not_launch_bound(run):
 # --- 3. host_sync ------------------------------------------------------------------------------
 
 
-def test_sync_mid_step_after_which_the_gpu_waits_is_host_sync(run):
-    a = run("sync_mid_step")
-    b, result = a.b, a.default
+def host_sync_of(a: Advised, idle_per_step_us: float) -> dict:
+    """The host_sync finding of ``a``, checked against the plain-Python idle split, which must give
+    ``idle_per_step_us`` of host_sync idle per step and no launch idle."""
+    b = a.b
     idle = idle_by_cause(b)
-    assert idle["host_sync"] == pytest.approx(STEPS * 100)  # A ends at +312, B starts at +412
+    assert idle["host_sync"] == pytest.approx(STEPS * idle_per_step_us)
     assert idle["launch"] == 0
-    hs = found(result)["host_sync"]
+    hs = found(a.default)["host_sync"]
     assert hs["value"] == pytest.approx(100 * idle["host_sync"] / wall(b), abs=1e-3)
     assert hs["est_saving_ms_per_step"] == pytest.approx(per_step_ms(b, idle["host_sync"]), abs=1e-3)
+    return hs
+
+
+def test_sync_mid_step_after_which_the_gpu_waits_is_host_sync(run):
+    hs = host_sync_of(run("sync_mid_step"), 100)  # A ends at +312, B starts at +412
     assert hs["evidence"].startswith("1 synchronising calls per step (most: cudaStreamSynchronize)")
     assert f"{STEPS} times the GPU ran out of work" in hs["evidence"]
 
 
 def test_idle_during_an_enclosing_sync_is_host_sync_when_a_later_sync_has_returned(run):
-    a = run("sync_overlapping")
-    b, result = a.b, a.default
-    idle = idle_by_cause(b)
-    assert idle["host_sync"] == pytest.approx(STEPS * 130)  # A ends at +312, B starts at +442
-    assert idle["launch"] == 0
-    hs = found(result)["host_sync"]
-    assert hs["value"] == pytest.approx(100 * idle["host_sync"] / wall(b), abs=1e-3)
-    assert hs["est_saving_ms_per_step"] == pytest.approx(per_step_ms(b, idle["host_sync"]), abs=1e-3)
+    host_sync_of(run("sync_overlapping"), 100)  # A ends at +312, inside the first call; B starts at +412
 
 
 def test_device_sync_at_the_end_of_the_last_step_is_no_host_sync(run):

@@ -166,11 +166,26 @@ RUNS = {  # run id -> experiment and its own options
 
 
 def captured_runs(factory: pytest.TempPathFactory) -> Path:
-    """Capture every experiment of :data:`RUNS` once per session (about 15 s on two cores).
+    """Capture every experiment of :data:`RUNS` once per session (about 15 s on two cores), in a
+    folder every pytest-xdist worker shares: the first worker to ask captures, the others wait
+    for it under a file lock (xdist's own recipe, "Making session-scoped fixtures execute only
+    once"); each capturing on its own took ~50 s of both cores at once. Tests only read it.
 
     ``compile`` runs torch.compile with the ``eager`` backend (Dynamo captures the graph,
     Inductor does not generate code): a cold Inductor compile of ResNet-18 takes ~40 s here.
     """
+    from filelock import FileLock
+
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "captured-runs"
+    with FileLock(str(shared / "captured-runs.lock")):
+        if not (root / "done").is_file():
+            _capture_runs(root)
+    return root
+
+
+def _capture_runs(root: Path) -> None:
     import functools
     import shutil
     from unittest import mock
@@ -179,9 +194,6 @@ def captured_runs(factory: pytest.TempPathFactory) -> Path:
 
     from trace_report.capture.__main__ import main
 
-    root = factory.getbasetemp() / "captured-runs"
-    if (root / "done").is_file():
-        return root
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     eager = functools.partial(torch.compile, backend="eager")
@@ -194,7 +206,6 @@ def captured_runs(factory: pytest.TempPathFactory) -> Path:
         finally:
             torch._dynamo.reset()  # leave no eager-backend graphs behind for other tests
     (root / "done").write_text("")
-    return root
 
 
 H100_CAPTURES = REPO / "traces" / "h100-2026-11-25"

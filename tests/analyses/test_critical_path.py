@@ -227,12 +227,61 @@ def test_cli(tmp_path: Path) -> None:
         assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize(("folder", "rounding"), [("hta_a100_ddp_nccl", False), ("hta_ns_resolution", True)])
-def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: str, rounding: bool) -> None:
+def _one_step_equals_every_step(path: Path, **opts: object) -> None:
+    with tr.open(path) as db:
+        every = critical_path(db, CriticalPathOptions(**opts))
+        assert len(every.frame) > 1
+        for step in every.frame["step"].tolist():
+            one = critical_path(db, CriticalPathOptions(**opts, step=step))
+            want = every.frame[every.frame["step"] == step].reset_index(drop=True)
+            assert one.frame.reset_index(drop=True).equals(want), step
+            want_ops = every.operators[every.operators["step"] == step].reset_index(drop=True)
+            assert one.operators.reset_index(drop=True).equals(want_ops), step
+            # edge by edge (event idx differ: the one-step pass reads fewer rows)
+            assert [(e.kind, e.weight, k) for e, k in one.paths[(1, step)]] == \
+                [(e.kind, e.weight, k) for e, k in every.paths[(1, step)]], step
+
+
+def _steps_trace(steps: int, sync_events: bool) -> list[dict]:
+    """``steps`` copies of :func:`_launch_trace` 1 ms apart, each with a cudaDeviceSynchronize
+    (its Context Sync with ``sync_events``) and a cudaStreamSynchronize, plus a kernel launched at
+    the end of each step that runs into the next one (its queue is counted across steps)."""
+    events = []
+    for k in range(steps):
+        base, corr = 1000.0 * k, 10 * k
+        for e in _launch_trace(sync=True):
+            e = {**e, "ts": e["ts"] + base, "args": dict(e["args"])}
+            if e["name"] == "ProfilerStep#1":
+                e["name"], e["dur"] = f"ProfilerStep#{k + 1}", 1000.0
+            if "correlation" in e["args"]:
+                e["args"]["correlation"] += corr
+            if sync_events or e["cat"] != "cuda_sync":
+                events.append(e)
+        events += [_x("cudaStreamSynchronize", "cuda_runtime", base + 400, 20, correlation=corr + 4),
+                   _x("cudaLaunchKernel", "cuda_runtime", base + 990, 5, correlation=corr + 5),
+                   _kernel("K3", base + 996, 30, corr + 5)]
+    return events
+
+
+@pytest.mark.parametrize("sync_events", [True, False])
+def test_one_step_equals_every_step_with_syncs(tmp_path: Path, sync_events: bool) -> None:
+    """The one-step path (graph events for the step's rows only, queue lengths and inferred
+    syncs from every launch) gives each step the path of the pass over every step."""
+    path = _write(tmp_path, _steps_trace(4, sync_events))
+    _one_step_equals_every_step(path)
+    _one_step_equals_every_step(path, infer_syncs=False)
+
+
+@pytest.mark.parametrize(("folder", "rounding", "infer"), [("hta_a100_ddp_nccl", False, False),
+                                                           ("hta_ns_resolution", True, False),
+                                                           ("hta_a100_ddp_nccl", False, True),
+                                                           ("hta_ns_resolution", False, True)])
+def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: str, rounding: bool,
+                                                                       infer: bool) -> None:
     """With --step, CPU events outside the step are not read (runtime calls and GPU operations
     still are, for queue lengths and syncs): each step's row and operators equal those of the pass
     over every step (issue 36 item 7: the report's median step on a 1M-event trace, 6 s -> 1 s)."""
-    opts = dict(data_loading=(), hta_rounding=rounding, infer_syncs=False)
+    opts = dict(data_loading=(), hta_rounding=rounding, infer_syncs=infer)
     with tr.open(TRACES / folder) as db:
         every = critical_path(db, CriticalPathOptions(**opts))
         for step in every.frame["step"].tolist():

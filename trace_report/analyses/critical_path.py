@@ -29,6 +29,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from trace_report.analyses import critical_path_graph as cpg
@@ -136,6 +137,8 @@ def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions,
     """The events of ``trace_id``: CPU events (only those starting in ``cpu_window`` when given),
     GPU operations with their launch and queue lengths, ``cuda_sync`` events, runtime calls by idx."""
     rows = _rounded(_rows(db, trace_id, cpu_window), opts.hta_rounding and _fractional(db, trace_id))
+    if cpu_window is not None and not any(r[0] == "cuda_sync" and r[1] in WAIT_SYNCS for r in rows):
+        return window_events(rows, opts, cpu_window)
     cpu, gpu, syncs, launches = [], [], [], {}
     by_corr: dict[int, int] = {}
     for idx, (cat, name, pid, tid, ts, dur, stream, corr, record, record_stream) in enumerate(rows):
@@ -159,6 +162,122 @@ def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions,
     if opts.infer_syncs and not syncs:
         syncs = inferred_syncs(gpu, launches)
     return TraceEvents(cpu, gpu, syncs, launches)
+
+
+WAIT_SYNCS = ("Stream Wait Event", "Event Sync")
+"""``cuda_sync`` events whose source is found among every launch before them (:func:`_event_waits`)."""
+
+
+def window_events(rows: list[tuple], opts: CriticalPathOptions, cpu_window: tuple[float, float]) -> TraceEvents:
+    """:func:`load_trace`'s events for one window (its rows from :func:`_rows`, in the same
+    order, so the same ``idx``; no Stream Wait Event / Event Sync among them): graph events only
+    for the rows :func:`window_of` can keep: the CPU rows, the runtime calls starting in
+    ``cpu_window`` (with 2 us to spare for HTA's rounding), the GPU operations and ``cuda_sync``
+    events they launched. The queue lengths and the inferred syncs' streams are worked out over
+    every launch of the trace, as :func:`_queue_lengths` and :func:`inferred_syncs` do, from the
+    rows themselves: on a 1M-event trace that is ~96k rows, of which one step needs ~200."""
+    lo, hi = cpu_window[0] - 2.0, cpu_window[1] + 2.0
+    by_corr: dict[int, int] = {}
+    ops: list[int] = []
+    has_syncs = False
+    for idx, (cat, _, _, _, _, _, _, corr, _, _) in enumerate(rows):
+        if cat in LAUNCH_SIDE_CATS:
+            if corr is not None:
+                by_corr.setdefault(int(corr), idx)
+        elif cat in GPU_CATS:
+            ops.append(idx)
+        elif cat == "cuda_sync":
+            has_syncs = True
+    launch_of = {i: by_corr.get(int(rows[i][7])) if rows[i][7] is not None else None for i in ops}
+    queues = _row_queue_lengths(rows, ops, launch_of, opts.cuda_graphs)
+    cpu, gpu, syncs, launches = [], [], [], {}
+    for idx, (cat, name, pid, tid, ts, dur, stream, corr, record, record_stream) in enumerate(rows):
+        if cat in LAUNCH_SIDE_CATS and not lo <= ts <= hi:
+            continue
+        if cat in GPU_SIDE_CATS:
+            call = by_corr.get(int(corr)) if corr is not None else None
+            if cat not in (*GPU_CATS, "cuda_sync") or call is None or not lo <= rows[call][4] <= hi:
+                continue
+        ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), float(ts), float(dur))
+        if record is not None:
+            ev.sync_src, ev.sync_dst = record, record_stream
+        if cat in GPU_SIDE_CATS:
+            ev.stream, ev.launch = None if stream is None else int(stream), call
+            if idx in queues:
+                ev.q_launch, ev.q_start, ev.n_launch = queues[idx]
+            (gpu if cat in GPU_CATS else syncs).append(ev)
+            continue
+        if cat in LAUNCH_SIDE_CATS:
+            launches[idx] = ev
+        cpu.append(ev)
+    if opts.infer_syncs and not has_syncs:
+        syncs = _row_inferred_syncs(rows, ops, launch_of, launches)
+    return TraceEvents(cpu, gpu, syncs, launches)
+
+
+def _row_queue_lengths(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
+                       cuda_graphs: bool) -> dict[int, tuple[int, int, int]]:
+    """:func:`_queue_lengths` on rows, in numpy: ``(q_launch, q_start, n_launch)`` by operation
+    idx. The points of each stream (+1 at a counted launch call, -1 at its operation's start) in
+    (ts, launch before start, idx) order, ties kept in operation order (a stable sort, as the
+    list sort there); q_launch is the queue after the last point of its call on the stream."""
+    counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
+    mine = [(i, c) for i in ops if (c := launch_of[i]) is not None and rows[c][1] in counted]
+    if not mine:
+        return {}
+    codes: dict[int | None, int] = {}
+    op_idx = np.array([i for i, _ in mine], dtype=np.int64)
+    call_idx = np.array([c for _, c in mine], dtype=np.int64)
+    stream = np.array([codes.setdefault(None if rows[i][6] is None else int(rows[i][6]), len(codes)) for i, _ in mine],
+                      dtype=np.int64)
+    n = len(mine)
+    st = np.r_[stream, stream]
+    ts = np.array([float(rows[c][4]) for c in call_idx.tolist()] + [float(rows[i][4]) for i in op_idx.tolist()])
+    kind = np.r_[np.zeros(n, np.int64), np.ones(n, np.int64)]
+    key = np.r_[call_idx, op_idx]
+    own = np.r_[np.arange(n), np.arange(n)]
+    order = np.lexsort((key, kind, ts, st))
+    st, kind, key, own = st[order], kind[order], key[order], own[order]
+    cum = np.cumsum(1 - 2 * kind)
+    first = np.r_[True, st[1:] != st[:-1]]
+    q = cum - np.r_[0, cum][np.flatnonzero(first)][np.cumsum(first) - 1]
+    q_start = np.empty(n, np.int64)
+    q_start[own[kind == 1]] = q[kind == 1]
+    at = np.flatnonzero(kind == 0)
+    new_group = np.r_[True, (st[at][1:] != st[at][:-1]) | (key[at][1:] != key[at][:-1]) | (np.diff(at) != 1)]
+    last = at[np.flatnonzero(np.r_[new_group[1:], True])]
+    q_launch = np.empty(n, np.int64)
+    q_launch[own[at]] = q[last][np.cumsum(new_group) - 1]
+    _, inverse, counts = np.unique(call_idx * len(codes) + stream, return_inverse=True, return_counts=True)
+    n_launch = counts[inverse]
+    return dict(zip(op_idx.tolist(), zip(q_launch.tolist(), q_start.tolist(), n_launch.tolist(), strict=True),
+                    strict=True))
+
+
+def _row_inferred_syncs(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
+                        launches: dict[int, cpg.Event]) -> list[cpg.Event]:
+    """:func:`inferred_syncs` for the sync calls among ``launches`` (those of the window), the
+    streams looked up among every operation's launch (``rows``, ``ops``, ``launch_of``)."""
+    per_thread: dict[tuple[str, str], list[tuple[float, int | None]]] = defaultdict(list)
+    for i in ops:
+        call = launch_of[i]
+        if call is not None:
+            per_thread[(str(rows[call][2]), str(rows[call][3]))].append(
+                (float(rows[call][4]), None if rows[i][6] is None else int(rows[i][6])))
+    for launched in per_thread.values():
+        launched.sort(key=lambda p: p[0])
+    out = []
+    for call in launches.values():
+        if call.name == "cudaDeviceSynchronize":
+            out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Context Sync", "", "", call.ts, call.dur,
+                                 launch=call.idx))
+        elif call.name == "cudaStreamSynchronize":
+            launched = per_thread.get((call.pid, call.tid), [])
+            i = bisect.bisect_left(launched, call.ts, key=lambda p: p[0])
+            if i:
+                out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Stream Sync", "", "", call.ts, call.dur,
+                                     stream=launched[i - 1][1], launch=call.idx))
+    return out
 
 
 def inferred_syncs(gpu: list[cpg.Event], launches: dict[int, cpg.Event]) -> list[cpg.Event]:

@@ -281,15 +281,7 @@ def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: s
     """With --step, CPU events outside the step are not read (runtime calls and GPU operations
     still are, for queue lengths and syncs): each step's row and operators equal those of the pass
     over every step (issue 36 item 7: the report's median step on a 1M-event trace, 6 s -> 1 s)."""
-    opts = dict(data_loading=(), hta_rounding=rounding, infer_syncs=infer)
-    with tr.open(TRACES / folder) as db:
-        every = critical_path(db, CriticalPathOptions(**opts))
-        for step in every.frame["step"].tolist():
-            one = critical_path(db, CriticalPathOptions(**opts, step=step))
-            want = every.frame[every.frame["step"] == step].reset_index(drop=True)
-            assert one.frame.reset_index(drop=True).equals(want), step
-            want_ops = every.operators[every.operators["step"] == step].reset_index(drop=True)
-            assert one.operators.reset_index(drop=True).equals(want_ops), step
+    _one_step_equals_every_step(TRACES / folder, data_loading=(), hta_rounding=rounding, infer_syncs=infer)
 
 
 def _event_wait_trace(wait: bool) -> list[dict]:

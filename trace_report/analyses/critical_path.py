@@ -27,6 +27,7 @@ import math
 import operator
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -258,26 +259,9 @@ def _row_inferred_syncs(rows: list[tuple], ops: list[int], launch_of: dict[int, 
                         launches: dict[int, cpg.Event]) -> list[cpg.Event]:
     """:func:`inferred_syncs` for the sync calls among ``launches`` (those of the window), the
     streams looked up among every operation's launch (``rows``, ``ops``, ``launch_of``)."""
-    per_thread: dict[tuple[str, str], list[tuple[float, int | None]]] = defaultdict(list)
-    for i in ops:
-        call = launch_of[i]
-        if call is not None:
-            per_thread[(str(rows[call][2]), str(rows[call][3]))].append(
-                (float(rows[call][4]), None if rows[i][6] is None else int(rows[i][6])))
-    for launched in per_thread.values():
-        launched.sort(key=lambda p: p[0])
-    out = []
-    for call in launches.values():
-        if call.name == "cudaDeviceSynchronize":
-            out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Context Sync", "", "", call.ts, call.dur,
-                                 launch=call.idx))
-        elif call.name == "cudaStreamSynchronize":
-            launched = per_thread.get((call.pid, call.tid), [])
-            i = bisect.bisect_left(launched, call.ts, key=lambda p: p[0])
-            if i:
-                out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Stream Sync", "", "", call.ts, call.dur,
-                                     stream=launched[i - 1][1], launch=call.idx))
-    return out
+    return _syncs_of(launches.values(), _thread_launches(
+        (str(rows[c][2]), str(rows[c][3]), float(rows[c][4]), None if rows[i][6] is None else int(rows[i][6]))
+        for i in ops if (c := launch_of[i]) is not None))
 
 
 def inferred_syncs(gpu: list[cpg.Event], launches: dict[int, cpg.Event]) -> list[cpg.Event]:
@@ -285,15 +269,26 @@ def inferred_syncs(gpu: list[cpg.Event], launches: dict[int, cpg.Event]) -> list
     without them: a ``Context Sync`` for each ``cudaDeviceSynchronize`` (every stream), a ``Stream
     Sync`` for each ``cudaStreamSynchronize`` on the stream of the last GPU operation launched from
     the same thread before it (the trace does not say which stream it waited for)."""
+    return _syncs_of(launches.values(), _thread_launches(
+        (c.pid, c.tid, c.ts, ev.stream) for ev in gpu
+        if ev.launch is not None and (c := launches.get(ev.launch)) is not None))
+
+
+def _thread_launches(launched: Iterable[tuple[str, str, float, int | None]]) -> dict[tuple[str, str], list]:
+    """Per (pid, tid) of the launching thread: (launch call start, stream) of each GPU operation, by
+    start (ties in the order given)."""
     per_thread: dict[tuple[str, str], list[tuple[float, int | None]]] = defaultdict(list)
-    for ev in gpu:
-        call = launches.get(ev.launch) if ev.launch is not None else None
-        if call is not None:
-            per_thread[(call.pid, call.tid)].append((call.ts, ev.stream))
-    for launched in per_thread.values():
-        launched.sort(key=lambda p: p[0])
+    for pid, tid, ts, stream in launched:
+        per_thread[(pid, tid)].append((ts, stream))
+    for points in per_thread.values():
+        points.sort(key=lambda p: p[0])
+    return per_thread
+
+
+def _syncs_of(calls: Iterable[cpg.Event], per_thread: dict[tuple[str, str], list]) -> list[cpg.Event]:
+    """The inferred ``cuda_sync`` events of the sync ``calls`` (see :func:`inferred_syncs`)."""
     out = []
-    for call in launches.values():
+    for call in calls:
         if call.name == "cudaDeviceSynchronize":
             out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Context Sync", "", "", call.ts, call.dur,
                                  launch=call.idx))

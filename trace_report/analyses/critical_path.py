@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import bisect
 import math
-import operator
 import re
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,48 +134,17 @@ def _rounded(rows: list[tuple], hta_rounding: bool) -> list[tuple]:
 def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions,
                cpu_window: tuple[float, float] | None = None) -> TraceEvents:
     """The events of ``trace_id``: CPU events (only those starting in ``cpu_window`` when given),
-    GPU operations with their launch and queue lengths, ``cuda_sync`` events, runtime calls by idx."""
+    GPU operations with their launch and queue lengths, ``cuda_sync`` events, runtime calls by idx.
+
+    With ``cpu_window``, graph events only for the rows :func:`window_of` can keep: the CPU rows,
+    the runtime calls starting in it (with 2 us to spare for HTA's rounding), the GPU operations
+    and ``cuda_sync`` events they launched. The queue lengths and the inferred syncs' streams are
+    worked out over every launch of the trace, from the rows themselves (on a 1M-event trace ~96k
+    rows, of which one step needs ~200). A trace with Stream Wait Event / Event Sync events keeps
+    every row: their sources may lie anywhere before the window (:func:`_event_waits`)."""
     rows = _rounded(_rows(db, trace_id, cpu_window), opts.hta_rounding and _fractional(db, trace_id))
-    if cpu_window is not None and not any(r[0] == "cuda_sync" and r[1] in WAIT_SYNCS for r in rows):
-        return window_events(rows, opts, cpu_window)
-    cpu, gpu, syncs, launches = [], [], [], {}
-    by_corr: dict[int, int] = {}
-    for idx, (cat, name, pid, tid, ts, dur, stream, corr, record, record_stream) in enumerate(rows):
-        ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), float(ts), float(dur))
-        if record is not None:
-            ev.sync_src, ev.sync_dst = record, record_stream  # resolved by _event_waits
-        if cat in LAUNCH_SIDE_CATS:
-            launches[idx] = ev
-            if corr is not None:
-                by_corr.setdefault(int(corr), idx)
-        if cat in GPU_SIDE_CATS:
-            ev.stream = None if stream is None else int(stream)
-            ev.launch = corr  # the correlation for now, resolved below
-            (gpu if cat in GPU_CATS else syncs if cat == "cuda_sync" else []).append(ev)
-        else:
-            cpu.append(ev)
-    for ev in gpu + syncs:
-        ev.launch = by_corr.get(int(ev.launch)) if ev.launch is not None else None
-    _queue_lengths(gpu, launches, opts.cuda_graphs)
-    _event_waits(gpu, syncs, launches, by_corr)
-    if opts.infer_syncs and not syncs:
-        syncs = inferred_syncs(gpu, launches)
-    return TraceEvents(cpu, gpu, syncs, launches)
-
-
-WAIT_SYNCS = ("Stream Wait Event", "Event Sync")
-"""``cuda_sync`` events whose source is found among every launch before them (:func:`_event_waits`)."""
-
-
-def window_events(rows: list[tuple], opts: CriticalPathOptions, cpu_window: tuple[float, float]) -> TraceEvents:
-    """:func:`load_trace`'s events for one window (its rows from :func:`_rows`, in the same
-    order, so the same ``idx``; no Stream Wait Event / Event Sync among them): graph events only
-    for the rows :func:`window_of` can keep: the CPU rows, the runtime calls starting in
-    ``cpu_window`` (with 2 us to spare for HTA's rounding), the GPU operations and ``cuda_sync``
-    events they launched. The queue lengths and the inferred syncs' streams are worked out over
-    every launch of the trace, as :func:`_queue_lengths` and :func:`inferred_syncs` do, from the
-    rows themselves: on a 1M-event trace that is ~96k rows, of which one step needs ~200."""
-    lo, hi = cpu_window[0] - 2.0, cpu_window[1] + 2.0
+    waits = any(r[0] == "cuda_sync" and r[1] in WAIT_SYNCS for r in rows)
+    lo, hi = (-math.inf, math.inf) if cpu_window is None or waits else (cpu_window[0] - 2.0, cpu_window[1] + 2.0)
     by_corr: dict[int, int] = {}
     ops: list[int] = []
     has_syncs = False
@@ -190,18 +157,18 @@ def window_events(rows: list[tuple], opts: CriticalPathOptions, cpu_window: tupl
         elif cat == "cuda_sync":
             has_syncs = True
     launch_of = {i: by_corr.get(int(rows[i][7])) if rows[i][7] is not None else None for i in ops}
-    queues = _row_queue_lengths(rows, ops, launch_of, opts.cuda_graphs)
+    queues = _queue_lengths(rows, ops, launch_of, opts.cuda_graphs)
     cpu, gpu, syncs, launches = [], [], [], {}
     for idx, (cat, name, pid, tid, ts, dur, stream, corr, record, record_stream) in enumerate(rows):
         if cat in LAUNCH_SIDE_CATS and not lo <= ts <= hi:
             continue
-        if cat in GPU_SIDE_CATS:
+        if cat in GPU_SIDE_CATS:  # kept when launched by a kept call: window_of drops the others
             call = by_corr.get(int(corr)) if corr is not None else None
             if cat not in (*GPU_CATS, "cuda_sync") or call is None or not lo <= rows[call][4] <= hi:
                 continue
         ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), float(ts), float(dur))
         if record is not None:
-            ev.sync_src, ev.sync_dst = record, record_stream
+            ev.sync_src, ev.sync_dst = record, record_stream  # resolved by _event_waits
         if cat in GPU_SIDE_CATS:
             ev.stream, ev.launch = None if stream is None else int(stream), call
             if idx in queues:
@@ -211,17 +178,24 @@ def window_events(rows: list[tuple], opts: CriticalPathOptions, cpu_window: tupl
         if cat in LAUNCH_SIDE_CATS:
             launches[idx] = ev
         cpu.append(ev)
+    if waits:
+        _event_waits(gpu, syncs, launches, by_corr)
     if opts.infer_syncs and not has_syncs:
-        syncs = _row_inferred_syncs(rows, ops, launch_of, launches)
+        syncs = inferred_syncs(rows, ops, launch_of, launches)
     return TraceEvents(cpu, gpu, syncs, launches)
 
 
-def _row_queue_lengths(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
-                       cuda_graphs: bool) -> dict[int, tuple[int, int, int]]:
-    """:func:`_queue_lengths` on rows, in numpy: ``(q_launch, q_start, n_launch)`` by operation
-    idx. The points of each stream (+1 at a counted launch call, -1 at its operation's start) in
-    (ts, launch before start, idx) order, ties kept in operation order (a stable sort, as the
-    list sort there); q_launch is the queue after the last point of its call on the stream."""
+WAIT_SYNCS = ("Stream Wait Event", "Event Sync")
+"""``cuda_sync`` events whose source is found among every launch before them (:func:`_event_waits`)."""
+
+
+def _queue_lengths(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
+                   cuda_graphs: bool) -> dict[int, tuple[int, int, int]]:
+    """``(q_launch, q_start, n_launch)`` of each GPU operation (``ops``: row idx) launched by a
+    counted call, by operation idx (numpy). The points of each stream (+1 at the launch call, -1
+    when its operation starts) in (ts, launch before start, idx) order, ties kept in operation order
+    (a stable sort); q_start is the queue after the operation's point, q_launch after the last
+    point of its call on the stream, n_launch the operations of that call on the stream."""
     counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
     mine = [(i, c) for i in ops if (c := launch_of[i]) is not None and rows[c][1] in counted]
     if not mine:
@@ -255,40 +229,23 @@ def _row_queue_lengths(rows: list[tuple], ops: list[int], launch_of: dict[int, i
                     strict=True))
 
 
-def _row_inferred_syncs(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
-                        launches: dict[int, cpg.Event]) -> list[cpg.Event]:
-    """:func:`inferred_syncs` for the sync calls among ``launches`` (those of the window), the
-    streams looked up among every operation's launch (``rows``, ``ops``, ``launch_of``)."""
-    return _syncs_of(launches.values(), _thread_launches(
-        (str(rows[c][2]), str(rows[c][3]), float(rows[c][4]), None if rows[i][6] is None else int(rows[i][6]))
-        for i in ops if (c := launch_of[i]) is not None))
-
-
-def inferred_syncs(gpu: list[cpg.Event], launches: dict[int, cpg.Event]) -> list[cpg.Event]:
+def inferred_syncs(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
+                   launches: dict[int, cpg.Event]) -> list[cpg.Event]:
     """``cuda_sync`` events as PyTorch >= 2.1 records them, inferred from the runtime calls of a trace
     without them: a ``Context Sync`` for each ``cudaDeviceSynchronize`` (every stream), a ``Stream
     Sync`` for each ``cudaStreamSynchronize`` on the stream of the last GPU operation launched from
-    the same thread before it (the trace does not say which stream it waited for)."""
-    return _syncs_of(launches.values(), _thread_launches(
-        (c.pid, c.tid, c.ts, ev.stream) for ev in gpu
-        if ev.launch is not None and (c := launches.get(ev.launch)) is not None))
-
-
-def _thread_launches(launched: Iterable[tuple[str, str, float, int | None]]) -> dict[tuple[str, str], list]:
-    """Per (pid, tid) of the launching thread: (launch call start, stream) of each GPU operation, by
-    start (ties in the order given)."""
+    the same thread before it (the trace does not say which stream it waited for). For the sync
+    calls among ``launches`` (those kept); the streams are looked up among every operation's launch
+    (``rows``, ``ops``, ``launch_of``: see :func:`load_trace`)."""
     per_thread: dict[tuple[str, str], list[tuple[float, int | None]]] = defaultdict(list)
-    for pid, tid, ts, stream in launched:
-        per_thread[(pid, tid)].append((ts, stream))
-    for points in per_thread.values():
-        points.sort(key=lambda p: p[0])
-    return per_thread
-
-
-def _syncs_of(calls: Iterable[cpg.Event], per_thread: dict[tuple[str, str], list]) -> list[cpg.Event]:
-    """The inferred ``cuda_sync`` events of the sync ``calls`` (see :func:`inferred_syncs`)."""
+    for i in ops:
+        if (c := launch_of[i]) is not None:
+            per_thread[(str(rows[c][2]), str(rows[c][3]))].append(
+                (float(rows[c][4]), None if rows[i][6] is None else int(rows[i][6])))
+    for launched in per_thread.values():
+        launched.sort(key=lambda p: p[0])
     out = []
-    for call in calls:
+    for call in launches.values():
         if call.name == "cudaDeviceSynchronize":
             out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Context Sync", "", "", call.ts, call.dur,
                                  launch=call.idx))
@@ -310,7 +267,7 @@ def _event_waits(gpu: list[cpg.Event], syncs: list[cpg.Event], launches: dict[in
     Event's destination is the operation of the first launch after its ``cudaStreamWaitEvent``
     call from the same thread onto the waiting stream. Sets ``sync_src`` / ``sync_dst`` (operation
     idx, None where not found); on load they hold the record's correlation and stream."""
-    waits = [s for s in syncs if s.name in ("Stream Wait Event", "Event Sync")]
+    waits = [s for s in syncs if s.name in WAIT_SYNCS]
     if not waits:
         return
     onto: dict[tuple, list[tuple[float, int, int]]] = defaultdict(list)  # (gpu pid, stream) -> launches
@@ -336,37 +293,6 @@ def _event_waits(gpu: list[cpg.Event], syncs: list[cpg.Event], launches: dict[in
             after = from_thread.get((call.pid, call.tid, s.stream), [])
             j = bisect.bisect_left(after, (call.ts, call.idx))
             s.sync_dst = after[j][2] if j < len(after) else None
-
-
-_BY_TIME_KIND_IDX = operator.itemgetter(0, 1, 2)
-"""Sort key of a queue point: (ts, 0 launch / 1 operation start, idx)."""
-
-
-def _queue_lengths(gpu: list[cpg.Event], launches: dict[int, cpg.Event], cuda_graphs: bool) -> None:
-    """``q_launch``, ``q_start`` and ``n_launch`` of each GPU operation launched by a counted call."""
-    counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
-    per_stream: dict[int | None, list[tuple[float, int, int, cpg.Event]]] = defaultdict(list)
-    n_of: dict[tuple[int, int | None], int] = defaultdict(int)
-    for ev in gpu:
-        call = launches.get(ev.launch) if ev.launch is not None else None
-        if call is None or call.name not in counted:
-            continue
-        per_stream[ev.stream].append((call.ts, 0, call.idx, ev))
-        per_stream[ev.stream].append((ev.ts, 1, ev.idx, ev))
-        n_of[(call.idx, ev.stream)] += 1
-    for points in per_stream.values():
-        points.sort(key=_BY_TIME_KIND_IDX)
-        q = 0
-        after_launch: dict[int, int] = {}
-        for _, is_op, key, ev in points:
-            q += -1 if is_op else 1
-            if is_op:
-                ev.q_start = q
-            else:
-                after_launch[key] = q
-        for *_, ev in points:
-            ev.q_launch = after_launch[ev.launch]
-            ev.n_launch = n_of[(ev.launch, ev.stream)]
 
 
 def _windows(steps: list[tuple[int | None, float, float]], events: TraceEvents,

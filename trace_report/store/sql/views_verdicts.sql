@@ -108,25 +108,16 @@ dl AS (
       ON d.trace_id = q.trace_id AND d.start_us < q.e AND d.end_us > q.s
     GROUP BY ALL
 ),
--- the host_sync calls merged into disjoint spans per trace (calls on several threads may overlap):
--- a time is inside a call when it is inside a span, the one starting last at or before it (ASOF)
-sync_runs AS (
-    SELECT trace_id, ts_us, end_us,
-           max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, end_us
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS run_end
+-- how far the host_sync calls started by each time reach (calls on several threads may overlap):
+-- a time is inside a call when the calls started at or before it (ASOF: the last start) reach it
+sync_reach AS (
+    SELECT trace_id, ts_us AS s, max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us) AS reach
     FROM host_sync_calls WHERE ts_us IS NOT NULL AND end_us IS NOT NULL
-),
-sync_spans AS (
-    SELECT trace_id, min(ts_us) AS s, max(end_us) AS e FROM (
-        SELECT *, sum(CASE WHEN run_end IS NULL OR ts_us > run_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY trace_id ORDER BY ts_us, end_us ROWS UNBOUNDED PRECEDING) AS span
-        FROM sync_runs)
-    GROUP BY trace_id, span
 ),
 synced AS (
     SELECT DISTINCT q.trace_id, q.gone_idle_us
-    FROM pieces q ASOF JOIN sync_spans c ON c.trace_id = q.trace_id AND q.gone_idle_us >= c.s
-    WHERE q.resume_us IS NOT NULL AND q.gone_idle_us <= c.e
+    FROM pieces q ASOF JOIN sync_reach c ON c.trace_id = q.trace_id AND q.gone_idle_us >= c.s
+    WHERE q.resume_us IS NOT NULL AND q.gone_idle_us <= c.reach
 )
 SELECT q.trace_id, q.rank, q.window_id, q.gone_idle_us, q.resume_us, q.s AS start_us, q.e AS end_us,
        q.e - q.s AS idle_us, least(coalesce(d.data_loading_us, 0.0), q.e - q.s) AS data_loading_us,

@@ -82,7 +82,8 @@ def _gpu_items(con: duckdb.DuckDBPyConnection, db: TraceDB, w: pd.Series, part: 
     rank = con.execute("SELECT rank FROM traces WHERE trace_id = ?", [int(w.trace_id)]).fetchall()[0][0]
     kr = kernel_regions(db, rank=rank, window=(int(w.trace_id), int(w.window_id)))[["event_id", "region"]]
     ks = con.execute("SELECT event_id, name, stream, ts_us, ts_us + dur_us AS end_abs, dur_us FROM kernels "
-                     "WHERE trace_id = ? ORDER BY ts_us, event_id", [int(w.trace_id)]).df().merge(kr, on="event_id")
+                     "WHERE trace_id = $t AND event_id IN (SELECT unnest($ids)) ORDER BY ts_us, event_id",
+                     {"t": int(w.trace_id), "ids": kr["event_id"].tolist()}).df().merge(kr, on="event_id")
     ks["kind"] = "kernel"
     horizon = max(float(w.end_us), float(ks["end_abs"].max()) if len(ks) else float(w.end_us))
     mem = con.execute("SELECT name, stream, cat, ts_us, ts_us + dur_us AS end_abs, dur_us FROM gpu_ops "

@@ -12,11 +12,12 @@ import sqlite3
 from collections import Counter, defaultdict
 
 import cpp_demangle
+import pandas as pd
 import pytest
 from conftest import GPU_OP_CATS, KERNEL_CATS, REPO, SHARED, TRACES, folder_events, invoke, manifest_by_dir, tar_ranks
 
 import trace_report as tr
-from trace_report.analyses.kernel_classes import FlagsOptions, classify, flags, rules
+from trace_report.analyses.kernel_classes import FlagsOptions, classify, flags, flags_summary, rules
 from trace_report.errors import InputError
 
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
@@ -379,6 +380,10 @@ def test_cpu_only_trace_has_nothing_to_flag():
     assert result.frame.empty
     assert list(result.frame.columns) == ["name", "classes", "count", "total_us", "pct_of_gpu_time"]
     assert any("no GPU activity" in n for n in result.notes)
+    # a class filter on no rows kept the rows' columns (it selected columns by an empty mask: KeyError)
+    filtered = invoke(["flags", str(TRACES / "hta_cpu_only"), "-c", "tf32", "-f", "json"])
+    assert filtered.exit_code == 0, filtered.output
+    assert json.loads(filtered.stdout) == []
 
 
 def test_flags_per_rank_on_the_ddp_archive():
@@ -393,6 +398,20 @@ def test_flags_per_rank_on_the_ddp_archive():
         assert got == pytest.approx(nccl)
     assert total.loc["collective", "total_us"] == pytest.approx(
         per_rank.loc[per_rank["class"] == "collective", "total_us"].sum())
+
+
+@pytest.mark.parametrize("folder", ["param_dlrm_kineto_v100x8", "hta_cpu_only", "hta_a100_ddp_nccl"])
+def test_flags_summary_alone_is_the_summary_of_flags(folder):
+    """advise and the report read flags_summary, the flags command flags(): the same rows and notes,
+    per rank or not, narrowed to some traces, one class (the ranks' NCCL time is checked above)."""
+    with tr.open(TRACES / folder) as db:
+        ids = [t for (t,) in db.con.execute("SELECT trace_id FROM traces ORDER BY 1").fetchall()]
+        for opts in (FlagsOptions(), FlagsOptions(by_rank=True), FlagsOptions(trace_ids=tuple(ids[:1])),
+                     FlagsOptions(classes=("tf32",), by_rank=True)):
+            summary, notes = flags_summary(db, opts)
+            whole = flags(db, opts)
+            pd.testing.assert_frame_equal(summary, whole.summary)
+            assert notes == whole.notes
 
 
 # ------------------------------------------------------------------ CLI

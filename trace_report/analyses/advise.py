@@ -33,7 +33,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise_checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
-from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.kernel_classes import FlagsOptions, flags_summary
 from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces, trace_ids
@@ -125,7 +125,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
     for r, row in _by_rank(con, "SELECT rank, sum(gpu_op_us) AS gpu_us FROM gpu_time GROUP BY rank").items():
         if r in facts:
             facts[r].gpu_us = float(row["gpu_us"] or 0)
-    fl = flags(db, FlagsOptions(rank=rank, by_rank=True)).summary
+    fl, _ = flags_summary(db, FlagsOptions(rank=rank, by_rank=True))
     for r, g in fl.groupby("rank"):
         if int(r) in facts:
             facts[int(r)].classes = g.set_index("class")["total_us"]

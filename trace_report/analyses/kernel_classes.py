@@ -97,7 +97,8 @@ def _rows(long: pd.DataFrame, opts: FlagsOptions, order: dict[str, int]) -> pd.D
         count=("count", "sum"), total_us=("total_us", "sum"), gpu_us=("gpu_us", "first")).reset_index()
     out = names.merge(counts, on=["rank", "name"])
     if opts.classes:
-        out = out[out["classes"].map(lambda cs: any(c in opts.classes for c in cs))]
+        # a boolean mask even with no rows (an empty object Series would select columns, not rows)
+        out = out.loc[out["classes"].map(lambda cs: any(c in opts.classes for c in cs)).astype(bool)]
     out["pct_of_gpu_time"] = 100.0 * out["total_us"] / out["gpu_us"]
     out = out.sort_values(["rank", "total_us", "name"], ascending=[True, False, True], na_position="first")
     if opts.limit is not None:
@@ -169,15 +170,32 @@ def flag_rows(con: duckdb.DuckDBPyConnection, rank: int | None, by_rank: bool,
 
 def flags_from_rows(db: TraceDB, long: pd.DataFrame, opts: FlagsOptions, known: list[str]) -> FlagsResult:
     """The :class:`FlagsResult` of ``kernel_flags.sql``'s rows (``db`` gives the rule table)."""
+    long, summary, notes = _summary_of_rows(long, opts, known)
+    frame = _rows(long, opts, {c: i for i, c in enumerate(known)})
+    shown = set(opts.classes) or {c for cs in frame["classes"] for c in cs}
+    if not opts.by_rank:
+        frame = frame.drop(columns="rank")
+    return FlagsResult(frame, summary, _explain(long, db, shown), notes)
+
+
+def flags_summary(db: TraceDB, options: FlagsOptions | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """``flags(db, options).summary`` and ``.notes`` alone (the same rows, from the same
+    ``kernel_flags.sql`` rows), without the per-name table and the rules used: what ``advise`` and
+    the report's class charts read. Errors as :func:`flags`."""
+    opts = options or FlagsOptions()
+    known = check_options(db, opts)
+    long = flag_rows(db.con, opts.rank, opts.by_rank, None if opts.trace_ids is None else list(opts.trace_ids))
+    _, summary, notes = _summary_of_rows(long, opts, known)
+    return summary, notes
+
+
+def _summary_of_rows(long: pd.DataFrame, opts: FlagsOptions,
+                     known: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(the rows with a name, the per-class summary, the notes) of ``kernel_flags.sql``'s rows."""
     totals = long[long["name"].isna()][["rank", "gpu_us"]]
     long = long[long["name"].notna()]
-    order = {c: i for i, c in enumerate(known)}
-    frame = _rows(long, opts, order)
     summary = _summary(long, totals, known)
-    shown = set(opts.classes) or {c for cs in frame["classes"] for c in cs}
     notes = []
     if totals.empty or not totals["gpu_us"].fillna(0).gt(0).any():
         notes.append("no GPU activity (kernels, memcpy, memset) in the selection: nothing to classify")
-    if not opts.by_rank:
-        frame, summary = frame.drop(columns="rank"), summary.drop(columns="rank")
-    return FlagsResult(frame, summary, _explain(long, db, shown), notes)
+    return long, summary if opts.by_rank else summary.drop(columns="rank"), notes

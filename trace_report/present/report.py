@@ -28,7 +28,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise import AdviceResult, advise
-from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.kernel_classes import FlagsOptions, flags_summary
 from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
@@ -198,7 +198,7 @@ def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
 def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
                          classes: Callable[[], tuple[pd.DataFrame, list[str]]] | None = None) -> Section | None:
     """Top kernels (chart and table), regions per step, kernel classes, step timeline, roofline.
-    ``classes``: :func:`flags_summary` of these options, computed once per report (the Kernel
+    ``classes``: :func:`flags_by_run` of these options, computed once per report (the Kernel
     classes section shows the same table)."""
     n = _scalar(con, "SELECT count(*) FROM traces")
     if not n:
@@ -214,7 +214,7 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
                          "(the timeline shows one step of one trace)")
     _top_kernels(sec, db, opts, runs)
     _regions(sec, db, con, opts, runs)
-    summary = classes or (lambda: flags_summary(db, opts, runs))
+    summary = classes or (lambda: flags_by_run(db, opts, runs))
     fl = attempt(sec, "kernel classes", lambda: summary()[0])
     if fl is not None and fl["gpu_us"].fillna(0).gt(0).any():
         sec.charts.append(("kernel-classes", charts.kernel_classes_chart(fl)))
@@ -309,16 +309,16 @@ def _roofline(sec: Section, db: TraceDB) -> None:
         sec.notes += [f"roofline: {n}" for n in result.notes]
 
 
-def flags_summary(db: TraceDB, opts: ReportOptions,
+def flags_by_run(db: TraceDB, opts: ReportOptions,
                   runs: dict[str, tuple[int, ...]]) -> tuple[pd.DataFrame, list[str]]:
-    """``flags(db).summary`` (one per run, with a ``run`` column, when there are several runs: each
+    """``flags_summary(db)`` (one per run, with a ``run`` column, when there are several runs: each
     run's share of its own GPU time) and the notes."""
     notes: list[str] = []
 
     def build(ids: tuple[int, ...] | None) -> pd.DataFrame:
-        result = flags(db, FlagsOptions(rank=opts.rank, trace_ids=ids))
-        notes.extend(result.notes)
-        return result.summary
+        summary, got = flags_summary(db, FlagsOptions(rank=opts.rank, trace_ids=ids))
+        notes.extend(got)
+        return summary
 
     return _per_run(runs, build), list(dict.fromkeys(notes))
 
@@ -328,7 +328,7 @@ def flags_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptio
     """Share of GPU time per kernel class (TF32, tensor core, layout conversion...), per run when
     there are several. ``classes``: as :func:`trace_charts_section`'s."""
     try:
-        summary, notes = classes() if classes else flags_summary(db, opts, trace_runs(con))
+        summary, notes = classes() if classes else flags_by_run(db, opts, trace_runs(con))
     except TraceReportError:
         return None
     if not summary["gpu_us"].fillna(0).gt(0).any():
@@ -454,7 +454,7 @@ def _trace_sections(db: TraceDB, opts: ReportOptions, *, experiments: bool = Fal
 def _sections_of(db: TraceDB, opts: ReportOptions, experiments: bool) -> list[Section]:
     con = db.con
     advice = advice_of(db, opts)
-    classes = cache(lambda: flags_summary(db, opts, trace_runs(con)))  # charted, then tabled
+    classes = cache(lambda: flags_by_run(db, opts, trace_runs(con)))  # charted, then tabled
     builders = [lambda: headline_section(db, con, opts, advice),
                 lambda: trace_charts_section(db, con, opts, classes), lambda: stragglers_section(db, opts.rank),
                 lambda: comm_section(db, opts.rank, Section, table_html), lambda: ops_section(db, opts.rank),

@@ -22,30 +22,18 @@ a ``cudaGraphLaunch`` counts too (+1 per operation it launches; HTA issue #290 l
 
 from __future__ import annotations
 
-import bisect
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from trace_report.analyses import critical_path_graph as cpg
+from trace_report.analyses.critical_path_load import TraceEvents, load_trace
 from trace_report.analyses.result import drop_single_trace_ids
 from trace_report.errors import UsageError
 from trace_report.store.tracedb import TraceDB
 
-HTA_LAUNCH_CALLS = frozenset({
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
-    "cudaMemsetAsync", "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel",
-    "hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream"})
-"""Launch calls counted in the queue (HTA's ``TraceSymbolTable.get_runtime_launch_events_mask``)."""
-GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
-"""CUDA-graph launches: one call, many GPU operations (same correlation)."""
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-GPU_SIDE_CATS = (*GPU_CATS, "gpu_user_annotation", "cuda_sync")
-LAUNCH_SIDE_CATS = ("cuda_runtime", "cuda_driver")
 DATA_LOADING = (r"enumerate\(DataLoader\)",)
 """The data-loading events by default (torch-tb-profiler's convention; HTA has none by default)."""
 KINDS = ("cpu", "gpu_compute", "gpu_comm", "launch_overhead", "kernel_gap", "data_loading", "sync")
@@ -59,7 +47,7 @@ class CriticalPathOptions:
     expressions of data-loading event names (searched; their events get nodes, as HTA's
     ``data_load_events``); ``cuda_graphs``: count CUDA-graph launches in the queue;
     ``infer_syncs``: where a trace has no ``cuda_sync`` events, infer them from the sync calls
-    (:func:`inferred_syncs`; HTA adds no sync edge then);
+    (:func:`~trace_report.analyses.critical_path_load.inferred_syncs`; HTA adds no sync edge then);
     ``hta_rounding``: HTA's whole-us rounding of ns traces; ``top``: operators kept per step."""
 
     rank: int | None = None
@@ -81,218 +69,6 @@ class CriticalPathResult:
     operators: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     paths: dict[tuple[int, int | None], list[tuple[cpg.Edge, str]]] = field(default_factory=dict)
-
-
-@dataclass
-class TraceEvents:
-    """The events of one trace as graph events, indexed by (ts, event_id) order."""
-
-    cpu: list[cpg.Event]
-    gpu: list[cpg.Event]
-    syncs: list[cpg.Event]
-    launches: dict[int, cpg.Event]
-
-
-KEPT_OUTSIDE = (*LAUNCH_SIDE_CATS, *GPU_SIDE_CATS)
-"""Categories read over the whole trace even when one window is analysed: runtime calls and GPU
-operations give the streams' queue lengths and the syncs' streams from everything before the window."""
-
-
-def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None) -> list[tuple]:
-    """The trace's events in (ts, event_id) order; with ``cpu_window`` (start, end µs), the other
-    events (CPU operators, annotations, Python calls) only when they start inside it: the only ones
-    :func:`window_of` keeps, so the path is the same (one step of a 1M-event trace: 6 s -> 1 s)."""
-    where, params = "", [trace_id]
-    if cpu_window is not None:
-        where = f" AND (cat IN ({', '.join('?' * len(KEPT_OUTSIDE))}) OR ts_us BETWEEN ? AND ?)"
-        params += [*KEPT_OUTSIDE, cpu_window[0] - 1.0, cpu_window[1] + 1.0]  # 1 us: HTA's rounding of ts
-    waits = ", ".join(f"CASE WHEN cat = 'cuda_sync' THEN TRY_CAST(json_extract_string(args, '$.{k}') AS BIGINT) END"
-                      for k in ("wait_on_cuda_event_record_corr_id", "wait_on_stream"))
-    return db.con.execute(
-        "SELECT cat, name, coalesce(pid, ''), coalesce(tid, ''), ts_us, coalesce(dur_us, 0), stream, correlation, "
-        f"{waits} FROM events WHERE trace_id = ? AND ts_us IS NOT NULL{where} ORDER BY ts_us, event_id",
-        params).fetchall()
-
-
-def _fractional(db: TraceDB, trace_id: int) -> bool:
-    """Whether a time stamp of the trace has a fraction of a µs (ns resolution)."""
-    return bool(db.scalar("SELECT coalesce(bool_or(ts_us <> floor(ts_us)), false) FROM events "
-                          "WHERE trace_id = $t AND ts_us IS NOT NULL", {"t": trace_id}))
-
-
-def _rounded(rows: list[tuple], hta_rounding: bool) -> list[tuple]:
-    """HTA's parser on a fractional trace: ts up, end down, dur = end - ts (``round_down_time_stamps``)."""
-    if not hta_rounding:
-        return rows
-    out = []
-    for cat, name, pid, tid, ts, dur, *rest in rows:
-        start, end = math.ceil(ts), math.floor(ts + dur)
-        out.append((cat, name, pid, tid, float(start), float(end - start), *rest))
-    return out
-
-
-def load_trace(db: TraceDB, trace_id: int, opts: CriticalPathOptions,
-               cpu_window: tuple[float, float] | None = None) -> TraceEvents:
-    """The events of ``trace_id``: CPU events (only those starting in ``cpu_window`` when given),
-    GPU operations with their launch and queue lengths, ``cuda_sync`` events, runtime calls by idx.
-
-    With ``cpu_window``, graph events only for the rows :func:`window_of` can keep: the CPU rows,
-    the runtime calls starting in it (with 2 us to spare for HTA's rounding), the GPU operations
-    and ``cuda_sync`` events they launched. The queue lengths and the inferred syncs' streams are
-    worked out over every launch of the trace, from the rows themselves (on a 1M-event trace ~96k
-    rows, of which one step needs ~200). A trace with Stream Wait Event / Event Sync events keeps
-    every row: their sources may lie anywhere before the window (:func:`_event_waits`)."""
-    rows = _rounded(_rows(db, trace_id, cpu_window), opts.hta_rounding and _fractional(db, trace_id))
-    waits = any(r[0] == "cuda_sync" and r[1] in WAIT_SYNCS for r in rows)
-    lo, hi = (-math.inf, math.inf) if cpu_window is None or waits else (cpu_window[0] - 2.0, cpu_window[1] + 2.0)
-    by_corr: dict[int, int] = {}
-    ops: list[int] = []
-    has_syncs = False
-    for idx, (cat, _, _, _, _, _, _, corr, _, _) in enumerate(rows):
-        if cat in LAUNCH_SIDE_CATS:
-            if corr is not None:
-                by_corr.setdefault(int(corr), idx)
-        elif cat in GPU_CATS:
-            ops.append(idx)
-        elif cat == "cuda_sync":
-            has_syncs = True
-    launch_of = {i: by_corr.get(int(rows[i][7])) if rows[i][7] is not None else None for i in ops}
-    queues = _queue_lengths(rows, ops, launch_of, opts.cuda_graphs)
-    cpu, gpu, syncs, launches = [], [], [], {}
-    for idx, (cat, name, pid, tid, ts, dur, stream, corr, record, record_stream) in enumerate(rows):
-        if cat in LAUNCH_SIDE_CATS and not lo <= ts <= hi:
-            continue
-        if cat in GPU_SIDE_CATS:  # kept when launched by a kept call: window_of drops the others
-            call = by_corr.get(int(corr)) if corr is not None else None
-            if cat not in (*GPU_CATS, "cuda_sync") or call is None or not lo <= rows[call][4] <= hi:
-                continue
-        ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), float(ts), float(dur))
-        if record is not None:
-            ev.sync_src, ev.sync_dst = record, record_stream  # resolved by _event_waits
-        if cat in GPU_SIDE_CATS:
-            ev.stream, ev.launch = None if stream is None else int(stream), call
-            if idx in queues:
-                ev.q_launch, ev.q_start, ev.n_launch = queues[idx]
-            (gpu if cat in GPU_CATS else syncs).append(ev)
-            continue
-        if cat in LAUNCH_SIDE_CATS:
-            launches[idx] = ev
-        cpu.append(ev)
-    if waits:
-        _event_waits(gpu, syncs, launches, by_corr)
-    if opts.infer_syncs and not has_syncs:
-        syncs = inferred_syncs(rows, ops, launch_of, launches)
-    return TraceEvents(cpu, gpu, syncs, launches)
-
-
-WAIT_SYNCS = ("Stream Wait Event", "Event Sync")
-"""``cuda_sync`` events whose source is found among every launch before them (:func:`_event_waits`)."""
-
-
-def _queue_lengths(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
-                   cuda_graphs: bool) -> dict[int, tuple[int, int, int]]:
-    """``(q_launch, q_start, n_launch)`` of each GPU operation (``ops``: row idx) launched by a
-    counted call, by operation idx (numpy). The points of each stream (+1 at the launch call, -1
-    when its operation starts) in (ts, launch before start, idx) order, ties kept in operation order
-    (a stable sort); q_start is the queue after the operation's point, q_launch after the last
-    point of its call on the stream, n_launch the operations of that call on the stream."""
-    counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
-    mine = [(i, c) for i in ops if (c := launch_of[i]) is not None and rows[c][1] in counted]
-    if not mine:
-        return {}
-    codes: dict[int | None, int] = {}
-    op_idx = np.array([i for i, _ in mine], dtype=np.int64)
-    call_idx = np.array([c for _, c in mine], dtype=np.int64)
-    stream = np.array([codes.setdefault(None if rows[i][6] is None else int(rows[i][6]), len(codes)) for i, _ in mine],
-                      dtype=np.int64)
-    n = len(mine)
-    st = np.r_[stream, stream]
-    ts = np.array([float(rows[c][4]) for c in call_idx.tolist()] + [float(rows[i][4]) for i in op_idx.tolist()])
-    kind = np.r_[np.zeros(n, np.int64), np.ones(n, np.int64)]
-    key = np.r_[call_idx, op_idx]
-    own = np.r_[np.arange(n), np.arange(n)]
-    order = np.lexsort((key, kind, ts, st))
-    st, kind, key, own = st[order], kind[order], key[order], own[order]
-    cum = np.cumsum(1 - 2 * kind)
-    first = np.r_[True, st[1:] != st[:-1]]
-    q = cum - np.r_[0, cum][np.flatnonzero(first)][np.cumsum(first) - 1]
-    q_start = np.empty(n, np.int64)
-    q_start[own[kind == 1]] = q[kind == 1]
-    at = np.flatnonzero(kind == 0)
-    new_group = np.r_[True, (st[at][1:] != st[at][:-1]) | (key[at][1:] != key[at][:-1]) | (np.diff(at) != 1)]
-    last = at[np.flatnonzero(np.r_[new_group[1:], True])]
-    q_launch = np.empty(n, np.int64)
-    q_launch[own[at]] = q[last][np.cumsum(new_group) - 1]
-    _, inverse, counts = np.unique(call_idx * len(codes) + stream, return_inverse=True, return_counts=True)
-    n_launch = counts[inverse]
-    return dict(zip(op_idx.tolist(), zip(q_launch.tolist(), q_start.tolist(), n_launch.tolist(), strict=True),
-                    strict=True))
-
-
-def inferred_syncs(rows: list[tuple], ops: list[int], launch_of: dict[int, int | None],
-                   launches: dict[int, cpg.Event]) -> list[cpg.Event]:
-    """``cuda_sync`` events as PyTorch >= 2.1 records them, inferred from the runtime calls of a trace
-    without them: a ``Context Sync`` for each ``cudaDeviceSynchronize`` (every stream), a ``Stream
-    Sync`` for each ``cudaStreamSynchronize`` on the stream of the last GPU operation launched from
-    the same thread before it (the trace does not say which stream it waited for). For the sync
-    calls among ``launches`` (those kept); the streams are looked up among every operation's launch
-    (``rows``, ``ops``, ``launch_of``: see :func:`load_trace`)."""
-    per_thread: dict[tuple[str, str], list[tuple[float, int | None]]] = defaultdict(list)
-    for i in ops:
-        if (c := launch_of[i]) is not None:
-            per_thread[(str(rows[c][2]), str(rows[c][3]))].append(
-                (float(rows[c][4]), None if rows[i][6] is None else int(rows[i][6])))
-    for launched in per_thread.values():
-        launched.sort(key=lambda p: p[0])
-    out = []
-    for call in launches.values():
-        if call.name == "cudaDeviceSynchronize":
-            out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Context Sync", "", "", call.ts, call.dur,
-                                 launch=call.idx))
-        elif call.name == "cudaStreamSynchronize":
-            launched = per_thread.get((call.pid, call.tid), [])
-            i = bisect.bisect_left(launched, call.ts, key=lambda p: p[0])
-            if i:
-                out.append(cpg.Event(-call.idx - 1, "cuda_sync", "Stream Sync", "", "", call.ts, call.dur,
-                                     stream=launched[i - 1][1], launch=call.idx))
-    return out
-
-
-def _event_waits(gpu: list[cpg.Event], syncs: list[cpg.Event], launches: dict[int, cpg.Event],
-                 by_corr: dict[int, int]) -> None:
-    """The operations behind ``Stream Wait Event`` and ``Event Sync`` events (PyTorch >= 2.1: args
-    ``wait_on_cuda_event_record_corr_id``, ``wait_on_stream``), as HTA finds them
-    (``_get_cuda_event_record_df``, ``_get_cuda_stream_wait_event_df``): the source is the operation
-    of the last launch onto the recorded stream before the ``cudaEventRecord`` call; a Stream Wait
-    Event's destination is the operation of the first launch after its ``cudaStreamWaitEvent``
-    call from the same thread onto the waiting stream. Sets ``sync_src`` / ``sync_dst`` (operation
-    idx, None where not found); on load they hold the record's correlation and stream."""
-    waits = [s for s in syncs if s.name in WAIT_SYNCS]
-    if not waits:
-        return
-    onto: dict[tuple, list[tuple[float, int, int]]] = defaultdict(list)  # (gpu pid, stream) -> launches
-    from_thread: dict[tuple, list[tuple[float, int, int]]] = defaultdict(list)  # (cpu pid, tid, stream)
-    for op in gpu:
-        call = launches.get(op.launch) if op.launch is not None else None
-        if call is not None:
-            onto[(op.pid, op.stream)].append((call.ts, call.idx, op.idx))
-            from_thread[(call.pid, call.tid, op.stream)].append((call.ts, call.idx, op.idx))
-    for points in (*onto.values(), *from_thread.values()):
-        points.sort()
-    for s in waits:
-        record_corr, record_stream = s.sync_src, s.sync_dst
-        s.sync_src = s.sync_dst = None
-        record = launches.get(by_corr.get(int(record_corr), -1)) if record_corr is not None else None
-        if record is None or record_stream is None or record_stream < 0:
-            continue
-        before = onto.get((s.pid, int(record_stream)), [])
-        i = bisect.bisect_left(before, (record.ts, record.idx))
-        s.sync_src = before[i - 1][2] if i else None
-        call = launches.get(s.launch) if s.launch is not None else None
-        if s.name == "Stream Wait Event" and call is not None:
-            after = from_thread.get((call.pid, call.tid, s.stream), [])
-            j = bisect.bisect_left(after, (call.ts, call.idx))
-            s.sync_dst = after[j][2] if j < len(after) else None
 
 
 def _windows(steps: list[tuple[int | None, float, float]], events: TraceEvents,
@@ -341,7 +117,8 @@ def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> Criti
         steps = _step_windows(db, trace_id, opts.step)
         one_step = opts.step is not None and steps
         cpu_window = (min(s for _, s, _ in steps), max(e for *_, e in steps)) if one_step else None
-        events = load_trace(db, trace_id, opts, cpu_window)
+        events = load_trace(db, trace_id, cuda_graphs=opts.cuda_graphs, infer_syncs=opts.infer_syncs,
+                            hta_rounding=opts.hta_rounding, cpu_window=cpu_window)
         for step, start, end in _windows(steps, events, opts.step):
             try:
                 graph = cpg.build(window_of(events, start, end, patterns))

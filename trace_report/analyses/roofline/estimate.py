@@ -261,6 +261,7 @@ WITH o AS (SELECT * FROM _estimate_ops),
 -- overlapping, so they are the zero-length ones at the call's time and, of the others, the latest
 -- starting at or before it and the earliest ending at or after it (two when one ends where the next
 -- starts): ASOF joins, not a range join of every operator to every call on its thread
+-- (the kernels read from gpu_ops: the same rows, kept as a table by the commands that run several analyses)
 positive AS (SELECT *, ts_us + dur_us AS end_us FROM o WHERE dur_us > 0),
 around AS (
     SELECT o.trace_id, o.event_id, r.correlation
@@ -279,11 +280,11 @@ around AS (
 ),
 by_launch AS (
     SELECT a.event_id, a.trace_id, k.event_id AS kid, k.dur_us, k.name
-    FROM around a JOIN events k ON k.trace_id = a.trace_id AND k.correlation = a.correlation AND k.cat = 'kernel'
+    FROM around a JOIN gpu_ops k ON k.trace_id = a.trace_id AND k.correlation = a.correlation AND k.cat = 'kernel'
 ),
 by_ext AS (
     SELECT o.event_id, o.trace_id, k.event_id AS kid, k.dur_us, k.name
-    FROM o JOIN events k ON k.trace_id = o.trace_id AND k.external_id = o.external_id AND k.cat = 'kernel'
+    FROM o JOIN gpu_ops k ON k.trace_id = o.trace_id AND k.external_id = o.external_id AND k.cat = 'kernel'
     WHERE NOT EXISTS (SELECT 1 FROM by_launch b WHERE b.trace_id = o.trace_id AND b.event_id = o.event_id)
 ),
 k AS (SELECT DISTINCT * FROM (SELECT * FROM by_launch UNION ALL SELECT * FROM by_ext)),

@@ -29,12 +29,17 @@ SELECT g.*, n.kind FROM gpu_ops g JOIN gpu_op_kind_names n USING (name);
 CREATE OR REPLACE TEMP VIEW last_step_starts AS
 SELECT trace_id, max(ts_us) AS last_step_ts_us FROM steps GROUP BY trace_id HAVING count(*) >= 2;
 
+-- The launch of each GPU operation: the runtime call of its correlation with the lowest event id
+-- (found first, then joined: DuckDB turned a row_number() = 1 over the joined rows into an
+-- arg_min over a struct of every column, args included; 0.14 -> 0.09 s on a 1M-event trace).
 CREATE OR REPLACE TEMP VIEW gpu_op_launches AS
 SELECT g.*, r.event_id AS launch_event_id, r.name AS launch_name, r.ts_us AS launch_ts_us,
        r.pid AS launch_pid, r.tid AS launch_tid
 FROM gpu_op_kinds g
-JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.correlation = g.correlation
-QUALIFY row_number() OVER (PARTITION BY g.trace_id, g.event_id ORDER BY r.event_id) = 1;
+JOIN (SELECT trace_id, correlation, min(event_id) AS event_id FROM runtime_calls
+      WHERE correlation IS NOT NULL GROUP BY trace_id, correlation) f
+  ON f.trace_id = g.trace_id AND f.correlation = g.correlation
+JOIN runtime_calls r ON r.trace_id = f.trace_id AND r.event_id = f.event_id;
 
 -- hta_kept: the operation is in HTA's selection (the one definition; steps_only_gpu_ops keeps
 -- these rows, gpu_op_launch_times shows the flag).

@@ -6,7 +6,8 @@ Source: the caching allocator's ``[memory]`` instant events (``profile_memory=Tr
 ``nvidia-smi`` sees of PyTorch), ``bytes`` = this allocation (negative for a free). Traces of
 2021 carry only "Bytes": ``allocated_bytes`` is then relative to the trace's start (the running
 sum of Bytes, as torch-tb-profiler draws it) and ``reserved_bytes`` is NULL. Peaks: query
-``store/sql/memory_peaks.sql``; a step's peak includes the level the step starts at.
+``store/sql/memory_peaks.sql``; a step's peak includes the level the step starts at (the device's
+last event before it, by time then event order, with a value).
 """
 
 from __future__ import annotations

@@ -7,15 +7,44 @@ WITH m AS (
     WHERE $rank IS NULL OR t.rank = $rank
 ),
 devices AS (SELECT DISTINCT trace_id, rank, device FROM m),
-inside AS (
-    SELECT m.trace_id, m.rank, m.device, s.step, m.allocated_bytes, m.reserved_bytes
-    FROM m LEFT JOIN steps s ON s.trace_id = m.trace_id AND m.ts_us >= s.ts_us AND m.ts_us < s.end_us
+-- Each event's steps: the steps holding it (ts_us <= event < end_us). Where no two steps of a trace
+-- overlap (each starts at or after the end of every earlier one) that is at most one, the latest
+-- starting at or before the event, found by an ASOF join; traces with overlapping or nested steps
+-- take the range join (every event against every step of its trace: 0.19 s for 114k events and
+-- 485 steps). Zero-length steps hold nothing and are left out of both.
+held AS (SELECT * FROM steps WHERE end_us > ts_us),
+overlapping AS (
+    SELECT DISTINCT trace_id FROM held
+    QUALIFY ts_us < max(end_us) OVER (PARTITION BY trace_id ORDER BY ts_us, end_us
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
+inside AS (
+    SELECT m.trace_id, m.rank, m.device, CASE WHEN m.ts_us < s.end_us THEN s.step END AS step,
+           m.allocated_bytes, m.reserved_bytes
+    FROM (SELECT * FROM m WHERE trace_id NOT IN (SELECT trace_id FROM overlapping)) m
+    ASOF LEFT JOIN held s ON s.trace_id = m.trace_id AND m.ts_us >= s.ts_us
+    UNION ALL
+    SELECT m.trace_id, m.rank, m.device, s.step, m.allocated_bytes, m.reserved_bytes
+    FROM (SELECT * FROM m WHERE trace_id IN (SELECT trace_id FROM overlapping)) m
+    LEFT JOIN held s ON s.trace_id = m.trace_id AND m.ts_us >= s.ts_us AND m.ts_us < s.end_us
+),
+-- The level each step starts at: the last event of the device before the step (by time, then
+-- event id) with a value, found by ASOF joins (a subquery per device and step read every earlier
+-- event: 1.5 s for 114k events and 485 steps).
+last_allocated AS (
+    SELECT trace_id, device, ts_us, arg_max(allocated_bytes, event_id) AS allocated_bytes
+    FROM m WHERE allocated_bytes IS NOT NULL GROUP BY trace_id, device, ts_us
+),
+last_reserved AS (
+    SELECT trace_id, device, ts_us, arg_max(reserved_bytes, event_id) AS reserved_bytes
+    FROM m WHERE reserved_bytes IS NOT NULL GROUP BY trace_id, device, ts_us
+),
+starts AS (SELECT d.trace_id, d.rank, d.device, s.step, s.ts_us FROM devices d JOIN steps s USING (trace_id)),
 at_start AS (
-    SELECT d.trace_id, d.rank, d.device, s.step,
-           (SELECT arg_max(allocated_bytes, ts_us) FROM m WHERE m.trace_id = d.trace_id AND m.device = d.device AND m.ts_us < s.ts_us) AS allocated_bytes,
-           (SELECT arg_max(reserved_bytes, ts_us) FROM m WHERE m.trace_id = d.trace_id AND m.device = d.device AND m.ts_us < s.ts_us) AS reserved_bytes
-    FROM devices d JOIN steps s USING (trace_id)
+    SELECT a.trace_id, a.rank, a.device, a.step, a.allocated_bytes, r.reserved_bytes
+    FROM (SELECT s.*, l.allocated_bytes FROM starts s ASOF LEFT JOIN last_allocated l
+          ON l.trace_id = s.trace_id AND l.device = s.device AND s.ts_us > l.ts_us) a
+    ASOF LEFT JOIN last_reserved r ON r.trace_id = a.trace_id AND r.device = a.device AND a.ts_us > r.ts_us
 )
 SELECT rank, device, step, count(*) FILTER (WHERE NOT from_start) AS events,
        max(allocated_bytes) AS peak_allocated_bytes, max(reserved_bytes) AS peak_reserved_bytes, trace_id

@@ -12,6 +12,7 @@ the same content, which an ingest would store once). An OUT ending in ``.gz`` is
 gzip-compressed (level 6, as Kineto's ``use_gzip``).
 
 Usage: python benchmarks/make_big_trace.py SOURCE OUT.json[.gz] --copies 40 [--rank R --world-size W]
+       [--renumber-steps]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import gzip
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,8 +50,14 @@ def _span_and_max_id(events: list[dict[str, Any]]) -> tuple[float, int]:
     return float(math.ceil(max(ends) - min(ts) + 1.0)), max_id + 1
 
 
-def _shift(event: dict[str, Any], dt: float, did: int) -> dict[str, Any]:
+STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def _shift(event: dict[str, Any], dt: float, did: int, dstep: int = 0) -> dict[str, Any]:
     out = dict(event)
+    step = STEP.match(out.get("name") or "") if dstep else None
+    if step:
+        out["name"] = f"ProfilerStep#{int(step.group(1)) + dstep}"
     if isinstance(out.get("ts"), int):  # keep integer microseconds integers, as Kineto wrote them
         out["ts"] += int(dt)
     elif isinstance(out.get("ts"), float):
@@ -66,12 +74,16 @@ def _shift(event: dict[str, Any], dt: float, did: int) -> dict[str, Any]:
     return out
 
 
-def build(source: Path, out: Path, copies: int, rank: int | None = None, world_size: int = 1) -> int:
+def build(source: Path, out: Path, copies: int, rank: int | None = None, world_size: int = 1,
+          renumber_steps: bool = False) -> int:
     """Write ``copies`` shifted copies of ``source`` to ``out`` (as rank ``rank`` of
-    ``world_size`` when given); return the number of events."""
+    ``world_size`` when given; ``renumber_steps``: copy k's ProfilerStep#N becomes
+    ProfilerStep#(N + k * the source's steps), so that every step has its own number); return the
+    number of events."""
     data = _load(source)
     events = data.pop("traceEvents")
     span, id_step = _span_and_max_id(events)
+    steps = len({e["name"] for e in events if STEP.match(str(e.get("name") or ""))}) if renumber_steps else 0
     base = 0.0
     if rank is not None:
         data["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
@@ -87,7 +99,8 @@ def build(source: Path, out: Path, copies: int, rank: int | None = None, world_s
             for e in events:
                 if k and e.get("ph") == "M":
                     continue
-                fh.write(("" if first else ",\n") + "  " + json.dumps(_shift(e, base + k * span, k * id_step)))
+                shifted = _shift(e, base + k * span, k * id_step, k * steps)
+                fh.write(("" if first else ",\n") + "  " + json.dumps(shifted))
                 first = False
                 n += 1
         fh.write('\n  ]\n}\n')
@@ -102,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=40)
     parser.add_argument("--rank", type=int, default=None, help="write rank R of a distributed run")
     parser.add_argument("--world-size", type=int, default=1)
+    parser.add_argument("--renumber-steps", action="store_true", help="give every copy's ProfilerSteps new numbers")
     args = parser.parse_args(argv)
-    n = build(args.source, args.out, args.copies, args.rank, args.world_size)
+    n = build(args.source, args.out, args.copies, args.rank, args.world_size, args.renumber_steps)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.2f} GB, {n:,} events)", file=sys.stderr)
     return 0
 

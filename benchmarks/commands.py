@@ -1,0 +1,102 @@
+"""Analysis commands on a 1M-event trace against `breakdown` (issue 36 item 7: `ops` and `report`
+within 3x of `breakdown`), runs interleaved, bytecode cached as users run.
+
+The trace: the H100 BERT trace of ../shared (tracelens_h100_bert_small: one ProfilerStep, Python
+stacks; 2,059 of its events stored) copied 485 times by make_big_trace.py with the steps
+renumbered: 998,615 events stored, 485 steps, 29,585 GPU operations, 671,725 Python-function events. It is built and
+ingested once into --work (a database of 1 M events keeps nothing at ingest: the first command
+computes and keeps the breakdown's tables, so a warm-up run of every command comes first, as a user's
+second command would find it). Prints a Markdown table: median and range of wall time and median CPU
+time (user + system of the command's process) per command, and the ratio of the medians to
+`breakdown`.
+
+Usage: python benchmarks/commands.py [--runs 5] [--copies 485] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parent.parent / "shared" / "data" / "traces" / "tracelens_h100_bert_small"
+sys.path.insert(0, str(HERE))
+
+from make_big_trace import build  # noqa: E402
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``cmd`` (its children's user + system time)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def database(cli: str, work: Path, copies: int) -> Path:
+    """The ingested 1M-event database in ``work`` (built once)."""
+    db = work / f"commands-bert-x{copies}.duckdb"
+    if db.is_file():
+        return db
+    trace = work / f"commands-bert-x{copies}.json"
+    source = next(p for p in sorted(SOURCE.iterdir()) if ".json" in p.name)
+    build(source, trace, copies, renumber_steps=True)
+    try:
+        subprocess.run([cli, "ingest", str(trace), "-o", str(db), "-q"], check=True, stderr=subprocess.DEVNULL)
+    finally:
+        trace.unlink(missing_ok=True)
+    return db
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="interleaved runs of each command (default 5)")
+    parser.add_argument("--copies", type=int, default=485, help="copies of the source trace (default 485: 1M events)")
+    parser.add_argument("--work", type=Path, default=HERE / "out")
+    args = parser.parse_args(argv)
+    if not SOURCE.is_dir():
+        print(f"{SOURCE} is absent (../shared)", file=sys.stderr)
+        return 1
+    beside = Path(sys.executable).with_name("trace-report")  # this interpreter's own install first
+    cli = str(beside) if beside.is_file() else shutil.which("trace-report")
+    args.work.mkdir(parents=True, exist_ok=True)
+    db = database(cli, args.work, args.copies)
+    html = args.work / "commands-report.html"
+    commands = {name: [cli, *words, str(db)] for name, words in (
+        ("breakdown", ["breakdown"]), ("top-kernels", ["top-kernels"]), ("ops", ["ops"]), ("advise", ["advise"]),
+        ("critical-path --step 400", ["critical-path", "--step", "400"]))}
+    commands["report"] = [cli, "report", str(db), "-o", str(html)]
+    for cmd in commands.values():  # warm: page cache, bytecode, the tables kept beside the database
+        timed(cmd)
+    load_before = os.getloadavg()[0]
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
+    for _ in range(args.runs):
+        for name, cmd in commands.items():
+            runs[name].append(timed(cmd))
+    base = statistics.median(w for w, _ in runs["breakdown"])
+    print(f"Machine: {os.uname().nodename}, {os.cpu_count()} cores; Python {sys.version.split()[0]}. "
+          f"Date: {dt.date.today()}. {db.name}; {args.runs} interleaved runs each after one warm-up; load average "
+          f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after.\n")
+    print("| command | median wall | range | median CPU | vs breakdown |")
+    print("|---|---|---|---|---|")
+    for name, got in runs.items():
+        walls = [w for w, _ in got]
+        med = statistics.median(walls)
+        print(f"| `{name}` | {med:.2f} s | {min(walls):.2f}-{max(walls):.2f} s | "
+              f"{statistics.median(c for _, c in got):.2f} s | {med / base:.1f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

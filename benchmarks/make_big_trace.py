@@ -88,12 +88,12 @@ def build(source: Path, out: Path, copies: int, rank: int | None = None, world_s
     if rank is not None:
         data["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}
         base = float(rank)
-    head = json.dumps(data, indent=2)[:-2]
+    head = json.dumps(data, indent=2)[:-2] + "," if data else "{"  # the object without its closing "\n}"
     n = 0
     part = out.with_name(out.name + ".part")
     gz = out.name.endswith(".gz")
     with gzip.open(part, "wt", compresslevel=6) if gz else open(part, "w") as fh:  # noqa: SIM115
-        fh.write(head + ',\n  "traceEvents": [\n')
+        fh.write(head + '\n  "traceEvents": [\n')
         first = True
         for k in range(copies):
             for e in events:

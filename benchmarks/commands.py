@@ -18,12 +18,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,17 +28,7 @@ SOURCE = HERE.parent.parent / "shared" / "data" / "traces" / "tracelens_h100_ber
 sys.path.insert(0, str(HERE))
 
 from make_big_trace import build  # noqa: E402
-
-
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``cmd`` (its children's user + system time)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+from startup import cli_path, timed  # noqa: E402
 
 
 def database(cli: str, work: Path, copies: int) -> Path:
@@ -59,6 +46,16 @@ def database(cli: str, work: Path, copies: int) -> Path:
     return db
 
 
+def one_step(db: Path) -> int:
+    """Step 400 when the trace has it (485 copies: the runs in docs/benchmarks.md), else its middle step."""
+    import trace_report as tr
+
+    with tr.open(db) as handle:
+        rows = handle.con.execute("SELECT step FROM steps WHERE step IS NOT NULL ORDER BY 1").fetchall()
+    steps = [s for (s,) in rows]
+    return 400 if 400 in steps else int(steps[len(steps) // 2])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="interleaved runs of each command (default 5)")
@@ -68,14 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     if not SOURCE.is_dir():
         print(f"{SOURCE} is absent (../shared)", file=sys.stderr)
         return 1
-    beside = Path(sys.executable).with_name("trace-report")  # this interpreter's own install first
-    cli = str(beside) if beside.is_file() else shutil.which("trace-report")
+    cli = cli_path()
     args.work.mkdir(parents=True, exist_ok=True)
     db = database(cli, args.work, args.copies)
     html = args.work / "commands-report.html"
+    step = one_step(db)
     commands = {name: [cli, *words, str(db)] for name, words in (
         ("breakdown", ["breakdown"]), ("top-kernels", ["top-kernels"]), ("ops", ["ops"]), ("advise", ["advise"]),
-        ("critical-path --step 400", ["critical-path", "--step", "400"]))}
+        (f"critical-path --step {step}", ["critical-path", "--step", str(step)]))}
     commands["report"] = [cli, "report", str(db), "-o", str(html)]
     for cmd in commands.values():  # warm: page cache, bytecode, the tables kept beside the database
         timed(cmd)

@@ -15,7 +15,6 @@ Usage: python benchmarks/commands.py [--runs 5] [--copies 485] [--work DIR]
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import statistics
@@ -28,7 +27,7 @@ SOURCE = HERE.parent.parent / "shared" / "data" / "traces" / "tracelens_h100_ber
 sys.path.insert(0, str(HERE))
 
 from make_big_trace import build  # noqa: E402
-from startup import cli_path, timed  # noqa: E402
+from startup import prepared, timed, timing_parser  # noqa: E402
 
 
 def database(cli: str, work: Path, copies: int) -> Path:
@@ -57,16 +56,12 @@ def one_step(db: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="interleaved runs of each command (default 5)")
+    parser = timing_parser(__doc__, 5)
     parser.add_argument("--copies", type=int, default=485, help="copies of the source trace (default 485: 1M events)")
-    parser.add_argument("--work", type=Path, default=HERE / "out")
     args = parser.parse_args(argv)
-    if not SOURCE.is_dir():
-        print(f"{SOURCE} is absent (../shared)", file=sys.stderr)
+    cli = prepared(SOURCE, args.work)
+    if cli is None:
         return 1
-    cli = cli_path()
-    args.work.mkdir(parents=True, exist_ok=True)
     db = database(cli, args.work, args.copies)
     html = args.work / "commands-report.html"
     step = one_step(db)

@@ -47,16 +47,29 @@ def cli_path() -> str:
     return str(beside) if beside.is_file() else str(shutil.which("trace-report"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15, help="interleaved runs of each command (default 15)")
+def timing_parser(doc: str, runs: int) -> argparse.ArgumentParser:
+    """The options every timing benchmark takes: ``--runs`` (interleaved runs of each command)
+    and ``--work`` (where its inputs are built once)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=runs, help=f"interleaved runs of each command (default {runs})")
     parser.add_argument("--work", type=Path, default=HERE / "out")
-    args = parser.parse_args(argv)
-    if not SMALL.is_dir():
-        print(f"{SMALL} is absent (../shared)", file=sys.stderr)
+    return parser
+
+
+def prepared(source: Path, work: Path) -> str | None:
+    """The CLI to time, with ``work`` created; None (said on stderr) when ``source`` is absent."""
+    if not source.is_dir():
+        print(f"{source} is absent (../shared)", file=sys.stderr)
+        return None
+    work.mkdir(parents=True, exist_ok=True)
+    return cli_path()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = timing_parser(__doc__, 15).parse_args(argv)
+    cli = prepared(SMALL, args.work)
+    if cli is None:
         return 1
-    cli = cli_path()
-    args.work.mkdir(parents=True, exist_ok=True)
     db = args.work / "startup-small.duckdb"
     if not db.is_file():
         subprocess.run([cli, "ingest", str(SMALL), "-o", str(db), "-q"], check=True, stderr=subprocess.DEVNULL)

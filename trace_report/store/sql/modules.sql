@@ -41,20 +41,14 @@ WITH marks AS (
       AND ((e.cat = 'python_function' AND e.name LIKE 'nn.Module:%')
            OR (e.cat IN ('user_annotation', 'cpu_op') AND e.name LIKE '## % ##'))
 ),
--- the steps' starts and ends cut a trace's time into segments; each segment gets the highest step
--- covering it, and a mark the segment its start is in (an ASOF join: a range join of every mark to
--- every step of its trace costs their product)
-bounds AS (SELECT trace_id, ts_us AS b FROM steps UNION SELECT trace_id, end_us FROM steps),
-segments AS (SELECT trace_id, b AS seg_ts, lead(b) OVER (PARTITION BY trace_id ORDER BY b) AS seg_end FROM bounds),
+-- a mark's step: the highest of those holding the segment its start is in (view step_segments)
 segment_steps AS (
-    SELECT g.trace_id, g.seg_ts, g.seg_end, max(s.step) AS step
-    FROM segments g JOIN steps s ON s.trace_id = g.trace_id AND s.ts_us <= g.seg_ts AND s.end_us > g.seg_ts
-    GROUP BY ALL
+    SELECT trace_id, seg_ts_us, seg_end_us, max(step) AS step FROM step_segments GROUP BY ALL
 ),
 step_of AS (
     SELECT m.trace_id, m.event_id, g.step
-    FROM marks m ASOF JOIN segment_steps g ON g.trace_id = m.trace_id AND m.ts_us >= g.seg_ts
-    WHERE m.ts_us < g.seg_end
+    FROM marks m ASOF JOIN segment_steps g ON g.trace_id = m.trace_id AND m.ts_us >= g.seg_ts_us
+    WHERE m.ts_us < g.seg_end_us
 )
 SELECT m.rank, m.trace_id, m.event_id, s.step, m.pid, m.tid, m.name, m.kind, m.ts_us, m.dur_us, m.end_us
 FROM marks m LEFT JOIN step_of s USING (trace_id, event_id)

@@ -71,6 +71,20 @@ FROM step_wall_windows w JOIN traces t USING (trace_id)
 WHERE overlap IS NOT NULL
 GROUP BY w.trace_id, t.rank;
 
+-- The steps' starts and ends cut a trace's time into segments; one row per segment and
+-- ProfilerStep holding it (a step holds a whole segment or none of it: ts_us <= seg_ts_us and
+-- seg_end_us <= end_us). The steps holding a time t are those of the segment with the latest
+-- seg_ts_us <= t, when t < seg_end_us: an ASOF join, where a range join of every time to every
+-- step of its trace costs their product (modules.sql, memory_peaks.sql). Segments no step holds
+-- are left out; a zero-length step holds none.
+CREATE OR REPLACE TEMP VIEW step_segments AS
+WITH bounds AS (SELECT trace_id, ts_us AS b FROM steps UNION SELECT trace_id, end_us FROM steps),
+segments AS (
+    SELECT trace_id, b AS seg_ts_us, lead(b) OVER (PARTITION BY trace_id ORDER BY b) AS seg_end_us FROM bounds
+)
+SELECT g.trace_id, g.seg_ts_us, g.seg_end_us, s.step, s.event_id
+FROM segments g JOIN steps s ON s.trace_id = g.trace_id AND s.ts_us <= g.seg_ts_us AND s.end_us > g.seg_ts_us;
+
 -- GPU utilisation per step and rank: busy time of GPU operations (union of intervals, clipped
 -- to the step) / the ProfilerStep's wall time. Overlapping steps count each instant once (view
 -- step_wall_windows: a step is clipped to start where the earlier ones end, a nested one is left

@@ -148,9 +148,15 @@ def flags(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     its pattern, rationale and source. Raises :class:`InputError` for an unknown class or rank.
     """
     opts = options or FlagsOptions()
-    known = check_options(db, opts)
-    long = flag_rows(db.con, opts.rank, opts.by_rank, None if opts.trace_ids is None else list(opts.trace_ids))
+    known, long = _checked_rows(db, opts)
     return flags_from_rows(db, long, opts, known)
+
+
+def _checked_rows(db: TraceDB, opts: FlagsOptions) -> tuple[list[str], pd.DataFrame]:
+    """The known classes (:func:`check_options`: errors for an unknown class or rank) and the
+    :func:`flag_rows` of ``opts``."""
+    known = check_options(db, opts)
+    return known, flag_rows(db.con, opts.rank, opts.by_rank, None if opts.trace_ids is None else list(opts.trace_ids))
 
 
 def flag_rows(con: duckdb.DuckDBPyConnection, rank: int | None, by_rank: bool,
@@ -183,8 +189,7 @@ def flags_summary(db: TraceDB, options: FlagsOptions | None = None) -> tuple[pd.
     ``kernel_flags.sql`` rows), without the per-name table and the rules used: what ``advise`` and
     the report's class charts read. Errors as :func:`flags`."""
     opts = options or FlagsOptions()
-    known = check_options(db, opts)
-    long = flag_rows(db.con, opts.rank, opts.by_rank, None if opts.trace_ids is None else list(opts.trace_ids))
+    known, long = _checked_rows(db, opts)
     _, summary, notes = _summary_of_rows(long, opts, known)
     return summary, notes
 

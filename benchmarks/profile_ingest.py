@@ -35,7 +35,10 @@ Stages (the functions wrapped):
 
 Usage: python benchmarks/profile_ingest.py TRACE... [--workers N] [--work DIR] [--json]
 Prints a Markdown table (stage, CPU seconds, share, MB of JSON per CPU-second of the stage);
-``--json`` prints ``{"mb": ..., "cpu_s": ..., "stages": {stage: seconds}}`` (``cpu_s``: their sum).
+Then each stage's wall-clock span (first start and last end in any thread, from the command's
+start): on many cores, what overlaps the decoding and what runs after it, alone.
+``--json`` prints ``{"mb": ..., "cpu_s": ..., "stages": {stage: seconds}, "spans": {stage: [start, end]}}``
+(``cpu_s``: the stages' sum).
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ class StageClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.spans: dict[str, list[float]] = {}
+        """Wall clock (``time.perf_counter``) of each stage's first start and last end, any thread:
+        on many cores, which stages overlap the decoding and which run after it, alone."""
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -86,6 +92,9 @@ class StageClock:
         return stack
 
     def enter(self, stage: str) -> None:
+        wall = time.perf_counter()
+        with self._lock:
+            self.spans.setdefault(stage, [wall, wall])
         now = time.thread_time()
         stack = self._stack()
         if stack:
@@ -97,6 +106,10 @@ class StageClock:
         stack = self._stack()
         stage, since = stack.pop()
         self._charge(stage, now - since)
+        wall = time.perf_counter()
+        with self._lock:
+            span = self.spans[stage]
+            span[1] = max(span[1], wall)
         if stack:
             stack[-1][1] = now
 
@@ -212,9 +225,10 @@ def decoded_mb(paths: list[Path]) -> float:
     return total / 1e6
 
 
-def profile(paths: list[Path], db: Path, workers: int | None) -> dict[str, float]:
+def profile(paths: list[Path], db: Path, workers: int | None) -> tuple[dict[str, float], dict[str, list[float]]]:
     """CPU seconds per stage of ``trace-report ingest PATHS -o DB`` run here (``start-up`` and
-    ``other`` included; their sum is the process's CPU time)."""
+    ``other`` included; their sum is the process's CPU time), and each stage's wall-clock span
+    ``[first start, last end]`` in seconds from the command's start (``command`` spans it whole)."""
     from trace_report.cli.app import main as cli_main  # noqa: F401 - the command's imports, as start-up
 
     clock = StageClock()
@@ -225,17 +239,27 @@ def profile(paths: list[Path], db: Path, workers: int | None) -> dict[str, float
     argv = ["ingest", *map(str, paths), "-o", str(db), "--no-progress", "--quiet"]
     if workers is not None:
         argv += ["--workers", str(workers)]
-    before = _cpu()
+    before, began = _cpu(), time.perf_counter()
     try:
         cli_main(argv)
     except SystemExit as exc:
         if exc.code not in (0, None):
             raise
-    whole = _cpu() - before
+    whole, ended = _cpu() - before, time.perf_counter()
     stages = {k: v for k, v in clock.seconds.items()}
     stages["start-up (interpreter, imports)"] = start_up
     stages["other"] = max(0.0, whole - sum(v for k, v in clock.seconds.items()))
-    return stages
+    spans = {k: [round(a - began, 4), round(b - began, 4)] for k, (a, b) in clock.spans.items()}
+    spans["command"] = [0.0, round(ended - began, 4)]
+    return stages, spans
+
+
+def span_table(spans: dict[str, list[float]]) -> str:
+    """Each stage's wall-clock span, in the order the stages began."""
+    lines = ["| stage | first start | last end | span |", "|---|---|---|---|"]
+    for stage, (a, b) in sorted(spans.items(), key=lambda kv: (kv[1][0], -kv[1][1])):
+        lines.append(f"| {stage} | {a:.3f} s | {b:.3f} s | {b - a:.3f} s |")
+    return "\n".join(lines)
 
 
 def table(stages: dict[str, float], mb: float) -> str:
@@ -259,14 +283,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     db = args.work / "profile.duckdb"
-    stages = profile(args.paths, db, args.workers)
+    stages, spans = profile(args.paths, db, args.workers)
     mb = decoded_mb(args.paths)  # after: its CPU is not the ingest's
     shutil.rmtree(db.with_name(db.name + ".events"), ignore_errors=True)
     db.unlink(missing_ok=True)
     if args.json:
-        print(json.dumps({"mb": mb, "cpu_s": sum(stages.values()), "stages": stages}))
+        print(json.dumps({"mb": mb, "cpu_s": sum(stages.values()), "stages": stages, "spans": spans}))
     else:
         print(table(stages, mb))
+        print()
+        print(span_table(spans))
     return 0
 
 

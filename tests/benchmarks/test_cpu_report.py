@@ -77,3 +77,19 @@ def test_stage_clock_charges_a_nested_call_to_the_inner_stage_only(monkeypatch: 
     now[0] += 10.0  # between items: the consumer's time, not the generator's
     assert list(gen) == [2]
     assert clock.seconds == {"outer": 1.5, "inner": 2.0, "gen": 0.5}
+
+
+def test_stage_clock_spans_are_each_stages_first_start_and_last_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    wall = [100.0]
+    monkeypatch.setattr(profile_ingest.time, "perf_counter", lambda: wall[0])
+    clock = profile_ingest.StageClock()
+
+    def step(seconds: float) -> None:
+        wall[0] += seconds
+
+    timed = clock.wrap("scan", step)
+    timed(1.0)  # 100 -> 101
+    wall[0] += 5.0  # nothing runs
+    timed(2.0)  # 106 -> 108
+    clock.wrap("parquet", step)(0.5)  # 108 -> 108.5
+    assert clock.spans == {"scan": [100.0, 108.0], "parquet": [108.0, 108.5]}

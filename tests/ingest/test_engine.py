@@ -215,3 +215,37 @@ def test_a_failed_open_stops_the_early_jobs_and_removes_their_files(
     assert all(f.done() for _, f in started[0].futures.values())
     assert not _decode_threads() and not _driver_threads()
     assert not db.exists() and not list(tmp_path.rglob("*.parquet"))
+
+
+def test_every_worker_gets_a_piece_of_one_large_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Pieces are accepted in order; with a fixed 4 in flight, 12 of 16 workers sat idle on a single
+    large file (docs/benchmarks.md, "Worker count"). Each of the first 8 jobs waits until all 8 run
+    at once: with fewer submitted, the barrier breaks."""
+    from trace_report.ingest import decoding
+
+    path = trace_file("hta_a100_ddp_nccl")
+    plain = tmp_path / "plain.json"  # byte ranges: no stream look-ahead in the way
+    plain.write_bytes(gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes())
+    workers = 8
+    barrier = threading.Barrier(workers, timeout=20)
+    started = []
+    lock = threading.Lock()
+    real = decoding.run_job
+
+    def run_job(job: decoding.Job) -> decoding.JobResult:
+        with lock:
+            started.append(job.piece)
+            first = len(started) <= workers
+        if first:
+            barrier.wait()  # BrokenBarrierError (the job's error) unless 8 jobs run at once
+        return real(job)
+
+    monkeypatch.setattr(decoding, "run_job", run_job)
+    pool = ThreadEngine(workers)
+    try:
+        assert pool.inflight >= workers + 1
+        _, results = decoding.decode_file(plain, "plain.json", 1, piece_bytes=256 << 10, pool=pool)
+    finally:
+        pool.shutdown()
+    assert len(started) > workers and not barrier.broken
+    assert sum(r.table.num_rows for _, r in results if r.table is not None) > 0

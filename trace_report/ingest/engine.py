@@ -31,8 +31,17 @@ from trace_report.store.layout import close_inherited_locks
 from trace_report.sysutil import die_with_parent, skip_pandas_probe
 
 INFLIGHT = 4
-"""Pieces of one file submitted to the local workers and not yet accepted: with the stream's own
-look-ahead, a streamed (gzip) file holds about ``INFLIGHT + 3`` pieces of decoded bytes at once."""
+"""Fewest pieces of one file submitted to the local workers and not yet accepted (a local engine
+keeps :func:`inflight_for` its workers): with the stream's own look-ahead, a streamed (gzip) file
+holds about ``inflight + 3`` pieces of decoded bytes at once."""
+
+
+def inflight_for(workers: int) -> int:
+    """Pieces of one file in flight for ``workers`` decoding workers: one running on each worker and
+    two waiting, at least :data:`INFLIGHT`. Pieces are accepted in order, so each waiting one lets a
+    worker go on while the oldest piece is still running. A fixed 4 left all but 4 of 16 workers idle
+    (16 cores, row a-plain: 1.88x at 4 workers, 1.86x at 16; docs/benchmarks.md, "Worker count")."""
+    return max(INFLIGHT, workers + 2)
 
 
 class JobFuture(Protocol):
@@ -73,12 +82,12 @@ class LocalEngine(ProcessPoolExecutor):
     missing, see :func:`local_engine`)."""
 
     file_tasks = False
-    inflight = INFLIGHT
 
     def __init__(self, workers: int) -> None:
         super().__init__(workers, mp_context=multiprocessing.get_context("fork"),
                          initializer=_worker_init, initargs=(os.getpid(),))
         self.slots = workers
+        self.inflight = inflight_for(workers)
 
 
 class ThreadEngine(ThreadPoolExecutor):
@@ -92,11 +101,11 @@ class ThreadEngine(ThreadPoolExecutor):
     """
 
     file_tasks = False
-    inflight = INFLIGHT
 
     def __init__(self, workers: int) -> None:
         super().__init__(workers, thread_name_prefix="trace-report-decode")
         self.slots = workers
+        self.inflight = inflight_for(workers)
 
 
 def local_engine(workers: int) -> ThreadEngine | LocalEngine | None:

@@ -56,7 +56,7 @@ def test_each_engine_writes_the_rows_of_the_serial_ingest(engine: str, tmp_path:
         assert _rows(db) == pytest.approx(reference)
 
 
-def test_threads_where_the_scanner_is_installed_else_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_threads_for_few_workers_where_the_scanner_is_installed_else_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert local_engine(1) is None  # one worker: the calling thread decodes
     pool = local_engine(2)
     try:
@@ -65,6 +65,12 @@ def test_threads_where_the_scanner_is_installed_else_processes(monkeypatch: pyte
     finally:
         if pool is not None:
             pool.shutdown()
+    many = engine_mod.THREADS_UP_TO + 1  # threads stop gaining on many cores: processes there
+    pool = local_engine(many)
+    try:
+        assert isinstance(pool, LocalEngine) and pool.slots == many and pool.inflight == many + 2
+    finally:
+        pool.shutdown()
     monkeypatch.setattr(engine_mod, "has_compiled_scanner", lambda: False)
     pool = local_engine(2)
     try:

@@ -7,12 +7,15 @@ jobs (dedup and changed-file rules, the ``traces`` rows, the catalog of Parquet 
 atomic replacement of the database under its lock) stays on the calling process, the *driver*,
 whatever the engine.
 
-- :class:`ThreadEngine`: decoding threads in this process (the default). The compiled scanner
-  (``formats/_scan.pyx``) reads a piece without the GIL, and inflating, Arrow compute and
-  Parquet writing release it too, so two threads decode about as fast as two processes while
-  the libraries (~100 MB of pyarrow, numpy and DuckDB) are mapped once, not once per worker.
-- :class:`LocalEngine`: forked worker processes, where the compiled scanner is missing
-  (msgspec, which then decodes everything, holds the GIL).
+- :class:`ThreadEngine`: decoding threads in this process, for up to :data:`THREADS_UP_TO`
+  workers (2 cores, the common laptop and CI case). The compiled scanner (``formats/_scan.pyx``)
+  reads a piece without the GIL, and inflating, Arrow compute and Parquet writing release it
+  too, so two threads decode about as fast as two processes while the libraries (~100 MB of
+  pyarrow, numpy and DuckDB) are mapped once, not once per worker.
+- :class:`LocalEngine`: forked worker processes, for more workers, and wherever the compiled
+  scanner is missing (msgspec, which then decodes everything, holds the GIL). What still holds
+  the GIL per piece (Arrow arrays, normalising, the Python around each piece) caps threads at
+  1.3-2.5x of one worker on 16 cores, whatever their number (:data:`THREADS_UP_TO`).
 - ``RayEngine`` (:mod:`trace_report.ingest.engine_ray`, optional extra ``[ray]``): the same
   jobs as Ray tasks on a cluster; every task writes its Parquet piece itself, so the pieces
   folder must be on a filesystem the workers share with the driver.
@@ -78,8 +81,8 @@ def _worker_init(parent_pid: int) -> None:
 
 
 class LocalEngine(ProcessPoolExecutor):
-    """``workers`` forked decoding processes on this machine (used when the compiled scanner is
-    missing, see :func:`local_engine`)."""
+    """``workers`` forked decoding processes on this machine: more than :data:`THREADS_UP_TO`
+    workers, or no compiled scanner (see :func:`local_engine`)."""
 
     file_tasks = False
 
@@ -91,7 +94,7 @@ class LocalEngine(ProcessPoolExecutor):
 
 
 class ThreadEngine(ThreadPoolExecutor):
-    """``workers`` decoding threads in this process.
+    """``workers`` decoding threads in this process (up to :data:`THREADS_UP_TO`, see :func:`local_engine`).
 
     Measured on the shapes benchmark (docs/benchmarks.md, 2 cores): as fast as two forked
     workers or faster (the gzip rows: no pieces sent between processes) at 0.6-0.7 of their
@@ -108,10 +111,22 @@ class ThreadEngine(ThreadPoolExecutor):
         self.inflight = inflight_for(workers)
 
 
+THREADS_UP_TO = 3
+"""Most workers that decode as threads (with the compiled scanner); more decode as forked processes.
+
+Measured (docs/benchmarks.md, "Worker count"; ``benchmarks/engines.py``, medians, same input,
+taking turns): on a 2-core VM, 2 threads beat 2 processes (event-dense 205 MB trace: 0.92 s
+against 1.01 s plain, 1.14 s against 1.32 s gzip) at about half the memory. On a 16-core machine
+processes beat threads from 4 workers on (same trace: 0.96 s against 1.25 s at 4), and threads
+stop gaining past 8 while processes go on: 1.13 GB trace at 8 / 16 workers 2.40 / 2.35 s against
+2.96 / 3.81 s; 16 files of 28 MB 0.95 / 0.83 s against 1.67 / 1.98 s. Processes cost memory
+(summed RSS at 16 workers ~2.1 GB against ~0.7 GB)."""
+
+
 def local_engine(workers: int) -> ThreadEngine | LocalEngine | None:
-    """Decoding on this machine: a :class:`ThreadEngine` of ``workers`` threads, or a
-    :class:`LocalEngine` of processes where the compiled scanner is missing; None (decode in
-    the calling thread) for one worker."""
+    """Decoding on this machine: a :class:`ThreadEngine` of ``workers`` threads up to
+    :data:`THREADS_UP_TO` workers, else (and wherever the compiled scanner is missing) a
+    :class:`LocalEngine` of forked processes; None (decode in the calling thread) for one worker."""
     if workers <= 1:
         return None
-    return ThreadEngine(workers) if has_compiled_scanner() else LocalEngine(workers)
+    return ThreadEngine(workers) if has_compiled_scanner() and workers <= THREADS_UP_TO else LocalEngine(workers)

@@ -10,7 +10,7 @@ piece is written (only a piece cut inside an event is kept, to merge with the ne
 files are decoded one file per worker. Jobs, their decoding and the order of pieces are in
 :mod:`trace_report.ingest.decoding`; this module plans them and writes the catalog.
 
-The jobs run on an engine (:mod:`trace_report.ingest.engine`: decoding threads by default,
+The jobs run on an engine (:mod:`trace_report.ingest.engine`: decoding threads or processes by default,
 or Ray tasks); whatever the engine, this module (the driver) writes the ``traces`` rows and
 ``event_files``, under the database lock, through an atomic copy of the database. Into a new
 database the jobs are submitted before DuckDB is imported (:mod:`trace_report.ingest.start`:

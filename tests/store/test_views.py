@@ -127,3 +127,13 @@ def test_views_bound_on_the_first_file_read_every_file(tmp_path: Path) -> None:
 def _rounded(rows: list[tuple]) -> list[tuple]:
     """Rows with their floats to 6 decimals: DuckDB's parallel sums vary in the last bits."""
     return [tuple(round(v, 6) if isinstance(v, float) else v for v in row) for row in rows]
+
+
+def test_views_named_in_a_query_are_the_views_it_reads() -> None:
+    from trace_report.store.views import statements, views_named_in
+
+    assert views_named_in("SELECT k.* FROM kernel_steps k JOIN steps s USING (trace_id)", "cpu_ops") == \
+        ["cpu_ops", "kernel_steps", "steps"]
+    assert views_named_in("SELECT name FROM traces") == []  # tables and columns are no views
+    every = [s.name for s in statements()]
+    assert views_named_in(" ".join(every)) == sorted(set(every))

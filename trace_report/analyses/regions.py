@@ -61,7 +61,7 @@ from trace_report.errors import InputError, UsageError
 from trace_report.store.derived import code_version as derived_code_version
 from trace_report.store.derived import derived_store
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import materialize
+from trace_report.store.views import materialize, views_named_in
 
 # ---------------------------------------------------------------------------------------------
 # Queries
@@ -123,6 +123,11 @@ _QUERIES = {
     "cpu": "SELECT trace_id, pid, tid, list(ts_us) AS ts_us, list(ts_us + dur_us) AS end_us FROM cpu_ops "
            "WHERE list_contains($ids, trace_id) GROUP BY trace_id, pid, tid ORDER BY trace_id, pid, tid",
 }
+
+
+def views_read() -> list[str]:
+    """The views :func:`compute_region_parts` reads (its queries and the two it materializes)."""
+    return views_named_in(*_QUERIES.values(), "steps region_markers")
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, ids: list[int], *names: str) -> dict[str, pa.Table]:

@@ -129,6 +129,14 @@ def statements() -> tuple[Statement, ...]:
                  for name, sql, ncu in parts)
 
 
+def views_named_in(*sql: str) -> list[str]:
+    """The views and macros of the SQL artifacts that the texts ``sql`` name (as a word each),
+    sorted: what a fixed set of queries reads, for ``connect_existing(views=...)``, which then
+    creates those and what they read (:func:`needed_statements`) instead of every view."""
+    names = {s.name for s in statements()}
+    return sorted(names.intersection(_WORD.findall(" ".join(sql))))
+
+
 def needed_statements(names: Collection[str]) -> list[Statement]:
     """The statements that create ``names`` and every object they read, transitively, in
     creation order (a statement reads only objects created before it: the files are run in

@@ -116,11 +116,11 @@ THREADS_UP_TO = 3
 
 Measured (docs/benchmarks.md, "Worker count"; ``benchmarks/engines.py``, medians, same input,
 taking turns): on a 2-core VM, 2 threads beat 2 processes (event-dense 205 MB trace: 0.92 s
-against 1.01 s plain, 1.14 s against 1.32 s gzip) at about half the memory. On a 16-core machine
-processes beat threads from 4 workers on (same trace: 0.96 s against 1.25 s at 4), and threads
-stop gaining past 8 while processes go on: 1.13 GB trace at 8 / 16 workers 2.40 / 2.35 s against
-2.96 / 3.81 s; 16 files of 28 MB 0.95 / 0.83 s against 1.67 / 1.98 s. Processes cost memory
-(summed RSS at 16 workers ~2.1 GB against ~0.7 GB)."""
+against 1.01 s plain, 1.14 s against 1.32 s gzip) at two thirds of the memory (0.26 GB against
+0.40). On a 16-core machine processes beat threads from 4 workers on (same trace: 0.96 s against
+1.25 s at 4), and threads stop gaining past 8 while processes go on: 1.13 GB trace at 8 / 16
+workers 2.40 / 2.35 s against 2.96 / 3.81 s; 16 files of 28 MB 0.95 / 0.83 s against 1.67 /
+1.98 s. Processes cost memory (summed RSS at 16 workers ~2.1 GB against ~0.7 GB)."""
 
 
 def local_engine(workers: int) -> ThreadEngine | LocalEngine | None:

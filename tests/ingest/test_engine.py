@@ -65,12 +65,14 @@ def test_threads_for_few_workers_where_the_scanner_is_installed_else_processes(m
     finally:
         if pool is not None:
             pool.shutdown()
-    many = engine_mod.THREADS_UP_TO + 1  # threads stop gaining on many cores: processes there
-    pool = local_engine(many)
-    try:
-        assert isinstance(pool, LocalEngine) and pool.slots == many and pool.inflight == many + 2
-    finally:
-        pool.shutdown()
+    many = engine_mod.THREADS_UP_TO + 1  # threads stop gaining on many cores: processes there, on Linux
+    for platform, kind in (("linux", LocalEngine), ("darwin", ThreadEngine), ("win32", ThreadEngine)):
+        pool = local_engine(many, platform)
+        try:
+            assert type(pool) is (kind if kineto.has_compiled_scanner() else LocalEngine), platform
+            assert pool.slots == many and pool.inflight == many + 2
+        finally:
+            pool.shutdown()
     monkeypatch.setattr(engine_mod, "has_compiled_scanner", lambda: False)
     pool = local_engine(2)
     try:

@@ -12,8 +12,8 @@ whatever the engine.
   reads a piece without the GIL, and inflating, Arrow compute and Parquet writing release it
   too, so two threads decode about as fast as two processes while the libraries (~100 MB of
   pyarrow, numpy and DuckDB) are mapped once, not once per worker.
-- :class:`LocalEngine`: forked worker processes, for more workers, and wherever the compiled
-  scanner is missing (msgspec, which then decodes everything, holds the GIL). What still holds
+- :class:`LocalEngine`: forked worker processes, for more workers on Linux, and wherever the
+  compiled scanner is missing (msgspec, which then decodes everything, holds the GIL). What still holds
   the GIL per piece (Arrow arrays, normalising, the Python around each piece) caps threads at
   1.3-2.5x of one worker on 16 cores, whatever their number (:data:`THREADS_UP_TO`).
 - ``RayEngine`` (:mod:`trace_report.ingest.engine_ray`, optional extra ``[ray]``): the same
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Protocol
@@ -123,10 +124,18 @@ workers 2.40 / 2.35 s against 2.96 / 3.81 s; 16 files of 28 MB 0.95 / 0.83 s aga
 1.98 s. Processes cost memory (summed RSS at 16 workers ~2.1 GB against ~0.7 GB)."""
 
 
-def local_engine(workers: int) -> ThreadEngine | LocalEngine | None:
+def local_engine(workers: int, platform: str = sys.platform) -> ThreadEngine | LocalEngine | None:
     """Decoding on this machine: a :class:`ThreadEngine` of ``workers`` threads up to
     :data:`THREADS_UP_TO` workers, else (and wherever the compiled scanner is missing) a
-    :class:`LocalEngine` of forked processes; None (decode in the calling thread) for one worker."""
+    :class:`LocalEngine` of forked processes; None (decode in the calling thread) for one worker.
+
+    More workers go to processes on Linux only: elsewhere they stay threads, as before. macOS
+    makes ``fork`` unsafe once system frameworks have started threads (Python's default there is
+    ``spawn`` since 3.8, for this reason), and these processes are forked after numpy and pyarrow
+    are loaded; Windows has no ``fork``."""
     if workers <= 1:
         return None
-    return ThreadEngine(workers) if has_compiled_scanner() and workers <= THREADS_UP_TO else LocalEngine(workers)
+    if not has_compiled_scanner():
+        return LocalEngine(workers)
+    many = workers > THREADS_UP_TO and platform.startswith("linux")
+    return LocalEngine(workers) if many else ThreadEngine(workers)

@@ -46,7 +46,7 @@ of a run decode side by side and the main process reads none of their bytes (cut
 @dataclass(frozen=True)
 class IngestOptions:
     """Options of an ingest: ``workers`` = decoding workers (default: CPU count;
-    threads up to 3, else processes, :func:`~trace_report.ingest.engine.local_engine`);
+    threads, or processes past 3 on Linux, :func:`~trace_report.ingest.engine.local_engine`);
     ``progress(done_bytes, total_bytes)`` is called as files are read; ``force`` and
     ``append_versions``: see :mod:`trace_report.ingest.versions`; ``max_ratio``: the largest
     decompression ratio accepted for a gzip trace (0 = no limit; see

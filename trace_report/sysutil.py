@@ -118,6 +118,16 @@ def system_arrow_allocator() -> None:
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on: its CPU set (``os.sched_getaffinity``: a container's or
+    ``taskset``'s, not the whole machine's), or ``os.cpu_count()`` where there is none (macOS,
+    Windows)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 PR_SET_PDEATHSIG = 1
 
 

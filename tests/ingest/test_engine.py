@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -257,3 +258,25 @@ def test_every_worker_gets_a_piece_of_one_large_file(monkeypatch: pytest.MonkeyP
         pool.shutdown()
     assert len(started) > workers and not barrier.broken
     assert sum(r.table.num_rows for _, r in results if r.table is not None) > 0
+
+
+def test_default_workers_are_the_usable_cpus_and_no_more_than_the_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(start, "available_cpus", lambda: 64)
+    mib8 = 8 << 20
+    assert start.default_workers(200_000_000, 1, mib8) == 24  # 200 MB in 8 MiB pieces: 24 jobs
+    assert start.default_workers(2_000_000_000, 1, mib8) == 64
+    assert start.default_workers(30_000_000, 16, 4 << 20) == 16  # 16 files, each a job
+    monkeypatch.setattr(start, "available_cpus", lambda: 2)
+    assert start.default_workers(2_000_000_000, 1, mib8) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU sets: Linux")
+def test_usable_cpus_follow_the_cpu_set_not_the_machine() -> None:
+    """A container's or taskset's CPU set bounds the decoding workers, not os.cpu_count()."""
+    import subprocess
+    import sys
+
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from trace_report.sysutil import available_cpus; print(available_cpus(), os.cpu_count())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "1" and int(out[1]) >= 1

@@ -21,12 +21,13 @@ import pandas as pd
 import torch
 
 from trace_report.capture.config import CaptureConfig
-from trace_report.capture.experiments import available_cpus, repeat_dirs, repeats_note
+from trace_report.capture.experiments import repeat_dirs, repeats_note
 from trace_report.capture.loop import DistInfo, train
 from trace_report.capture.results import ExperimentResult, combine_repeats, metric_chart, summarize
 from trace_report.capture.runtime import PROJECT_ROOT, quiet_kineto_on_cpu, resolve_device, write_json
 from trace_report.errors import InputError, TraceReportError
 from trace_report.manifest import RunManifest, read_manifest, write_manifest
+from trace_report.sysutil import available_cpus
 
 CONFIG_FILE = "ddp-config.json"
 LOG_FILE = "ddp.log"

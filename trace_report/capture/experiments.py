@@ -4,7 +4,6 @@ writes its own traces, ``run.json``, ``metrics.csv`` and ``steps.csv`` in a sub-
 
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from trace_report.capture.results import (
 )
 from trace_report.capture.runtime import resolve_device
 from trace_report.errors import InputError
+from trace_report.sysutil import available_cpus
 
 Variant = tuple[str, CaptureConfig, dict[str, Any]]  # (folder name, config, extra row labels)
 
@@ -111,14 +111,6 @@ def workers(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:
              f"{', median' if cfg.repeats > 1 else ''})", *repeats_note(cfg)]
     chart = time_chart(table, "workers", "DataLoader workers: time per epoch")
     return ExperimentResult("workers", run_dir, table, chart, notes=notes, runs=runs)
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def devices(cfg: CaptureConfig, run_dir: Path) -> ExperimentResult:

@@ -66,8 +66,9 @@ def ingest_cmd(
              "archives, Nsight Compute reports and Nsight Systems SQLite exports.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="DuckDB file to create or add to.")],
     workers: Annotated[int | None, typer.Option(
-        min=1, help="Decoding workers (default: CPU count): threads, or processes past 3 on Linux (and where "
-                    "the compiled scanner is not installed); with --engine ray and no --ray-address, the CPUs "
+        min=1, help="Decoding workers (default: the CPUs this process may use, at most one per piece or file): "
+                    "threads, or processes past 3 on Linux (and where the compiled scanner is not installed); "
+                    "with --engine ray and no --ray-address, the CPUs "
                     "of the local Ray runtime.")] = None,
     progress: Annotated[
         bool | None,

@@ -10,7 +10,6 @@ core) only once the jobs run, so that the other cores decode meanwhile.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -26,6 +25,7 @@ from trace_report.ingest.files import decoded_size
 from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.store.layout import database_lock, database_path, may_have_leftovers
 from trace_report.store.pieces import ParquetStore
+from trace_report.sysutil import available_cpus
 
 if TYPE_CHECKING:  # DuckDB: the start of an ingest runs before it is imported
     from trace_report.store.memory import MemoryStore
@@ -45,7 +45,7 @@ of a run decode side by side and the main process reads none of their bytes (cut
 
 @dataclass(frozen=True)
 class IngestOptions:
-    """Options of an ingest: ``workers`` = decoding workers (default: CPU count;
+    """Options of an ingest: ``workers`` = decoding workers (default: :func:`default_workers`;
     threads, or processes past 3 on Linux, :func:`~trace_report.ingest.engine.local_engine`);
     ``progress(done_bytes, total_bytes)`` is called as files are read; ``force`` and
     ``append_versions``: see :mod:`trace_report.ingest.versions`; ``max_ratio``: the largest
@@ -76,11 +76,26 @@ def piece_bytes_for(total: int) -> int:
     return SMALL_PIECE_BYTES if total < SMALL_INPUT_BYTES else PIECE_BYTES
 
 
-def local_engine_for(total: int, opts: IngestOptions) -> Engine | None:
-    """Decoding on this machine for an ingest of ``total`` decoded bytes: ``opts.workers``
-    threads (default: CPU count), or None (the calling thread) below :data:`PARALLEL_MIN_BYTES`."""
-    workers = opts.workers if opts.workers is not None else (os.cpu_count() or 1)
-    return local_engine(workers) if total >= PARALLEL_MIN_BYTES else None
+def default_workers(total: int, files: int, piece_bytes: int) -> int:
+    """Decoding workers when none are asked for: the CPUs this process may run on
+    (:func:`~trace_report.sysutil.available_cpus`: a container's or ``taskset``'s CPU set, not
+    the machine's), and no more than the jobs of ``files`` traces of ``total`` decoded bytes
+    cut into ``piece_bytes`` pieces could keep busy. Past 3 workers they are forked processes
+    (:func:`~trace_report.ingest.engine.local_engine`), ~0.13 GB each and all started at once:
+    a 200 MB trace on a 64-CPU machine starts 24, not 64."""
+    jobs = max(files, -(-total // max(1, piece_bytes)))
+    return max(1, min(available_cpus(), jobs))
+
+
+def local_engine_for(total: int, opts: IngestOptions, files: int = 1) -> Engine | None:
+    """Decoding on this machine for an ingest of ``files`` traces of ``total`` decoded bytes:
+    ``opts.workers`` workers (default: :func:`default_workers`), or None (the calling thread)
+    below :data:`PARALLEL_MIN_BYTES`."""
+    if total < PARALLEL_MIN_BYTES:
+        return None
+    piece_bytes = opts.piece_bytes or piece_bytes_for(total)
+    workers = opts.workers if opts.workers is not None else default_workers(total, files, piece_bytes)
+    return local_engine(workers)
 
 
 Futures = dict[Source, tuple[Path | None, JobFuture]]
@@ -149,7 +164,7 @@ def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | No
     if not sources or any(s.kind is not InputKind.trace for s in sources):
         return None
     total = sum(decoded_size(s.path) for s in sources)
-    pool = local_engine_for(total, opts)
+    pool = local_engine_for(total, opts, len(sources))
     if pool is None:
         return None
     ids = {s: i for i, s in enumerate(sources, 1)}

@@ -327,9 +327,10 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     """
     opts = options or IngestOptions()
     total = sum(decoded_size(s.path) for s in found.sources)
+    piece_bytes = opts.piece_bytes or piece_bytes_for(total)
     pool = (early.pool if early is not None else engine if engine is not None
-            else local_engine_for(total, opts, len(found.sources)))
-    job = Ingest(con, opts, store, opts.piece_bytes or piece_bytes_for(total), early)
+            else local_engine_for(total, opts, len(found.sources), piece_bytes))
+    job = Ingest(con, opts, store, piece_bytes, early)
     job.summary.skipped.extend(found.skipped)
     job.summary.notes.extend(found.notes)
     try:

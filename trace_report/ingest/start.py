@@ -87,13 +87,12 @@ def default_workers(total: int, files: int, piece_bytes: int) -> int:
     return max(1, min(available_cpus(), jobs))
 
 
-def local_engine_for(total: int, opts: IngestOptions, files: int = 1) -> Engine | None:
-    """Decoding on this machine for an ingest of ``files`` traces of ``total`` decoded bytes:
-    ``opts.workers`` workers (default: :func:`default_workers`), or None (the calling thread)
-    below :data:`PARALLEL_MIN_BYTES`."""
+def local_engine_for(total: int, opts: IngestOptions, files: int, piece_bytes: int) -> Engine | None:
+    """Decoding on this machine for an ingest of ``files`` traces of ``total`` decoded bytes cut
+    into ``piece_bytes`` pieces: ``opts.workers`` workers (default: :func:`default_workers`), or
+    None (the calling thread) below :data:`PARALLEL_MIN_BYTES`."""
     if total < PARALLEL_MIN_BYTES:
         return None
-    piece_bytes = opts.piece_bytes or piece_bytes_for(total)
     workers = opts.workers if opts.workers is not None else default_workers(total, files, piece_bytes)
     return local_engine(workers)
 
@@ -164,11 +163,11 @@ def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | No
     if not sources or any(s.kind is not InputKind.trace for s in sources):
         return None
     total = sum(decoded_size(s.path) for s in sources)
-    pool = local_engine_for(total, opts, len(sources))
+    piece_bytes = opts.piece_bytes or piece_bytes_for(total)
+    pool = local_engine_for(total, opts, len(sources), piece_bytes)
     if pool is None:
         return None
     ids = {s: i for i, s in enumerate(sources, 1)}
-    piece_bytes = opts.piece_bytes or piece_bytes_for(total)
     try:
         early = Prestart(pool, ids, submit_files(sources, ids, pool, opts, piece_bytes, store))
         early.driven = next((s for s in sources if s not in early.futures), None)

@@ -229,10 +229,9 @@ def profile(paths: list[Path], db: Path, workers: int | None) -> tuple[dict[str,
     """CPU seconds per stage of ``trace-report ingest PATHS -o DB`` run here (``start-up`` and
     ``other`` included; their sum is the process's CPU time), and each stage's wall-clock span
     ``[first start, last end]`` in seconds from the command's start (``command`` spans it whole)."""
-    from trace_report.sysutil import one_blas_thread, system_arrow_allocator
+    from trace_report.sysutil import decoding_settings
 
-    one_blas_thread()  # as the command does before numpy and pyarrow load (instrument imports them):
-    system_arrow_allocator()  # else 15 OpenBLAS threads spin at import on 16 cores, and Arrow uses mimalloc
+    decoding_settings()  # as the command, before instrument() imports numpy and pyarrow
     from trace_report.cli.app import main as cli_main  # noqa: F401 - the command's imports, as start-up
 
     clock = StageClock()

@@ -118,6 +118,16 @@ def system_arrow_allocator() -> None:
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
+def decoding_settings() -> None:
+    """What an ingest sets before numpy and pyarrow load: one OpenBLAS thread
+    (:func:`one_blas_thread`) and Arrow on malloc (:func:`system_arrow_allocator`). The command and
+    the benchmarks that stand in for it (``profile_ingest.py``, ``engines.py``) call this one function,
+    so that they measure the same process: the profiler once loaded both first, and on 16 cores 15
+    spinning OpenBLAS threads put 2.3 CPU-s into its start-up."""
+    one_blas_thread()
+    system_arrow_allocator()
+
+
 def available_cpus() -> int:
     """CPUs this process may run on: its CPU set (``os.sched_getaffinity``: a container's or
     ``taskset``'s, not the whole machine's), or ``os.cpu_count()`` where there is none (macOS,

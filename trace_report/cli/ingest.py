@@ -110,14 +110,13 @@ def ingest_cmd(
       trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.ingest.digests import start_hashing, stop_hashing
-    from trace_report.sysutil import one_blas_thread, skip_pandas_probe, system_arrow_allocator
+    from trace_report.sysutil import decoding_settings, skip_pandas_probe
 
     check_database_output(output, targets)  # not an input trace, not a FIFO or device (/dev/null)
 
     if engine is not EngineName.ray:
         start_hashing(targets)  # plain traces' SHA-256 on the idle core while pyarrow and DuckDB load
-    one_blas_thread()  # before numpy loads
-    system_arrow_allocator()  # before pyarrow loads
+    decoding_settings()  # before numpy and pyarrow load
     from trace_report.ingest.start import IngestOptions, begin_ingest  # pyarrow, not DuckDB
 
     skip_pandas_probe()  # this process decodes the last piece of each file: no pandas for that

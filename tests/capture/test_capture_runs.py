@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import captured_runs
 
 import trace_report as tr
 from trace_report.capture.__main__ import main
@@ -239,9 +240,9 @@ def test_workers(capsys, tmp_path):
     assert "best:" in output
 
 
-def test_devices(capsys, tmp_path):
-    run_dir, _ = capture(capsys, tmp_path, "devices", *TINY)
-    rows = variant_rows(run_dir)
+def test_devices(tmp_path_factory):
+    run_dir = captured_runs(tmp_path_factory) / "dev"  # the experiment captured once per session (--no-profile)
+    rows = {row["variant"]: row for row in results(run_dir)}
     cpus = len(os.sched_getaffinity(0))
     assert rows["cpu-1-thread"]["threads"] == "1"
     assert rows[f"cpu-{cpus}-threads"]["threads"] == str(cpus)
@@ -264,9 +265,8 @@ def test_repeats_give_median_min_and_max_per_row(capsys, tmp_path):
     assert "3 runs per variant: timing columns are medians" in output
 
 
-def test_optimizers(capsys, tmp_path):
-    run_dir, _ = capture(capsys, tmp_path, "optimizers", *TINY)
-    rows = variant_rows(run_dir)
+def test_optimizers(tmp_path_factory):
+    rows = variant_rows(captured_runs(tmp_path_factory) / "opt")  # the experiment captured once per session
     assert list(rows) == ["sgd", "sgd-nesterov", "adagrad", "adadelta", "adam"]
     assert {float(r["lr"]) for r in rows.values()} == {0.1}
 
@@ -279,9 +279,9 @@ def test_no_bn(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_amp_batch_sweep(capsys, tmp_path):
-    run_dir, _ = capture(capsys, tmp_path, "amp", "--batch-sizes", "4,8", *TINY)
+    run_dir, _ = capture(capsys, tmp_path, "amp", "--batch-sizes", "2,3", *TINY)
     rows = variant_rows(run_dir)
-    assert list(rows) == ["fp32-bs4", "amp-bf16-bs4", "fp32-bs8", "amp-bf16-bs8"]
+    assert list(rows) == ["fp32-bs2", "amp-bf16-bs2", "fp32-bs3", "amp-bf16-bs3"]
     for row in rows.values():
         assert float(row["median_samples_per_s"]) > 0
         assert float(row["peak_memory_mb"]) > 0

@@ -58,7 +58,7 @@ def _re2(args: list[str | None]) -> list[bool]:
     return pc.fill_null(pc.match_substring_regex(pa.array(args, pa.string()), PRECHECK_PATTERN), False).to_pylist()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(args_objects, min_size=1, max_size=6))
 def test_every_row_re2_flags_is_marked(objects: list[dict[str, object]]) -> None:
     events = [{"ph": "X", "name": "k", "ts": i, "dur": 1, "args": a} for i, a in enumerate(objects)]

@@ -89,8 +89,8 @@ def _gpu_experiment(root, tmp_path):
     exp = tmp_path / "amp"
     exp.mkdir()
     shutil.copy(root / "amp" / "run.json", exp / "run.json")
-    traces = {"fp32-bs4": TRACES / "hta_a100_ddp_nccl" / "nccl_data.json.gz",
-              "amp-bf16-bs4": trace_file("tracelens_h100_bert_small")}
+    traces = {"fp32-bs2": TRACES / "hta_a100_ddp_nccl" / "nccl_data.json.gz",
+              "amp-bf16-bs2": trace_file("tracelens_h100_bert_small")}
     for run, trace in traces.items():
         (exp / run).mkdir()
         shutil.copy(root / "amp" / run / "run.json", exp / run / "run.json")

@@ -58,6 +58,7 @@ def chart_outputs(nb) -> list[dict]:
             or "alt." in str(o.get("data", {}).get("text/plain", ""))]
 
 
+@pytest.mark.slow  # ~30 s: the default run keeps test_readme_sql_magic_form_works (a real kernel, %sql)
 @pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 def test_tour_notebook_runs(monkeypatch):
     nbformat, _ = kernel_tools()

@@ -66,14 +66,16 @@ class AdviceResult:
 
 
 def memory_peaks(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:
-    """Peak ``Total Allocated`` / ``Total Reserved`` bytes per (trace, GPU) from ``[memory]`` events,
-    with the device's ``totalGlobalMem`` from the trace metadata (``deviceProperties``)."""
+    """Peak ``Total Allocated`` / ``Total Reserved`` bytes per (trace, GPU) from ``[memory]`` events
+    (view ``memory_events``, the one the ``memory`` command and the report's Memory section read:
+    ``allocated_bytes`` where the trace gives its totals, a device with an id >= 0), with the
+    device's ``totalGlobalMem`` from the trace metadata (``deviceProperties``)."""
     peaks = con.execute(
-        "SELECT trace_id, CAST(json_extract(args, '$.\"Device Id\"') AS BIGINT) AS device, "
-        "       max(CAST(json_extract(args, '$.\"Total Allocated\"') AS DOUBLE)) AS allocated_bytes, "
-        "       max(CAST(json_extract(args, '$.\"Total Reserved\"') AS DOUBLE)) AS reserved_bytes "
-        "FROM events WHERE name = '[memory]' AND list_contains($ids, trace_id) "
-        "  AND CAST(json_extract(args, '$.\"Device Id\"') AS BIGINT) >= 0 GROUP BY ALL",
+        "SELECT trace_id, TRY_CAST(split_part(device, ':', 2) AS BIGINT) AS device, "
+        "       CAST(max(allocated_bytes) FILTER (WHERE totals_known) AS DOUBLE) AS allocated_bytes, "
+        "       CAST(max(reserved_bytes) AS DOUBLE) AS reserved_bytes "
+        "FROM memory_events WHERE list_contains($ids, trace_id) "
+        "  AND TRY_CAST(split_part(device, ':', 2) AS BIGINT) >= 0 GROUP BY ALL",
         {"ids": ids}).df()
     meta = dict(con.execute("SELECT trace_id, metadata FROM traces").fetchall())
     peaks["capacity_bytes"] = [_capacity(meta.get(t), d) for t, d in zip(peaks["trace_id"], peaks["device"],
@@ -254,7 +256,7 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     traces = selected_traces(con, rank)
     with materialized(con, SHARED_VIEWS):
         facts = _facts(db, traces, rank)
-    peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
+        peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
     check = Checker(th)
     notes: list[str] = []
     for r, f in facts.items():

@@ -8,17 +8,22 @@
 -- totals_known is false.
 -- memory_event_fields: each [memory] event's fields parsed from its args (the one place they are
 -- read: memory_events below, and slice_memory.sql's counter track over one window).
+-- The five fields come from one json_extract_string with a list of paths: each args text is parsed
+-- once (a ->> per field parses it again for each: 0.13 -> 0.07 s on 114k events).
 CREATE OR REPLACE TEMP VIEW memory_event_fields AS
 SELECT trace_id, event_id, ts_us, pid,
-       CASE TRY_CAST(a ->> 'Device Type' AS INTEGER)
+       CASE TRY_CAST(f[1] AS INTEGER)
            WHEN 0 THEN 'cpu'
-           WHEN 1 THEN 'cuda:' || coalesce(a ->> 'Device Id', '0')
-           ELSE 'type' || coalesce(a ->> 'Device Type', '?') || ':' || coalesce(a ->> 'Device Id', '?')
+           WHEN 1 THEN 'cuda:' || coalesce(f[2], '0')
+           ELSE 'type' || coalesce(f[1], '?') || ':' || coalesce(f[2], '?')
        END AS device,
-       TRY_CAST(a ->> 'Bytes' AS BIGINT) AS bytes,
-       TRY_CAST(a ->> 'Total Allocated' AS BIGINT) AS total_allocated,
-       TRY_CAST(a ->> 'Total Reserved' AS BIGINT) AS reserved_bytes
-FROM (SELECT trace_id, event_id, ts_us, pid, args::JSON AS a FROM events WHERE name = '[memory]');
+       TRY_CAST(f[3] AS BIGINT) AS bytes,
+       TRY_CAST(f[4] AS BIGINT) AS total_allocated,
+       TRY_CAST(f[5] AS BIGINT) AS reserved_bytes
+FROM (SELECT trace_id, event_id, ts_us, pid,
+             json_extract_string(args, ['$."Device Type"', '$."Device Id"', '$."Bytes"', '$."Total Allocated"',
+                                        '$."Total Reserved"']) AS f
+      FROM events WHERE name = '[memory]');
 
 CREATE OR REPLACE TEMP VIEW memory_events AS
 SELECT trace_id, event_id, ts_us, device, bytes,

@@ -29,8 +29,8 @@ from benchmarks.shapes import Run, measure, median  # noqa: E402
 SNIPPET = """
 import sys
 from pathlib import Path
-from trace_report.sysutil import decoding_settings, tune_allocator
-tune_allocator(); decoding_settings()  # as `trace-report ingest` sets them
+from trace_report.sysutil import decoding_settings, skip_pandas_probe, tune_allocator
+tune_allocator(); decoding_settings(); skip_pandas_probe()  # as `trace-report ingest` sets them
 from trace_report.ingest.engine import LocalEngine, ThreadEngine
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 kind, n, db, *paths = sys.argv[1:]

@@ -35,6 +35,8 @@ from trace_report.present.report import write_report
 REPO = Path(__file__).resolve().parents[2]
 PAGE_WIDTH = 1280
 REAL_TRACES = ["hta_a100_ddp_nccl", "param_dlrm_kineto_v100x8", "tracelens_h100_timesformer"]
+PAGES = [REAL_TRACES[0], *(pytest.param(n, marks=pytest.mark.slow) for n in REAL_TRACES[1:])]
+"""~6 s per page: the A100 DDP page in the default run, the other two with the slow tests."""
 URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:!?)]")
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
@@ -177,7 +179,7 @@ def test_report_of_captured_runs_renders(browser, tmp_path_factory, tmp_path):
 
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
-@pytest.mark.parametrize("name", REAL_TRACES)
+@pytest.mark.parametrize("name", PAGES)
 def test_report_of_real_trace_fits_1280_px(browser, tmp_path, name):
     """Reports of an A100 DDP trace, an 8-rank V100 DLRM archive and an H100 inference trace:
     every chart renders, nothing scrolls sideways at 1280 px, and each URL of the advice (read

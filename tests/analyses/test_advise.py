@@ -289,25 +289,26 @@ def test_memory_check_reads_the_peaks_the_memory_command_shows(name: str) -> Non
     """advise's memory check rests on the largest ``Total Allocated`` / ``Total Reserved`` of each
     GPU's ``[memory]`` events (a plain pass over the JSON), the same peak the ``memory`` command
     gives as the maximum of its rows (each step, and outside every step: one definition, view
-    memory_events). The 2021 trace
-    carries no totals: no allocated peak, and no memory finding from it."""
+    memory_events). A GPU is an event's ``Device Id`` >= 0, ``cuda:0`` for a CUDA event without
+    one. The 2021 trace carries no totals: no allocated peak (NaN)."""
     from trace_report.analyses.advise import memory_peaks
     from trace_report.analyses.memory import memory_peaks as step_peaks
 
     path = trace_file(name)
-    mem = [e["args"] for e in events_of(load_json(path)) if e.get("name") == "[memory]"
-           and int(e["args"].get("Device Id", -1)) >= 0]
+    def gpu(args: dict) -> int:
+        return int(args.get("Device Id", 0 if args.get("Device Type") == 1 else -1))
+
+    mem = [e["args"] for e in events_of(load_json(path)) if e.get("name") == "[memory]" and gpu(e["args"]) >= 0]
     assert mem  # both traces have GPU [memory] events
     with tr.open(path) as db:
         ids = [t for (t,) in db.con.execute("SELECT trace_id FROM traces").fetchall()]
         peaks = memory_peaks(db.con, ids).set_index("device")
         per_step = step_peaks(db).frame
-        result = advise(db, all_findings=True)
-    devices = {int(a["Device Id"]) for a in mem}
+    devices = {gpu(a) for a in mem}
     assert set(peaks.index) == devices
     for d in devices:
-        allocated = [a["Total Allocated"] for a in mem if int(a["Device Id"]) == d and "Total Allocated" in a]
-        reserved = [a["Total Reserved"] for a in mem if int(a["Device Id"]) == d and "Total Reserved" in a]
+        allocated = [a["Total Allocated"] for a in mem if gpu(a) == d and "Total Allocated" in a]
+        reserved = [a["Total Reserved"] for a in mem if gpu(a) == d and "Total Reserved" in a]
         got = peaks.loc[d]
         if allocated:
             assert got["allocated_bytes"] == max(allocated)
@@ -315,6 +316,5 @@ def test_memory_check_reads_the_peaks_the_memory_command_shows(name: str) -> Non
             assert got["allocated_bytes"] == steps["peak_allocated_bytes"].max()  # its rows: steps and outside them
         else:
             assert got["allocated_bytes"] != got["allocated_bytes"]  # NaN: allocations relative, not totals
-            assert "memory_near_capacity" not in set(result.frame["finding"])
         if reserved:
             assert got["reserved_bytes"] == max(reserved)

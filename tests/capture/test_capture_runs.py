@@ -214,6 +214,8 @@ def variant_rows(run_dir: Path) -> dict[str, dict]:
     rows = {row["variant"]: row for row in results(run_dir)}
     manifest = json.loads((run_dir / "run.json").read_text())
     assert [v["variant"] for v in manifest["variants"]] == list(rows)
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert [v["variant"] for v in manifest["variants"]] == list(rows)
     for variant in rows:
         (trace,) = traces_in(run_dir / variant)
         assert set(annotation_names(read_trace(trace))) >= REGIONS
@@ -243,6 +245,8 @@ def test_workers(capsys, tmp_path):
 def test_devices(tmp_path_factory):
     run_dir = captured_runs(tmp_path_factory) / "dev"  # the experiment captured once per session (--no-profile)
     rows = {row["variant"]: row for row in results(run_dir)}
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert [v["variant"] for v in manifest["variants"]] == list(rows)
     cpus = len(os.sched_getaffinity(0))
     assert rows["cpu-1-thread"]["threads"] == "1"
     assert rows[f"cpu-{cpus}-threads"]["threads"] == str(cpus)
@@ -279,9 +283,9 @@ def test_no_bn(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_amp_batch_sweep(capsys, tmp_path):
-    run_dir, _ = capture(capsys, tmp_path, "amp", "--batch-sizes", "2,3", *TINY)
+    run_dir, _ = capture(capsys, tmp_path, "amp", "--batch-sizes", "4,8", *TINY)
     rows = variant_rows(run_dir)
-    assert list(rows) == ["fp32-bs2", "amp-bf16-bs2", "fp32-bs3", "amp-bf16-bs3"]
+    assert list(rows) == ["fp32-bs4", "amp-bf16-bs4", "fp32-bs8", "amp-bf16-bs8"]
     for row in rows.values():
         assert float(row["median_samples_per_s"]) > 0
         assert float(row["peak_memory_mb"]) > 0
@@ -296,6 +300,8 @@ def test_torchscript(capsys, tmp_path):
     run_dir, output = capture(capsys, tmp_path, "torchscript", *TINY, "--latency-runs", "5",
                               "--latency-warmup", "2", "--repeats", "2")
     rows = {row["variant"]: row for row in results(run_dir)}
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert [v["variant"] for v in manifest["variants"]] == list(rows)
     assert list(rows) == ["cpu-eager", "cpu-torchscript"] + (
         ["cuda-eager", "cuda-torchscript"] if torch.cuda.is_available() else [])
     assert all(row["outputs_equal"] == "True" for row in rows.values())

@@ -66,10 +66,13 @@ class AdviceResult:
 
 
 def memory_peaks(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:
-    """Peak ``Total Allocated`` / ``Total Reserved`` bytes per (trace, GPU) from ``[memory]`` events
-    (view ``memory_events``, the one the ``memory`` command and the report's Memory section read:
-    ``allocated_bytes`` where the trace gives its totals, a device with an id >= 0), with the
-    device's ``totalGlobalMem`` from the trace metadata (``deviceProperties``)."""
+    """Peak ``Total Allocated`` / ``Total Reserved`` bytes per (trace, GPU) from ``[memory]`` events,
+    with the device's ``totalGlobalMem`` from the trace metadata (``deviceProperties``).
+
+    The events are view ``memory_events``, as the ``memory`` command and the report's Memory
+    section read them: ``allocated_bytes`` of the events that carry ``Total Allocated`` (NaN for a
+    device without), devices with an id >= 0 (a CUDA event without ``Device Id`` is ``cuda:0``
+    there, the CPU's id is -1)."""
     peaks = con.execute(
         "SELECT trace_id, TRY_CAST(split_part(device, ':', 2) AS BIGINT) AS device, "
         "       CAST(max(allocated_bytes) FILTER (WHERE totals_known) AS DOUBLE) AS allocated_bytes, "

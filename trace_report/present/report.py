@@ -43,7 +43,7 @@ from trace_report.present.report_parts import Section, attempt, table_html
 from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
 from trace_report.present.tables import write_atomic
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import SHARED_VIEWS, materialized
+from trace_report.store.views import REPORT_VIEWS, materialized
 
 CONFIG_COLUMNS = ["run_key", "experiment", "variant", "model", "batch_size", "epochs", "steps", "optimizer", "lr",
                   "workers", "amp", "compile", "device", "device_name", "torch_version", "final_loss",
@@ -447,7 +447,7 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
 
 def _trace_sections(db: TraceDB, opts: ReportOptions, *, experiments: bool = False) -> list[Section]:
     """The sections computed from the traces in view (all, or one run's inside a scope)."""
-    with materialized(db.con, SHARED_VIEWS):  # read by the headline, advise, the timeline...
+    with materialized(db.con, REPORT_VIEWS):  # read by the headline, advise, the timeline, memory...
         return _sections_of(db, opts, experiments)
 
 

@@ -215,8 +215,7 @@ def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
         record_views(con)
 
 
-SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches",
-                "memory_events")
+SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches")
 """Views that commands running several analyses (``advise``, ``report``) read many times each
 (the GPU busy intervals and the step windows in gpu_idle_causes, gpu_idle_by_cause,
 host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables for their length
@@ -230,9 +229,13 @@ they are a few percent of the events (29.6k GPU operations and 64k runtime calls
 ``cpu_ops`` is not kept: its ``args`` (input shapes) are the largest part of a trace's text, and
 keeping it gained nothing measurable. On a 1M-event trace the kept tables take ~0.5 s to make;
 advise 2.7 -> 1.6 s with the last four; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the
-first two, same output. ``memory_events`` (the ``[memory]`` events with their running totals) is
-read by advise's memory check and by the report's Memory section (peaks and timeline): one
-definition of a peak, its JSON decoded once."""
+first two, same output. The report keeps ``memory_events`` too (:data:`REPORT_VIEWS`)."""
+
+REPORT_VIEWS = (*SHARED_VIEWS, "memory_events")
+"""What ``report`` keeps for its length: :data:`SHARED_VIEWS` and ``memory_events`` (the ``[memory]``
+events with their running totals), which advise's memory check and the Memory section's peaks
+and timeline read: one definition of a peak, its JSON decoded once per report (advise alone reads
+it once, so keeping it there would only cost a copy)."""
 
 
 @contextmanager

@@ -210,12 +210,17 @@ def test_params(capsys, tmp_path):
     assert "11173962" in output.replace(",", "")
 
 
-def variant_rows(run_dir: Path) -> dict[str, dict]:
+def listed_rows(run_dir: Path) -> dict[str, dict]:
+    """results.csv by variant, in the order run.json lists the variants."""
     rows = {row["variant"]: row for row in results(run_dir)}
     manifest = json.loads((run_dir / "run.json").read_text())
     assert [v["variant"] for v in manifest["variants"]] == list(rows)
-    manifest = json.loads((run_dir / "run.json").read_text())
-    assert [v["variant"] for v in manifest["variants"]] == list(rows)
+    return rows
+
+
+def variant_rows(run_dir: Path) -> dict[str, dict]:
+    """:func:`listed_rows`, each variant with its trace (the four regions) and metrics.csv."""
+    rows = listed_rows(run_dir)
     for variant in rows:
         (trace,) = traces_in(run_dir / variant)
         assert set(annotation_names(read_trace(trace))) >= REGIONS
@@ -243,10 +248,7 @@ def test_workers(capsys, tmp_path):
 
 
 def test_devices(tmp_path_factory):
-    run_dir = captured_runs(tmp_path_factory) / "dev"  # the experiment captured once per session (--no-profile)
-    rows = {row["variant"]: row for row in results(run_dir)}
-    manifest = json.loads((run_dir / "run.json").read_text())
-    assert [v["variant"] for v in manifest["variants"]] == list(rows)
+    rows = listed_rows(captured_runs(tmp_path_factory) / "dev")  # captured once per session, --no-profile: no traces
     cpus = len(os.sched_getaffinity(0))
     assert rows["cpu-1-thread"]["threads"] == "1"
     assert rows[f"cpu-{cpus}-threads"]["threads"] == str(cpus)
@@ -300,8 +302,6 @@ def test_torchscript(capsys, tmp_path):
     run_dir, output = capture(capsys, tmp_path, "torchscript", *TINY, "--latency-runs", "5",
                               "--latency-warmup", "2", "--repeats", "2")
     rows = {row["variant"]: row for row in results(run_dir)}
-    manifest = json.loads((run_dir / "run.json").read_text())
-    assert [v["variant"] for v in manifest["variants"]] == list(rows)
     assert list(rows) == ["cpu-eager", "cpu-torchscript"] + (
         ["cuda-eager", "cuda-torchscript"] if torch.cuda.is_available() else [])
     assert all(row["outputs_equal"] == "True" for row in rows.values())

@@ -144,11 +144,16 @@ def browser(tmp_path_factory):
         web.quit()
 
 
+def charts_written(page: Path) -> int:
+    """The chart blocks the HTML file holds."""
+    return page.read_text(encoding="utf-8").count('<div class="chart"')
+
+
 def render(browser: WebDriver, page: Path) -> list[dict[str, Any]]:
     """Open ``page``; wait until the browser shows as many charts as the file holds and every one
     says it rendered (or failed). Waiting on the rendered states alone returned at once with no
     chart when the page was not shown yet (a CI run under load: 0 charts, where 3 were written)."""
-    written = page.read_text(encoding="utf-8").count('<div class="chart"')
+    written = charts_written(page)
     browser.get(page.as_uri())
     deadline = time.monotonic() + RENDER_TIMEOUT_S
     while True:
@@ -188,7 +193,7 @@ def test_report_of_real_trace_fits_1280_px(browser, tmp_path, name):
         write_report(db, [str(TRACES / name)], tmp_path / "page.html")
         urls = {u for text in advise(db).frame["recommendation"] for u in URL.findall(str(text))}
     charts = render(browser, tmp_path / "page.html")
-    assert_rendered(browser, charts, (tmp_path / "page.html").read_text(encoding="utf-8").count('<div class="chart"'))
+    assert_rendered(browser, charts, charts_written(tmp_path / "page.html"))
     assert len(charts) >= 3
     assert_fits_with_links(browser, urls)
     shot = tmp_path / "page.png"

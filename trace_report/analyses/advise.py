@@ -74,11 +74,12 @@ def memory_peaks(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame
     device without), devices with an id >= 0 (a CUDA event without ``Device Id`` is ``cuda:0``
     there, the CPU's id is -1)."""
     peaks = con.execute(
-        "SELECT trace_id, TRY_CAST(split_part(device, ':', 2) AS BIGINT) AS device, "
+        "SELECT trace_id, device_id AS device, "
         "       CAST(max(allocated_bytes) FILTER (WHERE totals_known) AS DOUBLE) AS allocated_bytes, "
         "       CAST(max(reserved_bytes) AS DOUBLE) AS reserved_bytes "
-        "FROM memory_events WHERE list_contains($ids, trace_id) "
-        "  AND TRY_CAST(split_part(device, ':', 2) AS BIGINT) >= 0 GROUP BY ALL",
+        "FROM (SELECT *, TRY_CAST(split_part(device, ':', 2) AS BIGINT) AS device_id FROM memory_events "
+        "      WHERE list_contains($ids, trace_id)) "
+        "WHERE device_id >= 0 GROUP BY trace_id, device_id",
         {"ids": ids}).df()
     meta = dict(con.execute("SELECT trace_id, metadata FROM traces").fetchall())
     peaks["capacity_bytes"] = [_capacity(meta.get(t), d) for t, d in zip(peaks["trace_id"], peaks["device"],

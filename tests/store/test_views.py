@@ -6,7 +6,8 @@ from pathlib import Path
 
 from tests.conftest import TRACES, complete_events, run_cli, shared_or_skip, trace_file
 from trace_report.store.events_view import empty_events_view
-from trace_report.store.views import SHARED_VIEWS, create_views, materialize, materialized, views_as_created
+from trace_report.store.kept_views import SHARED_VIEWS, materialize, materialized
+from trace_report.store.views import create_views, views_as_created
 
 
 def _steps(con) -> list[tuple]:

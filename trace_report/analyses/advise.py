@@ -38,8 +38,8 @@ from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.analyses.regions import BreakdownOptions, breakdown, selected_traces, trace_ids
 from trace_report.analyses.utilization import step_overlap_note
+from trace_report.store.kept_views import SHARED_VIEWS, materialized
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import SHARED_VIEWS, materialized
 
 __all__ = ["ADVICE_COLUMNS", "AdviceResult", "Thresholds", "advise", "memory_peaks"]
 

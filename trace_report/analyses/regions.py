@@ -60,8 +60,9 @@ from trace_report.analyses.regions_sums import (  # noqa: F401  (the names break
 from trace_report.errors import InputError, UsageError
 from trace_report.store.derived import code_version as derived_code_version
 from trace_report.store.derived import derived_store
+from trace_report.store.kept_views import materialize
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import materialize, views_named_in
+from trace_report.store.views import views_named_in
 
 # ---------------------------------------------------------------------------------------------
 # Queries

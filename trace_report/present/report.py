@@ -42,8 +42,8 @@ from trace_report.present.report_more import deeper_section
 from trace_report.present.report_parts import Section, attempt, table_html
 from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
 from trace_report.present.tables import write_atomic
+from trace_report.store.kept_views import REPORT_VIEWS, materialized
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import REPORT_VIEWS, materialized
 
 CONFIG_COLUMNS = ["run_key", "experiment", "variant", "model", "batch_size", "epochs", "steps", "optimizer", "lr",
                   "workers", "amp", "compile", "device", "device_name", "torch_version", "final_loss",

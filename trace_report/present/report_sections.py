@@ -26,8 +26,8 @@ from trace_report.errors import TraceReportError
 from trace_report.present.charts.memory import memory_chart
 from trace_report.present.format import si
 from trace_report.present.report_parts import Section, table_html
+from trace_report.store.kept_views import materialized
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import materialized
 
 OPS_ROWS = 15
 STRAGGLER_ROWS = 48

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -104,21 +105,34 @@ class DerivedStore:
     def save(self, kind: str, trace_id: int, version: str, table: pa.Table) -> bool:
         """Keep ``table`` for this trace (replacing every other file of the kind for the trace);
         False when it cannot be written."""
+        import pyarrow as pa  # here, not at the top: see load
+        import pyarrow.parquet as pq
+
+        def write(tmp: Path) -> None:
+            try:
+                pq.write_table(table, tmp, compression="lz4")
+            except pa.ArrowException as exc:
+                raise ValueError(str(exc)) from exc
+
+        return self.save_with(kind, trace_id, version, write)
+
+    def save_with(self, kind: str, trace_id: int, version: str, write: Callable[[Path], None]) -> bool:
+        """Keep the Parquet file that ``write(path)`` writes for this trace, as :meth:`save` does
+        (written under a temporary name, then renamed); False when it cannot be written (``write``
+        raised an ``OSError``, a DuckDB error or a ``ValueError``, which :meth:`save` makes of
+        Arrow's errors): nothing is left behind."""
         path = self.path(kind, trace_id, version)
         if path is None:
             return False
         tmp = self.folder / f".{path.name}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
-        import pyarrow as pa  # here, not at the top: see load
-        import pyarrow.parquet as pq
-
         try:
             self.folder.mkdir(exist_ok=True)
-            pq.write_table(table, tmp, compression="lz4")
+            write(tmp)
             os.replace(tmp, path)
         except BaseException as exc:  # an interrupt too: no temporary file is left behind
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
-            if isinstance(exc, (OSError, pa.ArrowException, ValueError)):
+            if isinstance(exc, (OSError, ValueError, duckdb.Error)):
                 return False
             raise
         unlink_all(self.folder, f"{kind}-t{trace_id:06d}-*.parquet", keep=path)

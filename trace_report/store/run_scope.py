@@ -9,7 +9,7 @@ database holding those traces alone. That is how the commands keep runs apart
 
 How: a TEMP view ``traces`` over the catalog's own table (a TEMP object is found before the
 database's), and ``events`` made again over the same source filtered by ``trace_id``. Views
-kept as tables (:func:`trace_report.store.views.materialize`) are made plain again on entry and
+kept as tables (:func:`trace_report.store.kept_views.materialize`) are made plain again on entry and
 on exit, so no copy outlives the scope. Results kept beside a database
 (:mod:`trace_report.store.derived`) are per trace, so they stay valid and are still used.
 """

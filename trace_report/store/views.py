@@ -13,8 +13,7 @@ Binding all ~60 takes 0.2-0.3 s, most of ``top-kernels`` on a small database (is
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -183,78 +182,3 @@ def views_as_created(con: duckdb.DuckDBPyConnection) -> bool:
     except duckdb.Error:
         return False
     return bool(row and row[0]) and row[0] == views_fingerprint(con)
-
-
-def _kept_as_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> dict[str, bool]:
-    """For each of ``names`` that is a TEMP view of ``con``: whether :func:`materialize` made it
-    read its table."""
-    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'temp' AND temporary "
-                       "AND list_contains($names, view_name)", {"names": list(names)}).fetchall()
-    return {n: f"{n}_materialized" in sql for n, sql in rows}
-
-
-def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
-    """Keep the rows of the named TEMP views in TEMP tables (``<name>_materialized``) for the rest
-    of this connection and point each view at its table.
-
-    For views read several times by one analysis and expensive to compute: ``steps`` filters
-    every event by name (``ProfilerStep#%``, ~0.05 s on a 2.9 M-event trace) and the region views
-    read it four times in one breakdown; ``region_markers`` classifies annotation names and
-    is read twice. The rows are the view's own, read once; TEMP tables work on read-only
-    databases. :func:`create_views` (run whenever ``events`` is replaced) restores the plain
-    views, so a copy never outlives the events it was read from. Idempotent.
-    """
-    done = {n for n, kept in _kept_as_tables(con, names).items() if kept}
-    as_created = views_as_created(con)
-    for name in names:
-        if name in done:
-            continue
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name}_materialized AS SELECT * FROM {name}")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {name}_materialized")
-    if as_created:  # the same rows, read once: still the views trace-report made
-        record_views(con)
-
-
-SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches")
-"""Views that commands running several analyses (``advise``, ``report``) read many times each
-(the GPU busy intervals and the step windows in gpu_idle_causes, gpu_idle_by_cause,
-host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables for their length
-(:func:`materialized`), in this order, so the later ones are computed from the earlier copies.
-
-``gpu_ops`` and ``runtime_calls`` come first: a Parquet scan filtered on ``cat`` decodes every
-column of every row group (DuckDB passes an ``IN`` filter to the reader as optional), ~0.09 s on
-a 1M-event trace, and the analyses of a report read these two views (directly or through
-``gpu_op_kinds``, ``kernel_launches``, ``gpu_op_launches``...) in most of their queries; kept,
-they are a few percent of the events (29.6k GPU operations and 64k runtime calls of 1M events).
-``cpu_ops`` is not kept: its ``args`` (input shapes) are the largest part of a trace's text, and
-keeping it gained nothing measurable. On a 1M-event trace the kept tables take ~0.5 s to make;
-advise 2.7 -> 1.6 s with the last four; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the
-first two, same output. The report keeps ``memory_events`` too (:data:`REPORT_VIEWS`)."""
-
-REPORT_VIEWS = (*SHARED_VIEWS, "memory_events")
-"""What ``report`` keeps for its length: :data:`SHARED_VIEWS` and ``memory_events`` (the ``[memory]``
-events with their running totals), which advise's memory check and the Memory section's peaks
-and timeline read: one definition of a peak, its JSON decoded once per report (advise alone reads
-it once, so keeping it there would only cost a copy)."""
-
-
-@contextmanager
-def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iterator[None]:
-    """:func:`materialize` those of ``names`` that are plain TEMP views of ``con``, in the given
-    order, for the length of the block; on exit each is a plain view again (its own SQL from the
-    view artifacts) and its table is dropped, so no copy outlives the block (a notebook that then
-    redefines ``events`` sees its change everywhere). Views already kept as tables when the block
-    starts stay so."""
-    kept = _kept_as_tables(con, names)
-    mine = [n for n in names if kept.get(n) is False]
-    materialize(con, *mine)
-    try:
-        yield
-    finally:
-        as_created = views_as_created(con)
-        by_name = {st.name: st for st in statements()}
-        for name in mine:
-            con.execute(by_name[name].sql)
-            con.execute(f"DROP TABLE IF EXISTS {name}_materialized")
-        if as_created:
-            record_views(con)

@@ -1,0 +1,167 @@
+"""store.kept_views: per-trace view rows kept beside a database and read back by later connections."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import (
+    GPU_OP_CATS,
+    complete_events,
+    events_of,
+    kept_files,
+    load_json,
+    run_cli,
+    shared_or_skip,
+    trace_file,
+)
+from trace_report.store.kept_views import KIND_PREFIX, PER_TRACE_VIEWS, materialize, materialized
+from trace_report.store.views import needed_statements
+
+TRACES = ("tracelens_h100_bert_small", "hta_amd_mi250")
+"""Two traces with ProfilerSteps (1 and 2) and GPU operations, the first with [memory] events."""
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    shared_or_skip()
+    path = tmp_path_factory.mktemp("kept") / "two.duckdb"
+    code, _, err = run_cli(["ingest", *(trace_file(t) for t in TRACES), "-o", path, "-q"])
+    assert code == 0, err
+    return path
+
+
+def _rows(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple]:
+    return con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+
+
+def _types(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple]:
+    return [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall()]
+
+
+def _clear(db_path: Path) -> None:
+    for name in PER_TRACE_VIEWS:
+        for p in kept_files(db_path, KIND_PREFIX + name):
+            p.unlink()
+
+
+def _plain_pass() -> dict[str, int]:
+    """Independently, from the JSON: ProfilerSteps, GPU operations and [memory] events of both traces."""
+    steps = gpu = memory = 0
+    for t in TRACES:
+        path = trace_file(t)
+        steps += sum(1 for e in complete_events(path) if e.get("cat") in ("user_annotation", "cpu_op")
+                     and str(e.get("name", "")).startswith("ProfilerStep#"))
+        gpu += sum(1 for e in complete_events(path) if e.get("cat") in GPU_OP_CATS)
+        memory += sum(1 for e in events_of(load_json(path)) if e.get("name") == "[memory]")
+    return {"steps": steps, "gpu_ops": gpu, "memory_events": memory}
+
+
+def test_kept_rows_are_the_views_rows_from_any_later_connection(database: Path) -> None:
+    """The first connection computes each per-trace view and keeps one file per trace; a later one
+    reads those files (a planted change shows) and gets the plain view's rows and types; a file
+    that cannot be read means the view is computed again."""
+    import trace_report as tr
+
+    _clear(database)
+    names = sorted(PER_TRACE_VIEWS)
+    with tr.open(database) as db:
+        plain = {n: _rows(db.con, n) for n in names}
+        types = {n: _types(db.con, n) for n in names}
+        ids = [t for (t,) in db.con.execute("SELECT trace_id FROM traces ORDER BY 1").fetchall()]
+    expected = _plain_pass()
+    assert all(expected.values())
+    for name, n in expected.items():
+        assert len(plain[name]) == n, name
+    assert len(ids) == 2
+    with tr.open(database) as db:
+        materialize(db.con, *names)
+        for n in names:
+            assert _rows(db.con, n) == plain[n], n
+    for n in names:
+        assert len(kept_files(database, KIND_PREFIX + n)) == len(ids), n
+    with tr.open(database) as db:
+        materialize(db.con, *names)
+        for n in names:
+            assert _rows(db.con, n) == plain[n], n
+            assert _types(db.con, f"{n}_materialized") == types[n], n
+    # the rows come from the files: a step's duration planted in the kept file shows
+    steps_file = kept_files(database, KIND_PREFIX + "steps")[0]
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * REPLACE (dur_us + 1e6 AS dur_us) FROM read_parquet('{steps_file}')) "
+                    f"TO '{steps_file}.new' (FORMAT parquet)")
+    Path(f"{steps_file}.new").replace(steps_file)
+    with tr.open(database) as db:
+        materialize(db.con, "steps")
+        assert _rows(db.con, "steps") != plain["steps"]
+        assert len(_rows(db.con, "steps")) == len(plain["steps"])
+    # a file that is not Parquet: computed again, the plain rows
+    steps_file.write_bytes(b"not parquet")
+    with tr.open(database) as db:
+        materialize(db.con, "steps")
+        assert _rows(db.con, "steps") == plain["steps"]
+
+
+def test_a_scope_reads_its_traces_kept_rows_alone(database: Path) -> None:
+    """Inside TraceDB.scope the tables hold the scoped trace's rows: those of a database holding
+    that trace alone; its file is kept, and used again by the unscoped view."""
+    import trace_report as tr
+
+    _clear(database)
+    with tr.open(database) as db:
+        first = db.con.execute("SELECT min(trace_id) FROM traces").fetchone()[0]
+        with db.scope([first]):
+            plain = {n: _rows(db.con, n) for n in PER_TRACE_VIEWS}
+            with materialized(db.con, sorted(PER_TRACE_VIEWS)):
+                for n in PER_TRACE_VIEWS:
+                    assert _rows(db.con, n) == plain[n], n
+        everything = {n: _rows(db.con, n) for n in PER_TRACE_VIEWS}
+    assert plain["steps"] and len(plain["steps"]) < len(everything["steps"])
+    for n in PER_TRACE_VIEWS:
+        assert [p.name.split("-")[1] for p in kept_files(database, KIND_PREFIX + n)] == [f"t{first:06d}"], n
+    with tr.open(database) as db, materialized(db.con, sorted(PER_TRACE_VIEWS)):
+        for n in PER_TRACE_VIEWS:
+            assert _rows(db.con, n) == everything[n], n
+
+
+def test_redefined_views_keep_nothing(database: Path) -> None:
+    """A notebook that redefines ``events`` gets its own rows, and no file is kept from them."""
+    import trace_report as tr
+
+    _clear(database)
+    with tr.open(database) as db:
+        body = db.con.execute("SELECT sql FROM duckdb_views() WHERE temporary AND view_name = 'events'").fetchone()[0]
+        db.con.execute(re.sub(r"VIEW\s+events\s+AS", "VIEW all_events AS", body, count=1, flags=re.IGNORECASE))
+        db.con.execute("CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM all_events WHERE dur_us > 100")
+        materialize(db.con, "steps", "gpu_ops")
+        assert all(d > 100 for (d,) in db.con.execute("SELECT dur_us FROM gpu_ops").fetchall())
+    assert not kept_files(database, KIND_PREFIX + "steps")
+    assert not kept_files(database, KIND_PREFIX + "gpu_ops")
+
+
+def _names(sql: str) -> set[str]:
+    """The words of ``sql`` outside comments and string literals."""
+    code = re.sub(r"'(?:[^']|'')*'", "''", re.sub(r"--[^\n]*", "", sql))
+    return set(re.findall(r"[A-Za-z_]\w*", code))
+
+
+def test_per_trace_views_read_no_table_but_events(database: Path) -> None:
+    """What makes a trace's kept rows valid under any scope and beside any other trace: each
+    per-trace view, and every view it reads, names no table of the database but ``events`` (not
+    ``traces``, whose rank a ``sql --write`` may change). The check can fail: ``gpu_utilization``
+    reads ``traces``."""
+    import trace_report as tr
+
+    with tr.open(database) as db:
+        tables = {t for (t,) in db.con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()}
+    assert "traces" in tables
+    for name in PER_TRACE_VIEWS:
+        for st in needed_statements([name]):
+            words = _names(st.sql)
+            assert not words & tables, (name, st.name, words & tables)
+    # the check sees a table where a view reads one
+    assert any("traces" in _names(st.sql) for st in needed_statements(["gpu_utilization"]))
+    assert "gpu_utilization" not in PER_TRACE_VIEWS

@@ -1,0 +1,170 @@
+"""Views kept as tables: for the rest of a connection (:func:`materialize`) or of a block
+(:func:`materialized`), and, for the views whose rows of a trace come from that trace's events
+alone (:data:`PER_TRACE_VIEWS`), beside the database too, so that the next command reads them.
+
+A view read several times by one analysis (``steps`` by the region views, the GPU busy intervals
+by the idle causes...) is computed once into a TEMP table ``<name>_materialized`` and the view
+pointed at it. On a database file whose views are those trace-report made
+(:func:`~trace_report.store.derived.derived_store`), the rows of each trace of a
+:data:`PER_TRACE_VIEWS` view are also written to ``<db>.events/derived/view_<name>-t<id>-<pieces>-<version>.parquet``
+(:mod:`trace_report.store.derived`: keyed by the trace's event files and by :data:`CODE_VERSION`),
+and a later connection fills the table from those files instead of the events: on the 1M-event
+benchmark trace (``benchmarks/commands.py``) the seven views take ~0.7 s to compute from the
+events and ~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5
+interleaved runs, 2 cores, 2026-11-28, same output). Traces without a file are computed (in one query) and kept;
+a file that cannot be read means the view is computed whole; a folder that cannot be written keeps
+nothing. Files are written by DuckDB (``COPY ... (FORMAT parquet)``) and read into a table made
+with the view's own column types, so the rows are the view's (``tests/store/test_kept_views.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from trace_report.store.derived import DerivedStore, code_version, derived_store
+from trace_report.store.views import record_views, statements, views_as_created
+
+PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
+                             "memory_events", "region_markers"})
+"""Views whose rows of a trace depend on that trace's events alone, so that a trace's rows can be
+kept per trace and read back under any scope (:mod:`trace_report.store.run_scope`): each reads
+``events`` and code-defined views (``region_rules``, ``gpu_op_kinds``...) only, never ``traces``
+or another table (checked by the tests), and joins or windows only within a ``trace_id``
+(``store/sql/views.sql``, ``views_step_numbers.sql``, ``views_regions.sql``, ``views_memory.sql``).
+``gpu_utilization`` reads ``traces`` (the rank) and stays computed, from the kept copies."""
+
+KIND_PREFIX = "view_"
+"""A kept view's kind among the derived tables: ``view_<name>``."""
+
+CODE_VERSION = code_version((sys.modules[__name__],), (duckdb.__version__,))
+"""This module, every SQL view (:func:`~trace_report.store.derived.code_version`) and DuckDB,
+which computes, writes and reads the rows."""
+
+
+def _kept_as_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> dict[str, bool]:
+    """For each of ``names`` that is a TEMP view of ``con``: whether :func:`materialize` made it
+    read its table."""
+    rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'temp' AND temporary "
+                       "AND list_contains($names, view_name)", {"names": list(names)}).fetchall()
+    return {n: f"{n}_materialized" in sql for n, sql in rows}
+
+
+def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
+    """Keep the rows of the named TEMP views in TEMP tables (``<name>_materialized``) for the rest
+    of this connection and point each view at its table.
+
+    For views read several times by one analysis and expensive to compute: ``steps`` filters
+    every event by name (``ProfilerStep#%``, ~0.05 s on a 2.9 M-event trace) and the region views
+    read it four times in one breakdown; ``region_markers`` classifies annotation names and
+    is read twice. The rows are the view's own, read once (those of :data:`PER_TRACE_VIEWS` from
+    the files kept beside the database where there are: module doc); TEMP tables work on read-only
+    databases. :func:`~trace_report.store.views.create_views` (run whenever ``events`` is
+    replaced) restores the plain views, so a copy never outlives the events it was read from.
+    Idempotent.
+    """
+    done = {n for n, kept in _kept_as_tables(con, names).items() if kept}
+    as_created = views_as_created(con)
+    store = derived_store(con) if as_created and CODE_VERSION and PER_TRACE_VIEWS.intersection(names) else None
+    ids = [int(t) for (t,) in con.execute("SELECT trace_id FROM traces ORDER BY 1").fetchall()] if store else []
+    for name in names:
+        if name in done:
+            continue
+        if store is None or name not in PER_TRACE_VIEWS or not _from_kept(con, store, name, ids):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {name}_materialized AS SELECT * FROM {name}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {name}_materialized")
+    if as_created:  # the same rows, read once: still the views trace-report made
+        record_views(con)
+
+
+def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, ids: list[int]) -> bool:
+    """Make ``<name>_materialized`` from the files kept for the traces ``ids``, computing and
+    keeping the rows of the traces without one; False (nothing made) when a kept file cannot be
+    read as the view's rows."""
+    kind = KIND_PREFIX + name
+    paths = {t: store.path(kind, t, CODE_VERSION) for t in ids}
+    kept = [t for t, p in paths.items() if p is not None and _is_file(p)]
+    missing = [t for t in ids if t not in kept]
+    table = f"{name}_materialized"
+    # the view's columns and types, no rows (DuckDB plans LIMIT 0 as an empty result)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {name} LIMIT 0")
+    if kept:
+        columns = ", ".join(_quoted_name(d[0]) for d in con.execute(f"SELECT * FROM {table}").description)
+        files = ", ".join(f"'{_quoted(paths[t])}'" for t in kept)
+        try:  # each of the view's columns by name, cast to its type
+            con.execute(f"INSERT INTO {table} SELECT {columns} FROM read_parquet([{files}])")
+        except duckdb.Error:  # unreadable, or not the view's columns: the caller computes it whole
+            con.execute(f"DROP TABLE {table}")
+            return False
+    if missing:
+        where = "" if len(missing) == len(ids) else " WHERE list_contains($ids, trace_id)"
+        con.execute(f"INSERT INTO {table} SELECT * FROM {name}{where}", {"ids": missing} if where else None)
+        for t in missing:
+            store.save_with(kind, t, CODE_VERSION, lambda tmp, t=t: con.execute(
+                f"COPY (SELECT * FROM {table} WHERE trace_id = {int(t)}) TO '{_quoted(tmp)}' "
+                "(FORMAT parquet, COMPRESSION lz4)"))
+    return True
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a folder this user may not search
+        return False
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _quoted_name(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches")
+"""Views that commands running several analyses (``advise``, ``report``) read many times each
+(the GPU busy intervals and the step windows in gpu_idle_causes, gpu_idle_by_cause,
+host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables for their length
+(:func:`materialized`), in this order, so the later ones are computed from the earlier copies.
+
+``gpu_ops`` and ``runtime_calls`` come first: a Parquet scan filtered on ``cat`` decodes every
+column of every row group (DuckDB passes an ``IN`` filter to the reader as optional), ~0.09 s on
+a 1M-event trace, and the analyses of a report read these two views (directly or through
+``gpu_op_kinds``, ``kernel_launches``, ``gpu_op_launches``...) in most of their queries; kept,
+they are a few percent of the events (29.6k GPU operations and 64k runtime calls of 1M events).
+``cpu_ops`` is not kept: its ``args`` (input shapes) are the largest part of a trace's text, and
+keeping it gained nothing measurable. On a 1M-event trace the kept tables take ~0.5 s to make;
+advise 2.7 -> 1.6 s with the last four; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the
+first two, same output. The report keeps ``memory_events`` too (:data:`REPORT_VIEWS`)."""
+
+REPORT_VIEWS = (*SHARED_VIEWS, "memory_events")
+"""What ``report`` keeps for its length: :data:`SHARED_VIEWS` and ``memory_events`` (the ``[memory]``
+events with their running totals), which advise's memory check and the Memory section's peaks
+and timeline read: one definition of a peak, its JSON decoded once per report (advise alone reads
+it once, so keeping it there would only cost a copy)."""
+
+
+@contextmanager
+def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iterator[None]:
+    """:func:`materialize` those of ``names`` that are plain TEMP views of ``con``, in the given
+    order, for the length of the block; on exit each is a plain view again (its own SQL from the
+    view artifacts) and its table is dropped, so no copy outlives the block (a notebook that then
+    redefines ``events`` sees its change everywhere). Views already kept as tables when the block
+    starts stay so."""
+    kept = _kept_as_tables(con, names)
+    mine = [n for n in names if kept.get(n) is False]
+    materialize(con, *mine)
+    try:
+        yield
+    finally:
+        as_created = views_as_created(con)
+        by_name = {st.name: st for st in statements()}
+        for name in mine:
+            con.execute(by_name[name].sql)
+            con.execute(f"DROP TABLE IF EXISTS {name}_materialized")
+        if as_created:
+            record_views(con)

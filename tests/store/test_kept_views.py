@@ -82,27 +82,57 @@ def test_kept_rows_are_the_views_rows_from_any_later_connection(database: Path) 
         for n in names:
             assert _rows(db.con, n) == plain[n], n
     for n in names:
-        assert len(kept_files(database, KIND_PREFIX + n)) == len(ids), n
+        files = kept_files(database, KIND_PREFIX + n)
+        assert len(files) == len(ids), n
+        with duckdb.connect() as con:  # each file: the view's columns and types
+            assert _types(con, f"read_parquet({[str(f) for f in files]})") == types[n], n
     with tr.open(database) as db:
         materialize(db.con, *names)
         for n in names:
             assert _rows(db.con, n) == plain[n], n
-            assert _types(db.con, f"{n}_materialized") == types[n], n
-    # the rows come from the files: a step's duration planted in the kept file shows
-    steps_file = kept_files(database, KIND_PREFIX + "steps")[0]
-    with duckdb.connect() as con:
-        con.execute(f"COPY (SELECT * REPLACE (dur_us + 1e6 AS dur_us) FROM read_parquet('{steps_file}')) "
-                    f"TO '{steps_file}.new' (FORMAT parquet)")
-    Path(f"{steps_file}.new").replace(steps_file)
+    # the rows come from the files: every view is empty once its files are (each has rows)
+    for n in names:
+        assert plain[n], n
+        for f in kept_files(database, KIND_PREFIX + n):
+            with duckdb.connect() as con:
+                con.execute(f"COPY (SELECT * FROM read_parquet('{f}') LIMIT 0) TO '{f}.new' (FORMAT parquet)")
+            Path(f"{f}.new").replace(f)
+    with tr.open(database) as db:
+        materialize(db.con, *names)
+        for n in names:
+            assert _rows(db.con, n) == [], n
+    # a file that is not Parquet: the view is computed again and its files kept again
+    _clear(database)
     with tr.open(database) as db:
         materialize(db.con, "steps")
-        assert _rows(db.con, "steps") != plain["steps"]
-        assert len(_rows(db.con, "steps")) == len(plain["steps"])
-    # a file that is not Parquet: computed again, the plain rows
+    steps_file = kept_files(database, KIND_PREFIX + "steps")[0]
     steps_file.write_bytes(b"not parquet")
     with tr.open(database) as db:
         materialize(db.con, "steps")
         assert _rows(db.con, "steps") == plain["steps"]
+    with duckdb.connect() as con:
+        assert con.execute(f"SELECT count(*) FROM read_parquet('{steps_file}')").fetchone()[0] >= 1
+
+
+def test_a_trace_missing_from_traces_keeps_its_rows(tmp_path: Path) -> None:
+    """A ``traces`` row deleted by hand leaves that trace's events, and so its rows in the views:
+    the kept files (which follow ``traces``) are not used then, and the rows stay the plain view's."""
+    import trace_report as tr
+
+    shared_or_skip()
+    path = tmp_path / "two.duckdb"
+    code, _, err = run_cli(["ingest", *(trace_file(t) for t in TRACES), "-o", path, "-q"])
+    assert code == 0, err
+    with tr.open(path) as db:
+        materialize(db.con, "gpu_ops", "steps")  # both traces' files kept
+    with duckdb.connect(str(path)) as con:
+        con.execute("DELETE FROM traces WHERE trace_id = 2")
+    with tr.open(path) as db:
+        plain = {n: _rows(db.con, n) for n in ("gpu_ops", "steps")}
+        assert {r[0] for r in plain["steps"]} == {1, 2}
+        materialize(db.con, "gpu_ops", "steps")
+        for n, rows in plain.items():
+            assert _rows(db.con, n) == rows, n
 
 
 def test_a_scope_reads_its_traces_kept_rows_alone(database: Path) -> None:
@@ -119,6 +149,9 @@ def test_a_scope_reads_its_traces_kept_rows_alone(database: Path) -> None:
                 for n in PER_TRACE_VIEWS:
                     assert _rows(db.con, n) == plain[n], n
         everything = {n: _rows(db.con, n) for n in PER_TRACE_VIEWS}
+        alone = {n: db.con.execute(f"SELECT * FROM {n} WHERE trace_id = {first} ORDER BY ALL").fetchall()
+                 for n in PER_TRACE_VIEWS}
+    assert plain == alone  # a trace's rows computed alone are its rows beside the other trace
     assert plain["steps"] and len(plain["steps"]) < len(everything["steps"])
     for n in PER_TRACE_VIEWS:
         assert [p.name.split("-")[1] for p in kept_files(database, KIND_PREFIX + n)] == [f"t{first:06d}"], n
@@ -156,7 +189,7 @@ def test_per_trace_views_read_no_table_but_events(database: Path) -> None:
     import trace_report as tr
 
     with tr.open(database) as db:
-        tables = {t for (t,) in db.con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()}
+        tables = {t for (t,) in db.con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert "traces" in tables
     for name in PER_TRACE_VIEWS:
         for st in needed_statements([name]):

@@ -119,8 +119,8 @@ class DerivedStore:
     def save_with(self, kind: str, trace_id: int, version: str, write: Callable[[Path], None]) -> bool:
         """Keep the Parquet file that ``write(path)`` writes for this trace, as :meth:`save` does
         (written under a temporary name, then renamed); False when it cannot be written (``write``
-        raised an ``OSError``, a DuckDB error or a ``ValueError``, which :meth:`save` makes of
-        Arrow's errors): nothing is left behind."""
+        raised an ``OSError``, a DuckDB error other than an interrupt, or a ``ValueError``, which
+        :meth:`save` makes of Arrow's errors): nothing is left behind."""
         path = self.path(kind, trace_id, version)
         if path is None:
             return False
@@ -132,7 +132,7 @@ class DerivedStore:
         except BaseException as exc:  # an interrupt too: no temporary file is left behind
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
-            if isinstance(exc, (OSError, ValueError, duckdb.Error)):
+            if isinstance(exc, (OSError, ValueError, duckdb.Error)) and not isinstance(exc, duckdb.InterruptException):
                 return False
             raise
         unlink_all(self.folder, f"{kind}-t{trace_id:06d}-*.parquet", keep=path)

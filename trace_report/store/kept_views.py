@@ -12,7 +12,7 @@ and a later connection fills the table from those files instead of the events: o
 benchmark trace (``benchmarks/commands.py``) the seven views take ~0.7 s to compute from the
 events and ~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5
 interleaved runs, 2 cores, 2026-11-28, same output). Traces without a file are computed (in one query) and kept;
-a file that cannot be read means the view is computed whole; a folder that cannot be written keeps
+a file that cannot be read means the view is computed whole and kept again; a folder that cannot be written keeps
 nothing. Files are written by DuckDB (``COPY ... (FORMAT parquet)``) and read into a table made
 with the view's own column types, so the rows are the view's (``tests/store/test_kept_views.py``).
 """
@@ -26,7 +26,10 @@ from pathlib import Path
 
 import duckdb
 
+import trace_report.store.views as views_module
+from trace_report.store import events_view
 from trace_report.store.derived import DerivedStore, code_version, derived_store
+from trace_report.store.run_scope import catalog_traces
 from trace_report.store.views import record_views, statements, views_as_created
 
 PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
@@ -41,9 +44,9 @@ or another table (checked by the tests), and joins or windows only within a ``tr
 KIND_PREFIX = "view_"
 """A kept view's kind among the derived tables: ``view_<name>``."""
 
-CODE_VERSION = code_version((sys.modules[__name__],), (duckdb.__version__,))
-"""This module, every SQL view (:func:`~trace_report.store.derived.code_version`) and DuckDB,
-which computes, writes and reads the rows."""
+CODE_VERSION = code_version((sys.modules[__name__], views_module, events_view), (duckdb.__version__,))
+"""This module, the view registry and every SQL view (:func:`~trace_report.store.derived.code_version`),
+the ``events`` view's making, and DuckDB, which computes, writes and reads the rows."""
 
 
 def _kept_as_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> dict[str, bool]:
@@ -70,25 +73,37 @@ def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
     done = {n for n, kept in _kept_as_tables(con, names).items() if kept}
     as_created = views_as_created(con)
     store = derived_store(con) if as_created and CODE_VERSION and PER_TRACE_VIEWS.intersection(names) else None
-    ids = [int(t) for (t,) in con.execute("SELECT trace_id FROM traces ORDER BY 1").fetchall()] if store else []
+    ids = _trace_ids(con, store) if store is not None else None
     for name in names:
         if name in done:
             continue
-        if store is None or name not in PER_TRACE_VIEWS or not _from_kept(con, store, name, ids):
+        if store is None or ids is None or name not in PER_TRACE_VIEWS:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {name}_materialized AS SELECT * FROM {name}")
+        else:
+            _from_kept(con, store, name, ids)
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {name}_materialized")
     if as_created:  # the same rows, read once: still the views trace-report made
         record_views(con)
 
 
-def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, ids: list[int]) -> bool:
+def _trace_ids(con: duckdb.DuckDBPyConnection, store: DerivedStore) -> list[int] | None:
+    """The traces in view (``traces``, narrowed by a scope), whose kept rows make up a per-trace
+    view's; None when the database lists event files of a trace that its ``traces`` table lacks (a
+    row deleted by hand): ``events``, and so the view, has rows of that trace, which no kept file
+    would give."""
+    known = {int(t) for (t,) in con.execute(f"SELECT trace_id FROM {catalog_traces(con)}").fetchall()}
+    if not set(store.keys) <= known:
+        return None
+    return [int(t) for (t,) in con.execute("SELECT trace_id FROM traces ORDER BY 1").fetchall()]
+
+
+def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, ids: list[int]) -> None:
     """Make ``<name>_materialized`` from the files kept for the traces ``ids``, computing and
-    keeping the rows of the traces without one; False (nothing made) when a kept file cannot be
-    read as the view's rows."""
+    keeping the rows of the traces without one; when a kept file cannot be read as the view's
+    rows, every trace is computed and kept again (the unreadable files replaced)."""
     kind = KIND_PREFIX + name
     paths = {t: store.path(kind, t, CODE_VERSION) for t in ids}
     kept = [t for t, p in paths.items() if p is not None and _is_file(p)]
-    missing = [t for t in ids if t not in kept]
     table = f"{name}_materialized"
     # the view's columns and types, no rows (DuckDB plans LIMIT 0 as an empty result)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {name} LIMIT 0")
@@ -97,17 +112,21 @@ def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, i
         files = ", ".join(f"'{_quoted(paths[t])}'" for t in kept)
         try:  # each of the view's columns by name, cast to its type
             con.execute(f"INSERT INTO {table} SELECT {columns} FROM read_parquet([{files}])")
-        except duckdb.Error:  # unreadable, or not the view's columns: the caller computes it whole
-            con.execute(f"DROP TABLE {table}")
-            return False
-    if missing:
-        where = "" if len(missing) == len(ids) else " WHERE list_contains($ids, trace_id)"
-        con.execute(f"INSERT INTO {table} SELECT * FROM {name}{where}", {"ids": missing} if where else None)
-        for t in missing:
-            store.save_with(kind, t, CODE_VERSION, lambda tmp, t=t: con.execute(
-                f"COPY (SELECT * FROM {table} WHERE trace_id = {int(t)}) TO '{_quoted(tmp)}' "
-                "(FORMAT parquet, COMPRESSION lz4)"))
-    return True
+        except duckdb.InterruptException:
+            raise
+        except duckdb.Error:  # unreadable, or not the view's columns (the failed INSERT added no row)
+            kept = []
+    missing = [t for t in ids if t not in kept]
+    if not missing:
+        return
+    where = "" if len(missing) == len(ids) else " WHERE list_contains($ids, trace_id)"
+    # in trace order, so that each trace's COPY below reads its own row groups alone
+    order = " ORDER BY trace_id" if len(missing) > 1 else ""
+    con.execute(f"INSERT INTO {table} SELECT * FROM {name}{where}{order}", {"ids": missing} if where else None)
+    for t in missing:
+        store.save_with(kind, t, CODE_VERSION, lambda tmp, t=t: con.execute(
+            f"COPY (SELECT * FROM {table} WHERE trace_id = {int(t)}) TO '{_quoted(tmp)}' "
+            "(FORMAT parquet, COMPRESSION lz4)"))
 
 
 def _is_file(path: Path) -> bool:

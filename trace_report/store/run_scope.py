@@ -43,6 +43,12 @@ def _catalog_of_traces(con: duckdb.DuckDBPyConnection) -> str:
     return str(row[0])
 
 
+def catalog_traces(con: duckdb.DuckDBPyConnection) -> str:
+    """The qualified name of the database's own ``traces`` table, every trace whether or not a
+    scope narrows the ``traces`` view. Raises ``RuntimeError`` when the connection has none."""
+    return f"{_quote(_catalog_of_traces(con))}.main.traces"
+
+
 def _materialized(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND "
                             "sql LIKE '%\\_materialized%' ESCAPE '\\'").fetchone()[0])

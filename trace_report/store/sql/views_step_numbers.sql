@@ -33,8 +33,8 @@ m AS (
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS run_end
     FROM o
 ),
-g AS (
-    SELECT *, sum(CASE WHEN run_end IS NULL OR s > run_end THEN 1 ELSE 0 END)
+g AS (  -- island: a count, BIGINT (a sum of 1s is HUGEINT, which Parquet would keep as DOUBLE)
+    SELECT *, count(*) FILTER (WHERE run_end IS NULL OR s > run_end)
               OVER (PARTITION BY trace_id ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
     FROM m
 )

@@ -11,7 +11,8 @@ pointed at it. On a database file whose views are those trace-report made
 and a later connection fills the table from those files instead of the events: on the 1M-event
 benchmark trace (``benchmarks/commands.py``) the seven views take ~0.7 s to compute from the
 events and ~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5
-interleaved runs, 2 cores, 2026-11-28, same output). Traces without a file are computed (in one query) and kept;
+interleaved runs, 2 cores, 2026-11-28, same output); the first report, which writes the files, 7.16
+-> 7.27 s (4 interleaved runs, within noise). Traces without a file are computed (in one query) and kept;
 a file that cannot be read means the view is computed whole and kept again; a folder that cannot be written keeps
 nothing. Files are written by DuckDB (``COPY ... (FORMAT parquet)``) and read into a table made
 with the view's own column types, so the rows are the view's (``tests/store/test_kept_views.py``).

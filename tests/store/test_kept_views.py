@@ -61,9 +61,9 @@ def _plain_pass() -> dict[str, int]:
 
 
 def test_kept_rows_are_the_views_rows_from_any_later_connection(database: Path) -> None:
-    """The first connection computes each per-trace view and keeps one file per trace; a later one
-    reads those files (a planted change shows) and gets the plain view's rows and types; a file
-    that cannot be read means the view is computed again."""
+    """The first connection computes each per-trace view and keeps one file per trace, with the
+    view's types; a later one reads those files (emptied, every view is empty) and gets the plain
+    view's rows; a file that cannot be read means the view is computed and kept again."""
     import trace_report as tr
 
     _clear(database)

@@ -8,14 +8,15 @@ pointed at it. On a database file whose views are those trace-report made
 (:func:`~trace_report.store.derived.derived_store`), the rows of each trace of a
 :data:`PER_TRACE_VIEWS` view are also written to ``<db>.events/derived/view_<name>-t<id>-<pieces>-<version>.parquet``
 (:mod:`trace_report.store.derived`: keyed by the trace's event files and by :data:`CODE_VERSION`),
-and a later connection fills the table from those files instead of the events: on the 1M-event
-benchmark trace (``benchmarks/commands.py``) the seven views take ~0.7 s to compute from the
-events and ~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5
-interleaved runs, 2 cores, 2026-11-28, same output); the first report, which writes the files, 7.16
--> 7.27 s (4 interleaved runs, within noise). Traces without a file are computed (in one query) and kept;
-a file that cannot be read means the view is computed whole and kept again; a folder that cannot be written keeps
-nothing. Files are written by DuckDB (``COPY ... (FORMAT parquet)``) and read into a table made
-with the view's own column types, so the rows are the view's (``tests/store/test_kept_views.py``).
+and a later connection fills the table from those files instead of the events. Traces without a
+file are computed (in one query) and kept; a file that cannot be read means the view is computed
+whole and kept again; a folder that cannot be written keeps nothing. On the 1M-event benchmark
+trace (``benchmarks/commands.py``) the seven views take ~0.7 s to compute from the events and
+~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5 interleaved
+runs, 2 cores, 2026-11-28, same output); the first report, which writes the files, 7.16 -> 7.27 s
+(4 interleaved runs, within noise). Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
+and read into a table made with the view's own column types, so the rows are the view's
+(``tests/store/test_kept_views.py``).
 """
 
 from __future__ import annotations
@@ -157,7 +158,8 @@ a 1M-event trace, and the analyses of a report read these two views (directly or
 ``gpu_op_kinds``, ``kernel_launches``, ``gpu_op_launches``...) in most of their queries; kept,
 they are a few percent of the events (29.6k GPU operations and 64k runtime calls of 1M events).
 ``cpu_ops`` is not kept: its ``args`` (input shapes) are the largest part of a trace's text, and
-keeping it gained nothing measurable. On a 1M-event trace the kept tables take ~0.5 s to make;
+keeping it gained nothing measurable. On a 1M-event trace the kept tables took ~0.5 s to make
+(before the files kept beside the database, module doc);
 advise 2.7 -> 1.6 s with the last four; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the
 first two, same output. The report keeps ``memory_events`` too (:data:`REPORT_VIEWS`)."""
 

@@ -85,13 +85,19 @@ class DerivedStore:
             return None
         return self.folder / f"{kind}-t{trace_id:06d}-{key}-{version}.parquet"
 
-    def load(self, kind: str, trace_id: int, version: str) -> pa.Table | None:
-        """The table kept for this trace, kind and version, or None (none kept, or unreadable)."""
+    def existing(self, kind: str, trace_id: int, version: str) -> Path | None:
+        """The file kept for this trace, kind and version; None when there is none (or the folder
+        may not be searched)."""
         path = self.path(kind, trace_id, version)
         try:
-            if path is None or not path.is_file():  # is_file raises for a folder it may not search
-                return None
-        except OSError:
+            return path if path is not None and path.is_file() else None
+        except OSError:  # is_file raises for a folder it may not search
+            return None
+
+    def load(self, kind: str, trace_id: int, version: str) -> pa.Table | None:
+        """The table kept for this trace, kind and version, or None (none kept, or unreadable)."""
+        path = self.existing(kind, trace_id, version)
+        if path is None:
             return None
         # pyarrow here, not at the top: the database layer prunes derived files without it
         import pyarrow as pa

@@ -14,6 +14,7 @@ import duckdb
 from trace_report.errors import DatabaseError
 from trace_report.store.layout import events_dir_for  # noqa: F401  (re-exported)
 from trace_report.store.sandbox import record_event_dirs
+from trace_report.store.sql_quote import literal_list
 
 EVENTS_COLUMNS: list[tuple[str, str]] = [
     ("trace_id", "INTEGER"), ("event_id", "BIGINT"), ("cat", "VARCHAR"), ("name", "VARCHAR"),
@@ -29,10 +30,6 @@ def database_file(con: duckdb.DuckDBPyConnection) -> Path | None:
     """The file of the database behind ``con``; None for a database in memory."""
     rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
     return Path(rows[0][0]) if rows and rows[0][0] else None
-
-
-def _sql_list(paths: list[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
 def empty_events_view(con: duckdb.DuckDBPyConnection) -> None:
@@ -57,7 +54,7 @@ def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path, 
         empty_events_view(con)
         return
     try:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({_sql_list(files)})")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({literal_list(files)})")
     except duckdb.Error as exc:
         raise damaged_piece(exc, files) or DatabaseError(
             f"{_database_of(folder)}: cannot read its event files ({_first_line(exc)})") from exc

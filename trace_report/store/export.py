@@ -40,6 +40,7 @@ from trace_report.store.database import create_schema
 from trace_report.store.memory import MemoryStore
 from trace_report.store.runs import CSV_TABLES, attach_runs
 from trace_report.store.sandbox import record_event_dirs
+from trace_report.store.sql_quote import identifier, literal
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import create_views
 
@@ -57,14 +58,6 @@ class ExportSummary:
     tables: dict[str, int] = field(default_factory=dict)
     events: int = 0
     partitions: int = 0
-
-
-def _quote(path: Path | str) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def partitioning() -> Any:
@@ -89,13 +82,13 @@ def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def _write_events(con: duckdb.DuckDBPyConnection, folder: Path) -> tuple[int, int]:
-    cols = ", ".join(f"e.{_ident(f.name)}" for f in EVENTS_SCHEMA)
+    cols = ", ".join(f"e.{identifier(f.name)}" for f in EVENTS_SCHEMA)
     query = (f"SELECT {cols}, t.run_id, t.rank FROM events e JOIN traces t USING (trace_id) "
              "ORDER BY t.run_id, t.rank, e.trace_id, e.event_id")
     n = con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
     folder.mkdir()
     if n:
-        con.execute(f"COPY ({query}) TO {_quote(folder)} ({PARQUET}, PARTITION_BY (run_id, rank))")
+        con.execute(f"COPY ({query}) TO {literal(folder)} ({PARQUET}, PARTITION_BY (run_id, rank))")
     parts = con.execute("SELECT count(DISTINCT (run_id, rank)) FROM traces t "
                         "WHERE EXISTS (SELECT 1 FROM events e WHERE e.trace_id = t.trace_id)").fetchall()[0][0]
     return int(n), int(parts)
@@ -104,11 +97,11 @@ def _write_events(con: duckdb.DuckDBPyConnection, folder: Path) -> tuple[int, in
 def _write_dataset(con: duckdb.DuckDBPyConnection, tmp: Path, report: ExportSummary) -> None:
     report.events, report.partitions = _write_events(con, tmp / "events")
     for table in _tables(con):
-        query = f"SELECT * FROM {_ident(table)}"
+        query = f"SELECT * FROM {identifier(table)}"
         if table == "trace_report_info":
             query = (f"SELECT * FROM trace_report_info WHERE key <> 'dataset_format' "
-                     f"UNION ALL SELECT 'dataset_format', {_quote(DATASET_FORMAT)}")
-        con.execute(f"COPY ({query}) TO {_quote(tmp / (table + '.parquet'))} ({PARQUET})")
+                     f"UNION ALL SELECT 'dataset_format', {literal(DATASET_FORMAT)}")
+        con.execute(f"COPY ({query}) TO {literal(tmp / (table + '.parquet'))} ({PARQUET})")
         report.tables[table] = int(con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0])
     (tmp / "_SUCCESS").touch()
 
@@ -184,14 +177,14 @@ def _load_tables(con: duckdb.DuckDBPyConnection, folder: Path) -> list[str]:
     existing = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     loaded = []
     for path in sorted(folder.glob("*.parquet")):
-        name, src = path.stem, f"read_parquet({_quote(path)})"
+        name, src = path.stem, f"read_parquet({literal(path)})"
         if name == "trace_report_info":
             continue  # create_schema wrote ours
         if name in existing:
-            con.execute(f"INSERT INTO {_ident(name)} BY NAME SELECT * FROM {src}")
+            con.execute(f"INSERT INTO {identifier(name)} BY NAME SELECT * FROM {src}")
         else:
             temp = "TEMP " if name in {"runs", "run_traces", *CSV_TABLES} else ""
-            con.execute(f"CREATE {temp}TABLE {_ident(name)} AS SELECT * FROM {src}")
+            con.execute(f"CREATE {temp}TABLE {identifier(name)} AS SELECT * FROM {src}")
         loaded.append(name)
     return loaded
 
@@ -200,8 +193,8 @@ def _events_view(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
     if not any(folder.glob("events/**/*.parquet")):
         MemoryStore().publish(con)  # an empty events view with the right columns
         return
-    cols = ", ".join(_ident(f.name) for f in EVENTS_SCHEMA)
-    glob = _quote(folder / "events" / "**" / "*.parquet")
+    cols = ", ".join(identifier(f.name) for f in EVENTS_SCHEMA)
+    glob = literal(folder / "events" / "**" / "*.parquet")
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} FROM read_parquet({glob}, "
                 "hive_partitioning = true, hive_types = {'run_id': VARCHAR, 'rank': INTEGER})")
     record_event_dirs(con, [str(folder / "events")])

@@ -24,7 +24,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import duckdb
 
@@ -32,6 +31,7 @@ import trace_report.store.views as views_module
 from trace_report.store import events_view
 from trace_report.store.derived import DerivedStore, code_version, derived_store
 from trace_report.store.run_scope import catalog_traces
+from trace_report.store.sql_quote import identifier, literal, literal_list
 from trace_report.store.views import record_views, statements, views_as_created
 
 PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
@@ -104,16 +104,16 @@ def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, i
     keeping the rows of the traces without one; when a kept file cannot be read as the view's
     rows, every trace is computed and kept again (the unreadable files replaced)."""
     kind = KIND_PREFIX + name
-    paths = {t: store.path(kind, t, CODE_VERSION) for t in ids}
-    kept = [t for t, p in paths.items() if p is not None and _is_file(p)]
+    paths = {t: p for t in ids if (p := store.existing(kind, t, CODE_VERSION)) is not None}
+    kept = list(paths)
     table = f"{name}_materialized"
     # the view's columns and types, no rows (DuckDB plans LIMIT 0 as an empty result)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {name} LIMIT 0")
     if kept:
-        columns = ", ".join(_quoted_name(d[0]) for d in con.execute(f"SELECT * FROM {table}").description)
-        files = ", ".join(f"'{_quoted(paths[t])}'" for t in kept)
+        columns = ", ".join(identifier(d[0]) for d in con.execute(f"SELECT * FROM {table}").description)
+        files = literal_list(paths.values())
         try:  # each of the view's columns by name, cast to its type
-            con.execute(f"INSERT INTO {table} SELECT {columns} FROM read_parquet([{files}])")
+            con.execute(f"INSERT INTO {table} SELECT {columns} FROM read_parquet({files})")
         except duckdb.InterruptException:
             raise
         except duckdb.Error:  # unreadable, or not the view's columns (the failed INSERT added no row)
@@ -127,23 +127,8 @@ def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, i
     con.execute(f"INSERT INTO {table} SELECT * FROM {name}{where}{order}", {"ids": missing} if where else None)
     for t in missing:
         store.save_with(kind, t, CODE_VERSION, lambda tmp, t=t: con.execute(
-            f"COPY (SELECT * FROM {table} WHERE trace_id = {int(t)}) TO '{_quoted(tmp)}' "
+            f"COPY (SELECT * FROM {table} WHERE trace_id = {int(t)}) TO {literal(tmp)} "
             "(FORMAT parquet, COMPRESSION lz4)"))
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a folder this user may not search
-        return False
-
-
-def _quoted(path: Path) -> str:
-    return str(path).replace("'", "''")
-
-
-def _quoted_name(column: str) -> str:
-    return '"' + column.replace('"', '""') + '"'
 
 
 SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches")

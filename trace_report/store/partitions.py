@@ -28,6 +28,7 @@ from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.store.database import create_schema
 from trace_report.store.events_view import database_file, events_dir_for
 from trace_report.store.sandbox import EVENT_DIRS
+from trace_report.store.sql_quote import identifier, literal_list
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import create_views
 
@@ -133,8 +134,8 @@ def open_partition(part: EventPartition) -> TraceDB:
         con.execute("INSERT INTO traces BY NAME SELECT * FROM _partition_traces")
         con.unregister("_partition_traces")
         if part.files:
-            cols = ", ".join(f'"{f.name}"' for f in EVENTS_SCHEMA)
-            files = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in part.files) + "]"
+            cols = ", ".join(identifier(f.name) for f in EVENTS_SCHEMA)
+            files = literal_list(part.files)
             con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} FROM read_parquet({files})")
         else:
             con.register("_events_empty", EVENTS_SCHEMA.empty_table())

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 import duckdb
 
+from trace_report.store.sql_quote import identifier
 from trace_report.store.views import create_views, record_views, views_as_created
 
 _CREATE_EVENTS = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+events\s+AS\s+",
@@ -46,16 +47,12 @@ def _catalog_of_traces(con: duckdb.DuckDBPyConnection) -> str:
 def catalog_traces(con: duckdb.DuckDBPyConnection) -> str:
     """The qualified name of the database's own ``traces`` table, every trace whether or not a
     scope narrows the ``traces`` view. Raises ``RuntimeError`` when the connection has none."""
-    return f"{_quote(_catalog_of_traces(con))}.main.traces"
+    return f"{identifier(_catalog_of_traces(con))}.main.traces"
 
 
 def _materialized(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND "
                             "sql LIKE '%\\_materialized%' ESCAPE '\\'").fetchone()[0])
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @contextmanager
@@ -65,7 +62,7 @@ def scoped(con: duckdb.DuckDBPyConnection, trace_ids: Sequence[int]) -> Iterator
     Not re-entrant (one scope at a time per connection). On exit the connection's views are as
     they were (the events view's own definition is restored)."""
     events_sql = _events_sql(con)
-    catalog = _catalog_of_traces(con)
+    table = catalog_traces(con)
     as_created = views_as_created(con)
     ids = ", ".join(str(int(t)) for t in trace_ids) or "NULL"
     body = _CREATE_EVENTS.sub("", events_sql, count=1)
@@ -73,7 +70,7 @@ def scoped(con: duckdb.DuckDBPyConnection, trace_ids: Sequence[int]) -> Iterator
         con.execute(f"CREATE OR REPLACE TEMP VIEW _events_unscoped AS {body}")
         con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM _events_unscoped "
                     f"WHERE trace_id IN ({ids})")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW traces AS SELECT * FROM {_quote(catalog)}.main.traces "
+        con.execute(f"CREATE OR REPLACE TEMP VIEW traces AS SELECT * FROM {table} "
                     f"WHERE trace_id IN ({ids})")
         _refresh(con, as_created)
         yield

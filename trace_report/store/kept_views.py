@@ -131,7 +131,8 @@ def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, i
             "(FORMAT parquet, COMPRESSION lz4)"))
 
 
-SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches")
+SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches",
+                "memory_events")
 """Views that commands running several analyses (``advise``, ``report``) read many times each
 (the GPU busy intervals and the step windows in gpu_idle_causes, gpu_idle_by_cause,
 host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables for their length
@@ -146,14 +147,12 @@ they are a few percent of the events (29.6k GPU operations and 64k runtime calls
 keeping it gained nothing measurable. On a 1M-event trace the kept tables took ~0.5 s to make
 (before the files kept beside the database, module doc);
 advise 2.7 -> 1.6 s with the last four; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the
-first two, same output. The report keeps ``memory_events`` too (:data:`REPORT_VIEWS`)."""
+first two, same output.
 
-REPORT_VIEWS = (*SHARED_VIEWS, "memory_events")
-"""What ``report`` keeps for its length: :data:`SHARED_VIEWS` and ``memory_events`` (the ``[memory]``
-events with their running totals), which advise's memory check and the Memory section's peaks
-and timeline read: one definition of a peak, its JSON decoded once per report (advise alone reads
-it once, so keeping it there would only cost a copy)."""
-
+``memory_events`` (the ``[memory]`` events with their running totals: advise's memory check, the
+Memory section's peaks and timeline) decodes the JSON ``args`` of every ``[memory]`` event: advise's
+one read of it was its largest query (0.43 s of 1.3 s on the 1M-event trace, 0.81 s at 2.2M), which
+the file kept beside the database replaces from the second command on."""
 
 @contextmanager
 def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iterator[None]:

@@ -10,7 +10,12 @@ second command would find it). Prints a Markdown table: median and range of wall
 time (user + system of the command's process) per command, and the ratio of the medians to
 `breakdown`.
 
-Usage: python benchmarks/commands.py [--runs 5] [--copies 485] [--work DIR]
+With several ``--copies`` (``1,121,242,485``) it times each size and fits a line per command
+through the median walls: the fixed cost (imports, opening, views) and the cost per million
+events, which shows whether any command grows faster than its trace (issue 36 item 7: "find the
+super-linear step").
+
+Usage: python benchmarks/commands.py [--runs 5] [--copies 485 | --copies 1,121,242,485] [--work DIR]
 """
 
 from __future__ import annotations
@@ -55,38 +60,86 @@ def one_step(db: Path) -> int:
     return 400 if 400 in steps else int(steps[len(steps) // 2])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = timing_parser(__doc__, 5)
-    parser.add_argument("--copies", type=int, default=485, help="copies of the source trace (default 485: 1M events)")
-    args = parser.parse_args(argv)
-    cli = prepared(SOURCE, args.work)
-    if cli is None:
-        return 1
-    db = database(cli, args.work, args.copies)
-    html = args.work / "commands-report.html"
+def events_stored(db: Path) -> int:
+    """Events of the database (the x axis of the scaling fit)."""
+    import trace_report as tr
+
+    with tr.open(db) as handle:
+        return int(handle.con.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def linear_fit(events: list[int], walls: list[float]) -> tuple[float, float]:
+    """(fixed seconds, seconds per million events) of the least-squares line through the
+    ``(events, wall)`` points (``statistics.linear_regression``); a constant cost per command
+    and a cost per event, which a super-linear step would show as points bending above it."""
+    slope, intercept = statistics.linear_regression([e / 1e6 for e in events], walls)
+    return intercept, slope
+
+
+def time_commands(cli: str, db: Path, html: Path, runs: int) -> dict[str, list[tuple[float, float]]]:
+    """``(wall, CPU)`` of each command on ``db``, ``runs`` interleaved runs after one warm-up of each."""
     step = one_step(db)
     commands = {name: [cli, *words, str(db)] for name, words in (
         ("breakdown", ["breakdown"]), ("top-kernels", ["top-kernels"]), ("ops", ["ops"]), ("advise", ["advise"]),
-        (f"critical-path --step {step}", ["critical-path", "--step", str(step)]))}
+        ("critical-path", ["critical-path", "--step", str(step)]))}
     commands["report"] = [cli, "report", str(db), "-o", str(html)]
     for cmd in commands.values():  # warm: page cache, bytecode, the tables kept beside the database
         timed(cmd)
-    load_before = os.getloadavg()[0]
-    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
-    for _ in range(args.runs):
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
+    for _ in range(runs):
         for name, cmd in commands.items():
-            runs[name].append(timed(cmd))
+            got[name].append(timed(cmd))
+    return got
+
+
+def print_runs(db: Path, runs: dict[str, list[tuple[float, float]]], label: str) -> None:
     base = statistics.median(w for w, _ in runs["breakdown"])
-    print(f"Machine: {os.uname().nodename}, {os.cpu_count()} cores; Python {sys.version.split()[0]}. "
-          f"Date: {dt.date.today()}. {db.name}; {args.runs} interleaved runs each after one warm-up; load average "
-          f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after.\n")
+    print(f"{label}\n")
     print("| command | median wall | range | median CPU | vs breakdown |")
     print("|---|---|---|---|---|")
     for name, got in runs.items():
         walls = [w for w, _ in got]
         med = statistics.median(walls)
-        print(f"| `{name}` | {med:.2f} s | {min(walls):.2f}-{max(walls):.2f} s | "
+        shown = f"critical-path --step {one_step(db)}" if name == "critical-path" else name
+        print(f"| `{shown}` | {med:.2f} s | {min(walls):.2f}-{max(walls):.2f} s | "
               f"{statistics.median(c for _, c in got):.2f} s | {med / base:.1f}x |")
+    print()
+
+
+def print_scaling(sizes: list[tuple[int, dict[str, list[tuple[float, float]]]]]) -> None:
+    """Median wall per command and trace size, and the fitted fixed cost and cost per 1M events."""
+    print("| command | " + " | ".join(f"{n:,} events" for n, _ in sizes) + " | fixed | per 1M events |")
+    print("|---|" + "---|" * (len(sizes) + 2))
+    for name in sizes[0][1]:
+        walls = [statistics.median(w for w, _ in runs[name]) for _, runs in sizes]
+        fixed, per_m = linear_fit([n for n, _ in sizes], walls)
+        print(f"| `{name}` | " + " | ".join(f"{w:.2f} s" for w in walls) + f" | {fixed:.2f} s | {per_m:.2f} s |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = timing_parser(__doc__, 5)
+    parser.add_argument("--copies", default="485",
+                        help="copies of the source trace, or several comma-separated for the scaling table "
+                             "(default 485: 1M events)")
+    args = parser.parse_args(argv)
+    copies = [int(c) for c in str(args.copies).split(",")]
+    cli = prepared(SOURCE, args.work)
+    if cli is None:
+        return 1
+    html = args.work / "commands-report.html"
+    load_before = os.getloadavg()[0]
+    print(f"Machine: {os.uname().nodename}, {os.cpu_count()} cores; Python {sys.version.split()[0]}. "
+          f"Date: {dt.date.today()}. {args.runs} interleaved runs of each command after one warm-up.\n")
+    sizes = []
+    for n in copies:
+        db = database(cli, args.work, n)
+        runs = time_commands(cli, db, html, args.runs)
+        events = events_stored(db)
+        sizes.append((events, runs))
+        print_runs(db, runs, f"{db.name}: {events:,} events; load average {os.getloadavg()[0]:.2f}")
+    if len(sizes) > 1:
+        print_scaling(sizes)
+    print(f"\nLoad average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after.")
     return 0
 
 

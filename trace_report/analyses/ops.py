@@ -29,6 +29,7 @@ import pandas as pd
 
 from trace_report.analyses.ops_nesting import nesting
 from trace_report.analyses.result import Result
+from trace_report.store.kept_views import materialized
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -54,7 +55,8 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
     """
     opts = options or OpsOptions()
     db.check_rank(opts.rank)
-    frame = _operator_rows(db, opts)
+    with materialized(db.con, ("op_flops",)):  # from the file kept beside the database from the 2nd run on
+        frame = _operator_rows(db, opts)
     cols = OPS_COLUMNS[:1] + (["input_dims"] if opts.by_shape else []) + OPS_COLUMNS[1:]
     notes = []
     if frame.empty:

@@ -42,7 +42,7 @@ from trace_report.present.report_more import deeper_section
 from trace_report.present.report_parts import Section, attempt, table_html
 from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
 from trace_report.present.tables import write_atomic
-from trace_report.store.kept_views import SHARED_VIEWS, materialized
+from trace_report.store.kept_views import REPORT_VIEWS, materialized
 from trace_report.store.tracedb import TraceDB
 
 CONFIG_COLUMNS = ["run_key", "experiment", "variant", "model", "batch_size", "epochs", "steps", "optimizer", "lr",
@@ -447,7 +447,7 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
 
 def _trace_sections(db: TraceDB, opts: ReportOptions, *, experiments: bool = False) -> list[Section]:
     """The sections computed from the traces in view (all, or one run's inside a scope)."""
-    with materialized(db.con, SHARED_VIEWS):  # read by the headline, advise, the timeline, memory...
+    with materialized(db.con, REPORT_VIEWS):  # read by the headline, advise, the timeline, memory...
         return _sections_of(db, opts, experiments)
 
 

@@ -11,10 +11,12 @@ pointed at it. On a database file whose views are those trace-report made
 and a later connection fills the table from those files instead of the events. Traces without a
 file are computed (in one query) and kept; a file that cannot be read means the view is computed
 whole and kept again; a folder that cannot be written keeps nothing. On the 1M-event benchmark
-trace (``benchmarks/commands.py``) the seven views take ~0.7 s to compute from the events and
+trace (``benchmarks/commands.py``) the first seven views took ~0.7 s to compute from the events and
 ~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5 interleaved
 runs, 2 cores, 2026-11-28, same output); the first report, which writes the files, 7.16 -> 7.27 s
-(4 interleaved runs, within noise). Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
+(4 interleaved runs, within noise). Then ``memory_events`` in advise (3.14 -> 2.67 s) and
+``op_flops`` (``ops`` 1.99 -> 1.83 s, ``report`` 7.45 -> 6.96 s on a slower hour of the VM, 5
+interleaved runs each, same output). Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
 and read into a table made with the view's own column types, so the rows are the view's
 (``tests/store/test_kept_views.py``).
 """
@@ -35,12 +37,13 @@ from trace_report.store.sql_quote import identifier, literal, literal_list
 from trace_report.store.views import record_views, statements, views_as_created
 
 PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
-                             "memory_events", "region_markers"})
+                             "memory_events", "region_markers", "op_flops"})
 """Views whose rows of a trace depend on that trace's events alone, so that a trace's rows can be
 kept per trace and read back under any scope (:mod:`trace_report.store.run_scope`): each reads
 ``events`` and code-defined views (``region_rules``, ``gpu_op_kinds``...) only, never ``traces``
 or another table (checked by the tests), and joins or windows only within a ``trace_id``
-(``store/sql/views.sql``, ``views_step_numbers.sql``, ``views_regions.sql``, ``views_memory.sql``).
+(``store/sql/views.sql``, ``views_step_numbers.sql``, ``views_regions.sql``, ``views_memory.sql``,
+``views_ops.sql``).
 ``gpu_utilization`` reads ``traces`` (the rank) and stays computed, from the kept copies."""
 
 KIND_PREFIX = "view_"
@@ -153,6 +156,11 @@ first two, same output.
 Memory section's peaks and timeline) decodes the JSON ``args`` of every ``[memory]`` event: advise's
 one read of it was its largest query (0.43 s of 1.3 s on the 1M-event trace, 0.81 s at 2.2M), which
 the file kept beside the database replaces from the second command on."""
+
+REPORT_VIEWS = (*SHARED_VIEWS, "op_flops")
+"""What ``report`` keeps for its length: :data:`SHARED_VIEWS` and ``op_flops`` (the FLOP of each
+GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
+1M-event trace), which the Operator view and the module tree both read."""
 
 @contextmanager
 def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iterator[None]:

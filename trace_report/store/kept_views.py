@@ -162,6 +162,7 @@ REPORT_VIEWS = (*SHARED_VIEWS, "op_flops")
 GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
 1M-event trace), which the Operator view and the module tree both read."""
 
+
 @contextmanager
 def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iterator[None]:
     """:func:`materialize` those of ``names`` that are plain TEMP views of ``con``, in the given

@@ -16,7 +16,8 @@ trace (``benchmarks/commands.py``) the first seven views took ~0.7 s to compute 
 runs, 2 cores, 2026-11-28, same output); the first report, which writes the files, 7.16 -> 7.27 s
 (4 interleaved runs, within noise). Then ``memory_events`` in advise (3.14 -> 2.67 s) and
 ``op_flops`` (``ops`` 1.99 -> 1.83 s, ``report`` 7.45 -> 6.96 s on a slower hour of the VM, 5
-interleaved runs each, same output). Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
+interleaved runs each, same output), then ``estimate_op_args`` (the roofline estimate's operators
+with their args as JSON: ``roofline`` 3.37 -> 3.14 s). Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
 and read into a table made with the view's own column types, so the rows are the view's
 (``tests/store/test_kept_views.py``).
 """
@@ -37,7 +38,7 @@ from trace_report.store.sql_quote import identifier, literal, literal_list
 from trace_report.store.views import record_views, statements, views_as_created
 
 PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
-                             "memory_events", "region_markers", "op_flops"})
+                             "memory_events", "region_markers", "op_flops", "estimate_op_args"})
 """Views whose rows of a trace depend on that trace's events alone, so that a trace's rows can be
 kept per trace and read back under any scope (:mod:`trace_report.store.run_scope`): each reads
 ``events`` and code-defined views (``region_rules``, ``gpu_op_kinds``...) only, never ``traces``

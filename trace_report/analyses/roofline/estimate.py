@@ -41,6 +41,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.errors import InputError
+from trace_report.store.kept_views import materialized
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"}
 CONV_ARGS: dict[str, dict[str, int]] = {
@@ -321,11 +322,10 @@ def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> p
     """
     if region is not None and region not in REGIONS:
         raise InputError(f"unknown region {region!r}: choose one of {', '.join(REGIONS)}")
-    names = ", ".join(f"'{n}'" for n in sorted(ESTIMATED_OPS))
-    counted_args = ", ".join(f"try(json_extract(args, '$.\"{k}\"')) AS a{i}" for i, k in enumerate(_COUNTED_ARGS))
-    ops = con.execute(
-        f"SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id, {counted_args} FROM events "
-        f"WHERE cat = 'cpu_op' AND name IN ({names}) AND dur_us IS NOT NULL ORDER BY trace_id, event_id").df()
+    # view estimate_op_args (store/sql/views_ops.sql): the operators of ESTIMATED_OPS with their
+    # _COUNTED_ARGS; kept beside the database from the second command on (its JSON is most of the cost)
+    with materialized(con, ("estimate_op_args",)):
+        ops = con.execute("SELECT * FROM estimate_op_args ORDER BY trace_id, event_id").df()
     extra = ["window_id", "step", "region"] if region else []
     if ops.empty:
         return pd.DataFrame(columns=ESTIMATE_COLUMNS + extra)

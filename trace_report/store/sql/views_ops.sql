@@ -58,3 +58,18 @@ SELECT trace_id, event_id, CASE
         THEN 2.0 * dims[2][1] * dims[2][2] * dims[2][3] * dims[3][3] * (3 * dims[2][4] + 2 * dims[4][4])
 END AS flop
 FROM d;
+
+-- The CPU operators the roofline's FLOP estimate counts (trace_report/analyses/roofline/estimate.py:
+-- ESTIMATED_OPS, the same names, checked by tests/analyses/test_roofline_estimate_view.py) with the
+-- args it reads (_COUNTED_ARGS) as JSON text, NULL when absent: one row per call with a duration.
+-- The estimate itself (shapes to FLOP and bytes) runs in Python on these rows.
+CREATE OR REPLACE TEMP VIEW estimate_op_args AS
+SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id,
+       try(json_extract(args, '$."Input Dims"')) AS a0, try(json_extract(args, '$."Input dims"')) AS a1,
+       try(json_extract(args, '$."Input type"')) AS a2, try(json_extract(args, '$."Concrete Inputs"')) AS a3
+FROM events
+WHERE cat = 'cpu_op' AND dur_us IS NOT NULL
+  AND name IN ('aten::_convolution', 'aten::addmm', 'aten::baddbmm', 'aten::bmm', 'aten::conv1d', 'aten::conv2d',
+               'aten::conv3d', 'aten::convolution', 'aten::convolution_backward', 'aten::cudnn_convolution',
+               'aten::cudnn_convolution_backward', 'aten::linear', 'aten::matmul', 'aten::miopen_convolution',
+               'aten::mkldnn_convolution', 'aten::mm');

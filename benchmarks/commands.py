@@ -76,9 +76,9 @@ def linear_fit(events: list[int], walls: list[float]) -> tuple[float, float]:
     return intercept, slope
 
 
-def time_commands(cli: str, db: Path, html: Path, runs: int) -> dict[str, list[tuple[float, float]]]:
-    """``(wall, CPU)`` of each command on ``db``, ``runs`` interleaved runs after one warm-up of each."""
-    step = one_step(db)
+def time_commands(cli: str, db: Path, html: Path, runs: int, step: int) -> dict[str, list[tuple[float, float]]]:
+    """``(wall, CPU)`` of each command on ``db``, ``runs`` interleaved runs after one warm-up of each
+    (``critical-path`` of ProfilerStep ``step``)."""
     commands = {name: [cli, *words, str(db)] for name, words in (
         ("breakdown", ["breakdown"]), ("top-kernels", ["top-kernels"]), ("ops", ["ops"]), ("advise", ["advise"]),
         ("critical-path", ["critical-path", "--step", str(step)]))}
@@ -92,7 +92,7 @@ def time_commands(cli: str, db: Path, html: Path, runs: int) -> dict[str, list[t
     return got
 
 
-def print_runs(db: Path, runs: dict[str, list[tuple[float, float]]], label: str) -> None:
+def print_runs(runs: dict[str, list[tuple[float, float]]], label: str, step: int) -> None:
     base = statistics.median(w for w, _ in runs["breakdown"])
     print(f"{label}\n")
     print("| command | median wall | range | median CPU | vs breakdown |")
@@ -100,14 +100,15 @@ def print_runs(db: Path, runs: dict[str, list[tuple[float, float]]], label: str)
     for name, got in runs.items():
         walls = [w for w, _ in got]
         med = statistics.median(walls)
-        shown = f"critical-path --step {one_step(db)}" if name == "critical-path" else name
+        shown = f"critical-path --step {step}" if name == "critical-path" else name
         print(f"| `{shown}` | {med:.2f} s | {min(walls):.2f}-{max(walls):.2f} s | "
               f"{statistics.median(c for _, c in got):.2f} s | {med / base:.1f}x |")
     print()
 
 
 def print_scaling(sizes: list[tuple[int, dict[str, list[tuple[float, float]]]]]) -> None:
-    """Median wall per command and trace size, and the fitted fixed cost and cost per 1M events."""
+    """Median wall per command and trace size, and the fitted fixed cost and cost per 1M events
+    (``critical-path``: one step per size, the same step from 485 copies on, :func:`one_step`)."""
     print("| command | " + " | ".join(f"{n:,} events" for n, _ in sizes) + " | fixed | per 1M events |")
     print("|---|" + "---|" * (len(sizes) + 2))
     for name in sizes[0][1]:
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="copies of the source trace, or several comma-separated for the scaling table "
                              "(default 485: 1M events)")
     args = parser.parse_args(argv)
-    copies = [int(c) for c in str(args.copies).split(",")]
+    copies = list(dict.fromkeys(int(c) for c in str(args.copies).split(",")))  # each size once, in order
     cli = prepared(SOURCE, args.work)
     if cli is None:
         return 1
@@ -133,10 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = []
     for n in copies:
         db = database(cli, args.work, n)
-        runs = time_commands(cli, db, html, args.runs)
+        step = one_step(db)
+        runs = time_commands(cli, db, html, args.runs, step)
         events = events_stored(db)
         sizes.append((events, runs))
-        print_runs(db, runs, f"{db.name}: {events:,} events; load average {os.getloadavg()[0]:.2f}")
+        print_runs(runs, f"{db.name}: {events:,} events; load average {os.getloadavg()[0]:.2f}", step)
     if len(sizes) > 1:
         print_scaling(sizes)
     print(f"\nLoad average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after.")

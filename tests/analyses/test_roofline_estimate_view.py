@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
-from tests.conftest import complete_events, shared_or_skip, trace_file
+from tests.conftest import complete_events, kept_files, run_cli, shared_or_skip, trace_file
 from trace_report.analyses.roofline.estimate import _COUNTED_ARGS, ESTIMATED_OPS
+from trace_report.store.kept_views import KIND_PREFIX
 from trace_report.store.views import sql_text
 
 
@@ -40,3 +42,29 @@ def test_rows_are_the_json_operators_with_their_args() -> None:
     assert len(rows) == len(expected) > 0
     assert [r[0] for r in rows] == [n for _, n, _ in expected]
     assert [json.loads(r[1]) if r[1] is not None else None for r in rows] == [d for _, _, d in expected]
+
+
+def test_estimate_from_the_kept_file_is_the_computed_one(tmp_path) -> None:
+    """The first roofline estimate on a database computes the view and keeps its file; the next
+    connection's estimate reads that file (emptied, it finds no operator) and gives the same rows."""
+    import duckdb
+    import pandas as pd
+
+    import trace_report as tr
+    from trace_report.analyses.roofline.estimate import estimate_ops
+
+    shared_or_skip()
+    db_path = tmp_path / "bert.duckdb"
+    code, _, err = run_cli(["ingest", trace_file("tracelens_h100_bert_small"), "-o", db_path, "-q"])
+    assert code == 0, err
+    with tr.open(db_path) as db:
+        first = estimate_ops(db.con)
+    files = kept_files(db_path, KIND_PREFIX + "estimate_op_args")
+    assert len(files) == 1 and len(first) > 0
+    with tr.open(db_path) as db:
+        pd.testing.assert_frame_equal(estimate_ops(db.con), first)
+    with duckdb.connect() as con:  # the same file without rows: the estimate reads it, not the events
+        con.execute(f"COPY (SELECT * FROM read_parquet('{files[0]}') LIMIT 0) TO '{files[0]}.new' (FORMAT parquet)")
+    Path(f"{files[0]}.new").replace(files[0])
+    with tr.open(db_path) as db:
+        assert estimate_ops(db.con).empty

@@ -150,8 +150,9 @@ they are a few percent of the events (29.6k GPU operations and 64k runtime calls
 ``cpu_ops`` is not kept: its ``args`` (input shapes) are the largest part of a trace's text, and
 keeping it gained nothing measurable. On a 1M-event trace the kept tables took ~0.5 s to make
 (before the files kept beside the database, module doc);
-advise 2.7 -> 1.6 s with the last four; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the
-first two, same output.
+advise 2.7 -> 1.6 s with ``steps``, ``gpu_busy_intervals``, ``gpu_utilization`` and
+``gpu_op_launches``; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the first two, same output.
+With ``--rank`` they are still kept for every trace: on a database once, then read from the files.
 
 ``memory_events`` (the ``[memory]`` events with their running totals: advise's memory check, the
 Memory section's peaks and timeline) decodes the JSON ``args`` of every ``[memory]`` event: advise's

@@ -77,12 +77,17 @@ def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
     Idempotent.
     """
     done = {n for n, kept in _kept_as_tables(con, names).items() if kept}
+    _make_tables(con, [n for n in names if n not in done])
+
+
+def _make_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> None:
+    """:func:`materialize` of ``names``, none of them kept as a table yet."""
+    if not names:
+        return
     as_created = views_as_created(con)
     store = derived_store(con) if as_created and CODE_VERSION and PER_TRACE_VIEWS.intersection(names) else None
     ids = _trace_ids(con, store) if store is not None else None
     for name in names:
-        if name in done:
-            continue
         if store is None or ids is None or name not in PER_TRACE_VIEWS:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {name}_materialized AS SELECT * FROM {name}")
         else:
@@ -174,7 +179,7 @@ def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iter
     starts stay so."""
     kept = _kept_as_tables(con, names)
     mine = [n for n in names if kept.get(n) is False]
-    materialize(con, *mine)
+    _make_tables(con, mine)
     try:
         yield
     finally:

@@ -228,3 +228,14 @@ def kept_files(db_path: Path, kind: str) -> list[Path]:
 
     folder = events_dir_for(db_path) / derived.FOLDER
     return sorted(folder.glob(f"{kind}-*.parquet")) if folder.is_dir() else []
+
+
+def empty_kept_file(path: Path) -> None:
+    """Replace a kept Parquet file by one with the same columns and no row: what reads it then finds
+    nothing, which shows that it reads the file and not the events."""
+    import duckdb
+
+    new = path.with_name(path.name + ".new")
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM read_parquet('{path}') LIMIT 0) TO '{new}' (FORMAT parquet)")
+    new.replace(path)

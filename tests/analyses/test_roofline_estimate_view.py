@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
-from tests.conftest import complete_events, kept_files, run_cli, shared_or_skip, trace_file
+from tests.conftest import complete_events, empty_kept_file, kept_files, run_cli, shared_or_skip, trace_file
 from trace_report.analyses.roofline.estimate import _COUNTED_ARGS, ESTIMATED_OPS
 from trace_report.store.kept_views import KIND_PREFIX
 from trace_report.store.views import sql_text
@@ -47,7 +46,6 @@ def test_rows_are_the_json_operators_with_their_args() -> None:
 def test_estimate_from_the_kept_file_is_the_computed_one(tmp_path) -> None:
     """The first roofline estimate on a database computes the view and keeps its file; the next
     connection's estimate reads that file (emptied, it finds no operator) and gives the same rows."""
-    import duckdb
     import pandas as pd
 
     import trace_report as tr
@@ -63,8 +61,6 @@ def test_estimate_from_the_kept_file_is_the_computed_one(tmp_path) -> None:
     assert len(files) == 1 and len(first) > 0
     with tr.open(db_path) as db:
         pd.testing.assert_frame_equal(estimate_ops(db.con), first)
-    with duckdb.connect() as con:  # the same file without rows: the estimate reads it, not the events
-        con.execute(f"COPY (SELECT * FROM read_parquet('{files[0]}') LIMIT 0) TO '{files[0]}.new' (FORMAT parquet)")
-    Path(f"{files[0]}.new").replace(files[0])
+    empty_kept_file(files[0])  # the same file without rows: the estimate reads it, not the events
     with tr.open(db_path) as db:
         assert estimate_ops(db.con).empty

@@ -21,9 +21,8 @@ from contextlib import contextmanager
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from trace_report.store.derived import code_version, derived_store
+from trace_report.store.derived import code_version, derived_store, kept_tables
 
 VIEW = "gpu_op_names"
 """The view (``store/sql/views.sql``): ``trace_id``, ``cat``, ``name``, ``ops`` (count),
@@ -41,28 +40,15 @@ and store the rows (:func:`~trace_report.store.derived.code_version`)."""
 
 def kept_rows(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table | None:
     """The ``gpu_op_names`` rows of the traces ``ids``: those kept beside the database behind
-    ``con``, the others computed from the events (one scan for all of them) and kept. None where
-    the database keeps nothing (:func:`~trace_report.store.derived.derived_store`: in memory, or
-    views redefined on this connection); then the caller reads the view."""
-    store = derived_store(con) if CODE_VERSION else None
-    if store is None:
-        return None
-    tables: list[pa.Table] = []
-    missing: list[int] = []
-    for t in ids:
-        kept = store.load(DERIVED_KIND, t, CODE_VERSION)
-        if kept is not None and _valid(kept, t):
-            tables.append(kept)
-        else:
-            missing.append(t)
-    if missing:
-        computed = con.sql(f"SELECT trace_id, cat, name, ops, dur_us FROM {VIEW} "
-                           "WHERE list_contains($ids, trace_id) ORDER BY trace_id, cat, name",
-                           params={"ids": missing}).to_arrow_table()
-        for t in missing:
-            store.save(DERIVED_KIND, t, CODE_VERSION, computed.filter(pc.equal(computed["trace_id"], t)))
-        tables.append(computed)
-    return pa.concat_tables(tables) if tables else None
+    ``con``, the others computed from the events (one scan for all of them) and kept
+    (:func:`~trace_report.store.derived.kept_tables`). None where the database keeps nothing
+    (in memory, or views redefined on this connection); then the caller reads the view."""
+    def compute(missing: list[int]) -> pa.Table:
+        return con.sql(f"SELECT trace_id, cat, name, ops, dur_us FROM {VIEW} "
+                       "WHERE list_contains($ids, trace_id) ORDER BY trace_id, cat, name",
+                       params={"ids": missing}).to_arrow_table()
+
+    return kept_tables(con, DERIVED_KIND, CODE_VERSION, ids, compute, _TYPES)
 
 
 @contextmanager
@@ -89,10 +75,3 @@ def keep_gpu_op_names(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[in
         return []
     kept_rows(con, ids)
     return [t for t in ids if (p := store.path(DERIVED_KIND, t, CODE_VERSION)) is not None and p.is_file()]
-
-
-def _valid(kept: pa.Table, trace_id: int) -> bool:
-    """Whether ``kept`` is one trace's rows as :func:`kept_rows` writes them."""
-    if kept.column_names != list(_TYPES) or not all(ok(kept.schema.field(c).type) for c, ok in _TYPES.items()):
-        return False
-    return kept.num_rows == 0 or pc.all(pc.equal(kept["trace_id"], trace_id)).as_py() is True

@@ -16,7 +16,8 @@ As torch-tb-profiler's Operator view and TraceLens' ops summary. One row per ope
   or the operator is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
 
 The query is ``store/sql/ops.sql``, over the nesting of operators on their threads that
-:func:`~trace_report.analyses.ops_nesting.nesting` finds in one sorted pass (O(n log n)). The FLOP
+:func:`~trace_report.analyses.ops_nesting.nesting` finds in one sorted pass (O(n log n)), kept per
+trace beside a database (:mod:`~trace_report.analyses.ops_nesting_kept`). The FLOP
 of nested operators describe the same work (``aten::convolution`` and ``aten::_convolution``):
 never add them up across rows.
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from trace_report.analyses.ops_nesting import nesting
+from trace_report.analyses.ops_nesting_kept import kept_nesting
 from trace_report.analyses.result import Result
 from trace_report.store.kept_views import materialized
 from trace_report.store.tracedb import TraceDB
@@ -82,7 +83,7 @@ so that the connection's views stay as trace-report made them)."""
 
 def _operator_rows(db: TraceDB, opts: OpsOptions) -> pd.DataFrame:
     """The rows of ``store/sql/ops.sql`` (one per name, or name and shapes) with ``counted``."""
-    rows = nesting(db.con, opts.rank)
+    rows = kept_nesting(db.con, opts.rank)
     db.con.register(NESTING_RELATION, rows)
     try:
         return db.con.execute(sql_text("ops.sql"),

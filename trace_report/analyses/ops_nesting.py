@@ -52,15 +52,17 @@ class Rows:
     gpu: np.ndarray
 
 
-def nesting(con: duckdb.DuckDBPyConnection, rank: int | None) -> pa.Table:
-    """One row per CPU operator and annotation of the selection (``rank`` None: every trace):
-    ``trace_id``, ``event_id``, ``child_us`` (summed dur of the rows it is the parent of),
-    ``gpu_self_us`` (µs of the GPU operations it launched: by External id, else as the innermost
-    operator around the launch call) and ``gpu_us`` (the same for it and every row it encloses)."""
-    rows = nesting_rows(con.execute(sql_text("ops_nesting.sql"), {"rank": rank}).fetchnumpy())
+def nesting(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
+    """One row per CPU operator and annotation of the traces ``ids``, in (``trace_id``,
+    ``event_id``) order: ``trace_id``, ``event_id`` (int64), ``child_us`` (summed dur of the rows it
+    is the parent of), ``gpu_self_us`` (µs of the GPU operations it launched: by External id, else
+    as the innermost operator around the launch call) and ``gpu_us`` (the same for it and every row
+    it encloses), float64. A trace's rows depend on its own events alone
+    (:mod:`~trace_report.analyses.ops_nesting_kept` keeps them per trace)."""
+    rows = nesting_rows(con.execute(sql_text("ops_nesting.sql"), {"ids": list(ids)}).fetchnumpy())
     parent, launched, caused = nest(rows)
     child = (rows.kind == 0) & (parent >= 0)
-    child_us = np.bincount(parent[child], weights=rows.dur[child], minlength=len(parent))
+    child_us = np.bincount(parent[child], weights=rows.dur[child], minlength=len(parent)).astype(np.float64)
     ops = np.flatnonzero(rows.kind == 0)
     ops = ops[np.lexsort((rows.id[ops], rows.trace_id[ops]))]  # in event order, as the events are read
     return pa.table({"trace_id": rows.trace_id[ops], "event_id": rows.id[ops], "child_us": child_us[ops],

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -160,6 +160,55 @@ def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
     except OSError:
         return None
     return DerivedStore(folder / FOLDER, _keys(con.execute("SELECT trace_id, file FROM event_files").fetchall()))
+
+
+def traces_of_rank(con: duckdb.DuckDBPyConnection, rank: int | None) -> list[int]:
+    """The traces in view (``traces``: every trace, or a scope's) of ``rank`` (None: all), sorted:
+    the ``ids`` of :func:`kept_tables` for an analysis of one rank or all."""
+    return [int(t) for (t,) in con.execute("SELECT trace_id FROM traces WHERE $rank IS NULL OR rank = $rank "
+                                           "ORDER BY trace_id", {"rank": rank}).fetchall()]
+
+
+def kept_tables(con: duckdb.DuckDBPyConnection, kind: str, version: str, ids: list[int],
+                compute: Callable[[list[int]], pa.Table],
+                types: Mapping[str, Callable[[pa.DataType], bool]]) -> pa.Table | None:
+    """The rows of the traces ``ids`` of one derived ``kind``, in the order of ``ids``: each trace's
+    from its file kept beside the database for this code ``version``, the others from
+    ``compute(missing ids)`` (one call for all of them: a table with a ``trace_id`` column whose
+    rows of a trace are that trace's alone), then kept, one file per trace. A kept file is read when
+    its columns are those of ``types`` (name: a ``pyarrow.types.is_*`` test of its type), in that
+    order, and it holds one trace's rows (or none: then its types are not checked); else that trace
+    is computed and its file written again.
+    None where the database keeps nothing (:func:`derived_store`: in memory, or views redefined on
+    this connection) or ``version`` is empty: the caller computes every trace."""
+    store = derived_store(con) if version and ids else None
+    if store is None:
+        return None
+    import pyarrow as pa  # here, not at the top: see DerivedStore.load
+    import pyarrow.compute as pc
+
+    def valid(table: pa.Table, trace_id: int) -> bool:
+        if table.column_names != list(types):
+            return False
+        if table.num_rows == 0:  # no row: any types (a query's empty result may type a text column null)
+            return True
+        return (all(ok(table.schema.field(c).type) for c, ok in types.items())
+                and pc.all(pc.equal(table["trace_id"], trace_id)).as_py() is True)
+
+    parts: dict[int, pa.Table] = {}
+    for t in ids:
+        kept = store.load(kind, t, version)
+        if kept is not None and valid(kept, t):
+            parts[t] = kept
+    missing = [t for t in ids if t not in parts]
+    if missing:
+        computed = compute(missing)
+        for t in missing:
+            parts[t] = computed.filter(pc.equal(computed["trace_id"], t))
+            store.save(kind, t, version, parts[t])
+    # the types of a trace with rows (an empty part's may be null), every part cast to them
+    schema = next((p.schema for p in parts.values() if p.num_rows), parts[ids[0]].schema)
+    return pa.concat_tables([parts[t].cast(schema) for t in ids])
 
 
 def _keys(listed: list[tuple[int, str]]) -> dict[int, str]:

@@ -1,5 +1,6 @@
 -- Rows of the Operator view's nesting pass (trace_report/analyses/ops_nesting.py sorts them by
--- thread, ts_us, end_us descending, kind, id). Parameter: $rank (NULL = all).
+-- thread, ts_us, end_us descending, kind, id). Parameter: $ids, the traces (a trace's rows depend on
+-- its own events alone, so each trace's result can be kept: trace_report/analyses/ops_nesting_kept.py).
 -- * kind 0: each CPU operator and annotation (cpu_op, user_annotation), with its dur_us and gpu_us = µs of the GPU
 --   operations (kernels, memcpy, memset) whose launch call (same correlation) carries its External
 --   id (the lowest event_id of the operators carrying it);
@@ -11,15 +12,15 @@
 --   non-finite ts_us and dur_us never reach events: ingest/normalize.py drops them).
 WITH ev AS (
     SELECT e.trace_id, e.event_id, e.pid, e.tid, e.ts_us, e.dur_us, e.ts_us + e.dur_us AS end_us, e.external_id
-    FROM events e JOIN traces t USING (trace_id)
-    WHERE e.cat IN ('cpu_op', 'user_annotation') AND ($rank IS NULL OR t.rank = $rank)
+    FROM events e
+    WHERE e.cat IN ('cpu_op', 'user_annotation') AND list_contains($ids, e.trace_id)
 ),
 calls AS (
     SELECT g.trace_id, g.dur_us, r.event_id AS call_id, r.external_id, r.pid, r.tid, r.ts_us
     FROM gpu_ops g
     JOIN kernel_launches l ON l.trace_id = g.trace_id AND l.correlation = g.correlation
     JOIN runtime_calls r ON r.trace_id = l.trace_id AND r.event_id = l.launch_event_id
-    WHERE g.trace_id IN (SELECT trace_id FROM traces WHERE $rank IS NULL OR rank = $rank)
+    WHERE list_contains($ids, g.trace_id)
 ),
 by_id AS (
     SELECT c.trace_id, c.call_id, min(op.event_id) AS event_id

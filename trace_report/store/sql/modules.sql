@@ -31,13 +31,14 @@
 --              NULL when none has an estimate.
 --   step       the ProfilerStep whose interval holds the mark's start (view steps; the highest
 --              number when steps overlap), else NULL.
--- Parameters: $rank (NULL = every rank). Times in microseconds on the trace's own clock.
+-- Parameter: $ids, the traces (a trace's rows depend on its own events alone, so that each trace's
+-- calls can be kept: analyses/modules_tree.py). Times in microseconds on the trace's own clock.
 WITH marks AS (
-    SELECT e.trace_id, t.rank, e.event_id, e.pid, e.tid, e.ts_us, e.dur_us, e.ts_us + e.dur_us AS end_us,
+    SELECT e.trace_id, e.event_id, e.pid, e.tid, e.ts_us, e.dur_us, e.ts_us + e.dur_us AS end_us,
            CASE WHEN e.cat = 'python_function' THEN trim(substr(e.name, length('nn.Module:') + 1)) ELSE e.name END AS name,
            CASE WHEN e.cat = 'python_function' THEN 'module' ELSE 'annotation' END AS kind
-    FROM events e JOIN traces t USING (trace_id)
-    WHERE ($rank IS NULL OR t.rank = $rank) AND e.dur_us IS NOT NULL
+    FROM events e
+    WHERE list_contains($ids, e.trace_id) AND e.dur_us IS NOT NULL
       AND ((e.cat = 'python_function' AND e.name LIKE 'nn.Module:%')
            OR (e.cat IN ('user_annotation', 'cpu_op') AND e.name LIKE '## % ##'))
 ),
@@ -50,6 +51,6 @@ step_of AS (
     FROM marks m ASOF JOIN segment_steps g ON g.trace_id = m.trace_id AND m.ts_us >= g.seg_ts_us
     WHERE m.ts_us < g.seg_end_us
 )
-SELECT m.rank, m.trace_id, m.event_id, s.step, m.pid, m.tid, m.name, m.kind, m.ts_us, m.dur_us, m.end_us
+SELECT m.trace_id, m.event_id, s.step, m.pid, m.tid, m.name, m.kind, m.ts_us, m.dur_us, m.end_us
 FROM marks m LEFT JOIN step_of s USING (trace_id, event_id)
 ORDER BY m.trace_id, m.pid, m.tid, m.ts_us, m.end_us DESC, m.event_id

@@ -1,0 +1,119 @@
+"""The module calls kept per trace beside a database (analyses/modules_tree.py, module_calls), and
+the helper behind them and the Operator view's nesting rows (store/derived.py, kept_tables).
+
+Two shared traces in one database: the H100 BERT trace (nn.Module events) and the MI250 trace
+(none, so its kept file has no row). `modules` from kept calls against `modules` computed from the
+events, the kept rows against a plain pass over the JSON, and the files' life cycle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from conftest import complete_events, empty_kept_file, kept_files, run_cli, shared_or_skip, trace_file
+
+import trace_report as tr
+from trace_report.analyses import modules_tree
+from trace_report.analyses.modules import ModuleOptions, modules
+
+TRACES = ("tracelens_h100_bert_small", "hta_amd_mi250")
+OPTIONS = [ModuleOptions(), ModuleOptions(by_step=True), ModuleOptions(depth=2), ModuleOptions(rank=0)]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    shared_or_skip()
+    path = tmp_path / "two.duckdb"
+    code, _, err = run_cli(["ingest", *(trace_file(t) for t in TRACES), "-o", path, "-q"])
+    assert code == 0, err
+    return path
+
+
+def files(db_path: Path) -> list[Path]:
+    return kept_files(db_path, modules_tree.DERIVED_KIND)
+
+
+def computed(db_path: Path, opts: ModuleOptions, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
+    """`modules` with the calls computed from the events: no kept file read or written."""
+    with monkeypatch.context() as m, tr.open(db_path) as db:
+        m.setattr(modules_tree, "kept_tables", lambda *a: None)
+        return modules(db, opts).frame
+
+
+def json_calls(name: str) -> int:
+    """nn.Module events and ``## ... ##`` annotations of a trace, from its JSON: one call each."""
+    return sum(1 for e in complete_events(trace_file(name))
+               if (e.get("cat") == "python_function" and str(e.get("name", "")).startswith("nn.Module:"))
+               or (e.get("cat") in ("user_annotation", "cpu_op") and str(e.get("name", "")).startswith("## ")
+                   and str(e.get("name", "")).endswith(" ##")))
+
+
+def test_kept_calls_give_the_computed_tree(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    want = [computed(db_path, o, monkeypatch) for o in OPTIONS]
+    assert files(db_path) == [] and not want[0].empty
+    for _ in ("computed and kept", "read back"):
+        for opts, frame in zip(OPTIONS, want, strict=True):
+            with tr.open(db_path) as db:
+                pd.testing.assert_frame_equal(modules(db, opts).frame, frame)
+        assert len(files(db_path)) == len(TRACES)
+
+
+def test_each_file_holds_its_traces_calls(db_path: Path) -> None:
+    with tr.open(db_path) as db:
+        modules(db, ModuleOptions())
+        ids = {str(p): int(t) for t, p in db.con.execute("SELECT trace_id, path FROM traces").fetchall()}
+    for name in TRACES:
+        trace_id = next(t for p, t in ids.items() if name in p)
+        (path,) = [f for f in files(db_path) if f"-t{trace_id:06d}-" in f.name]
+        table = pq.read_table(path)
+        assert table.num_rows == json_calls(name)
+        assert set(table["trace_id"].to_pylist()) <= {trace_id}
+    assert json_calls(TRACES[0]) > 0 and json_calls(TRACES[1]) == 0
+
+
+def test_a_trace_without_calls_is_kept_once(db_path: Path) -> None:
+    """Computed alone, its empty result (whose text columns come back typed null) is kept, then read
+    back beside the other trace's calls, not written again."""
+    with tr.open(db_path) as db:
+        (mi250,) = [t for t, p in db.con.execute("SELECT trace_id, path FROM traces").fetchall() if TRACES[1] in p]
+        with db.scope([mi250]):
+            assert modules(db, ModuleOptions()).frame.empty
+    (empty,) = files(db_path)
+    assert pq.read_table(empty).num_rows == 0
+    stamp = empty.stat().st_mtime_ns
+    with tr.open(db_path) as db:
+        assert not modules(db, ModuleOptions()).frame.empty
+    assert len(files(db_path)) == 2 and empty.stat().st_mtime_ns == stamp
+
+
+def test_the_files_are_what_is_read(db_path: Path) -> None:
+    with tr.open(db_path) as db:
+        assert not modules(db, ModuleOptions()).frame.empty
+    for path in files(db_path):
+        empty_kept_file(path)
+    with tr.open(db_path) as db:
+        assert modules(db, ModuleOptions()).frame.empty
+
+
+def test_rank_comes_from_the_traces_table(db_path: Path) -> None:
+    with tr.open(db_path) as db:
+        modules(db, ModuleOptions())
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("UPDATE traces SET rank = 7 WHERE path LIKE '%bert%'")
+    with tr.open(db_path) as db:
+        assert set(modules(db, ModuleOptions()).frame["rank"]) == {7}
+
+
+def test_a_damaged_file_is_computed_and_written_again(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    want = computed(db_path, ModuleOptions(), monkeypatch)
+    with tr.open(db_path) as db:
+        modules(db, ModuleOptions())
+    for path in files(db_path):
+        path.write_bytes(b"PAR1 damaged")
+    with tr.open(db_path) as db:
+        pd.testing.assert_frame_equal(modules(db, ModuleOptions()).frame, want)
+    assert all(pq.read_table(p).column_names == list(modules_tree.TYPES) for p in files(db_path))

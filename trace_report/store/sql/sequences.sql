@@ -24,7 +24,8 @@
 --               (HTA's "CPU op duration").
 -- $steps_only: HTA's selection (hta/common/trace.py, _filter_irrelevant_gpu_kernels): in a trace
 -- with 2+ ProfilerSteps, GPU operations whose launch call starts before the last step starts
--- (view gpu_op_launches_hta, hta_kept). $rank: NULL = every rank.
+-- (view gpu_op_launches_hta, hta_kept). $ids: the traces (a trace's rows depend on its own events
+-- alone, so that each trace's rows can be kept: analyses/sequences.py adds the rank from traces).
 -- GPU operations launched outside every operator make one row per trace with a NULL operator
 -- (op_event_id NULL), so that their time is in the total of the trace.
 -- fusible_kernels: how many of the operations are elementwise or reduction kernels (the
@@ -32,7 +33,7 @@
 WITH ops AS (
     SELECT e.trace_id, e.event_id, e.name, e.pid, e.tid, e.ts_us, e.dur_us, e.ts_us + e.dur_us AS end_us
     FROM events e
-    WHERE CASE WHEN $operator IS NULL
+    WHERE list_contains($ids, e.trace_id) AND CASE WHEN $operator IS NULL
                THEN e.cat = 'cpu_op' AND NOT starts_with(e.name, 'ProfilerStep#')
                ELSE e.cat IN ('cpu_op', 'user_annotation', 'python_function') AND contains(e.name, $operator) END
 ),
@@ -43,8 +44,8 @@ outermost AS (  -- no earlier-starting operator of the thread ends at or after t
 ),
 gpu AS (
     SELECT g.trace_id, g.event_id, g.name, g.ts_us, g.dur_us, g.launch_ts_us, g.launch_pid, g.launch_tid
-    FROM gpu_op_launches_hta g JOIN traces t ON t.trace_id = g.trace_id
-    WHERE ($rank IS NULL OR t.rank = $rank) AND (g.hta_kept OR NOT $steps_only)
+    FROM gpu_op_launches_hta g
+    WHERE list_contains($ids, g.trace_id) AND (g.hta_kept OR NOT $steps_only)
 ),
 marks AS (  -- the outermost operators and the launch calls of each thread, as one time line
     SELECT trace_id, pid, tid, ts_us AS at_us, 0 AS kind,
@@ -70,9 +71,9 @@ classed AS (
            coalesce(list_has_any(k.classes, ['elementwise', 'reduction']), false) AS fusible
     FROM assigned a LEFT JOIN kernel_classes k ON k.trace_id = a.trace_id AND k.name = a.name
 )
-SELECT t.rank, c.trace_id, c.op_event_id, any_value(c.op_name) AS operator, any_value(c.op_ts_us) AS op_ts_us,
+SELECT c.trace_id, c.op_event_id, any_value(c.op_name) AS operator, any_value(c.op_ts_us) AS op_ts_us,
        any_value(c.op_dur_us) AS cpu_us, count(*) AS length, sum(c.dur_us) AS gpu_us,
        count(*) FILTER (WHERE c.fusible) AS fusible_kernels,
        list(c.name ORDER BY c.ts_us, c.event_id) AS kernels
-FROM classed c JOIN traces t ON t.trace_id = c.trace_id
-GROUP BY t.rank, c.trace_id, c.op_event_id
+FROM classed c
+GROUP BY c.trace_id, c.op_event_id

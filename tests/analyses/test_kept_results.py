@@ -1,9 +1,12 @@
-"""The module calls kept per trace beside a database (analyses/modules_tree.py, module_calls), and
-the helper behind them and the Operator view's nesting rows (store/derived.py, kept_tables).
+"""Analysis rows kept per trace beside a database through store/derived.py's kept_tables: the
+module calls (analyses/modules_tree.py, module_calls) and the launching operator calls of the kernel
+sequences (analyses/sequences.py, call_rows). The Operator view's nesting rows, kept the same way,
+are tested on this project's own captures (test_ops_nesting_kept.py).
 
-Two shared traces in one database: the H100 BERT trace (nn.Module events) and the MI250 trace
-(none, so its kept file has no row). `modules` from kept calls against `modules` computed from the
-events, the kept rows against a plain pass over the JSON, and the files' life cycle.
+Two shared traces in one database: the H100 BERT trace (nn.Module events, one ProfilerStep) and
+the MI250 trace (no nn.Module event, so its kept file of module calls has no row). Each command from
+kept rows against the same command computed from the events, the kept rows against a plain pass
+over the JSON, and the files' life cycle.
 """
 
 from __future__ import annotations
@@ -14,11 +17,22 @@ import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import complete_events, empty_kept_file, kept_files, run_cli, shared_or_skip, trace_file
+from conftest import (
+    GPU_OP_CATS,
+    RUNTIME_CATS,
+    complete_events,
+    empty_kept_file,
+    kept_files,
+    run_cli,
+    shared_or_skip,
+    trace_file,
+)
 
 import trace_report as tr
 from trace_report.analyses import modules_tree
+from trace_report.analyses import sequences as sequences_module
 from trace_report.analyses.modules import ModuleOptions, modules
+from trace_report.analyses.sequences import SequenceOptions, sequence_calls, sequences
 
 TRACES = ("tracelens_h100_bert_small", "hta_amd_mi250")
 OPTIONS = [ModuleOptions(), ModuleOptions(by_step=True), ModuleOptions(depth=2), ModuleOptions(rank=0)]
@@ -100,12 +114,16 @@ def test_the_files_are_what_is_read(db_path: Path) -> None:
 
 
 def test_rank_comes_from_the_traces_table(db_path: Path) -> None:
+    """The kept rows hold no rank: a rank changed in ``traces`` after they were kept is what shows."""
     with tr.open(db_path) as db:
         modules(db, ModuleOptions())
+        sequence_calls(db)
     with duckdb.connect(str(db_path)) as con:
         con.execute("UPDATE traces SET rank = 7 WHERE path LIKE '%bert%'")
     with tr.open(db_path) as db:
         assert set(modules(db, ModuleOptions()).frame["rank"]) == {7}
+        assert set(sequence_calls(db)["rank"]) == {0, 7}
+        assert len(sequence_calls(db, SequenceOptions(rank=7))) > 0
 
 
 def test_a_damaged_file_is_computed_and_written_again(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,3 +135,66 @@ def test_a_damaged_file_is_computed_and_written_again(db_path: Path, monkeypatch
     with tr.open(db_path) as db:
         pd.testing.assert_frame_equal(modules(db, ModuleOptions()).frame, want)
     assert all(pq.read_table(p).column_names == list(modules_tree.TYPES) for p in files(db_path))
+
+
+# ---------------------------------------------------------------- kernel sequences
+
+SEQUENCE_OPTIONS = [SequenceOptions(), SequenceOptions(rank=0), SequenceOptions(min_length=1, min_count=1),
+                    SequenceOptions(steps_only=False), SequenceOptions(operator="aten::")]
+
+
+def sequence_files(db_path: Path) -> list[Path]:
+    return kept_files(db_path, "sequence_calls") + kept_files(db_path, "sequence_calls_all")
+
+
+def computed_sequences(db_path: Path, opts: SequenceOptions, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    with monkeypatch.context() as m, tr.open(db_path) as db:
+        m.setattr(sequences_module, "kept_tables", lambda *a: None)
+        got = sequences(db, opts)
+        return got.frame, got.notes
+
+
+def launched_gpu_ops(name: str) -> int:
+    """GPU operations of a trace with a runtime call of the same correlation, from its JSON."""
+    events = complete_events(trace_file(name))
+    calls = {e["args"]["correlation"] for e in events
+             if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})}
+    return sum(1 for e in events if e.get("cat") in GPU_OP_CATS and e.get("args", {}).get("correlation") in calls)
+
+
+def test_kept_calls_give_the_computed_sequences(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    want = [computed_sequences(db_path, o, monkeypatch) for o in SEQUENCE_OPTIONS]
+    assert sequence_files(db_path) == [] and any(not f.empty for f, _ in want)
+    for _ in ("computed and kept", "read back"):
+        for opts, (frame, notes) in zip(SEQUENCE_OPTIONS, want, strict=True):
+            with tr.open(db_path) as db:
+                got = sequences(db, opts)
+            pd.testing.assert_frame_equal(got.frame, frame)
+            assert got.notes == notes
+        # one file per trace for the steps-only calls and one for every step's; none for --operator
+        assert len(kept_files(db_path, "sequence_calls")) == len(kept_files(db_path, "sequence_calls_all")) == 2
+
+
+def test_kept_calls_hold_every_launched_gpu_operation_once(db_path: Path) -> None:
+    """BERT has one ProfilerStep, so HTA's step selection keeps every GPU operation: the calls'
+    lengths add up to the GPU operations with a launch call in the JSON."""
+    with tr.open(db_path) as db:
+        (bert,) = [t for t, p in db.con.execute("SELECT trace_id, path FROM traces").fetchall() if TRACES[0] in p]
+        sequences(db, SequenceOptions())
+    (path,) = [p for p in kept_files(db_path, "sequence_calls") if f"-t{bert:06d}-" in p.name]
+    table = pq.read_table(path)
+    assert sum(table["length"].to_pylist()) == launched_gpu_ops(TRACES[0]) > 0
+    with tr.open(db_path) as db:
+        calls = sequence_calls(db)
+    assert not calls.dropna(subset=["op_event_id"]).duplicated(["trace_id", "op_event_id"]).any()
+    assert set(calls["rank"]) == {0}
+
+
+def test_the_sequence_files_are_what_is_read(db_path: Path) -> None:
+    with tr.open(db_path) as db:
+        sequences(db, SequenceOptions())
+    for path in sequence_files(db_path):
+        empty_kept_file(path)
+    with tr.open(db_path) as db:
+        got = sequences(db, SequenceOptions())
+    assert got.frame.empty and "no GPU operations launched by a runtime call in the selection" in got.notes

@@ -1,6 +1,7 @@
 """Analysis rows kept per trace beside a database through store/derived.py's kept_tables: the
-module calls (analyses/modules_tree.py, module_calls) and the launching operator calls of the kernel
-sequences (analyses/sequences.py, call_rows). The Operator view's nesting rows, kept the same way,
+module calls (analyses/modules_tree.py, module_calls), the launching operator calls of the kernel
+sequences (analyses/sequences.py, call_rows) and the roofline estimate's operators
+(analyses/roofline/estimate.py, estimate_ops). The Operator view's nesting rows, kept the same way,
 are tested on this project's own captures (test_ops_nesting_kept.py).
 
 Two shared traces in one database: the H100 BERT trace (nn.Module events, one ProfilerStep) and
@@ -32,6 +33,9 @@ import trace_report as tr
 from trace_report.analyses import modules_tree
 from trace_report.analyses import sequences as sequences_module
 from trace_report.analyses.modules import ModuleOptions, modules
+from trace_report.analyses.roofline import estimate as estimate_module
+from trace_report.analyses.roofline.estimate import estimate_ops
+from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.sequences import SequenceOptions, sequence_calls, sequences
 
 TRACES = ("tracelens_h100_bert_small", "hta_amd_mi250")
@@ -198,3 +202,34 @@ def test_the_sequence_files_are_what_is_read(db_path: Path) -> None:
     with tr.open(db_path) as db:
         got = sequences(db, SequenceOptions())
     assert got.frame.empty and "no GPU operations launched by a runtime call in the selection" in got.notes
+
+
+# ---------------------------------------------------------------- roofline estimate
+
+ROOFLINE_OPTIONS = [RooflineOptions(), RooflineOptions(by_name=True), RooflineOptions(region="forward")]
+
+
+def computed_roofline(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    with monkeypatch.context() as m, tr.open(db_path) as db:
+        m.setattr(estimate_module, "kept_tables", lambda *a: None)
+        return estimate_ops(db.con), [roofline(db, o).frame for o in ROOFLINE_OPTIONS]
+
+
+def test_kept_estimate_gives_the_computed_roofline(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows, frames = computed_roofline(db_path, monkeypatch)
+    assert kept_files(db_path, estimate_module.DERIVED_KIND) == [] and rows["flop"].notna().any()
+    for _ in ("computed and kept", "read back"):
+        with tr.open(db_path) as db:
+            pd.testing.assert_frame_equal(estimate_ops(db.con), rows)
+            for opts, frame in zip(ROOFLINE_OPTIONS, frames, strict=True):
+                pd.testing.assert_frame_equal(roofline(db, opts).frame, frame)
+        assert len(kept_files(db_path, estimate_module.DERIVED_KIND)) == len(TRACES)
+
+
+def test_the_estimate_files_are_what_is_read(db_path: Path) -> None:
+    with tr.open(db_path) as db:
+        assert not estimate_ops(db.con).empty
+    for path in kept_files(db_path, estimate_module.DERIVED_KIND):
+        pq.write_table(pq.read_table(path).slice(0, 1), path)  # one operator per trace left
+    with tr.open(db_path) as db:
+        assert len(estimate_ops(db.con)) == len(TRACES)

@@ -206,9 +206,8 @@ def kept_tables(con: duckdb.DuckDBPyConnection, kind: str, version: str, ids: li
         for t in missing:
             parts[t] = computed.filter(pc.equal(computed["trace_id"], t))
             store.save(kind, t, version, parts[t])
-    # the types of a trace with rows (an empty part's may be null), every part cast to them
-    schema = next((p.schema for p in parts.values() if p.num_rows), parts[ids[0]].schema)
-    return pa.concat_tables([parts[t].cast(schema) for t in ids])
+    # a column typed null in one part (no row, or no value) takes the others' type
+    return pa.concat_tables([parts[t] for t in ids], promote_options="permissive")
 
 
 def _keys(listed: list[tuple[int, str]]) -> dict[int, str]:

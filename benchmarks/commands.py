@@ -15,7 +15,13 @@ through the median walls: the fixed cost (imports, opening, views) and the cost 
 events, which shows whether any command grows faster than its trace (issue 36 item 7: "find the
 super-linear step").
 
-Usage: python benchmarks/commands.py [--runs 5] [--copies 485 | --copies 1,121,242,485] [--work DIR]
+``--input trace`` times the commands on the JSON trace itself, as a user's first command on a
+trace file runs: every run ingests it into memory and computes every table it reads (nothing is
+kept between runs); ``both`` times the database, then the trace. The JSON files stay in --work
+(0.32 GB at x 485).
+
+Usage: python benchmarks/commands.py [--runs 5] [--copies 485 | --copies 1,121,242,485] [--input database|trace|both]
+       [--work DIR]
 """
 
 from __future__ import annotations
@@ -35,18 +41,27 @@ from make_big_trace import build  # noqa: E402
 from startup import prepared, timed, timing_parser  # noqa: E402
 
 
-def database(cli: str, work: Path, copies: int) -> Path:
-    """The ingested 1M-event database in ``work`` (built once)."""
+def trace_file(work: Path, copies: int) -> Path:
+    """The JSON trace of ``copies`` copies in ``work`` (built once)."""
+    trace = work / f"commands-bert-x{copies}.json"
+    if not trace.is_file():
+        source = next(p for p in sorted(SOURCE.iterdir()) if ".json" in p.name)
+        build(source, trace, copies, renumber_steps=True)
+    return trace
+
+
+def database(cli: str, work: Path, copies: int, *, keep_trace: bool = False) -> Path:
+    """The ingested database of ``copies`` copies in ``work`` (built once); its JSON trace is
+    removed after the ingest unless ``keep_trace``."""
     db = work / f"commands-bert-x{copies}.duckdb"
     if db.is_file():
         return db
-    trace = work / f"commands-bert-x{copies}.json"
-    source = next(p for p in sorted(SOURCE.iterdir()) if ".json" in p.name)
-    build(source, trace, copies, renumber_steps=True)
+    trace = trace_file(work, copies)
     try:
         subprocess.run([cli, "ingest", str(trace), "-o", str(db), "-q"], check=True, stderr=subprocess.DEVNULL)
     finally:
-        trace.unlink(missing_ok=True)
+        if not keep_trace:
+            trace.unlink(missing_ok=True)
     return db
 
 
@@ -77,8 +92,8 @@ def linear_fit(events: list[int], walls: list[float]) -> tuple[float, float]:
 
 
 def time_commands(cli: str, db: Path, html: Path, runs: int, step: int) -> dict[str, list[tuple[float, float]]]:
-    """``(wall, CPU)`` of each command on ``db``, ``runs`` interleaved runs after one warm-up of each
-    (``critical-path`` of ProfilerStep ``step``)."""
+    """``(wall, CPU)`` of each command on ``db`` (a database or a trace file), ``runs`` interleaved
+    runs after one warm-up of each (``critical-path`` of ProfilerStep ``step``)."""
     commands = {name: [cli, *words, str(db)] for name, words in (
         ("breakdown", ["breakdown"]), ("top-kernels", ["top-kernels"]), ("ops", ["ops"]), ("advise", ["advise"]),
         ("critical-path", ["critical-path", "--step", str(step)]))}
@@ -122,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", default="485",
                         help="copies of the source trace, or several comma-separated for the scaling table "
                              "(default 485: 1M events)")
+    parser.add_argument("--input", choices=("database", "trace", "both"), default="database",
+                        help="what the commands read: the ingested database (default), the JSON trace (each "
+                             "run ingests it), or both")
     args = parser.parse_args(argv)
     copies = list(dict.fromkeys(int(c) for c in str(args.copies).split(",")))  # each size once, in order
     cli = prepared(SOURCE, args.work)
@@ -131,16 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     print(f"Machine: {os.uname().nodename}, {os.cpu_count()} cores; Python {sys.version.split()[0]}. "
           f"Date: {dt.date.today()}. {args.runs} interleaved runs of each command after one warm-up.\n")
-    sizes = []
-    for n in copies:
-        db = database(cli, args.work, n)
-        step = one_step(db)
-        runs = time_commands(cli, db, html, args.runs, step)
-        events = events_stored(db)
-        sizes.append((events, runs))
-        print_runs(runs, f"{db.name}: {events:,} events; load average {os.getloadavg()[0]:.2f}", step)
-    if len(sizes) > 1:
-        print_scaling(sizes)
+    inputs = ("database", "trace") if args.input == "both" else (args.input,)
+    for kind in inputs:
+        sizes = []
+        for n in copies:
+            db = database(cli, args.work, n, keep_trace=args.input != "database")
+            step = one_step(db)
+            target = db if kind == "database" else trace_file(args.work, n)
+            runs = time_commands(cli, target, html, args.runs, step)
+            events = events_stored(db)
+            sizes.append((events, runs))
+            what = "" if kind == "database" else " (every run ingests it)"
+            print_runs(runs, f"{target.name}{what}: {events:,} events; load average {os.getloadavg()[0]:.2f}", step)
+        if len(sizes) > 1:
+            print_scaling(sizes)
     print(f"\nLoad average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after.")
     return 0
 

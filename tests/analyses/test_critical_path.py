@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, invoke
+from conftest import TRACES, invoke, shared_or_skip
 
 import trace_report as tr
 from trace_report.analyses import critical_path_graph as cpg
@@ -147,6 +147,7 @@ def test_longest_path_needs_topological_order() -> None:
 
 def hta_path_ms(folder: str, annotation: str, instance: int) -> float:
     """HTA's critical path length (ms) of one annotation instance of rank 0; skips where HTA fails."""
+    shared_or_skip()
     pytest.importorskip("hta")
     from hta.trace_analysis import TraceAnalysis
 
@@ -184,6 +185,7 @@ HTA_KINDS = {"cpu_bound": "cpu_ms", "gpu_compute_bound": "gpu_compute_ms", "gpu_
 def test_equals_hta_gpu_bound_step() -> None:
     """hta_ns_resolution step 101 (its first): a GPU-bound path (launch delays, kernel gaps, GPU
     compute), equal to HTA's in length and in each kind (HTA's bound_by) to 1e-6 ms (~20 s, HTA's)."""
+    shared_or_skip()
     pytest.importorskip("hta")
     from hta.trace_analysis import TraceAnalysis
 
@@ -281,6 +283,7 @@ def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: s
     """With --step, CPU events outside the step are not read (runtime calls and GPU operations
     still are, for queue lengths and syncs): each step's row and operators equal those of the pass
     over every step (issue 36 item 7: the report's median step on a 1M-event trace, 6 s -> 1 s)."""
+    shared_or_skip()
     _one_step_equals_every_step(TRACES / folder, data_loading=(), hta_rounding=rounding, infer_syncs=infer)
 
 

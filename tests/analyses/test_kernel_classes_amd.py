@@ -91,6 +91,7 @@ AMD_CONSTRUCTED = [
 @pytest.mark.parametrize(("name", "rule_id", "tensor", "source"), AMD_CONSTRUCTED,
                          ids=[c[0][:40] for c in AMD_CONSTRUCTED])
 def test_amd_matrix_rules_on_constructed_names(name, rule_id, tensor, source):
+    shared_or_skip()  # the rules are read from a database: one of the shared traces
     with tr.open(TRACES / "tracelens_mi300_torch_compile_triton") as db:
         (row,) = classify(db, [name], 9.4).to_dict(orient="records")
     assert ("tensor_core" in row["classes"]) == tensor, source
@@ -99,6 +100,7 @@ def test_amd_matrix_rules_on_constructed_names(name, rule_id, tensor, source):
 
 def test_mfma_is_matched_as_a_word():
     """'mfma' inside another word (brcmfmac: a Wi-Fi driver) is not the MFMA instruction."""
+    shared_or_skip()
     with tr.open(TRACES / "tracelens_mi300_torch_compile_triton") as db:
         (row,) = classify(db, ["brcmfmac_sdio_rxf_kernel"], 9.4).to_dict(orient="records")
     assert "tensor_core" not in row["classes"]

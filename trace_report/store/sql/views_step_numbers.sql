@@ -33,9 +33,11 @@ m AS (
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS run_end
     FROM o
 ),
-g AS (  -- island: a count, BIGINT (a sum of 1s is HUGEINT, which Parquet would keep as DOUBLE)
-    SELECT *, count(*) FILTER (WHERE run_end IS NULL OR s > run_end)
-              OVER (PARTITION BY trace_id ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+g AS (  -- island: a running count, BIGINT (a sum of 1s is HUGEINT, which Parquet would keep as
+        -- DOUBLE); a sum cast, not count(*) FILTER (...) OVER (...), which DuckDB 2.0 computes
+        -- 5x slower (0.195 against 0.035 s for the 29.6k GPU operations of the 1M-event trace)
+    SELECT *, CAST(sum(CASE WHEN run_end IS NULL OR s > run_end THEN 1 ELSE 0 END)
+                   OVER (PARTITION BY trace_id ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS BIGINT) AS island
     FROM m
 )
 SELECT trace_id, island, min(s) AS start_us, max(e) AS end_us FROM g GROUP BY trace_id, island;

@@ -143,8 +143,8 @@ def test_a_damaged_file_is_computed_and_written_again(db_path: Path, monkeypatch
 
 # ---------------------------------------------------------------- kernel sequences
 
-SEQUENCE_OPTIONS = [SequenceOptions(), SequenceOptions(rank=0), SequenceOptions(min_length=1, min_count=1),
-                    SequenceOptions(steps_only=False), SequenceOptions(operator="aten::")]
+SEQUENCE_OPTIONS = [SequenceOptions(), SequenceOptions(rank=0, min_length=1, min_count=1, steps_only=False),
+                    SequenceOptions(operator="aten::")]
 
 
 def sequence_files(db_path: Path) -> list[Path]:

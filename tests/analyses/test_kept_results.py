@@ -192,6 +192,7 @@ def test_kept_calls_hold_every_launched_gpu_operation_once(db_path: Path) -> Non
         calls = sequence_calls(db)
     assert not calls.dropna(subset=["op_event_id"]).duplicated(["trace_id", "op_event_id"]).any()
     assert set(calls["rank"]) == {0}
+    assert str(calls["op_event_id"].dtype) == "Int64"  # event ids stay integers beside the NULL row
 
 
 def test_the_sequence_files_are_what_is_read(db_path: Path) -> None:

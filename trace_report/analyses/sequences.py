@@ -188,4 +188,7 @@ def sequence_calls(db: TraceDB, options: SequenceOptions | None = None) -> pd.Da
     opts = options or SequenceOptions()
     db.check_rank(opts.rank)
     check_options(opts)
-    return call_rows(db, opts).to_pandas()
+    frame = call_rows(db, opts).to_pandas()
+    # Arrow gives an int64 column with NULLs (the row of operations outside every operator) as
+    # float64: the event ids stay integers, as DuckDB's .df() gave them, for joining
+    return frame.astype({"op_event_id": "Int64"})

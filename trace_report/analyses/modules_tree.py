@@ -25,7 +25,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from trace_report.store.derived import code_version, kept_tables, traces_of_rank
+from trace_report.store.derived import code_version, kept_tables, traces_of_rank, with_ranks
 from trace_report.store.views import sql_text
 
 DERIVED_KIND = "module_calls"
@@ -59,9 +59,7 @@ def module_calls(con: duckdb.DuckDBPyConnection, rank: int | None) -> pa.Table:
     calls = kept_tables(con, DERIVED_KIND, CODE_VERSION, ids, lambda missing: trace_calls(con, missing), TYPES)
     if calls is None:
         calls = trace_calls(con, ids)
-    ranks = dict(con.execute("SELECT trace_id, rank FROM traces").fetchall())
-    return calls.add_column(0, "rank", pa.array([ranks.get(t) for t in calls.column("trace_id").to_pylist()],
-                                                type=pa.int32()))
+    return with_ranks(con, calls)
 
 
 def trace_calls(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:

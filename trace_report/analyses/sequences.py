@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from trace_report.analyses.result import Result, drop_single_trace_ids
 from trace_report.errors import UsageError
-from trace_report.store.derived import code_version, kept_tables, traces_of_rank
+from trace_report.store.derived import code_version, kept_tables, traces_of_rank, with_ranks
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -117,9 +117,7 @@ def call_rows(db: TraceDB, opts: SequenceOptions) -> pa.Table:
     calls = kept_tables(con, kind, CODE_VERSION, ids, compute, CALL_TYPES) if opts.operator is None else None
     if calls is None:
         calls = compute(ids)
-    ranks = dict(con.execute("SELECT trace_id, rank FROM traces").fetchall())
-    return calls.add_column(0, "rank", pa.array([ranks.get(t) for t in calls.column("trace_id").to_pylist()],
-                                                type=pa.int32()))
+    return with_ranks(con, calls)
 
 
 def sequence_query() -> str:

@@ -169,6 +169,16 @@ def traces_of_rank(con: duckdb.DuckDBPyConnection, rank: int | None) -> list[int
                                            "ORDER BY trace_id", {"rank": rank}).fetchall()]
 
 
+def with_ranks(con: duckdb.DuckDBPyConnection, table: pa.Table) -> pa.Table:
+    """``table`` (a ``trace_id`` column) with ``rank`` (int32, from ``traces``) first: kept rows hold
+    no rank, so a rank changed in ``traces`` is what shows."""
+    import pyarrow as pa  # here, not at the top: see DerivedStore.load
+
+    ranks = dict(con.execute("SELECT trace_id, rank FROM traces").fetchall())
+    return table.add_column(0, "rank", pa.array([ranks.get(t) for t in table.column("trace_id").to_pylist()],
+                                                type=pa.int32()))
+
+
 def kept_tables(con: duckdb.DuckDBPyConnection, kind: str, version: str, ids: list[int],
                 compute: Callable[[list[int]], pa.Table],
                 types: Mapping[str, Callable[[pa.DataType], bool]]) -> pa.Table | None:

@@ -76,3 +76,48 @@ def test_damaged_cache_file_is_rebuilt_and_unwritable_cache_is_no_error(cache, m
     loading.vega_bundle.cache_clear()
     assert loading.vega_bundle() == first
     assert not list(cache.glob(".*.tmp"))
+
+
+PRELOAD_PROBE = """
+import sys, threading
+from trace_report.present.charts import loading
+before = sys.getswitchinterval()
+thread = loading.preload()
+alt = loading.altair()  # at once, while the preload thread imports: the whole module, never half of it
+chart = alt.Chart({"values": [{"x": 1}]}).mark_point().encode(x="x:Q")
+spec = chart.to_dict()
+thread.join()
+print(thread.name, spec["mark"]["type"] if isinstance(spec["mark"], dict) else spec["mark"],
+      sys.getswitchinterval() == before, loading.BUNDLE_MARK in loading.vega_bundle())
+"""
+
+
+def test_preload_then_altair_at_once_gives_the_whole_module(cache) -> None:
+    """The report starts :func:`loading.preload` and may call ``altair()`` before that thread is
+    done (a small database): the call waits for the complete module, and the GIL switch interval is
+    Python's again afterwards."""
+    done = subprocess.run([sys.executable, "-c", PRELOAD_PROBE], capture_output=True, text=True, check=False,
+                          env={**os.environ, "TRACE_REPORT_CACHE_DIR": str(cache)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["trace-report-preload", "point", "True", "True"]
+
+
+def test_bundle_asked_by_two_threads_is_built_once(cache, monkeypatch) -> None:
+    import threading
+    import time
+
+    built = []
+
+    def slow(version: str) -> str:
+        built.append(version)
+        time.sleep(0.2)  # the second thread asks while the first builds
+        return f"/* {version} */ function vegaEmbed() {{}}"
+
+    monkeypatch.setattr(loading, "_build_bundle", slow)
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda: got.append(loading.vega_bundle())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and len(got) == 2 and got[0] == got[1]

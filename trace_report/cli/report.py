@@ -48,12 +48,14 @@ def report_cmd(
     Example:
       trace-report report traces/run-42 -o run-42.html
     """
+    from trace_report.present.charts.loading import preload
     from trace_report.present.report import ReportOptions, check_output, write_report
 
     if output is None:
         output = default_report_path(targets[0])
         options_check_output(output, list(targets))  # the same input/output check as an explicit -o
     check_output(output)  # before the traces are read
+    preload()  # Altair and the Vega bundle, while the traces are read and analysed
     opts = ReportOptions(title=title, limit=limit, step=step, rank=rank, merge_runs=merge_runs)
     with load(targets) as db:
         if run is not None:

@@ -15,6 +15,10 @@ Two fixed costs made every ``report`` take ~5 s more than its analyses (issue 36
   keeps it in the user's cache folder (``platformdirs.user_cache_dir("trace-report")``, or
   ``$TRACE_REPORT_CACHE_DIR``), one file per vl-convert and Vega-Lite version, written
   atomically; a file that cannot be read or written is rebuilt, never an error.
+
+What is left (~0.6-0.8 s of ``import altair`` on a 2-core VM, jsonschema and jinja2 included) is
+paid while the report's analyses run: :func:`preload` imports it on a background thread, which
+holds the GIL only while DuckDB, running a query, does not need it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -33,19 +38,50 @@ BUNDLE_MARK = "vegaEmbed"
 """Text every complete bundle contains (it defines ``vegaEmbed``); a cached file without it is rebuilt."""
 
 
+PRELOAD_SWITCH_S = 0.0005
+"""The GIL switch interval while :func:`preload` runs (Python's default: 5 ms). A thread back from
+a DuckDB query waits for the GIL until the importing thread gives it up, at most one interval; a
+report runs ~230 queries, many of them a few milliseconds long."""
+
+_IMPORTING = threading.Lock()
+"""Held while :func:`altair` imports: a second caller (the report's thread while :func:`preload`'s
+imports) waits for the whole module, never gets the half-initialised one in ``sys.modules``."""
+
+
 def altair() -> ModuleType:
-    """The ``altair`` module, imported without ``rfc3987_syntax``'s grammar compilation (module doc)."""
-    if "altair" in sys.modules:
-        return sys.modules["altair"]
-    hide = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
-    if hide:
-        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # import -> ImportError
-    try:
-        import altair as alt
-    finally:
-        if hide and sys.modules.get("rfc3987_syntax", 0) is None:
-            del sys.modules["rfc3987_syntax"]
+    """The ``altair`` module, imported without ``rfc3987_syntax``'s grammar compilation (module
+    doc). Thread-safe: a call while another thread imports returns once the import is complete."""
+    with _IMPORTING:
+        hide = "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules
+        if hide:
+            sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # import -> ImportError
+        try:
+            import altair as alt
+        finally:
+            if hide and sys.modules.get("rfc3987_syntax", 0) is None:
+                del sys.modules["rfc3987_syntax"]
     return alt
+
+
+def _preload() -> None:
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(PRELOAD_SWITCH_S)
+    try:
+        altair()
+        vega_bundle()
+    except Exception:  # noqa: BLE001  # the report's own call raises it again, where it is reported
+        return
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def preload() -> threading.Thread:
+    """Start importing Altair and reading the Vega bundle (:func:`vega_bundle`) on a daemon thread,
+    for a command that will draw charts after a few seconds of queries (``report``): each
+    :func:`altair` or :func:`vega_bundle` call waits for it. An error is left for that call to raise."""
+    thread = threading.Thread(target=_preload, name="trace-report-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def cache_dir() -> Path:
@@ -79,11 +115,21 @@ def _write(path: Path, text: str) -> None:
             tmp.unlink(missing_ok=True)
 
 
+_BUNDLE = threading.Lock()
+"""Held while :func:`vega_bundle` reads or builds: a second thread waits, then reads the file the
+first one wrote (no second ~2.6 s build)."""
+
+
 @functools.lru_cache(maxsize=1)
 def vega_bundle() -> str:
     """The vega + vega-lite + vega-embed JavaScript (one classic script defining ``vegaEmbed``)
     for the Vega-Lite version Altair targets, shipped inside vl-convert-python (~0.9 MB); from
     the cache folder when an earlier run kept it (module doc)."""
+    with _BUNDLE:
+        return _bundle()
+
+
+def _bundle() -> str:
     vl_version = altair().utils._importers.vl_version_for_vl_convert()
     path = cache_dir() / f"vega-bundle-vlc{metadata.version('vl-convert-python')}-vl{vl_version}.js"
     text = _read(path)

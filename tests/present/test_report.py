@@ -4,6 +4,7 @@ and escaped (a kernel named ``<script>alert(1)</script>`` is text). The browser 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -166,3 +167,37 @@ def test_runs_are_never_summed(runs_report):
     for line in lines:  # one run per line: each epoch appears once per metric
         epochs = [(row["epoch"], row["metric"]) for row in opt if row["run"] == line]
         assert len(epochs) == len(set(epochs))
+
+
+def test_specs_made_ahead_are_the_charts_own(runs_report):
+    """The charts' Vega-Lite specs are made on a worker thread as each section is done (while the
+    next sections query): the page is the one made from the charts directly, each spec started
+    once, and a failed report leaves no spec queued."""
+    report, page = runs_report
+    charted = [(name, c) for s in report.sections for name, c in s.charts if name not in s.inline]
+    assert charted and {id(c) for _, c in charted} == set(report.specs)
+    assert all(report.specs[id(c)].done() for _, c in charted)
+    direct = dataclasses.replace(report, specs={})
+    stamp = re.compile(r"generated [^<]* by")
+    assert stamp.sub("", render_html(direct)) == stamp.sub("", page)
+    assert chart_specs(page) == chart_specs(render_html(direct))
+
+
+def test_failed_report_cancels_its_queued_specs(tmp_path, monkeypatch):
+    from concurrent.futures import Future
+
+    import trace_report.present.report as report_module
+
+    queued: list[Future] = []
+
+    def never_started(chart):
+        future: Future = Future()  # as a spec still waiting behind others on the worker
+        queued.append(future)
+        return future
+
+    monkeypatch.setattr(report_module.chart_html, "spec_ahead", never_started)
+    monkeypatch.setattr(report_module, "render_html", lambda report: (_ for _ in ()).throw(RuntimeError("disk")))
+    trace = write_xss_trace(tmp_path)
+    with open_runs([trace]) as db, pytest.raises(RuntimeError, match="disk"):
+        write_report(db, [str(trace)], tmp_path / "r.html")
+    assert queued and all(f.cancelled() for f in queued)

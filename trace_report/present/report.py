@@ -18,6 +18,7 @@ import json
 import math
 import shlex
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
@@ -73,10 +74,20 @@ class Report:
     title: str
     sources: list[str]
     sections: list[Section] = field(default_factory=list)
+    specs: dict[int, Future[Any]] = field(default_factory=dict, repr=False, compare=False)
+    """Vega-Lite specs of the sections' charts, started as each section is done
+    (:func:`~trace_report.present.charts.html.spec_ahead`), by ``id`` of the chart."""
 
     @property
     def charts(self) -> list[Any]:
         return [c for s in self.sections for _, c in s.charts]
+
+    def specs_ahead(self, section: Section) -> Section:
+        """Start the specs of ``section``'s charts (not those already placed in its body)."""
+        for name, chart in section.charts:
+            if name not in section.inline and id(chart) not in self.specs:
+                self.specs[id(chart)] = chart_html.spec_ahead(chart)
+        return section
 
 
 # ---------------------------------------------------------------- HTML pieces
@@ -413,30 +424,34 @@ def experiments_section(con: duckdb.DuckDBPyConnection) -> Section | None:
 # ---------------------------------------------------------------- assembling
 
 
-def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None = None) -> Report:
+def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None = None, *,
+                 specs: dict[int, Future[Any]] | None = None) -> Report:
     """Every section that applies to ``db`` (a TraceDB opened with
     :func:`~trace_report.store.runs.open_runs`, so that the run tables exist).
 
     Several runs (:meth:`TraceDB.runs`) and not ``merge_runs``: the capture configuration, a
     list of the runs, then the sections of each run alone, titled ``<run> · <section>``. Capture
     runs alone (run.json) keep one set of sections where every chart and table has a run colour
-    or column (``run_traces``): an experiment's runs compared side by side, never summed."""
+    or column (``run_traces``): an experiment's runs compared side by side, never summed.
+
+    ``specs``: the dict that keeps the charts' specs started ahead (:attr:`Report.specs`), for a
+    caller that cancels those not started when the report fails."""
     opts = dataclasses.replace(options or ReportOptions(), sources=tuple(str(s) for s in sources))
     con = db.con
     title = opts.title or f"trace-report: {', '.join(Path(s).name for s in sources)[:120]}"
-    report = Report(title, sources)
+    report = Report(title, sources, specs={} if specs is None else specs)
     runs = db.runs()
     captured = all(r.source == "run.json" for r in runs)  # capture runs: compared side by side (run_traces)
     if len(runs) > 1 and not opts.merge_runs and not captured:
         report.sections += [s for s in (config_section(con), runs_section(db), experiments_section(con)) if s]
         for run in runs:
             with db.scope(run.trace_ids):
-                for section in _trace_sections(db, opts):
+                for section in _trace_sections(db, opts, report.specs_ahead):
                     section.title = f"{run.label} · {section.title}"
                     report.sections.append(section)
     else:
         report.sections += [s for s in (config_section(con),) if s]
-        report.sections += _trace_sections(db, opts, experiments=True)
+        report.sections += _trace_sections(db, opts, report.specs_ahead, experiments=True)
         if opts.merge_runs and len(runs) > 1 and report.sections:
             report.sections[0].notes.append(f"--merge-runs: {len(runs)} runs analysed as one: "
                                             f"{', '.join(r.label for r in runs)}")
@@ -445,13 +460,16 @@ def build_report(db: TraceDB, sources: list[str], options: ReportOptions | None 
     return report
 
 
-def _trace_sections(db: TraceDB, opts: ReportOptions, *, experiments: bool = False) -> list[Section]:
-    """The sections computed from the traces in view (all, or one run's inside a scope)."""
+def _trace_sections(db: TraceDB, opts: ReportOptions, done: Callable[[Section], Section], *,
+                    experiments: bool = False) -> list[Section]:
+    """The sections computed from the traces in view (all, or one run's inside a scope), each
+    given to ``done`` as it is complete."""
     with materialized(db.con, REPORT_VIEWS):  # read by the headline, advise, the timeline, memory...
-        return _sections_of(db, opts, experiments)
+        return _sections_of(db, opts, experiments, done)
 
 
-def _sections_of(db: TraceDB, opts: ReportOptions, experiments: bool) -> list[Section]:
+def _sections_of(db: TraceDB, opts: ReportOptions, experiments: bool,
+                 done: Callable[[Section], Section]) -> list[Section]:
     con = db.con
     advice = advice_of(db, opts)
     classes = cache(lambda: flags_by_run(db, opts, trace_runs(con)))  # charted, then tabled
@@ -462,7 +480,7 @@ def _sections_of(db: TraceDB, opts: ReportOptions, experiments: bool) -> list[Se
                 lambda: experiments_section(con) if experiments else None,
                 lambda: flags_section(db, con, opts, classes), lambda: deeper_section(db, opts.rank, opts.step),
                 lambda: advice_section(advice)]
-    return [s for s in (build() for build in builders) if s is not None]
+    return [done(s) for s in (build() for build in builders) if s is not None]
 
 
 def runs_section(db: TraceDB) -> Section:
@@ -477,11 +495,13 @@ def runs_section(db: TraceDB) -> Section:
     return sec
 
 
-def _section_html(sec: Section, index: int) -> str:
+def _section_html(sec: Section, index: int, specs: dict[int, Future[Any]]) -> str:
     parts = [f"<section><h2>{html.escape(sec.title)}</h2>", sec.body]
     for k, (name, chart) in enumerate(sec.charts):
         if name not in sec.inline:
-            parts.append(chart_html.chart_block(f"chart-{index}-{k}-{name}", chart))
+            ahead = specs.get(id(chart))
+            spec = chart if ahead is None or ahead.cancelled() else ahead.result()
+            parts.append(chart_html.chart_block(f"chart-{index}-{k}-{name}", spec))
     if sec.notes:
         items = "".join(f"<li>{chart_html.linkify(n)}</li>" for n in sec.notes)
         parts.append(f'<ul class="note">{items}</ul>')
@@ -495,7 +515,7 @@ def render_html(report: Report) -> str:
     sources = ", ".join(html.escape(s) for s in report.sources)
     head = (f"<h1>{html.escape(report.title)}</h1><p class=\"note\">{sources}<br>generated {stamp} by "
             "trace-report; charts: Vega-Lite (inlined, works offline)</p>")
-    body = head + "\n".join(_section_html(s, i) for i, s in enumerate(report.sections))
+    body = head + "\n".join(_section_html(s, i, report.specs) for i, s in enumerate(report.sections))
     return chart_html.page(report.title, body)
 
 
@@ -511,6 +531,11 @@ def write_report(db: TraceDB, sources: list[str], output: Path, options: ReportO
     """Build the report of ``db`` and write it to ``output`` (atomically)."""
     check_output(output)
     db.check_rank(options.rank if options else None)
-    report = build_report(db, sources, options)
-    write_atomic(output, render_html(report))
+    specs: dict[int, Future[Any]] = {}
+    try:
+        report = build_report(db, sources, options, specs=specs)
+        write_atomic(output, render_html(report))
+    finally:
+        for future in specs.values():  # none left after a rendered page; the rest of a failed one
+            future.cancel()
     return report

@@ -12,6 +12,7 @@ default (its ``sanitize`` option). Page text goes through :func:`html.escape`.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -101,7 +102,11 @@ def chart_spec(chart: Any) -> Any:
 
 
 _TO_DICT = threading.Lock()
-_AHEAD: list[ThreadPoolExecutor] = []
+
+
+@functools.cache
+def _worker() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-report-charts")
 
 
 def spec_ahead(chart: Any) -> Future[Any]:
@@ -109,9 +114,7 @@ def spec_ahead(chart: Any) -> Future[Any]:
     that has more to compute before it renders (``report``: Altair's ``to_dict`` is pure Python,
     ~0.3 s for a report's charts on a 1M-event trace, and runs while the next sections' DuckDB
     queries leave the GIL free). The chart must not change afterwards."""
-    if not _AHEAD:
-        _AHEAD.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-report-charts"))
-    return _AHEAD[0].submit(chart_spec, chart)
+    return _worker().submit(chart_spec, chart)
 
 
 def chart_block(div_id: str, chart: Any) -> str:

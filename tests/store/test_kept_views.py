@@ -41,6 +41,11 @@ def _rows(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple]:
     return con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
 
 
+def _plan(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """The text of DuckDB's plan for reading the view ``name``."""
+    return "".join(r[1] for r in con.execute(f"EXPLAIN SELECT * FROM {name}").fetchall())
+
+
 def _types(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple]:
     return [r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall()]
 
@@ -212,11 +217,10 @@ def test_kernels_read_the_kept_gpu_ops(database: Path) -> None:
     expected = sum(1 for t in TRACES for e in complete_events(trace_file(t)) if e.get("cat") in KERNEL_CATS)
     with tr.open(database) as db:
         plain = _rows(db.con, "kernels")
-        plan = "".join(r[1] for r in db.con.execute("EXPLAIN SELECT * FROM kernels").fetchall())
-        assert "READ_PARQUET" in plan  # the events
+        assert "READ_PARQUET" in _plan(db.con, "kernels")  # the events
         with materialized(db.con, ["gpu_ops", "runtime_calls"]):  # the launches: runtime calls
             kept = _rows(db.con, "kernels")
-            plan = "".join(r[1] for r in db.con.execute("EXPLAIN SELECT * FROM kernels").fetchall())
+            plan = _plan(db.con, "kernels")
     assert len(plain) == expected > 0
     assert kept == plain
     assert "gpu_ops_materialized" in plan and "READ_PARQUET" not in plan

@@ -274,10 +274,11 @@ def test_one_step_equals_every_step_with_syncs(tmp_path: Path, sync_events: bool
     _one_step_equals_every_step(path, infer_syncs=False)
 
 
-@pytest.mark.parametrize(("folder", "rounding", "infer"), [("hta_a100_ddp_nccl", False, False),
-                                                           ("hta_ns_resolution", True, False),
-                                                           ("hta_a100_ddp_nccl", False, True),
-                                                           ("hta_ns_resolution", False, True)])
+@pytest.mark.parametrize(("folder", "rounding", "infer"), [
+    pytest.param("hta_a100_ddp_nccl", False, False, marks=pytest.mark.slow),  # 4-6 s each: the default run
+    ("hta_ns_resolution", True, False),  # keeps one per trace, HTA's rounding on one and inferred syncs
+    ("hta_a100_ddp_nccl", False, True),  # on the other
+    pytest.param("hta_ns_resolution", False, True, marks=pytest.mark.slow)])
 def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: str, rounding: bool,
                                                                        infer: bool) -> None:
     """With --step, CPU events outside the step are not read (runtime calls and GPU operations

@@ -170,7 +170,18 @@ def _trace_id(path: Path) -> str:
     return path.name
 
 
-@pytest.mark.parametrize("path", _every_trace(), ids=_trace_id)
+IN_THE_DEFAULT_RUN = {"traces/tracelens_b200_vllm_eager", "traces/tracelens_mi300_resnet18_ddp_train",
+                      "traces/hta_a100_ddp_nccl", "traces/h100-2026-11-25/baseline",
+                      "traces/h200-2026-11-26/compile-max-autotune/compiled",
+                      "nsys/nvfuser_nsys_h100_matmul/report1.sqlite"}
+"""The traces of :func:`test_flags_and_estimate_agree_on_every_kernel_name` in the default run (one
+per kind of kernel name: cuBLAS nvjet on B200, AMD Tensile/MIOpen, cuDNN/NCCL on A100, our H100
+capture, Triton templates, an Nsight Systems export); every other trace runs with the slow tests
+(~0.5-1.3 s each, 32 traces)."""
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=_trace_id(p), marks=() if _trace_id(p) in IN_THE_DEFAULT_RUN
+                                               else pytest.mark.slow) for p in _every_trace()])
 def test_flags_and_estimate_agree_on_every_kernel_name(path: Path) -> None:
     """flags' tensor_core names (the kernel_classes view) and the estimate's tensor-core decision
     (tensor_core_of, the expression estimate_ops applies to each kernel an operator launched) are

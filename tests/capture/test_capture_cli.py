@@ -232,3 +232,27 @@ def test_ncu_export_falls_back_when_ncu_lacks_metric_instances(tmp_path, monkeyp
     with pytest.raises(TraceReportError, match="wrote no r2.ncu-rep: it profiled no kernel "
                                                r"\(nothing was launched inside the NVTX range of region 'loss'\)"):
         nsight.run(nsight.plan(region, tmp_path / "r2"), tmp_path / "r2")
+
+
+def test_python_m_capture_builds_the_capture_command_alone(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m trace_report.capture`` (what the Nsight hooks re-run) builds only the capture
+    command's parameters, as ``trace-report capture`` does, not every command's (~0.1 s a start);
+    its usage errors are the same, and the app keeps every command afterwards."""
+    import typer.main
+
+    from trace_report.cli.app import app
+
+    built: list[str] = []
+    real = typer.main.get_command_from_info
+
+    def spy(*args, **kwargs):
+        info = kwargs.get("command_info", args[0] if args else None)
+        built.append(info.name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(typer.main, "get_command_from_info", spy)
+    before = [c.name for c in app.registered_commands]
+    code, _, err = run(capsys, "baseline", "--no-such-option")
+    assert code == 2 and err.strip() == "Error: No such option: --no-such-option (Possible options: --no-compile)"
+    assert built == ["capture"]
+    assert [c.name for c in app.registered_commands] == before and len(before) > 20

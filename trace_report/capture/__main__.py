@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from trace_report.cli.app import app, run
+from trace_report.cli.app import run_args
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``trace-report capture ARGV``; returns the exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    return run(lambda: app(args=["capture", *args], standalone_mode=False, prog_name="trace-report"))
+    """Run ``trace-report capture ARGV``; returns the exit code. Only the ``capture`` command is
+    built, as ``trace-report capture`` builds it (the other commands' parameters: ~0.1 s a start)."""
+    return run_args(["capture", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

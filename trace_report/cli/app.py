@@ -218,6 +218,14 @@ def _only_command(args: list[str]) -> Iterator[None]:
         _app.registered_commands[:] = saved
 
 
+def run_args(args: list[str]) -> int:
+    """Run ``trace-report ARGS`` in this process with the error mapper (:func:`run`), the named
+    command alone registered (:func:`_only_command`); returns the exit code. What :func:`main` and
+    ``python -m trace_report.capture`` (``args`` starting with ``capture``) run."""
+    with _only_command(args):
+        return run(lambda: _app(args=args, standalone_mode=False, prog_name="trace-report"))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and exit with its code.
 
@@ -226,9 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     from trace_report.sysutil import tune_allocator
 
     tune_allocator()
-    with _only_command(sys.argv[1:] if argv is None else list(argv)):
-        code = run(lambda: _app(args=argv, standalone_mode=False, prog_name="trace-report"))
-    code = _flush_stdout(code)
+    code = _flush_stdout(run_args(sys.argv[1:] if argv is None else list(argv)))
     if argv is None:
         _exit_now(code)
     sys.exit(code)

@@ -221,6 +221,26 @@ def ingest_h100_runs(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def h100_pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The :data:`H100_RUNS` ingested once per test process (:func:`ingest_h100_runs`, ~2.7 s);
+    never changed: tests take a copy each (:func:`h100_db`)."""
+    if not H100_CAPTURES.is_dir():
+        pytest.skip(f"{H100_CAPTURES} is not present")
+    return ingest_h100_runs(tmp_path_factory.mktemp("h100-pristine") / "t.duckdb")
+
+
+@pytest.fixture
+def h100_db(h100_pristine: Path, tmp_path: Path) -> Path:
+    """This test's own copy of :func:`h100_pristine` (the database file and its events folder, the
+    files kept at ingest among them): ``tmp_path / "t.duckdb"``, as a fresh ingest writes it."""
+    import shutil
+
+    for item in h100_pristine.parent.iterdir():
+        (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp_path / item.name)
+    return tmp_path / h100_pristine.name
+
+
 def kept_files(db_path: Path, kind: str) -> list[Path]:
     """The files of one derived ``kind`` kept beside the database (:mod:`trace_report.store.derived`)."""
     from trace_report.store import derived

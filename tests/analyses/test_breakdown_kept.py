@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import H100_CAPTURES as H100
 from conftest import H100_RUNS as RUNS
-from conftest import ingest_h100_runs, run_cli
 from conftest import kept_files as kept_of_kind
+from conftest import run_cli
 
 import trace_report as tr
 from trace_report.analyses import regions
@@ -37,8 +37,9 @@ pytestmark = pytest.mark.skipif(not H100.is_dir(), reason="traces/h100-2026-11-2
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return ingest_h100_runs(tmp_path / "t.duckdb")
+def db_path(h100_db: Path) -> Path:
+    """The three H100 runs ingested (a copy of the database ingested once per test process)."""
+    return h100_db
 
 
 def not_views(db_path: Path) -> list[Path]:

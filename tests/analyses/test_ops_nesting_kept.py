@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import H100_CAPTURES as H100
 from conftest import H100_RUNS as RUNS
-from conftest import empty_kept_file, ingest_h100_runs
+from conftest import empty_kept_file
 from conftest import kept_files as kept_of_kind
 
 import trace_report as tr
@@ -33,8 +33,9 @@ pytestmark = pytest.mark.skipif(not H100.is_dir(), reason="traces/h100-2026-11-2
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return ingest_h100_runs(tmp_path / "t.duckdb")
+def db_path(h100_db: Path) -> Path:
+    """The three H100 runs ingested (a copy of the database ingested once per test process)."""
+    return h100_db
 
 
 def kept_files(db_path: Path) -> list[Path]:

@@ -355,7 +355,8 @@ def test_top_kernels_with_its_views_alone_on_runs_ncu_and_cpu_only(tmp_path: Pat
 
 def _created_alone(name: str) -> set[str]:
     """What ``create_views(con, [name])`` makes on a database without traces (views, macros and
-    tables of the TEMP catalog); a view it reads but does not create is a Catalog Error."""
+    tables of the TEMP catalog). ``name``, a view, is then bound (views are created unbound,
+    ``views.deferred``): an object it reads that was not created is a Catalog Error."""
     from trace_report.store.events_view import empty_events_view
     from trace_report.store.views import create_views
 
@@ -364,6 +365,8 @@ def _created_alone(name: str) -> set[str]:
         con.execute(sql_text("tables_ncu.sql"))
         empty_events_view(con)
         create_views(con, [name])
+        if name in _temp_views(con):
+            con.execute(f"SELECT * FROM {name} LIMIT 0").fetchall()
         return _temp_views(con) | _temp_views(con, "function_name", "duckdb_functions()") | \
             _temp_views(con, "table_name", "duckdb_tables()")
 

@@ -86,17 +86,17 @@ def test_materialize_works_on_a_read_only_database(tmp_path: Path) -> None:
         assert _steps(db.con) == before and before
 
 
-def test_views_bound_on_the_first_file_read_every_file(tmp_path: Path) -> None:
-    """connect_existing binds the analysis views against ``events`` over the first Parquet file,
-    then makes ``events`` again over all of them: every view must read every file (the kernels
-    and steps of the trace's JSON, cut into 1 MB pieces), and give what views bound over all the
-    files give."""
+def test_views_created_unbound_read_every_file(tmp_path: Path) -> None:
+    """connect_existing creates the analysis views unbound (``views.deferred``: DuckDB binds each
+    when a query reads it): none of them is bound after the open, and each then reads every
+    Parquet file (the kernels and steps of the trace's JSON, cut into 1 MB pieces) and gives what
+    the views created alone for those queries (``create_views(only=...)``) give."""
     import duckdb
 
     from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
     from trace_report.store.database import connect_existing
     from trace_report.store.events_view import create_events_view_from_files, events_dir_for
-    from trace_report.store.views import views_as_created
+    from trace_report.store.views import statements, views_as_created, views_named_in
 
     shared_or_skip()
     folder = TRACES / "hta_a100_ddp_nccl"
@@ -114,15 +114,20 @@ def test_views_bound_on_the_first_file_read_every_file(tmp_path: Path) -> None:
         files = con.execute("SELECT count(*) FROM event_files").fetchone()[0]
         assert files >= 2 * len(traces)  # several pieces per trace: the first file is not all
         assert views_as_created(con)
+        analysis = {s.name for s in statements()}
+        bound = {n for (n,) in con.execute("SELECT view_name FROM duckdb_views() WHERE database_name = 'temp' "
+                                           "AND is_bound").fetchall()}
+        assert "events" in bound and not bound & {"gpu_op_names", "kernel_classes", "regions", "gpu_idle_by_cause"}
+        assert len(analysis - bound) > 40
         assert con.execute(queries[0]).fetchone()[0] == kernels > 0
         assert [r[0] for r in con.execute(queries[1]).fetchall()] == steps
         got = [_rounded(con.execute(q).fetchall()) for q in queries]
     finally:
         con.close()
-    with duckdb.connect(str(db), read_only=True) as old:  # the views bound over every file
-        create_events_view_from_files(old, events_dir_for(db))
-        create_views(old)
-        assert [_rounded(old.execute(q).fetchall()) for q in queries] == got
+    with duckdb.connect(str(db), read_only=True) as alone:  # each query's views alone
+        create_events_view_from_files(alone, events_dir_for(db))
+        create_views(alone, views_named_in(*queries))
+        assert [_rounded(alone.execute(q).fetchall()) for q in queries] == got
 
 
 def _rounded(rows: list[tuple]) -> list[tuple]:

@@ -135,11 +135,11 @@ def _open_ours(path: Path, read_only: bool, *, writing: bool = False) -> duckdb.
 
 def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] | None = None,
                      views: Collection[str] | None = None) -> duckdb.DuckDBPyConnection:
-    """Open an existing trace-report database and create its TEMP views: the analysis views,
-    bound against ``events`` over the first Parquet file beside it, then ``events`` over all of
-    them (:func:`~trace_report.store.events_view.create_events_view_from_files`). ``views``: only
-    these views and those they read (:func:`~trace_report.store.views.create_views`' ``only``;
-    a command that reads a few), bound against ``events`` over every file at once.
+    """Open an existing trace-report database and create its TEMP views: ``events`` over the
+    Parquet files beside it (:func:`~trace_report.store.events_view.create_events_view_from_files`),
+    then the analysis views over it, each bound when a query reads it. ``views``: only these
+    views and those they read (:func:`~trace_report.store.views.create_views`' ``only``; a
+    command that reads a few).
 
     A database of a newer schema (:func:`newer_schema`) is refused unless ``read_only``
     (:class:`DatabaseError`); read only, its warning is appended to ``warnings`` (the caller's
@@ -152,13 +152,8 @@ def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] 
         warning = newer_schema(con, path) if read_only else None
         if warning is not None and warnings is not None and warning not in warnings:
             warnings.append(warning)
-        folder = events_dir_for(path)
-        if views is None:  # ~60 views bind faster against one file
-            create_events_view_from_files(con, folder, first_only=True)
-            create_views(con, record=False)
-        create_events_view_from_files(con, folder)
-        if views is not None:
-            create_views(con, views, record=False)
+        create_events_view_from_files(con, events_dir_for(path))
+        create_views(con, views, record=False)  # bound when a query reads them (views.deferred)
         record_views(con)  # the views as created, over every file
     except BaseException:
         con.close()

@@ -236,8 +236,7 @@ def h100_db(h100_pristine: Path, tmp_path: Path) -> Path:
     files kept at ingest among them): ``tmp_path / "t.duckdb"``, as a fresh ingest writes it."""
     import shutil
 
-    for item in h100_pristine.parent.iterdir():
-        (shutil.copytree if item.is_dir() else shutil.copy2)(item, tmp_path / item.name)
+    shutil.copytree(h100_pristine.parent, tmp_path, dirs_exist_ok=True)
     return tmp_path / h100_pristine.name
 
 

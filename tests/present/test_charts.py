@@ -295,3 +295,57 @@ def test_a_chart_of_more_than_5000_rows_is_embedded() -> None:
     spec = chart_spec(chart)
     assert sum(len(v) for v in spec["datasets"].values()) == 5821
     assert 'data-chart="c"' in chart_block("c", chart)
+
+
+@needs_shared
+def test_no_chart_makes_an_altair_converter(a100, runs, monkeypatch) -> None:
+    """Every channel is given to Altair as a channel object, never as a shorthand string or dict:
+    for each of those Altair (6.x, ``utils.core._wrap_in_channel``) builds a ``_FromDict``
+    converter, hashing every schema class's JSON (~15 ms each; 21 of them were ~0.3 s of a report).
+    Each builder, on real data, makes none, and the charts say what they said before."""
+    from altair.utils import schemapi
+
+    from trace_report.analyses.memory import memory_timeline
+    from trace_report.analyses.roofline.measured import RooflineOptions, roofline
+    from trace_report.present.charts.memory import memory_chart
+
+    made: list[int] = []
+    real = schemapi._FromDict.__init__
+
+    def counting(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    with tr.open(TRACES / "tracelens_h100_bert_small") as bert:
+        memory = memory_timeline(bert).frame
+    pair = TRACES / "hta_trace_diff"
+    with tr.open(pair / "control.json.gz") as a, tr.open(pair / "test.json.gz") as b:
+        diff = compare(a, b).frame
+    estimate = roofline(a100, RooflineOptions(by_name=True))
+    metrics = runs.sql("SELECT r.optimizer, m.* FROM run_metrics m JOIN runs r USING (run_key) "
+                       "WHERE r.experiment = 'optimizers' AND r.kind = 'run'").df()
+    monkeypatch.setattr(schemapi._FromDict, "__init__", counting)
+    built = {
+        "top": charts.top_kernels_chart(a100.top_kernels(10)),
+        "regions": charts.regions_chart(breakdown(a100, BreakdownOptions(by_step=True)).frame),
+        "classes": charts.kernel_classes_chart(flags(a100).summary),
+        "timeline": charts.timeline_chart(charts.step_timeline(a100)),
+        "memory": memory_chart(memory),
+        "roofline": charts.roofline_chart(estimate),
+        "compare": charts.compare_chart(diff, limit=10),
+        "workers": charts.worker_sweep_chart(_results(runs, "wk")),
+        "optimizers": charts.optimizer_epochs_chart(metrics),
+        "speedup": charts.speedup_chart(_results(runs, "dev")),
+        "amp": charts.amp_sweep_chart(_results(runs, "amp")),
+        "compile": charts.compile_chart(_results(runs, "cmp")),
+    }
+    assert made == []
+    monkeypatch.undo()
+    timeline = encoding(built["timeline"])
+    assert timeline["x2"] == {"field": "end_us"}  # what the shorthand "end_us:Q" gave
+    assert {"field": "kind", "type": "nominal"} in timeline["tooltip"]
+    layers = {layer["mark"]["type"]: layer["encoding"] for layer in built["roofline"].to_dict()["layer"]}
+    assert layers["line"]["detail"] == {"field": "roof", "type": "nominal"}  # the ceilings of a known GPU
+    assert layers["text"]["text"] == {"field": "text", "type": "nominal"}
+    assert built["speedup"].to_dict()["layer"][1]["encoding"]["color"] == {"value": "#333"}
+    assert {"field": "series", "type": "nominal"} in built["memory"].to_dict()["encoding"]["tooltip"]

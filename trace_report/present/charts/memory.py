@@ -54,5 +54,6 @@ def memory_chart(timeline: pd.DataFrame, *, title: str | None = None) -> alt.Cha
         y=alt.Y("GiB:Q", title="GiB"),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top")),
         row=alt.Row("lane:N", title=None),
-        tooltip=["lane:N", "series:N", alt.Tooltip("time_ms:Q", format=",.3f"), alt.Tooltip("GiB:Q", format=",.3f")],
+        tooltip=[alt.Tooltip("lane:N"), alt.Tooltip("series:N"), alt.Tooltip("time_ms:Q", format=",.3f"),
+                 alt.Tooltip("GiB:Q", format=",.3f")],
     ).properties(width=620, height=160 if data["lane"].nunique() <= 2 else 100)

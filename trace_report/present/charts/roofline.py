@@ -187,11 +187,11 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
         lines, ridges = _ceilings(peaks, result.roofs, sorted(names), result.peak_flops, x_min, x_max)
         if not lines.empty:
             layers.append(alt.Chart(lines).mark_line(strokeDash=[6, 3], color="gray", clip=True).encode(
-                x=alt.X("ai:Q", scale=scale_x), y=scale_y, detail="roof:N"))
+                x=alt.X("ai:Q", scale=scale_x), y=scale_y, detail=alt.Detail("roof:N")))
             layers.append(alt.Chart(ridges).mark_point(shape="diamond", color="black", size=50).encode(
-                x=alt.X("ai:Q", scale=scale_x), y="perf:Q", tooltip=["text:N"]))
+                x=alt.X("ai:Q", scale=scale_x), y=alt.Y("perf:Q"), tooltip=[alt.Tooltip("text:N")]))
             layers.append(alt.Chart(ridges).mark_text(align="right", dx=-4, dy=-7, fontSize=10).encode(
-                x=alt.X("end:Q", scale=scale_x), y="perf:Q", text="text:N"))
+                x=alt.X("end:Q", scale=scale_x), y=alt.Y("perf:Q"), text=alt.Text("text:N")))
     gpu = peaks.name if peaks else (result.device_name or "unknown GPU")
     estimated = result.source == "estimate"
     runs = sorted(set(pts["run"].dropna()) | set(rug["run"].dropna()))
@@ -199,7 +199,8 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
     # the DRAM slope is the one corner no kernel can reach
     color = alt.Color("run:N", title="Run (estimated)" if estimated else "Run", scale=alt.Scale(domain=runs),
                       legend=legend) if by_run else alt.Color("precision:N", title="Work", legend=legend)
-    tooltip = [*(["run:N"] if by_run else []), "kernel:N", "precision:N", alt.Tooltip("ai:Q", format=".3g")]
+    tooltip = [*([alt.Tooltip("run:N")] if by_run else []), alt.Tooltip("kernel:N"), alt.Tooltip("precision:N"),
+               alt.Tooltip("ai:Q", format=".3g")]
     x_title = "Arithmetic intensity (FLOP or OP per DRAM byte" + (", estimated)" if estimated else ")")
     if len(pts) or not len(rug):
         point = alt.Chart(pts).mark_point(size=90, opacity=0.85, filled=True) if by_run else \
@@ -215,12 +216,12 @@ def roofline_chart(result: RooflineResult, title: str | None = None) -> alt.Laye
         for (dx, dy), part in texts.groupby(["dx", "dy"], sort=False):  # Vega-Lite offsets are per mark
             marks = alt.Chart(part).mark_text(align="left", dx=float(dx), dy=float(dy), fontSize=10, color="#333")
             layers.append(marks.encode(x=alt.X("ai:Q", scale=scale_x), y=alt.Y("perf:Q", scale=y_scale),
-                                       text="label:N"))
+                                       text=alt.Text("label:N")))
     if len(rug):
         # No GPU time, so no achieved FLOP/s: a tick per operator at its intensity, on the x axis.
         layers.append(alt.Chart(rug.drop(columns=["perf", "time_s"])).mark_tick(
             thickness=2, size=18, opacity=0.7).encode(
-            x=alt.X("ai:Q", scale=scale_x, title=x_title), y=alt.value(HEIGHT - 9), color=color,
+            x=alt.X("ai:Q", scale=scale_x, title=x_title), y=alt.YValue(HEIGHT - 9), color=color,
             tooltip=tooltip))
     label = "estimated from operator shapes" if estimated else "Nsight Compute"
     text = title or f"Roofline, {gpu} ({label})"

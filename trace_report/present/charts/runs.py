@@ -38,7 +38,7 @@ def worker_sweep_chart(results: pd.DataFrame, *, title: str | None = None) -> al
         x=alt.X("workers:Q", title="DataLoader workers", axis=alt.Axis(tickMinStep=1)),
         y=alt.Y("seconds:Q", title="mean time per epoch (s)"),
         color=alt.Color("part:N", sort=list(cols.values()), title=None),
-        tooltip=["workers:Q", "part:N", alt.Tooltip("seconds:Q", format=".3f")],
+        tooltip=[alt.Tooltip("workers:Q"), alt.Tooltip("part:N"), alt.Tooltip("seconds:Q", format=".3f")],
     ).properties(width=2 * WIDTH)
 
 
@@ -57,7 +57,8 @@ def optimizer_epochs_chart(metrics: pd.DataFrame, *, by: str = "optimizer", titl
         y=alt.Y("value:Q", title=None),
         color=alt.Color(f"{by}:N"),
         column=alt.Column("metric:N", title=None, sort=[names[c] for c in present]),
-        tooltip=[f"{by}:N", "epoch:Q", "metric:N", alt.Tooltip("value:Q", format=".4f")],
+        tooltip=[alt.Tooltip(f"{by}:N"), alt.Tooltip("epoch:Q"), alt.Tooltip("metric:N"),
+                 alt.Tooltip("value:Q", format=".4f")],
     ).properties(width=WIDTH).resolve_scale(y="independent")
 
 
@@ -77,9 +78,10 @@ def speedup_chart(results: pd.DataFrame, *, measure: str = "mean_total_s", basel
         x=alt.X("variant:N", sort=list(data["variant"]), title=None),
         y=alt.Y("speedup:Q", title=f"speed-up over {base_name} (x)"),
         color=alt.Color("variant:N", legend=None),
-        tooltip=["variant:N", alt.Tooltip(f"{measure}:Q", format=".4f"), alt.Tooltip("speedup:Q", format=".2f")],
+        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip(f"{measure}:Q", format=".4f"),
+                 alt.Tooltip("speedup:Q", format=".2f")],
     )
-    text = bars.mark_text(dy=-6).encode(text=alt.Text("speedup:Q", format=".2f"), color=alt.value("#333"))
+    text = bars.mark_text(dy=-6).encode(text=alt.Text("speedup:Q", format=".2f"), color=alt.ColorValue("#333"))
     return (bars + text).properties(
         title=title or f"Speed-up over {base_name} ({measure})", width=WIDTH)  # type: ignore[return-value]
 
@@ -99,7 +101,8 @@ def amp_sweep_chart(results: pd.DataFrame, *, title: str | None = None) -> alt.C
         y=alt.Y("value:Q", title=None),
         color=alt.Color("precision:N"),
         column=alt.Column("metric:N", title=None, sort=list(cols.values())),
-        tooltip=["precision:N", "batch_size:Q", "metric:N", alt.Tooltip("value:Q", format=",.1f")],
+        tooltip=[alt.Tooltip("precision:N"), alt.Tooltip("batch_size:Q"), alt.Tooltip("metric:N"),
+                 alt.Tooltip("value:Q", format=",.1f")],
     ).properties(width=WIDTH).resolve_scale(y="independent")
 
 
@@ -121,5 +124,5 @@ def compile_chart(results: pd.DataFrame, *, title: str | None = None) -> alt.Cha
         xOffset=alt.XOffset("epoch:N", sort=list(cols.values())),
         y=alt.Y("seconds:Q", title="seconds"),
         color=alt.Color("epoch:N", sort=list(cols.values()), title=None),
-        tooltip=["variant:N", "epoch:N", alt.Tooltip("seconds:Q", format=".3f")],
+        tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("epoch:N"), alt.Tooltip("seconds:Q", format=".3f")],
     ).properties(width=WIDTH)

@@ -80,9 +80,9 @@ def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None
         y=alt.Y("label:N", sort=[labels[n] for n in order.index], title=None, axis=alt.Axis(labelLimit=LABEL_PX)),
         x=alt.X("total_us:Q", title="self time (µs)" if cpu else "total time (µs)"),
         color=color, **extra,
-        tooltip=[*(["run:N"] if by_run else []), alt.Tooltip("name:N", title="name"), "count:Q",
-                 alt.Tooltip("total_us:Q", format=",.1f"), alt.Tooltip("mean_us:Q", format=",.2f"),
-                 alt.Tooltip(f"{pct}:Q", format=".2f")],
+        tooltip=[*([alt.Tooltip("run:N")] if by_run else []), alt.Tooltip("name:N", title="name"),
+                 alt.Tooltip("count:Q"), alt.Tooltip("total_us:Q", format=",.1f"),
+                 alt.Tooltip("mean_us:Q", format=",.2f"), alt.Tooltip(f"{pct}:Q", format=".2f")],
     ).properties(width=WIDTH)
 
 
@@ -112,7 +112,8 @@ def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart
         color=alt.Color("region:N", scale=region_scale(), sort=list(REGIONS)),
         order=alt.Order("order:Q"),
         column=alt.Column("measure:N", title=None, sort=["wall time (µs)", "GPU kernel time (µs)"]),
-        tooltip=["step:N", "region:N", alt.Tooltip("us:Q", format=",.1f"), "kernels:Q"],
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("region:N"), alt.Tooltip("us:Q", format=",.1f"),
+                 alt.Tooltip("kernels:Q")],
     ).properties(width=max(160, min(WIDTH // len(measures), 60 * len(steps)))).resolve_scale(y="independent")
 
 
@@ -133,7 +134,8 @@ def kernel_classes_chart(summary: pd.DataFrame, *, title: str | None = None) -> 
         y=alt.Y("class:N", sort=list(dict.fromkeys(data["class"])), title=None),
         x=alt.X("pct_of_gpu_time:Q", title="% of GPU time", scale=alt.Scale(domain=[0, 100])),
         color=color, **extra,
-        tooltip=[*(["run:N"] if by_run else []), "class:N", "count:Q", "names:Q",
+        tooltip=[*([alt.Tooltip("run:N")] if by_run else []), alt.Tooltip("class:N"), alt.Tooltip("count:Q"),
+                 alt.Tooltip("names:Q"),
                  alt.Tooltip("total_us:Q", format=",.1f"), alt.Tooltip("pct_of_gpu_time:Q", format=".2f")],
     ).properties(width=WIDTH)
 
@@ -150,10 +152,11 @@ def timeline_chart(timeline: Timeline, *, title: str | None = None) -> alt.Chart
     step = f"ProfilerStep#{timeline.step}" if timeline.step is not None else "whole trace"
     default = f"Timeline of {step} (trace {timeline.trace_id}, {timeline.step_us:,.0f} µs)"
     return alt.Chart(data, title=title or default).mark_bar(height=14).encode(
-        x=alt.X("start_us:Q", title="µs from step start"), x2="end_us:Q",
+        x=alt.X("start_us:Q", title="µs from step start"), x2=alt.X2("end_us:Q"),
         y=alt.Y("lane:N", sort=lanes, title=None),
         color=alt.Color("region:N", scale=region_scale(), sort=list(REGIONS)),
-        tooltip=["name:N", "kind:N", "region:N", alt.Tooltip("start_us:Q", format=",.1f"),
+        tooltip=[alt.Tooltip("name:N"), alt.Tooltip("kind:N"), alt.Tooltip("region:N"),
+                 alt.Tooltip("start_us:Q", format=",.1f"),
                  alt.Tooltip("dur_us:Q", format=",.2f")],
     ).properties(width=WIDTH + 200, height=max(60, 24 * len(lanes)))
 
@@ -174,7 +177,7 @@ def compare_chart(frame: pd.DataFrame, *, limit: int = 20, value: str = "diff_us
     data = frame.head(limit).copy()
     key = "name" if "name" in data.columns else "region"
     data["label"] = unique_labels(data[key])
-    tips = [alt.Tooltip(f"{key}:N"), "status:N", alt.Tooltip(f"{value}:Q", format=",.1f")]
+    tips = [alt.Tooltip(f"{key}:N"), alt.Tooltip("status:N"), alt.Tooltip(f"{value}:Q", format=",.1f")]
     tips += [alt.Tooltip(f"{c}:Q", format=",.1f") for c in ("a_total_us", "b_total_us", "a_count", "b_count")
              if c in data.columns]
     heading = alt.TitleParams(title or "Largest differences, B - A",

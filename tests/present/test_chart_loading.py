@@ -34,6 +34,22 @@ def test_altair_import_skips_the_rfc3987_grammars() -> None:
     assert second == "rfc3987_syntax"
 
 
+def test_the_vega_lite_schema_names_no_iri_format() -> None:
+    """Why hiding rfc3987_syntax changes no validation: Altair validates with jsonschema's format
+    checker, and the schema it ships names ``uri`` and ``uri-reference`` (checked by
+    rfc3986_validator, still imported) but never ``iri``, the one format rfc3987_syntax adds."""
+    import json
+    import re
+    from importlib import resources
+
+    alt = loading.altair()
+    version = alt.SCHEMA_VERSION.split(".")[0]  # "v6"
+    text = (resources.files("altair") / "vegalite" / version / "schema" / "vega-lite-schema.json").read_text()
+    formats = set(re.findall(r'"format":\s*"([^"]+)"', text))
+    assert formats and "iri" not in formats and "iri-reference" not in formats
+    assert json.loads(text)["$schema"].startswith("http")  # the file is the schema itself
+
+
 def test_altair_left_as_it_is_when_jsonschema_is_loaded() -> None:
     probe = ("import sys, jsonschema\nfrom trace_report.present.charts.loading import altair\naltair()\n"
              "print('rfc3987_syntax' in sys.modules or not __import__('importlib').util.find_spec('rfc3987_syntax'))")

@@ -5,9 +5,11 @@ Two fixed costs made every ``report`` take ~5 s more than its analyses (issue 36
 - ``import altair`` imports ``jsonschema``, whose ``_format`` module imports the optional
   ``rfc3987_syntax`` package when it is installed (it is, with jupyter's ``jsonschema[format-nongpl]``)
   to offer the ``iri`` format checks; ``rfc3987_syntax`` compiles 38 Lark grammars at import:
-  2.7 s of the 3.0 s of ``import altair`` on this machine. Altair validates specs against the
-  Vega-Lite schema without a format checker (``altair.utils.schemapi.validate_jsonschema``), so
-  the ``iri`` checks are never used here: :func:`altair` hides ``rfc3987_syntax`` while jsonschema
+  2.7 s of the 3.0 s of ``import altair`` on this machine. Altair validates specs with
+  jsonschema's format checker (``altair.utils.schemapi.validate_jsonschema``), but the Vega-Lite
+  schema it ships names no ``iri`` format (its formats: ``color-hex``, ``uri``, ``uri-reference``;
+  ``uri`` is checked by ``rfc3986_validator``, still imported), so the ``iri`` checks are never
+  used here: :func:`altair` hides ``rfc3987_syntax`` while jsonschema
   is first imported (jsonschema's own ``suppress(ImportError)`` path) and restores it at once.
   If jsonschema is already imported (a notebook), nothing is changed.
 - ``vl_convert.javascript_bundle`` builds the Vega + Vega-Lite + vega-embed bundle on each call

@@ -307,6 +307,7 @@ def test_no_chart_makes_an_altair_converter(a100, runs, monkeypatch) -> None:
 
     from trace_report.analyses.memory import memory_timeline
     from trace_report.analyses.roofline.measured import RooflineOptions, roofline
+    from trace_report.capture.results import metric_chart, time_chart
     from trace_report.present.charts.memory import memory_chart
 
     made: list[int] = []
@@ -338,6 +339,9 @@ def test_no_chart_makes_an_altair_converter(a100, runs, monkeypatch) -> None:
         "speedup": charts.speedup_chart(_results(runs, "dev")),
         "amp": charts.amp_sweep_chart(_results(runs, "amp")),
         "compile": charts.compile_chart(_results(runs, "cmp")),
+        "capture times": time_chart(_results(runs, "dev"), "variant", "time per epoch"),
+        "capture metric": metric_chart(_results(runs, "wk"), "workers", "samples_per_s", "samples/s",
+                                       color="variant"),
     }
     assert made == []
     monkeypatch.undo()
@@ -349,3 +353,6 @@ def test_no_chart_makes_an_altair_converter(a100, runs, monkeypatch) -> None:
     assert layers["text"]["text"] == {"field": "text", "type": "nominal"}
     assert built["speedup"].to_dict()["layer"][1]["encoding"]["color"] == {"value": "#333"}
     assert {"field": "series", "type": "nominal"} in built["memory"].to_dict()["encoding"]["tooltip"]
+    tips = built["capture metric"].to_dict()["encoding"]["tooltip"]  # types inferred from the data, as before
+    assert tips == [{"field": "workers", "type": "quantitative"}, {"field": "samples_per_s", "type": "quantitative"},
+                    {"field": "variant", "type": "nominal"}]

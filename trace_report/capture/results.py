@@ -174,7 +174,7 @@ def time_chart(table: pd.DataFrame, category: str, title: str):
             x=alt.X(f"{category}:N", sort=None, title=category),
             y=alt.Y("seconds:Q", title="mean time per epoch (s)"),
             color=alt.Color("part:N", title=None),
-            tooltip=[category, "part", alt.Tooltip("seconds:Q", format=".3f")],
+            tooltip=[alt.Tooltip(category), alt.Tooltip("part"), alt.Tooltip("seconds:Q", format=".3f")],
         )
     )
 
@@ -187,11 +187,11 @@ def metric_chart(table: pd.DataFrame, x: str, y: str, title: str, *, color: str 
     if color is not None:
         data[color] = data[color].astype(str)
         chart = alt.Chart(data, title=title).mark_line(point=True).encode(
-            x=alt.X(f"{x}:Q", scale=alt.Scale(type="log", base=2)), y=f"{y}:Q", color=f"{color}:N"
+            x=alt.X(f"{x}:Q", scale=alt.Scale(type="log", base=2)), y=alt.Y(f"{y}:Q"), color=alt.Color(f"{color}:N")
         )
     else:
         data[x] = data[x].astype(str)
         chart = alt.Chart(data, title=title).mark_bar().encode(
-            x=alt.X(f"{x}:N", sort=None), y=f"{y}:Q"
+            x=alt.X(f"{x}:N", sort=None), y=alt.Y(f"{y}:Q")
         )
-    return chart.encode(tooltip=list(dict.fromkeys([x, y] + ([color] if color else []))))
+    return chart.encode(tooltip=[alt.Tooltip(c) for c in dict.fromkeys([x, y] + ([color] if color else []))])

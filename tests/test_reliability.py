@@ -252,8 +252,11 @@ def _running_ingest(db: Path, tmp_path: Path, engine: str) -> tuple[subprocess.P
     return proc, _wait_for_decoding(proc, db, engine), before
 
 
-@pytest.mark.parametrize("engine", ["threads", "processes"])
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("sig", "code", "engine"), [
+    (signal.SIGINT, 130, "threads"), (signal.SIGTERM, 143, "processes"),  # each signal, each engine once
+    pytest.param(signal.SIGTERM, 143, "threads", marks=pytest.mark.slow),  # the other two pairs: ./run test-all
+    pytest.param(signal.SIGINT, 130, "processes", marks=pytest.mark.slow),
+])
 def test_interrupt_cleans_up_and_says_so(db: Path, tmp_path: Path, sig: int, code: int, engine: str) -> None:
     proc, kids, before = _running_ingest(db, tmp_path, engine)
     time.sleep(MID_DECODING_S[engine])

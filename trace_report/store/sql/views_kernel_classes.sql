@@ -169,10 +169,13 @@ SELECT '9' AS version, * FROM (VALUES
 
 -- The rules a name matches, as a list of {class, rule_id} in priority order. cc = the trace's
 -- compute capability (DOUBLE, NULL when unknown: rules with min_cc never match then).
+-- kernel_class_regexp is regexp_matches with this table's patterns as constants, compiled once per
+-- query rather than once per name (generated: views_kernel_class_regexp.sql; after a new pattern
+-- here, python -m trace_report.store.kernel_class_regexp > trace_report/store/sql/views_kernel_class_regexp.sql).
 CREATE OR REPLACE TEMP MACRO kernel_class_matches(kname, kcc) AS (
     WITH m AS (
         SELECT class, rule_id, requires, priority FROM kernel_class_rules
-        WHERE regexp_matches(kname, pattern) AND (min_cc IS NULL OR kcc >= min_cc)
+        WHERE kernel_class_regexp(kname, pattern) AND (min_cc IS NULL OR kcc >= min_cc)
     ),
     -- cuda_core (a kernel that names its CUDA-core math) vetoes tensor_core; an inductor
     -- pointwise or reduction kernel vetoes convolution (the name lists the ops it fuses)

@@ -166,7 +166,7 @@ def test_a_second_writer_is_refused_and_nothing_changes(db: Path, tmp_path: Path
     ("SELECT * FROM read_csv('/etc/passwd')", "Cannot access file"),
     ("COPY (SELECT 1) TO '{dir}/x.csv'", "a COPY statement is not allowed here (add --unsafe"),
     ("INSTALL httpfs", "a LOAD statement is not allowed here"),
-    ("ATTACH '{dir}/other.duckdb'", "an ATTACH statement is not allowed here".replace("an ATTACH", "a ATTACH")),
+    ("ATTACH '{dir}/other.duckdb'", "an ATTACH statement is not allowed here"),
     ("SET enable_external_access = true", "the configuration has been locked"),
     ("CREATE TABLE t AS SELECT 1", "add --write"),
 ])

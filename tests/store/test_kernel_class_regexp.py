@@ -14,9 +14,10 @@ from conftest import GPU_OP_CATS, TRACES, folder_events
 from trace_report.store import kernel_class_regexp as kcr
 from trace_report.store.views import deferred, needed_statements, sql_text
 
-FOLDERS = ["hta_trace_diff", "kineto_rn50_autograd_api_nw0", "tracelens_mi300_torch_compile_triton",
-           "tracelens_b200_vllm_eager", "hta_amd_mi250"]
-"""cuDNN/cuBLAS/CUTLASS names on V100 and A100, Triton kernels of torch.compile, B200 and AMD names."""
+FOLDERS = ["hta_a100_ddp_nccl", "tracelens_h100_timesformer", "tracelens_b200_vllm_eager",
+           "tracelens_mi300_torch_compile_triton", "hta_amd_mi250"]
+"""cuDNN/cuBLAS/CUTLASS and NCCL names on A100, H100 and B200, Triton kernels of torch.compile, AMD
+names (the small traces of each kind: their JSON is read here)."""
 
 
 def _connection() -> duckdb.DuckDBPyConnection:

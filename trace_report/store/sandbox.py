@@ -136,9 +136,14 @@ def _name(token: _Token) -> str:
     return text.lower()
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article, as it is read aloud: an ATTACH, an UPDATE, a COPY, a USE."""
+    return f"{'an' if word[:1] in 'AEIOU' and not word.startswith(('USE', 'UNI')) else 'a'} {word}"
+
+
 def _refuse(kind: str, inside: str | None, hint: str = "add --unsafe to allow it") -> InputError:
     where = f" inside {inside}" if inside else ""
-    return InputError(f"sql: a {kind} statement{where} is not allowed here ({hint})")
+    return InputError(f"sql: {_a(kind)} statement{where} is not allowed here ({hint})")
 
 
 def _check(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, script: _Script, inside: str | None) -> None:
@@ -178,7 +183,7 @@ def _check_nested(text: str, kind: str, script: _Script, inside: str | None) -> 
         word = token.word
         if word in NESTED_UNSAFE or (word in NESTED_CHANGES and not script.allow_changes):
             hint = "add --unsafe to allow it" if word in NESTED_UNSAFE else "add --write to change the database"
-            raise InputError(f"sql: a {word} statement inside {inside or kind} is not allowed here ({hint}; "
+            raise InputError(f"sql: {_a(word)} statement inside {inside or kind} is not allowed here ({hint}; "
                              f'a name spelled {word.lower()} is to be quoted: "{word.lower()}")')
 
 

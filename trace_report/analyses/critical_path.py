@@ -26,6 +26,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from trace_report.analyses import critical_path_graph as cpg
@@ -89,18 +90,54 @@ def _step_windows(db: TraceDB, trace_id: int, step: int | None) -> list[tuple[in
     return [(s, float(a), float(b)) for s, a, b in steps if step is None or s == step]
 
 
-def window_of(events: TraceEvents, start: float, end: float, data_loading: list[re.Pattern[str]]) -> cpg.Window:
+@dataclass(frozen=True)
+class WindowIndex:
+    """Where each window's events lie in a trace's :class:`TraceEvents`, found by binary search:
+    ``cpu_ts``, the start of each CPU event (``events.cpu`` is in (ts, event_id) order); for GPU
+    operations and syncs, the start of their runtime call (calls with a positive duration only),
+    sorted, with the events' positions in ``events.gpu`` / ``events.syncs``. Built once per trace:
+    a scan of every event per window made the every-step pass quadratic in the trace's length (a
+    generated trace of steps of 4,000 events, 2,000 kernel launches each: 60 steps 14.5 -> 9.4 s,
+    120 steps 32.6 -> 17.2 s; the same paths)."""
+
+    cpu_ts: np.ndarray
+    gpu: tuple[np.ndarray, np.ndarray]
+    syncs: tuple[np.ndarray, np.ndarray]
+
+    @classmethod
+    def of(cls, events: TraceEvents) -> WindowIndex:
+        return cls(np.fromiter((e.ts for e in events.cpu), float, len(events.cpu)),
+                   _by_launch(events.gpu, events.launches), _by_launch(events.syncs, events.launches))
+
+
+def _by_launch(launched: list[cpg.Event], launches: dict[int, cpg.Event]) -> tuple[np.ndarray, np.ndarray]:
+    """(start of the runtime call, position in ``launched``) of the events whose call has a
+    positive duration, by call start (then position)."""
+    calls = [(launches.get(e.launch) if e.launch is not None else None) for e in launched]
+    pos = np.array([i for i, c in enumerate(calls) if c is not None and c.dur > 0], dtype=np.int64)
+    ts = np.array([calls[i].ts for i in pos.tolist()], dtype=float)  # type: ignore[union-attr]
+    order = np.lexsort((pos, ts))
+    return ts[order], pos[order]
+
+
+def _inside(at: tuple[np.ndarray, np.ndarray], start: float, end: float) -> list[int]:
+    """Positions (ascending) of the events whose runtime call starts in [start, end]."""
+    ts, pos = at
+    return np.sort(pos[np.searchsorted(ts, start, "left"):np.searchsorted(ts, end, "right")]).tolist()
+
+
+def window_of(events: TraceEvents, start: float, end: float, data_loading: list[re.Pattern[str]],
+              index: WindowIndex | None = None) -> cpg.Window:
     """HTA's clipping of [start, end] (``critical_path_analysis``): CPU events starting inside with a
-    positive duration; GPU operations and syncs whose runtime call does."""
-    cpu = [e for e in events.cpu if start <= e.ts <= end and e.dur > 0]
+    positive duration; GPU operations and syncs whose runtime call does (a call with a positive
+    duration), each in the order of ``events``. ``index``: :meth:`WindowIndex.of` these events,
+    for a caller that cuts several windows."""
+    index = index or WindowIndex.of(events)
+    lo, hi = np.searchsorted(index.cpu_ts, start, "left"), np.searchsorted(index.cpu_ts, end, "right")
+    cpu = [e for e in events.cpu[lo:hi] if e.dur > 0]
     nodes = {e.idx for e in cpu if e.cat in cpg.NODE_CATS or any(p.search(e.name) for p in data_loading)}
-
-    def launched_inside(e: cpg.Event) -> bool:
-        call = events.launches.get(e.launch) if e.launch is not None else None
-        return call is not None and start <= call.ts <= end and call.dur > 0
-
-    return cpg.Window(cpu, nodes, [e for e in events.gpu if launched_inside(e)],
-                      [e for e in events.syncs if launched_inside(e)], events.launches)
+    return cpg.Window(cpu, nodes, [events.gpu[i] for i in _inside(index.gpu, start, end)],
+                      [events.syncs[i] for i in _inside(index.syncs, start, end)], events.launches)
 
 
 def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> CriticalPathResult:
@@ -119,9 +156,10 @@ def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> Criti
         cpu_window = (min(s for _, s, _ in steps), max(e for *_, e in steps)) if one_step else None
         events = load_trace(db, trace_id, cuda_graphs=opts.cuda_graphs, infer_syncs=opts.infer_syncs,
                             hta_rounding=opts.hta_rounding, cpu_window=cpu_window)
+        index = WindowIndex.of(events)
         for step, start, end in _windows(steps, events, opts.step):
             try:
-                graph = cpg.build(window_of(events, start, end, patterns))
+                graph = cpg.build(window_of(events, start, end, patterns, index))
                 length, path = cpg.longest_path(graph)
             except cpg.CycleError as exc:
                 notes.append(f"rank {rank} step {step}: no critical path ({exc})")

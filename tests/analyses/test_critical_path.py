@@ -423,3 +423,29 @@ def test_every_step_pass_finds_each_window_by_search(monkeypatch: pytest.MonkeyP
         assert [e.idx for e in window.gpu] == [e.idx for e in list.__iter__(events.gpu) if launched_inside(e)]
         assert [e.idx for e in window.syncs] == [e.idx for e in list.__iter__(events.syncs) if launched_inside(e)]
     assert sum(len(w.gpu) for *_, w in windows) > 1000 and sum(len(w.cpu) for *_, w in windows) > 1000
+
+
+def test_the_cyclic_collector_is_paused_while_the_graphs_are_built(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """The graph events are a million small objects on a 1M-event trace, without cycles: each
+    collection of the oldest generation walked them all (the events alone took 2.3 s to create
+    with the collector on, 0.56 s with it off; the every-step pass of that trace 20.8 -> 16.9 s).
+    Off while the graphs are built, on again after, and left off when the caller had it off."""
+    import gc
+
+    import trace_report.analyses.critical_path as cp
+
+    seen: list[bool] = []
+    build = cp.cpg.build
+    monkeypatch.setattr(cp.cpg, "build", lambda window: (seen.append(gc.isenabled()), build(window))[1])
+    path = _write(tmp_path, _launch_trace(sync=True))
+    with tr.open(path) as db:
+        assert gc.isenabled()
+        critical_path(db, CriticalPathOptions())
+        assert seen == [False] and gc.isenabled()
+        gc.disable()
+        try:
+            critical_path(db, CriticalPathOptions())
+            assert not gc.isenabled()
+        finally:
+            gc.enable()

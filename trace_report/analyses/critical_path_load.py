@@ -172,21 +172,25 @@ def load_trace(db: TraceDB, trace_id: int, *, cuda_graphs: bool, infer_syncs: bo
     keep = (rows.kind == OTHER) | (launch_side & inside)
     keep |= launched & (call_of >= 0) & inside[np.maximum(call_of, 0)]
     cpu, gpu, syncs, launches = [], [], [], {}
-    for idx in np.flatnonzero(keep).tolist():
-        cat = rows.cat[idx]
-        pid, tid = rows.pid[idx], rows.tid[idx]
-        ev = cpg.Event(idx, cat or "", rows.name[idx] or "", str(pid), str(tid), float(rows.ts[idx]),
-                       float(rows.dur[idx]))
-        if not rows.record_null[idx]:
-            ev.sync_src = int(rows.record[idx])  # with sync_dst, resolved by _event_waits
-            ev.sync_dst = None if rows.record_stream_null[idx] else int(rows.record_stream[idx])
-        if launched[idx]:
-            ev.stream, ev.launch = None if rows.stream_null[idx] else int(rows.stream[idx]), int(call_of[idx])
-            if queues[2][idx] > 0:
-                ev.q_launch, ev.q_start, ev.n_launch = (int(q[idx]) for q in queues)
-            (gpu if gpu_op[idx] else syncs).append(ev)
+    kept = np.flatnonzero(keep)
+    # the kept rows' columns as Python lists, read once (not a numpy element at a time)
+    columns = (kept, rows.cat, rows.name, rows.pid, rows.tid, rows.ts, rows.dur, rows.record_null, rows.record,
+               rows.record_stream_null, rows.record_stream, launched, gpu_op, launch_side, rows.stream_null,
+               rows.stream, call_of, *queues)
+    for (idx, cat, name, pid, tid, ts, dur, record_null, record, record_stream_null, record_stream, is_launched,
+         is_gpu_op, is_launch_side, stream_null, stream, call, q_launch, q_start, n_launch) in zip(
+            *(c.tolist() if c is kept else c[kept].tolist() for c in columns), strict=True):
+        ev = cpg.Event(idx, cat or "", name or "", str(pid), str(tid), ts, dur)
+        if not record_null:
+            ev.sync_src = record  # with sync_dst, resolved by _event_waits
+            ev.sync_dst = None if record_stream_null else record_stream
+        if is_launched:
+            ev.stream, ev.launch = None if stream_null else stream, call
+            if n_launch > 0:
+                ev.q_launch, ev.q_start, ev.n_launch = q_launch, q_start, n_launch
+            (gpu if is_gpu_op else syncs).append(ev)
             continue
-        if launch_side[idx]:
+        if is_launch_side:
             launches[idx] = ev
         cpu.append(ev)
     if waits:

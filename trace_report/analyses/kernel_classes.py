@@ -108,24 +108,27 @@ def _rows(long: pd.DataFrame, opts: FlagsOptions, order: dict[str, int]) -> pd.D
 
 
 def _summary(long: pd.DataFrame, totals: pd.DataFrame, known: list[str]) -> pd.DataFrame:
+    """Per rank of ``totals`` (its rows' order) and class (:data:`HEADLINE_CLASSES`, then the other
+    known classes present, in ``known``'s order): one merge of the (rank, class) grid with the
+    aggregates, not a frame per rank (13 ms a rank: 0.85 s of ``advise`` on 64 ranks)."""
     per = long.drop_duplicates(["rank", "trace_id", "name", "class"])
     agg = per.groupby(["rank", "class"], dropna=False).agg(
         count=("count", "sum"), names=("name", "nunique"), total_us=("total_us", "sum")).reset_index()
     present = [c for c in known if c in set(agg["class"])]
     classes = list(dict.fromkeys([*HEADLINE_CLASSES, *present]))
-    frames = []
-    for rank, gpu_us in totals.itertuples(index=False):
-        mine = agg[agg["rank"].isna()] if pd.isna(rank) else agg[agg["rank"] == rank]
-        s = mine.set_index("class").reindex(classes)
-        s["count"] = s["count"].fillna(0).astype("int64")
-        s["names"] = s["names"].fillna(0).astype("int64")
-        s["total_us"] = s["total_us"].fillna(0.0)
-        s["rank"], s["gpu_us"] = rank, gpu_us
-        s["pct_of_gpu_time"] = 100.0 * s["total_us"] / gpu_us if gpu_us else float("nan")
-        frames.append(s.rename_axis("class").reset_index())
-    if not frames:
+    if totals.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[SUMMARY_COLUMNS]
+    n = len(classes)
+    ranks = totals["rank"].repeat(n).to_numpy()
+    grid = pd.DataFrame({"rank": ranks.astype("int64") if ranks.dtype.kind in "iu" else ranks,
+                         "class": classes * len(totals), "gpu_us": totals["gpu_us"].repeat(n).to_numpy()})
+    out = grid.merge(agg, on=["rank", "class"], how="left")  # rows in the grid's order; NaN ranks match
+    out["count"] = out["count"].fillna(0).astype("int64")
+    out["names"] = out["names"].fillna(0).astype("int64")
+    out["total_us"] = out["total_us"].fillna(0.0)
+    gpu = out["gpu_us"]
+    out["pct_of_gpu_time"] = (100.0 * out["total_us"] / gpu).where(gpu.notna() & (gpu != 0), float("nan"))
+    return out[SUMMARY_COLUMNS]
 
 
 def _explain(long: pd.DataFrame, db: TraceDB, shown: set[str]) -> pd.DataFrame:

@@ -479,3 +479,47 @@ def test_the_steps_of_every_trace_are_read_in_one_query() -> None:
         alone = critical_path(db, CriticalPathOptions(rank=5))
     mine = result.frame[result.frame["rank"] == 5].drop(columns=["trace_id"], errors="ignore").reset_index(drop=True)
     assert mine.equals(alone.frame.drop(columns=["trace_id"], errors="ignore").reset_index(drop=True))
+
+
+def test_each_trace_of_a_database_is_read_from_its_own_pieces(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a database, each trace's events are read from the pieces ``event_files`` lists for it
+    (a query of ``events`` per trace opened every trace's pieces: quadratic in the ranks, 40 ms a
+    trace of a generated 64-rank database); the paths are those read through ``events``, also
+    inside a run's scope, and a connection whose ``events`` was redefined reads ``events``."""
+    shared_or_skip()
+    import trace_report.analyses.critical_path as cp
+    from trace_report.store.trace_events import trace_event_sources
+
+    db_path = tmp_path / "dlrm.duckdb"
+    assert invoke(["ingest", TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz", "-o", db_path]).exit_code == 0
+    read: list[tuple[int, str]] = []  # (trace_id, the relation its events were read from)
+    load = cp.load_trace
+    monkeypatch.setattr(cp, "load_trace", lambda *a, **k: (read.append((a[1], k["source"])), load(*a, **k))[1])
+    with tr.open(db_path) as db:
+        pieces = dict(db.con.execute("SELECT trace_id, list(file ORDER BY file) FROM event_files GROUP BY 1")
+                      .fetchall())
+        own = critical_path(db, CriticalPathOptions())
+        assert len(read) == len(pieces) == 8
+        for trace_id, source in read:
+            named = [f for fs in pieces.values() for f in fs if f in source]
+            assert source.startswith("read_parquet(") and named == pieces[trace_id]  # its pieces, no other
+        with monkeypatch.context() as m:
+            m.setattr(cp, "trace_event_sources", lambda con: {})
+            through_events = critical_path(db, CriticalPathOptions())
+        pd_equal(own.frame, through_events.frame)
+        pd_equal(own.operators, through_events.operators)
+        with db.scope([3, 4]):
+            read.clear()
+            scoped = critical_path(db, CriticalPathOptions())
+            assert sorted(t for t, _ in read) == [3, 4] and all(s.startswith("read_parquet(") for _, s in read)
+        ranks = [r for (r,) in db.con.execute("SELECT rank FROM traces WHERE trace_id IN (3, 4)").fetchall()]
+        pd_equal(scoped.frame.reset_index(drop=True), own.frame[own.frame["rank"].isin(ranks)].reset_index(drop=True))
+        db.con.execute("CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM events WHERE false")
+        assert trace_event_sources(db.con) == {}
+
+
+def pd_equal(a: object, b: object) -> None:
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a, b)

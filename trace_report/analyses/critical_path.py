@@ -36,6 +36,7 @@ from trace_report.analyses import critical_path_graph as cpg
 from trace_report.analyses.critical_path_load import TraceEvents, load_trace
 from trace_report.analyses.result import drop_single_trace_ids
 from trace_report.errors import UsageError
+from trace_report.store.trace_events import EVENTS, trace_event_sources
 from trace_report.store.tracedb import TraceDB
 
 DATA_LOADING = (r"enumerate\(DataLoader\)",)
@@ -174,10 +175,11 @@ def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> Criti
     _check_step(db, opts.step)
     summary, operators, notes, paths = [], [], [], {}
     windows = _step_windows(db, opts.step)
+    sources = trace_event_sources(db.con)  # each trace's own pieces: not every trace's per trace
     with gc_paused():
         for trace_id, rank in traces:
             _trace_paths(db, trace_id, rank, opts, patterns, windows.get(int(trace_id), []),
-                         (summary, operators, notes, paths))
+                         sources.get(int(trace_id), EVENTS), (summary, operators, notes, paths))
     if not summary:
         notes.append("no window to analyse (no events, or no such step)")
     if traces and not db.scalar("SELECT count(*) FROM events WHERE cat = 'cuda_sync'"):
@@ -191,14 +193,16 @@ def critical_path(db: TraceDB, opts: CriticalPathOptions | None = None) -> Criti
 
 
 def _trace_paths(db: TraceDB, trace_id: int, rank: int, opts: CriticalPathOptions, patterns: list[re.Pattern[str]],
-                 steps: list[tuple[int | None, float, float]], out: tuple[list, list, list, dict]) -> None:
-    """The path of each window of one trace (``steps``: its :func:`_step_windows`), appended to
-    ``out`` (summary rows, operator rows, notes, paths)."""
+                 steps: list[tuple[int | None, float, float]], source: str,
+                 out: tuple[list, list, list, dict]) -> None:
+    """The path of each window of one trace (``steps``: its :func:`_step_windows`; ``source``: the
+    relation its events are read from), appended to ``out`` (summary rows, operator rows, notes,
+    paths)."""
     summary, operators, notes, paths = out
     one_step = opts.step is not None and steps
     cpu_window = (min(s for _, s, _ in steps), max(e for *_, e in steps)) if one_step else None
     events = load_trace(db, trace_id, cuda_graphs=opts.cuda_graphs, infer_syncs=opts.infer_syncs,
-                        hta_rounding=opts.hta_rounding, cpu_window=cpu_window)
+                        hta_rounding=opts.hta_rounding, cpu_window=cpu_window, source=source)
     index = WindowIndex.of(events)
     for step, start, end in _windows(steps, events, opts.step):
         try:

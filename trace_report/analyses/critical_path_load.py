@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trace_report.analyses import critical_path_graph as cpg
+from trace_report.store.trace_events import EVENTS
 from trace_report.store.tracedb import TraceDB
 
 HTA_LAUNCH_CALLS = frozenset({
@@ -94,7 +95,8 @@ def _text(col: np.ndarray) -> np.ndarray:
     return values
 
 
-def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None, counted: frozenset[str]) -> _Rows:
+def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None, counted: frozenset[str],
+          source: str = EVENTS) -> _Rows:
     """The trace's events in (ts, event_id) order; with ``cpu_window`` (start, end µs), the other
     events (CPU operators, annotations, Python calls) only when they start inside it: the only ones
     :func:`trace_report.analyses.critical_path.window_of` keeps, so the path is the same (one step
@@ -115,7 +117,7 @@ def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None, co
         f"coalesce(cat IN ({', '.join(repr(c) for c in LAUNCH_SIDE_CATS)}) AND name IN (SELECT unnest(?)), false) "
         f"AS counted, coalesce(cat = 'cuda_sync' AND name IN ({', '.join(repr(w) for w in WAIT_SYNCS)}), false) "
         "AS wait, "
-        f"ts_us, coalesce(dur_us, 0) AS dur_us, stream, correlation, {waits} FROM events "
+        f"ts_us, coalesce(dur_us, 0) AS dur_us, stream, correlation, {waits} FROM {source} "
         f"WHERE trace_id = ? AND ts_us IS NOT NULL{where} ORDER BY ts_us, event_id",
         [sorted(counted), *params]).fetchnumpy()
     stream, stream_null = _split(cols["stream"])
@@ -131,9 +133,9 @@ def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None, co
                  record_stream.astype(np.int64), record_stream_null)
 
 
-def _fractional(db: TraceDB, trace_id: int) -> bool:
+def _fractional(db: TraceDB, trace_id: int, source: str = EVENTS) -> bool:
     """Whether a time stamp of the trace has a fraction of a µs (ns resolution)."""
-    return bool(db.scalar("SELECT coalesce(bool_or(ts_us <> floor(ts_us)), false) FROM events "
+    return bool(db.scalar(f"SELECT coalesce(bool_or(ts_us <> floor(ts_us)), false) FROM {source} "
                           "WHERE trace_id = $t AND ts_us IS NOT NULL", {"t": trace_id}))
 
 
@@ -146,7 +148,7 @@ def _rounded(rows: _Rows, hta_rounding: bool) -> _Rows:
 
 
 def load_trace(db: TraceDB, trace_id: int, *, cuda_graphs: bool, infer_syncs: bool, hta_rounding: bool,
-               cpu_window: tuple[float, float] | None = None) -> TraceEvents:
+               cpu_window: tuple[float, float] | None = None, source: str = EVENTS) -> TraceEvents:
     """The events of ``trace_id``: CPU events (only those starting in ``cpu_window`` when given),
     GPU operations with their launch and queue lengths, ``cuda_sync`` events, runtime calls by idx
     (an event's idx is its row's position in (ts, event_id) order).
@@ -157,9 +159,12 @@ def load_trace(db: TraceDB, trace_id: int, *, cuda_graphs: bool, infer_syncs: bo
     and the inferred syncs' streams (``infer_syncs``) are worked out over every launch of the
     trace. A trace with Stream Wait Event / Event Sync events keeps every row: their sources may
     lie anywhere before the window (:func:`_event_waits`). ``hta_rounding``: HTA's whole-µs
-    rounding, on a trace with fractional time stamps."""
+    rounding, on a trace with fractional time stamps. ``source``: the relation the trace's rows are
+    read from, ``events`` or one of :func:`~trace_report.store.trace_events.trace_event_sources`
+    (the trace's own pieces, rows of that trace alone)."""
     counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
-    rows = _rounded(_rows(db, trace_id, cpu_window, counted), hta_rounding and _fractional(db, trace_id))
+    rows = _rounded(_rows(db, trace_id, cpu_window, counted, source),
+                    hta_rounding and _fractional(db, trace_id, source))
     launch_side, gpu_op, sync = rows.kind == LAUNCH_SIDE, rows.kind == GPU_OP, rows.kind == SYNC
     waits = bool(rows.wait.any())
     lo, hi = (-np.inf, np.inf) if cpu_window is None or waits else (cpu_window[0] - 2.0, cpu_window[1] + 2.0)

@@ -394,3 +394,34 @@ def test_every_view_created_alone_gets_every_view_it_reads() -> None:
     assert len(names) == len(set(names)) > 50
     for name in names:
         assert name in _created_alone(name)
+
+
+def test_the_console_script_tunes_the_collector_before_the_app_imports() -> None:
+    """The ``trace-report`` script (``trace_report.cli.entry``) raises the youngest generation's
+    threshold before typer, DuckDB and the command modules load (their objects live until exit:
+    the default threshold walked them again and again, 111 of ~1,200 ms of ``breakdown`` on the
+    1M-event database); a program that calls ``app.main`` itself keeps its own thresholds."""
+    import tomllib
+
+    from trace_report.sysutil import GC_YOUNG_THRESHOLD
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["trace-report"] == "trace_report.cli.entry:main"
+    code = ("import gc, sys, importlib.abc\n"
+            "class Watch(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name in ('typer', 'duckdb', 'trace_report.cli.app'):\n"
+            "            print(name, gc.get_threshold()[0], flush=True)\n"
+            "sys.meta_path.insert(0, Watch())\n"
+            "sys.argv = ['trace-report', '--version']\n"
+            "from trace_report.cli.entry import main\n"
+            "main()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    watched = ("typer", "trace_report.cli.app")
+    lines = dict(line.split() for line in out.stdout.splitlines() if line.split()[0] in watched)
+    assert out.returncode == 0 and "trace-report " in out.stdout, out.stderr
+    assert lines == {"trace_report.cli.app": str(GC_YOUNG_THRESHOLD), "typer": str(GC_YOUNG_THRESHOLD)}
+    library = subprocess.run([sys.executable, "-c", "import gc\nfrom trace_report.cli.app import main\n"
+                              "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\nprint(gc.get_threshold())"],
+                             capture_output=True, text=True, cwd=REPO, check=False)
+    assert library.stdout.strip().splitlines()[-1] == "(700, 10, 10)", library.stderr

@@ -1,5 +1,5 @@
 """``python -m trace_report.cli ARGS``: the ``trace-report`` command line."""
 
-from trace_report.cli.app import main
+from trace_report.cli.entry import main
 
 main()

@@ -38,9 +38,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from trace_report.store.events_view import database_file, events_dir_for
 from trace_report.store.layout import DERIVED_FOLDER, unlink_all
-from trace_report.store.views import views_as_created
+from trace_report.store.trace_events import own_events_folder
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,14 +149,8 @@ def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
     whose event folder is missing, or a connection whose views are not those trace-report made
     (a notebook that redefined ``events`` or ``region_rules`` neither reads nor keeps rows:
     :func:`~trace_report.store.views.views_as_created`)."""
-    path = database_file(con)
-    if path is None:
-        return None
-    folder = events_dir_for(path)
-    try:
-        if not folder.is_dir() or not views_as_created(con):
-            return None
-    except OSError:
+    folder = own_events_folder(con)
+    if folder is None:
         return None
     return DerivedStore(folder / FOLDER, _keys(con.execute("SELECT trace_id, file FROM event_files").fetchall()))
 

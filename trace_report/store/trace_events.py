@@ -11,6 +11,8 @@ also inside a scope, which narrows whole traces), a trace's rows are those of th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 
 from trace_report.store.events_view import database_file, events_dir_for
@@ -20,14 +22,29 @@ from trace_report.store.views import views_as_created
 EVENTS = "events"
 
 
+def own_events_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The folder of the pieces behind ``con``'s ``events`` where they are the database's own: a
+    database file whose folder exists, on a connection whose views are those trace-report made (a
+    notebook that redefined ``events`` or a rule view gets None); else None. What the derived
+    tables kept beside a database (:func:`~trace_report.store.derived.derived_store`) and
+    :func:`trace_event_sources` both need."""
+    path = database_file(con)
+    if path is None:
+        return None
+    folder = events_dir_for(path)
+    try:
+        return folder if folder.is_dir() and views_as_created(con) else None
+    except OSError:
+        return None
+
+
 def trace_event_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     """``{trace_id: SQL relation of that trace's events}`` (``read_parquet`` of its pieces) where
-    the pieces can be read directly, else ``{}``: the caller reads :data:`EVENTS` (filtered on
-    ``trace_id``) for a trace not in the dict."""
-    path = database_file(con)
-    if path is None or not views_as_created(con):
+    the pieces can be read directly (:func:`own_events_folder`), else ``{}``: the caller reads
+    :data:`EVENTS` (filtered on ``trace_id``) for a trace not in the dict."""
+    folder = own_events_folder(con)
+    if folder is None:
         return {}
-    folder = events_dir_for(path)
     files: dict[int, list[str]] = {}
     for trace_id, file in con.execute("SELECT trace_id, file FROM event_files ORDER BY trace_id, file").fetchall():
         files.setdefault(int(trace_id), []).append(str(folder / file))

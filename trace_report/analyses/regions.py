@@ -58,6 +58,7 @@ from trace_report.analyses.regions_sums import (  # noqa: F401  (the names break
     merge_region_tables,
 )
 from trace_report.errors import InputError, UsageError
+from trace_report.store.block_memo import recall_each
 from trace_report.store.derived import code_version as derived_code_version
 from trace_report.store.derived import derived_store
 from trace_report.store.kept_views import materialize
@@ -417,8 +418,8 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: 
     kept there for the next query (:func:`~trace_report.analyses.regions_kept.kept_region_parts`).
     """
     ids = trace_ids(traces)
-    parts = kept_region_parts(con, ids, lambda missing: compute_region_parts(con, missing),
-                              CODE_VERSION if keep else None)
+    parts = recall_each(con, (DERIVED_KIND, CODE_VERSION), ids, lambda need: kept_region_parts(
+        con, need, lambda missing: compute_region_parts(con, missing), CODE_VERSION if keep else None))
     return merge_region_tables([parts[t] for t in ids])
 
 

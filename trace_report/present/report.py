@@ -43,6 +43,7 @@ from trace_report.present.report_more import deeper_section
 from trace_report.present.report_parts import Section, attempt, table_html
 from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
 from trace_report.present.tables import write_atomic
+from trace_report.store.block_memo import remembering
 from trace_report.store.kept_views import REPORT_VIEWS, materialized
 from trace_report.store.tracedb import TraceDB
 
@@ -464,7 +465,8 @@ def _trace_sections(db: TraceDB, opts: ReportOptions, done: Callable[[Section], 
                     experiments: bool = False) -> list[Section]:
     """The sections computed from the traces in view (all, or one run's inside a scope), each
     given to ``done`` as it is complete."""
-    with materialized(db.con, REPORT_VIEWS):  # read by the headline, advise, the timeline, memory...
+    # the views read by the headline, advise, the timeline, memory...; per-trace rows asked for twice
+    with materialized(db.con, REPORT_VIEWS), remembering(db.con):
         return _sections_of(db, opts, experiments, done)
 
 

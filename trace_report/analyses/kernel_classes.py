@@ -11,6 +11,8 @@ columns are percentages of it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
@@ -18,6 +20,7 @@ import pandas as pd
 
 from trace_report.analyses.gpu_op_names import names_relation
 from trace_report.errors import InputError, UsageError
+from trace_report.store.kept_views import kept_as_table
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -172,9 +175,36 @@ def flag_rows(con: duckdb.DuckDBPyConnection, rank: int | None, by_rank: bool,
         "SELECT trace_id FROM traces WHERE ($rank IS NULL OR rank = $rank) "
         "AND ($ids IS NULL OR list_contains($ids, trace_id)) ORDER BY trace_id",
         {"rank": rank, "ids": trace_ids}).fetchall()]
-    with names_relation(con, ids) as names:
-        return con.execute(sql_text("kernel_flags.sql"),
-                           {"names": names, "rank": rank, "by_rank": by_rank, "trace_ids": trace_ids}).df()
+    with names_relation(con, ids) as names, classes_relation(con, names) as classes:
+        return con.execute(sql_text("kernel_flags.sql"), {"names": names, "classes": classes, "rank": rank,
+                                                          "by_rank": by_rank, "trace_ids": trace_ids}).df()
+
+
+CLASSES_TABLE = "trace_report_flag_classes"
+"""The TEMP table :func:`classes_relation` makes for one query where the ``kernel_classes`` view is
+not kept as a table."""
+
+
+@contextmanager
+def classes_relation(con: duckdb.DuckDBPyConnection, names: str) -> Iterator[str]:
+    """The name of a relation holding ``kernel_classes_of(names)``' rows (``names``: a relation of
+    ``gpu_op_names``' rows) for the length of the block: the ``kernel_classes`` view where a command
+    keeps it as a table (the report: :data:`~trace_report.store.kept_views.REPORT_VIEWS`), whose
+    rows are those of every trace's names (``gpu_op_names``, kept or not, are one trace's GPU
+    operations); else a TEMP table of ``kernel_classes_of(names)``, dropped at the end.
+
+    Why: DuckDB plans the classifying macro (every rule's regular expression, the vetoes) in ~30 ms
+    whatever the number of names; a report asked for the classes three times (its flags twice,
+    advise's CUDA-core GEMMs once), now planned once."""
+    if kept_as_table(con, "kernel_classes"):
+        yield "kernel_classes"
+        return
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {CLASSES_TABLE} AS SELECT * FROM kernel_classes_of($names)",
+                {"names": names})
+    try:
+        yield CLASSES_TABLE
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {CLASSES_TABLE}")
 
 
 def flags_from_rows(db: TraceDB, long: pd.DataFrame, opts: FlagsOptions, known: list[str]) -> FlagsResult:

@@ -64,6 +64,11 @@ def _kept_as_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> d
     return {n: f"{n}_materialized" in sql for n, sql in rows}
 
 
+def kept_as_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the TEMP view ``name`` of ``con`` reads the table :func:`materialize` made of it."""
+    return _kept_as_tables(con, (name,)).get(name, False)
+
+
 def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
     """Keep the rows of the named TEMP views in TEMP tables (``<name>_materialized``) for the rest
     of this connection and point each view at its table.
@@ -170,10 +175,13 @@ merged per trace; read by ``gpu_idle_causes``, behind advise's idle verdicts and
 headline) matches a regular expression against every ``python_function`` event's name: 0.08 s
 of the 0.13 s of ``gpu_idle_by_cause`` on the 1M-event trace (671k Python events)."""
 
-REPORT_VIEWS = (*SHARED_VIEWS, "op_flops")
-"""What ``report`` keeps for its length: :data:`SHARED_VIEWS` and ``op_flops`` (the FLOP of each
+REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "kernel_classes")
+"""What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each
 GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
-1M-event trace), which the Operator view and the module tree both read."""
+1M-event trace), which the Operator view and the module tree both read, and ``kernel_classes``
+(computed from the kept ``gpu_ops``), which its flags (twice), advise and the kernel sequences
+read: DuckDB plans the classifying macro in ~30 ms for any number of names
+(:func:`~trace_report.analyses.kernel_classes.classes_relation`)."""
 
 
 @contextmanager

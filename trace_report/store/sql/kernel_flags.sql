@@ -1,6 +1,8 @@
 -- GPU operations (kernels, memcpy, memset) with their classes (kernel_classes_of), one row per
 -- (rank, trace, name, class, matching rule). Parameters: $names (the name of a relation of
--- gpu_op_names' rows: the view, or those kept beside the database), $rank (NULL = all ranks),
+-- gpu_op_names' rows: the view, or those kept beside the database), $classes (the name of a
+-- relation of kernel_classes_of($names)' rows, or of more traces: trace_report.analyses.kernel_classes.flag_rows),
+-- $rank (NULL = all ranks),
 -- $by_rank (BOOLEAN: keep the rank, else NULL), $trace_ids (NULL = every trace; a list: only
 -- these, e.g. one run of an experiment). gpu_us = all GPU time of the selection (of that rank
 -- with $by_rank; gpu_time_of: kernels + memcpy + memset), the denominator of every percentage.
@@ -22,7 +24,7 @@ per_name AS (
 SELECT p.rank, p.trace_id, p.name, c.class, r.rule_id, p.count, p.total_us, tot.gpu_us
 FROM per_name p
 JOIN tot ON tot.rank IS NOT DISTINCT FROM p.rank
-JOIN (SELECT trace_id, name, unnest(classes) AS class, rules FROM kernel_classes_of($names)) c
+JOIN (SELECT trace_id, name, unnest(classes) AS class, rules FROM query_table($classes)) c
   ON c.trace_id = p.trace_id AND c.name = p.name
 JOIN kernel_class_rules r ON r.class = c.class AND list_contains(c.rules, r.rule_id)
 UNION ALL

@@ -224,3 +224,29 @@ def test_kernels_read_the_kept_gpu_ops(database: Path) -> None:
     assert len(plain) == expected > 0
     assert kept == plain
     assert "gpu_ops_materialized" in plan and "READ_PARQUET" not in plan
+
+
+class _Recorder:
+    """A connection that records the text of every statement it runs."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con, self.texts = con, []
+
+    def execute(self, query: str, *args: object) -> duckdb.DuckDBPyConnection:
+        self.texts.append(query)
+        return self.con.execute(query, *args)
+
+
+def test_a_block_over_views_already_kept_checks_the_catalog_once(database: Path) -> None:
+    """An analysis inside the report asks for views the report keeps already: one catalog query,
+    and on exit nothing (the views' fingerprint was read and set again, 4 statements more)."""
+    import trace_report as tr
+
+    with tr.open(database) as db, materialized(db.con, ["gpu_ops", "steps"]):
+        before = _rows(db.con, "gpu_ops")
+        recorder = _Recorder(db.con)
+        with materialized(recorder, ["gpu_ops", "steps"]):  # type: ignore[arg-type]
+            inside = _rows(db.con, "gpu_ops")
+        assert len(recorder.texts) == 1 and "duckdb_views()" in recorder.texts[0]
+        assert before == inside == _rows(db.con, "gpu_ops")
+        assert "gpu_ops_materialized" in _plan(db.con, "gpu_ops")  # still the outer block's table

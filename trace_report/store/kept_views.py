@@ -193,6 +193,9 @@ def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iter
     starts stay so."""
     kept = _kept_as_tables(con, names)
     mine = [n for n in names if kept.get(n) is False]
+    if not mine:  # every view already kept (an analysis inside the report), or none of them a view
+        yield
+        return
     _make_tables(con, mine)
     try:
         yield

@@ -189,13 +189,13 @@ not kept as a table."""
 def classes_relation(con: duckdb.DuckDBPyConnection, names: str) -> Iterator[str]:
     """The name of a relation holding ``kernel_classes_of(names)``' rows (``names``: a relation of
     ``gpu_op_names``' rows) for the length of the block: the ``kernel_classes`` view where a command
-    keeps it as a table (the report: :data:`~trace_report.store.kept_views.REPORT_VIEWS`), whose
+    keeps it as a table (advise, the report: :data:`~trace_report.store.kept_views.SHARED_VIEWS`), whose
     rows are those of every trace's names (``gpu_op_names``, kept or not, are one trace's GPU
     operations); else a TEMP table of ``kernel_classes_of(names)``, dropped at the end.
 
     Why: DuckDB plans the classifying macro (every rule's regular expression, the vetoes) in ~30 ms
     whatever the number of names; a report asked for the classes three times (its flags twice,
-    advise's CUDA-core GEMMs once), now planned once."""
+    advise's CUDA-core GEMMs once) and ``advise`` twice, now planned once."""
     if kept_as_table(con, "kernel_classes"):
         yield "kernel_classes"
         return

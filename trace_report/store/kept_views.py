@@ -147,7 +147,7 @@ def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, i
 
 
 SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches",
-                "memory_events", "data_loading_intervals")
+                "memory_events", "data_loading_intervals", "kernel_classes")
 """Views that commands running several analyses (``advise``, ``report``) read many times each
 (the GPU busy intervals and the step windows in gpu_idle_causes, gpu_idle_by_cause,
 host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables for their length
@@ -173,15 +173,17 @@ the file kept beside the database replaces from the second command on.
 ``data_loading_intervals`` (the CPU's data-loading markers and DataLoader ``__next__`` calls,
 merged per trace; read by ``gpu_idle_causes``, behind advise's idle verdicts and the report's
 headline) matches a regular expression against every ``python_function`` event's name: 0.08 s
-of the 0.13 s of ``gpu_idle_by_cause`` on the 1M-event trace (671k Python events)."""
+of the 0.13 s of ``gpu_idle_by_cause`` on the 1M-event trace (671k Python events).
 
-REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "kernel_classes")
-"""What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each
-GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
-1M-event trace), which the Operator view and the module tree both read, and ``kernel_classes``
-(computed from the kept ``gpu_ops``), which its flags (twice), advise and the kernel sequences
-read: DuckDB plans the classifying macro in ~30 ms for any number of names
+``kernel_classes`` (computed from the kept ``gpu_ops``) is read by the flags (advise's, and the
+report's twice), advise's CUDA-core GEMMs and the kernel sequences: DuckDB plans the classifying
+macro in ~30 ms for any number of names, once for the table instead of once per query
 (:func:`~trace_report.analyses.kernel_classes.classes_relation`)."""
+
+REPORT_VIEWS = (*SHARED_VIEWS, "op_flops")
+"""What ``report`` keeps for its length: :data:`SHARED_VIEWS` and ``op_flops`` (the FLOP of each
+GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
+1M-event trace), which the Operator view and the module tree both read."""
 
 
 @contextmanager

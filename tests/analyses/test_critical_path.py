@@ -523,3 +523,28 @@ def pd_equal(a: object, b: object) -> None:
     import pandas as pd
 
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_rows_in_time_then_event_order_with_the_waits_of_their_args(tmp_path: Path) -> None:
+    """The read behind every graph (numpy sorts it; the ``cuda_sync`` events' args come from a
+    query of their own): every event in (ts, event id) order, ties in ts in the file's order, and
+    the record correlation and stream of exactly the ``cuda_sync`` events whose args give them,
+    as a plain pass over the JSON finds them."""
+    from trace_report.analyses.critical_path_load import _rows
+
+    events = _event_wait_trace(wait=True) + [
+        _x("aten::tie_b", "cpu_op", 41, 1), _x("aten::tie_a", "cpu_op", 41, 2),  # same ts as aten::record
+        _x("Event Sync", "cuda_sync", 48, 1, pid=0, tid=7, correlation=9, device=0)]  # no wait args
+    with tr.open(_write(tmp_path, events)) as db:
+        rows = _rows(db, 1, None, frozenset({"cudaLaunchKernel"}))
+    # the file's order within equal ts: the ingest numbers events in file order
+    expected = sorted(enumerate(events), key=lambda ie: (ie[1]["ts"], ie[0]))
+    everything = list(range(len(rows)))
+    assert list(rows.name[everything]) == [e["name"] for _, e in expected]
+    assert list(rows.ts) == [e["ts"] for _, e in expected]
+    waits = {e["name"]: (e["args"]["wait_on_cuda_event_record_corr_id"], e["args"]["wait_on_stream"])
+             for _, e in expected if "wait_on_stream" in e["args"]}
+    got = {rows.name[[i]][0]: (int(rows.record[i]), int(rows.record_stream[i]))
+           for i in everything if not rows.record_null[i]}
+    assert got == waits == {"Stream Wait Event": (2, 7)}
+    assert rows.record_stream_null.sum() == len(rows) - 1

@@ -277,3 +277,18 @@ def test_the_report_keeps_region_markers_before_its_timeline_reads_them(
     with tr.open(database) as db:  # a new connection: nothing kept on it yet
         write_report(db, [str(database)], tmp_path / "second.html")
     assert seen and all(seen)  # one timeline per run
+
+
+@pytest.mark.parametrize("names", ["SHARED_VIEWS", "REPORT_VIEWS"])
+def test_each_kept_view_comes_after_the_kept_views_it_reads(names: str) -> None:
+    """``materialized`` keeps the views in the order given, so that each is computed from the
+    copies of those before it; a view listed before one it reads (``region_markers`` after
+    ``data_loading_intervals``, which reads it) computes that one again from the events
+    (0.08 s on the 1M-event trace), on every trace opened directly."""
+    from trace_report.store import kept_views
+    from trace_report.store.views import needed_statements
+
+    order = list(getattr(kept_views, names))
+    for i, name in enumerate(order):
+        reads = {s.name for s in needed_statements([name])} - {name}
+        assert not reads & set(order[i + 1:]), f"{name} is kept before {sorted(reads & set(order[i + 1:]))}"

@@ -180,13 +180,16 @@ report's twice), advise's CUDA-core GEMMs and the kernel sequences: DuckDB plans
 macro in ~30 ms for any number of names, once for the table instead of once per query
 (:func:`~trace_report.analyses.kernel_classes.classes_relation`)."""
 
-REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "region_markers")
+REPORT_VIEWS = (*(v for v in SHARED_VIEWS if v != "data_loading_intervals"), "region_markers",
+                "data_loading_intervals", "op_flops")
 """What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each
 GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
 1M-event trace), which the Operator view and the module tree both read, and ``region_markers``
 (annotation names matched against the region rules' regular expressions), which the step
 timeline's regions and the kernel regions of its step read: computed from the events by the first
-(0.08 s on the 1M-event trace) and kept again by the second; on a database, read once from its file."""
+(0.08 s on the 1M-event trace) and kept again by the second; on a database, read once from its file.
+It comes before ``data_loading_intervals``, which reads it (its data-loading markers): where neither
+is kept beside a database (a trace opened directly, a first report) it is computed once, not twice."""
 
 
 @contextmanager

@@ -548,3 +548,22 @@ def test_rows_in_time_then_event_order_with_the_waits_of_their_args(tmp_path: Pa
            for i in everything if not rows.record_null[i]}
     assert got == waits == {"Stream Wait Event": (2, 7)}
     assert rows.record_stream_null.sum() == len(rows) - 1
+
+
+def test_text_columns_give_rows_by_position_or_mask_and_refuse_anything_else() -> None:
+    """The row read's text columns (Arrow until asked): positions and boolean masks as the numpy
+    columns they replaced; a scalar, a slice or a position out of range is an error, never other
+    rows (a mask read as positions 0 and 1 gave rows 1, 0, 1 before)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from trace_report.analyses.critical_path_load import _Text
+
+    column = _Text(pa.chunked_array([["a", None], ["c"]]))
+    assert list(column[np.array([2, 0])]) == ["c", "a"]
+    assert list(column[np.array([True, False, True])]) == ["a", "c"]
+    assert list(column[np.array([False, True, False])]) == [None]
+    assert list(column[np.array([], dtype=np.int64)]) == []
+    for bad in (1, slice(0, 2), np.array([-1]), np.array([3]), np.array([0.5]), np.array([True, False])):
+        with pytest.raises(TypeError):
+            column[bad]

@@ -61,15 +61,21 @@ annotation, any other (CPU-side) event."""
 
 class _Text:
     """A text column of :func:`_rows`, an Arrow array until rows are asked for: ``column[idx]``
-    (``idx`` an array of row positions) is those rows' values as a numpy object array (str, None
-    for NULL)."""
+    (``idx`` an array of row positions, or a boolean mask of the rows) is those rows' values as a
+    numpy object array (str, None for NULL). Raises ``TypeError`` for any other index (a scalar,
+    a slice): the numpy columns it stands for took those, and a silent misreading would be worse."""
 
     def __init__(self, array: pa.Array | pa.ChunkedArray) -> None:
         self.array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
 
     def __getitem__(self, idx: np.ndarray) -> np.ndarray:
-        out = np.empty(len(idx), dtype=object)
-        out[:] = self.array.take(pa.array(idx, type=pa.int64())).to_pylist()
+        at = np.asarray(idx)
+        if at.dtype == bool and at.shape == (len(self),):
+            at = np.flatnonzero(at)
+        elif at.ndim != 1 or at.dtype.kind not in "iu" or (len(at) and (at.min() < 0 or at.max() >= len(self))):
+            raise TypeError(f"rows of a text column by an array of positions or a mask, not {idx!r}")
+        out = np.empty(len(at), dtype=object)
+        out[:] = self.array.take(pa.array(at, type=pa.int64())).to_pylist()
         return out
 
     def __len__(self) -> int:

@@ -87,9 +87,14 @@ def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
 
 
 def _make_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> None:
-    """:func:`materialize` of ``names``, none of them kept as a table yet."""
+    """:func:`materialize` of ``names``, none of them kept as a table yet, in the order the views
+    are created (a view is created after every view it reads): each is computed from the copies
+    of those it reads, whatever order the caller listed them in (``data_loading_intervals`` listed
+    before ``region_markers``, which it reads, computed that one from the events once more)."""
     if not names:
         return
+    created = {st.name: i for i, st in enumerate(statements())}
+    names = sorted(names, key=lambda n: created.get(n, len(created)))
     as_created = views_as_created(con)
     store = derived_store(con) if as_created and CODE_VERSION and PER_TRACE_VIEWS.intersection(names) else None
     ids = _trace_ids(con, store) if store is not None else None
@@ -151,7 +156,7 @@ SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_
 """Views that commands running several analyses (``advise``, ``report``) read many times each
 (the GPU busy intervals and the step windows in gpu_idle_causes, gpu_idle_by_cause,
 host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables for their length
-(:func:`materialized`), in this order, so the later ones are computed from the earlier copies.
+(:func:`materialized`), each computed from the copies of those it reads (:func:`_make_tables`).
 
 ``gpu_ops`` and ``runtime_calls`` come first: a Parquet scan filtered on ``cat`` decodes every
 column of every row group (DuckDB passes an ``IN`` filter to the reader as optional), ~0.09 s on
@@ -180,22 +185,21 @@ report's twice), advise's CUDA-core GEMMs and the kernel sequences: DuckDB plans
 macro in ~30 ms for any number of names, once for the table instead of once per query
 (:func:`~trace_report.analyses.kernel_classes.classes_relation`)."""
 
-REPORT_VIEWS = (*(v for v in SHARED_VIEWS if v != "data_loading_intervals"), "region_markers",
-                "data_loading_intervals", "op_flops")
+REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "region_markers")
 """What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each
 GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
 1M-event trace), which the Operator view and the module tree both read, and ``region_markers``
 (annotation names matched against the region rules' regular expressions), which the step
 timeline's regions and the kernel regions of its step read: computed from the events by the first
 (0.08 s on the 1M-event trace) and kept again by the second; on a database, read once from its file.
-It comes before ``data_loading_intervals``, which reads it (its data-loading markers): where neither
-is kept beside a database (a trace opened directly, a first report) it is computed once, not twice."""
+Not one of :data:`SHARED_VIEWS`: ``advise`` on a database reads it only through
+``data_loading_intervals``, kept beside it, and would copy it for nothing (~0.03 s)."""
 
 
 @contextmanager
 def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iterator[None]:
-    """:func:`materialize` those of ``names`` that are plain TEMP views of ``con``, in the given
-    order, for the length of the block; on exit each is a plain view again (its own SQL from the
+    """:func:`materialize` those of ``names`` that are plain TEMP views of ``con`` (each after those it
+    reads), for the length of the block; on exit each is a plain view again (its own SQL from the
     view artifacts) and its table is dropped, so no copy outlives the block (a notebook that then
     redefines ``events`` sees its change everywhere). Views already kept as tables when the block
     starts stay so."""

@@ -9,6 +9,7 @@ the analyses as methods, for notebooks).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from os import PathLike
 from pathlib import Path
@@ -32,6 +33,7 @@ from trace_report.analyses.slice import SliceOptions, slice_trace
 from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
 from trace_report.analyses.utilization import gpu_utilization
+from trace_report.declare import Command, commands, option_fields
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, resolve
 from trace_report.present.slice import write_chrome_trace
@@ -40,9 +42,15 @@ from trace_report.store.database import create_schema
 from trace_report.store.export import open_parquet_dataset
 from trace_report.store.handle import open_database
 from trace_report.store.notebook import MagicConnection, magic_connection
+from trace_report.store.per_run import Table, tabulate
 from trace_report.store.runs import attach_runs
 
 PathArg = str | PathLike[str]
+
+
+RUN_OPTIONS = """``merge_runs``: analyse every trace as one run (else each run apart, with a ``run``
+column first when there are several, as the command line does); ``run``: only the run with that
+label. The frame's ``attrs["notes"]`` holds the notes the command prints."""
 
 
 class TraceDB(tracedb.TraceDB):
@@ -50,72 +58,100 @@ class TraceDB(tracedb.TraceDB):
 
     ``con`` is the duckdb connection itself; :meth:`sql` returns a DuckDB relation
     (``.df()``, ``.arrow()``, ``.fetchall()``). Each analysis method returns the frame the
-    matching command prints (same numbers, same columns).
+    matching command prints (same numbers, same columns, one set of rows per run with a ``run``
+    column on an input of several runs; ``merge_runs=True`` sums them, ``run=LABEL`` picks one).
+    The methods of declared analyses (:mod:`trace_report.declare`) are made from their
+    declaration and added below the class.
     """
 
-    def top_kernels(self, limit: int | None = 20, *, rank: int | None = None,
-                    by_rank: bool = False, kernels_only: bool = False) -> pd.DataFrame:
+    def table(self, analysis: Callable[[tracedb.TraceDB], object], *, merge_runs: bool = False,
+              run: str | None = None, limit: int | None = None) -> pd.DataFrame:
+        """``analysis(db)`` (a result with ``.frame`` and ``.notes``) through the command line's
+        per-run funnel (:func:`trace_report.store.per_run.tabulate`); the notes in
+        ``frame.attrs["notes"]``. Raises :class:`~trace_report.errors.UsageError` for an unknown
+        ``run``."""
+        return _frame(tabulate(self, analysis, run=run, merge=merge_runs, limit=limit))
+
+    def top_kernels(self, limit: int | None = 20, *, rank: int | None = None, by_rank: bool = False,
+                    kernels_only: bool = False, steps_only: bool = False, merge_runs: bool = False,
+                    run: str | None = None) -> pd.DataFrame:
         """Top GPU kernels, memcpy and memset by total time (column ``kind``), as
         ``trace-report top-kernels`` prints them; ``kernels_only`` hides the memcpy/memset rows.
 
         See :func:`trace_report.analyses.top_kernels.top_kernels` for columns and units.
         """
-        return self.top_kernels_result(limit, rank=rank, by_rank=by_rank, kernels_only=kernels_only).frame
+        opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, kernels_only=kernels_only,
+                                 steps_only=steps_only)
+        return self.table(lambda d: _Noted(top_kernels(d, opts)), merge_runs=merge_runs, run=run)
 
     def top_kernels_result(self, limit: int | None = 20, *, rank: int | None = None,
                            by_rank: bool = False, kernels_only: bool = False) -> TopKernelsResult:
-        """Like :meth:`top_kernels` but also returns the note (CPU fallback, hidden memcpy/memset)."""
+        """Like :meth:`top_kernels` on the whole input (every run together) with the note (CPU
+        fallback, hidden memcpy/memset)."""
         return top_kernels(self, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank,
                                                    kernels_only=kernels_only))
 
-    def breakdown(self, *, by_step: bool = False, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+    def breakdown(self, *, by_step: bool = False, rank: int | None = None, by_rank: bool = False,
+                  merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Wall, GPU-kernel and idle time per region (``trace-report breakdown``); see
         :func:`trace_report.analyses.regions.breakdown`."""
-        return breakdown(self, BreakdownOptions(by_step=by_step, rank=rank, by_rank=by_rank)).frame
+        opts = BreakdownOptions(by_step=by_step, rank=rank, by_rank=by_rank)
+        return self.table(lambda d: breakdown(d, opts), merge_runs=merge_runs, run=run)
 
-    def flags(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+    def flags(self, *, rank: int | None = None, by_rank: bool = False, merge_runs: bool = False,
+              run: str | None = None) -> pd.DataFrame:
         """Flagged kernel names with their classes (``trace-report flags``); the per-class summary
         is in :func:`trace_report.analyses.kernel_classes.flags`'s result."""
-        return flags(self, FlagsOptions(rank=rank, by_rank=by_rank)).frame
+        opts = FlagsOptions(rank=rank, by_rank=by_rank)
+        return self.table(lambda d: flags(d, opts), merge_runs=merge_runs, run=run)
 
-    def advise(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+    def advise(self, *, rank: int | None = None, by_rank: bool = False, merge_runs: bool = False,
+               run: str | None = None) -> pd.DataFrame:
         """Findings with their numbers and thresholds (``trace-report advise``)."""
-        return advise(self, rank=rank, by_rank=by_rank).frame
+        return self.table(lambda d: advise(d, rank=rank, by_rank=by_rank), merge_runs=merge_runs, run=run)
 
     def gpu_utilization(self, *, rank: int | None = None, by_step: bool = False) -> pd.DataFrame:
         """GPU busy % of step time per rank (or per step), the report headline's and ``advise``'s
         figure; see :func:`trace_report.analyses.utilization.gpu_utilization`."""
         return gpu_utilization(self, rank, by_step=by_step)
 
-    def overlap(self, *, rank: int | None = None, steps_only: bool = True, hta_rounding: bool = False) -> pd.DataFrame:
+    def overlap(self, *, rank: int | None = None, steps_only: bool = True, hta_rounding: bool = False,
+                merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Computation/communication overlap per rank (``trace-report overlap``); see
         :func:`trace_report.analyses.overlap.overlap`."""
-        return overlap(self, OverlapOptions(rank=rank, steps_only=steps_only, hta_rounding=hta_rounding)).frame
+        opts = OverlapOptions(rank=rank, steps_only=steps_only, hta_rounding=hta_rounding)
+        return self.table(lambda d: overlap(d, opts), merge_runs=merge_runs, run=run)
 
     def queue_length(self, *, rank: int | None = None, max_queue_length: int = 1024, steps_only: bool = True,
-                     hta_rounding: bool = False) -> pd.DataFrame:
+                     hta_rounding: bool = False, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """CUDA launch queue length per rank and stream (``trace-report queue``); see
         :func:`trace_report.analyses.queue.queue_length`."""
-        return queue_length(self, QueueOptions(rank=rank, max_queue_length=max_queue_length,
-                                               steps_only=steps_only, hta_rounding=hta_rounding)).frame
+        opts = QueueOptions(rank=rank, max_queue_length=max_queue_length, steps_only=steps_only,
+                            hta_rounding=hta_rounding)
+        return self.table(lambda d: queue_length(d, opts), merge_runs=merge_runs, run=run)
 
-    def memory(self, *, rank: int | None = None, device: str | None = None, timeline: bool = False) -> pd.DataFrame:
+    def memory(self, *, rank: int | None = None, device: str | None = None, timeline: bool = False,
+               merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Peak allocated/reserved bytes per device and step, or every ``[memory]`` event with
         ``timeline`` (``trace-report memory``); see :mod:`trace_report.analyses.memory`."""
         fn = memory_timeline if timeline else memory_peaks
-        return fn(self, MemoryOptions(rank=rank, device=device)).frame
+        opts = MemoryOptions(rank=rank, device=device)
+        return self.table(lambda d: fn(d, opts), merge_runs=merge_runs, run=run)
 
     def ops(self, limit: int | None = 30, *, rank: int | None = None, by_shape: bool = False,
-            all_ops: bool = False) -> pd.DataFrame:
+            all_ops: bool = False, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """The operator view (``trace-report ops``); see :func:`trace_report.analyses.ops.ops`."""
-        return ops(self, OpsOptions(rank=rank, by_shape=by_shape, all_ops=all_ops, limit=limit)).frame
+        opts = OpsOptions(rank=rank, by_shape=by_shape, all_ops=all_ops, limit=limit)
+        return self.table(lambda d: ops(d, opts), merge_runs=merge_runs, run=run)
 
     def launches(self, *, rank: int | None = None, per_launch: bool = False, steps_only: bool = True,
-                 hta_rounding: bool = False, all_launches: bool = False) -> pd.DataFrame:
+                 hta_rounding: bool = False, all_launches: bool = False, merge_runs: bool = False,
+                 run: str | None = None) -> pd.DataFrame:
         """Kernel launch statistics per GPU operation name or per launch (``trace-report launches``);
         see :func:`trace_report.analyses.launches.launches`."""
-        return launches(self, LaunchOptions(rank=rank, per_launch=per_launch, steps_only=steps_only,
-                                            hta_rounding=hta_rounding, all_launches=all_launches)).frame
+        opts = LaunchOptions(rank=rank, per_launch=per_launch, steps_only=steps_only, hta_rounding=hta_rounding,
+                             all_launches=all_launches)
+        return self.table(lambda d: launches(d, opts), merge_runs=merge_runs, run=run)
 
     def critical_path(self, *, rank: int | None = None, step: int | None = None,
                       data_loading: tuple[str, ...] = DATA_LOADING, infer_syncs: bool = True,
@@ -127,17 +163,20 @@ class TraceDB(tracedb.TraceDB):
                                                        infer_syncs=infer_syncs, hta_rounding=hta_rounding, top=top))
 
     def sequences(self, *, rank: int | None = None, operator: str | None = None, min_length: int = 2,
-                  max_length: int = 8, min_count: int = 2, steps_only: bool = True) -> pd.DataFrame:
+                  max_length: int = 8, min_count: int = 2, steps_only: bool = True, merge_runs: bool = False,
+                  run: str | None = None) -> pd.DataFrame:
         """Repeated kernel sequences per launching operator, fusion candidates flagged
         (``trace-report sequences``); see :func:`trace_report.analyses.sequences.sequences`."""
-        return sequences(self, SequenceOptions(rank=rank, operator=operator, min_length=min_length,
-                                               max_length=max_length, min_count=min_count,
-                                               steps_only=steps_only)).frame
+        opts = SequenceOptions(rank=rank, operator=operator, min_length=min_length, max_length=max_length,
+                               min_count=min_count, steps_only=steps_only)
+        return self.table(lambda d: sequences(d, opts), merge_runs=merge_runs, run=run)
 
-    def modules(self, *, rank: int | None = None, depth: int | None = None, by_step: bool = False) -> pd.DataFrame:
+    def modules(self, *, rank: int | None = None, depth: int | None = None, by_step: bool = False,
+                merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """The nn.Module tree: CPU time, GPU time of what each module launched, FLOP
         (``trace-report modules``); see :func:`trace_report.analyses.modules.modules`."""
-        return modules(self, ModuleOptions(depth=depth, rank=rank, by_step=by_step)).frame
+        opts = ModuleOptions(depth=depth, rank=rank, by_step=by_step)
+        return self.table(lambda d: modules(d, opts), merge_runs=merge_runs, run=run)
 
     def slice(self, output: str | PathLike[str], *, steps: int | tuple[int, int] | None = None,
               window: tuple[float | None, float | None] | None = None, rank: int | None = None,
@@ -151,21 +190,76 @@ class TraceDB(tracedb.TraceDB):
                                                 counters=counters))
         return write_chrome_trace(Path(output), result.metadata, result.events)
 
-    def collectives(self, *, rank: int | None = None, by_rank: bool = False) -> pd.DataFrame:
+    def collectives(self, *, rank: int | None = None, by_rank: bool = False, merge_runs: bool = False,
+                    run: str | None = None) -> pd.DataFrame:
         """Collectives per kind and message size (``trace-report collectives``); see
         :func:`trace_report.analyses.collectives.collectives`."""
-        return collectives(self, CollectivesOptions(rank=rank, by_rank=by_rank)).frame
+        opts = CollectivesOptions(rank=rank, by_rank=by_rank)
+        return self.table(lambda d: collectives(d, opts), merge_runs=merge_runs, run=run)
 
-    def stragglers(self, *, rank: int | None = None) -> pd.DataFrame:
+    def stragglers(self, *, rank: int | None = None, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Step time per rank against the fastest rank (``trace-report breakdown --stragglers``); see
         :func:`trace_report.analyses.stragglers.stragglers`."""
-        return stragglers(self, StragglerOptions(rank=rank)).frame
+        return self.table(lambda d: stragglers(d, StragglerOptions(rank=rank)), merge_runs=merge_runs, run=run)
 
     @property
     def magic(self) -> MagicConnection:
         """A connection for jupysql's ``%sql`` that sees this database's TEMP views
         (``conn = db.magic`` then ``%sql conn``); ``%sql db.con`` would open a cursor that does not."""
         return magic_connection(self)
+
+
+class _Noted:
+    """A top-kernels result (``.rows``, ``.note``) as the funnel reads results (``.frame``, ``.notes``)."""
+
+    def __init__(self, result: TopKernelsResult) -> None:
+        self.frame = result.frame
+        self.notes = [result.note] if result.note else []
+
+
+def _frame(table: Table) -> pd.DataFrame:
+    frame = table.frame if isinstance(table.frame, pd.DataFrame) else table.frame.frame
+    frame.attrs["notes"] = list(table.notes)
+    frame.attrs["warnings"] = list(table.warnings)
+    return frame
+
+
+def declared_method(cmd: Command) -> Callable[..., pd.DataFrame]:
+    """The ``TraceDB`` method of a declared analysis command: keyword arguments named as its
+    options' fields (same defaults), ``limit`` (rows per run), ``merge_runs`` and ``run``; it
+    returns the frame the command prints, through the same funnel."""
+    fields = option_fields(cmd.options)
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(f.name, kw, default=f.default, annotation=tp) for f, tp, _ in fields]
+    names = {f.name for f, _, _ in fields}
+    extra = [("merge_runs", False, bool), ("run", None, str | None)]
+    if "limit" not in names:
+        extra.insert(0, ("limit", None, int | None))
+    params += [inspect.Parameter(n, kw, default=d, annotation=t) for n, d, t in extra]
+    signature = inspect.Signature(params, return_annotation=pd.DataFrame)
+
+    def method(*args: object, **kwargs: object) -> pd.DataFrame:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        db: TraceDB = values.pop("self")  # type: ignore[assignment]
+        options = cmd.options(**{n: values[n] for n in names})
+        analysis = cmd.function()
+        limit = values.get("limit") if "limit" not in names else None
+        return db.table(lambda d: analysis(d, options), merge_runs=bool(values["merge_runs"]),
+                        run=values["run"], limit=limit)  # type: ignore[arg-type]
+
+    lines = [f"  ``{f.name}``: {meta.text()} (default {f.default!r})" for f, _, meta in fields]
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__name__ = method.__qualname__ = cmd.method
+    method.__doc__ = f"{cmd.help} (``trace-report {cmd.name}``)\n\n" + "\n".join(lines) + "\n\n" + RUN_OPTIONS
+    return method
+
+
+for _cmd in commands().values():
+    if not hasattr(TraceDB, _cmd.method):
+        setattr(TraceDB, _cmd.method, declared_method(_cmd))
 
 
 def _as_paths(paths: PathArg | Sequence[PathArg]) -> list[Path]:

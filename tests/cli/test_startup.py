@@ -108,7 +108,8 @@ def test_top_kernels_on_a_database_loads_no_heavy_module(small_db: tuple[Path, P
     assert heavy == "heavy:", out.stderr
     loaded = ours.split()[1:]
     commands = {m for m in loaded if m.startswith("trace_report.cli.")}
-    assert commands == {f"trace_report.cli.{m}" for m in ("app", "options", "registry", "runs", "top_kernels")}
+    cli = ("app", "declared", "options", "registry", "runs", "top_kernels")
+    assert commands == {f"trace_report.cli.{m}" for m in cli}
     unused = [m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in UNUSED_BY_TOP_KERNELS)]
     assert unused == []
     rows = json.loads(out.stdout)
@@ -234,14 +235,16 @@ def test_a_command_run_alone_parses_and_helps_as_in_the_full_app() -> None:
     command on each start); its help and usage errors are those of the full app, and all commands
     loaded are registered again afterwards."""
     from trace_report.cli.app import COMMAND_ORDER, app
+    from trace_report.declare import commands
 
+    every = sorted([*COMMAND_ORDER, *commands()])
     for args in (["top-kernels", "--help"], ["ingest", "--help"], ["top-kernels", "--bogus"],
-                 ["breakdown"], ["--help"], ["no-such-command"]):
+                 ["kernel-variance", "--help"], ["breakdown"], ["--help"], ["no-such-command"]):
         alone = invoke(args)
         code, out, err = _full_app(args)
         assert (alone.exit_code, alone.stdout, alone.stderr) == (code, out, err), args
-        assert sorted(c.name for c in app.registered_commands) == sorted(COMMAND_ORDER)
-    assert all(name in invoke(["--help"]).stdout for name in COMMAND_ORDER)
+        assert sorted(c.name for c in app.registered_commands) == every
+    assert all(name in invoke(["--help"]).stdout for name in every)
 
 
 def test_the_console_script_exits_without_teardown_and_loses_no_output(tmp_path: Path) -> None:

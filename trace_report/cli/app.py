@@ -26,7 +26,8 @@ from typing import Annotated
 
 import typer
 
-from trace_report import __version__, interrupts
+from trace_report import __version__, declare, interrupts
+from trace_report.cli.declared import register
 from trace_report.cli.options import err
 from trace_report.cli.registry import app as _app
 from trace_report.errors import TraceReportError, UsageError
@@ -42,19 +43,33 @@ COMMAND_MODULES = {
 """Each command's module in :mod:`trace_report.cli` (it registers the command on the app when
 imported), in the order of ``trace-report --help``."""
 COMMAND_ORDER = list(COMMAND_MODULES)
-"""The order of ``trace-report --help`` (registration order depends on which module loads first)."""
+"""The order of ``trace-report --help`` (registration order depends on which module loads first);
+a declared command not listed here comes after these, by name."""
 
 
 def load_commands(names: Iterable[str] | None = None) -> None:
-    """Import the modules of the commands ``names`` (every command when None), each registering
-    its command on the app, and keep the registered commands in :data:`COMMAND_ORDER`.
+    """Register the commands ``names`` (every command when None) on the app: a command module of
+    :data:`COMMAND_MODULES` is imported (it registers itself), a declared analysis command is made
+    from its declaration (:mod:`trace_report.cli.declared`). The registered commands are kept
+    in :data:`COMMAND_ORDER`, the declared ones after those listed there.
 
-    Importing all of them costs ~0.04 s of every start (issue 35: ``top-kernels`` on a small
-    database within 2x ``import duckdb``); a command run by name needs its own alone. Raises
-    :class:`KeyError` for a name that is no command, ImportError where a module is broken."""
+    A command run by name needs its own alone. Raises :class:`KeyError` for a name that is no
+    command, ImportError where a module is broken."""
+    declared = declare.commands() if names is None else {}
     for name in COMMAND_ORDER if names is None else names:
-        importlib.import_module(f"trace_report.cli.{COMMAND_MODULES[name]}")
-    _app.registered_commands.sort(key=lambda c: COMMAND_ORDER.index(c.name) if c.name in COMMAND_ORDER else 99)
+        if name in COMMAND_MODULES:
+            importlib.import_module(f"trace_report.cli.{COMMAND_MODULES[name]}")
+        else:
+            register(declared.get(name) or declare.command(name))
+    for cmd in declared.values():
+        register(cmd)
+    order = COMMAND_ORDER + sorted(set(declared) - set(COMMAND_ORDER))
+    _app.registered_commands.sort(key=lambda c: order.index(c.name) if c.name in order else len(order))
+
+
+def is_command(name: str | None) -> bool:
+    """Whether ``name`` is a command (a module's or a declared one), found without importing others."""
+    return name is not None and (name in COMMAND_MODULES or declare.command_package(name) is not None)
 
 
 def __getattr__(name: str) -> typer.Typer:
@@ -207,7 +222,7 @@ def _only_command(args: list[str]) -> Iterator[None]:
     small database. The command's own parsing, help and errors are the same either way.
     """
     first = args[0] if args else None
-    load_commands([first] if first in COMMAND_MODULES else None)
+    load_commands([first] if is_command(first) else None)
     saved = list(_app.registered_commands)
     only = [c for c in saved if c.name == first]
     if only:

@@ -250,6 +250,11 @@ RayAddressOpt = Annotated[str | None, typer.Option(
     "--ray-address", help="With --engine ray: the cluster (auto, ray://HOST:10001 or HOST:6379); default "
                           "$RAY_ADDRESS, else a Ray runtime started on this machine.")]
 ByRankOpt = Annotated[bool, typer.Option("--by-rank", help="One group of rows per rank (else summed over ranks).")]
+MergeRunsOpt = Annotated[bool, typer.Option(
+    "--merge-runs", help="Analyse every trace together as one run (summed and ranked across runs; a note lists "
+                         "what was merged). By default each run gets its own rows, with a run column.")]
+RunOpt = Annotated[str | None, typer.Option(
+    "--run", help="Only the run with this label (the run column of a command over several runs).")]
 
 
 def warn(message: str) -> None:

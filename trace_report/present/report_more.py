@@ -15,6 +15,7 @@ from trace_report.analyses.critical_path import CriticalPathOptions, critical_pa
 from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.analyses.modules import ModuleOptions, modules
 from trace_report.analyses.sequences import SequenceOptions, sequences
+from trace_report.declare import Command, commands, option_names
 from trace_report.present.report_parts import Section, attempt, table_html
 from trace_report.store.tracedb import TraceDB
 
@@ -67,4 +68,19 @@ def deeper_section(db: TraceDB, rank: int | None, step: int | None) -> Section |
     got = attempt(sec, "modules", lambda: modules(db, ModuleOptions(rank=rank, depth=2)))
     if got is not None:
         _table(sec, "nn.Module tree, two levels (trace-report modules)", got.frame, [], "modules")
+    for cmd in commands().values():
+        if cmd.report is not None:
+            got = attempt(sec, cmd.name, lambda c=cmd: declared_table(db, c, rank))
+            if got is not None:
+                _table(sec, cmd.report.title, got.frame.head(cmd.report.rows), got.notes, cmd.name)
     return sec if sec.tail else None
+
+
+def declared_table(db: TraceDB, cmd: Command, rank: int | None) -> object:
+    """The result of a declared command for the report: the options of its
+    :class:`~trace_report.declare.ReportTable`, ``rank`` the report's."""
+    assert cmd.report is not None
+    values = dict(cmd.report.options)
+    if "rank" in option_names(cmd.options):
+        values["rank"] = rank
+    return cmd.function()(db, cmd.make_options(values))

@@ -1,0 +1,177 @@
+"""The one declaration of an analysis command: its options and what it computes.
+
+An analysis package (``trace_report/analyses/<command>/``) declares its command in its
+``__init__.py`` with two things:
+
+- a frozen options dataclass whose fields carry :class:`Opt` metadata through
+  ``typing.Annotated`` (help text, unit, bounds, the flag's spelling) and their default;
+- ``COMMAND = Command(...)``: the command's name, that options class, the function that computes
+  the result (``"module:function"`` inside the package, imported only when the command runs),
+  the title of its table, its help and examples.
+
+From this alone the CLI command (:mod:`trace_report.cli.declared`), the notebook method of
+``TraceDB`` (:mod:`trace_report.api`), docs/cli.md (generated from ``--help``) and the report's
+table (:class:`ReportTable`) are made, and all of them go through the same per-run funnel
+(:mod:`trace_report.store.per_run`). An analysis package's ``__init__.py`` imports only the
+standard library and this module, so ``trace-report --help`` stays light; the computation lives
+in a submodule of the package.
+
+Standard library only: the CLI imports this module on every start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import re
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Opt:
+    """What the command line and the notebook say about one option field.
+
+    ``help``: one sentence (the unit, when given, is appended as ``[unit: µs]``); ``flags``: the
+    option's spelling on the command line (default ``--field-name``; ``--a/--b`` for a pair of
+    boolean flags, a second entry for a short name); ``min`` / ``max``: bounds the command line
+    checks (a usage error, exit 2); ``cli``: False for a field the notebook alone sets."""
+
+    help: str
+    flags: tuple[str, ...] = ()
+    unit: str | None = None
+    min: float | None = None
+    max: float | None = None
+    cli: bool = True
+
+    def text(self) -> str:
+        """The help text with its unit."""
+        return f"{self.help} [unit: {self.unit}]" if self.unit else self.help
+
+
+RANK = Opt("Only this rank.", ("--rank",))
+BY_RANK = Opt("One group of rows per rank (else summed over ranks).", ("--by-rank",))
+STEPS_ONLY = Opt("HTA's selection (GPU work launched before the last of 2+ ProfilerSteps), or every GPU operation.",
+                 ("--steps-only/--all-steps",))
+HTA_ROUNDING = Opt("Round fractional timestamps to whole us as HTA does (start up, end down).", ("--hta-rounding",))
+"""Options that several analyses take, declared once (their fields reuse these)."""
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """The table a command adds to ``trace-report report``: its first ``rows`` rows, computed with
+    the options ``options`` (field name -> value; the report's ``--rank`` is passed as ``rank``
+    when the options have that field)."""
+
+    title: str
+    rows: int = 10
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One analysis command.
+
+    ``name``: the CLI name (``kernel-variance``); ``options``: its frozen options dataclass;
+    ``compute``: ``"module:function"`` relative to the declaring package, a function
+    ``(db: TraceDB, options) -> Result`` (``.frame``, ``.notes``); ``title``: the table's
+    title; ``help``: the command's help (first line: the summary); ``examples``: command lines
+    shown under it; ``views``: the analysis views it reads (a database opens those alone; None:
+    every view); ``full_names``: its rows hold kernel names (adds ``--full-names``);
+    ``report``: its table in the report, if any. ``package`` is set by :func:`commands`."""
+
+    name: str
+    options: type
+    compute: str
+    title: str
+    help: str
+    examples: tuple[str, ...] = ()
+    views: tuple[str, ...] | None = None
+    full_names: bool = False
+    report: ReportTable | None = None
+    package: str = ""
+
+    @property
+    def method(self) -> str:
+        """The ``TraceDB`` method's name (the command's with ``_``)."""
+        return self.name.replace("-", "_")
+
+    def function(self) -> Callable[..., Any]:
+        """The compute function, imported now (its module may load pandas)."""
+        module, _, name = self.compute.partition(":")
+        return getattr(importlib.import_module(f"{self.package}.{module}"), name)
+
+    def make_options(self, values: dict[str, Any]) -> Any:
+        """The options dataclass from ``values`` (field name -> value; missing: the default)."""
+        return self.options(**{k: v for k, v in values.items() if k in option_names(self.options)})
+
+
+def option_fields(options: type) -> list[tuple[dataclasses.Field[Any], type, Opt]]:
+    """Each field of the options dataclass ``options`` with its type (without ``Annotated``) and
+    its :class:`Opt`. Raises TypeError for a field without one: every option is declared."""
+    hints = typing.get_type_hints(options, include_extras=True)
+    out = []
+    for f in dataclasses.fields(options):
+        hint = hints[f.name]
+        meta = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Opt)]
+        if not meta:
+            raise TypeError(f"{options.__name__}.{f.name}: no Opt(...) in its Annotated type")
+        out.append((f, typing.get_args(hint)[0], meta[0]))
+    return out
+
+
+def option_names(options: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(options)}
+
+
+ANALYSES = "trace_report.analyses"
+_DECLARES = re.compile(r"^COMMAND\s*=\s*Command\(", re.M)
+
+
+def _declaring_packages() -> Iterator[str]:
+    """The analysis packages whose ``__init__.py`` declares a command. The source is read, not
+    imported, so that a package that declares none (and may load pandas) stays unloaded."""
+    root = resources.files(ANALYSES)
+    for info in pkgutil.iter_modules([str(root)]):
+        if not info.ispkg:
+            continue
+        init = root.joinpath(info.name, "__init__.py")
+        if init.is_file() and _DECLARES.search(init.read_text(encoding="utf-8")):
+            yield f"{ANALYSES}.{info.name}"
+
+
+@cache
+def commands() -> dict[str, Command]:
+    """Every declared analysis command by CLI name, in name order."""
+    found = {}
+    for package in _declaring_packages():
+        cmd = importlib.import_module(package).COMMAND
+        found[cmd.name] = dataclasses.replace(cmd, package=package)
+    return dict(sorted(found.items()))
+
+
+def command_package(name: str) -> str | None:
+    """The package that declares the command ``name`` (``kernel-variance`` ->
+    ``trace_report.analyses.kernel_variance``), found without importing any other, else None."""
+    package = name.replace("-", "_")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", package):
+        return None
+    init = resources.files(ANALYSES).joinpath(package, "__init__.py")
+    try:
+        return f"{ANALYSES}.{package}" if _DECLARES.search(init.read_text(encoding="utf-8")) else None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def command(name: str) -> Command:
+    """The declared command ``name``; KeyError when there is none."""
+    package = command_package(name)
+    if package is None:
+        raise KeyError(name)
+    cmd = importlib.import_module(package).COMMAND
+    return dataclasses.replace(cmd, package=package)

@@ -56,15 +56,15 @@ OVERLONG_FLOOR_US = 60e6
 """An event is longer than its trace when ``dur > OVERLONG_FACTOR * span + OVERLONG_SLACK_US``
 and ``dur > OVERLONG_FLOOR_US``, ``span`` = max(ts + dur) - min(ts) over the trace's other
 events. The factor keeps the events that enclose the whole trace (``PyTorch Profiler (0)``, a
-CPU-only trace's step: up to 1.03x in the real traces); the slack keeps tiny traces of a few
-events; the floor (one minute) keeps a real ProfilerStep that encloses idle time (HTA's
-triton example: a 13.3 s step around 0.36 s of events)."""
+CPU-only trace's step: barely longer than the trace in the real traces); the slack keeps tiny
+traces of a few events; the floor (one minute) keeps a real ProfilerStep that encloses idle time
+(HTA's triton example: a step many times longer than the events inside it)."""
 MISPLACED_FACTOR = 10.0
 MISPLACED_FLOOR_US = 86_400e6
 """A time stamp is outside its trace's plausible span when the event lies more than
 ``max(MISPLACED_FACTOR * span, MISPLACED_FLOOR_US)`` beyond the other events (rule in
 :func:`misplaced_events`). The floor (one day) is over 6,000 times the longest of the 23 real
-traces in ``../shared/data/traces`` (5 ms to 13.7 s, hta_triton_example the longest): a profiling
+traces in ``../shared/data/traces`` (milliseconds to seconds, hta_triton_example the longest): a profiling
 window is seconds to minutes. The broken values met are far beyond it (a ts of 2^64 us: 584,000
 years; a ts of 0 beside epoch time stamps: 50 years). The factor keeps long captures with quiet
 stretches: beside a recording of a week, an event must be ten weeks away."""

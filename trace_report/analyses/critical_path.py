@@ -90,8 +90,8 @@ def _windows(steps: list[tuple[int | None, float, float]], events: TraceEvents,
 
 def _step_windows(db: TraceDB, step: int | None) -> dict[int, list[tuple[int | None, float, float]]]:
     """Per trace, (step, start us, end us) of each ProfilerStep (or of ``step``), by start: one
-    query for every trace (a query per trace read the events of every trace again: 35 ms a trace
-    of a 64-rank database, quadratic in the ranks)."""
+    query for every trace (a query per trace read the events of every trace again: quadratic in
+    the ranks)."""
     out: dict[int, list[tuple[int | None, float, float]]] = defaultdict(list)
     for trace_id, s, a, b in db.con.execute("SELECT trace_id, step, ts_us, end_us FROM steps "
                                             "WHERE $step IS NULL OR step = $step ORDER BY trace_id, ts_us, event_id",

@@ -75,7 +75,7 @@ DUPLICATE_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us", "args"]
 SMALL_SCREEN = 1024
 """Values of up to this many bytes in all (the dictionaries of categories, pids and tids) are
 screened in Python (:func:`~trace_report.redact.could_contain_secret`, the same pattern): an
-RE2 call compiles the pattern each time (0.2 ms), more than so few bytes cost in Python (whose
+RE2 call compiles the pattern each time, more than so few bytes cost in Python (whose
 ``re`` is slower per byte: names and args always go to RE2)."""
 
 
@@ -139,7 +139,7 @@ class PieceStats:
 
 def arrow_of(values: np.ndarray) -> pa.Array:
     """A numeric (or bool) numpy array as an Arrow array without copying numbers. ``pa.array``
-    on numpy imports ``numpy.ma`` (15-20 ms, in every ingest) to ask whether it is masked."""
+    on numpy imports ``numpy.ma`` (a cost in every ingest) to ask whether it is masked."""
     if values.dtype == np.bool_:
         bits = np.packbits(values, bitorder="little")
         return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])

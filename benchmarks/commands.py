@@ -1,4 +1,4 @@
-"""Analysis commands on a 1M-event trace against `breakdown` (issue 36 item 7: `ops` and `report`
+"""Analysis commands on a 1M-event trace against `breakdown` (the target: `ops` and `report`
 within 3x of `breakdown`), runs interleaved, bytecode cached as users run.
 
 The trace: the H100 BERT trace of ../shared (tracelens_h100_bert_small: one ProfilerStep, Python
@@ -12,8 +12,7 @@ time (user + system of the command's process) per command, and the ratio of the 
 
 With several ``--copies`` (``1,121,242,485``) it times each size and fits a line per command
 through the median walls: the fixed cost (imports, opening, views) and the cost per million
-events, which shows whether any command grows faster than its trace (issue 36 item 7: "find the
-super-linear step").
+events, which shows whether any command grows faster than its trace (a super-linear step).
 
 ``--input trace`` times the commands on the JSON trace itself, as a user's first command on a
 trace file runs: every run ingests it into memory and computes every table it reads (nothing is

@@ -1,4 +1,4 @@
-"""Tables of the ingest's cost per byte for ``benchmarks/shapes.py`` (issue 35 items 1 and 4).
+"""Tables of the ingest's cost per byte for ``benchmarks/shapes.py``: per row and by worker count.
 
 Pure functions over measured numbers: MB per CPU-second of each row against the compiled
 scanner alone (:mod:`benchmarks.scan_floor`), CPU seconds per stage of one profiled run per row

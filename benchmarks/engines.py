@@ -1,4 +1,4 @@
-"""Decoding threads against forked decoding processes, by worker count (issue 35 item 4).
+"""Decoding threads against forked decoding processes, by worker count.
 
 The ingest decodes in threads where the compiled scanner is installed (``ThreadEngine``: the scan
 runs without the GIL; measured on 2 cores, docs/benchmarks.md) and in forked processes otherwise

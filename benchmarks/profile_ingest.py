@@ -1,4 +1,4 @@
-"""Where the CPU of one ingest goes, stage by stage (issue 35 item 1).
+"""Where the CPU of one ingest goes, stage by stage.
 
 Runs ``trace-report ingest`` in this process (the command's own code path, decoding threads
 included) with the functions of each stage wrapped: every call charges the CPU time of its own

@@ -1,4 +1,4 @@
-"""Scale benchmark of the Ray engine (issue 12, docs/scaling.md): ingest and top-kernels of 8, 32
+"""Scale benchmark of the Ray engine (docs/scaling.md): ingest and top-kernels of 8, 32
 and 128 synthetic ranks with 1 and 2 Ray workers, and the local engine for reference.
 
 The ranks are real traces replicated, each copy with its rank, correlation and External ids

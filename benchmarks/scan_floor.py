@@ -1,4 +1,4 @@
-"""The compiled scanner alone over the bytes of an input (issue 35 item 1): the floor of the ingest's
+"""The compiled scanner alone over the bytes of an input: the floor of the ingest's
 cost per byte.
 
 The input's ``traceEvents`` is cut into the ingest's pieces (8 MB, ``kineto.PieceStream``;

@@ -1,17 +1,18 @@
 """Ingest benchmark on the trace shapes users have, each row against HTA in the same run.
 
-Rows (issue 11; inputs built once into benchmarks/out/ from real traces in ../shared by
+Rows (inputs built once into benchmarks/out/ from real traces in ../shared by
 make_big_trace.py, timestamps and ids shifted per copy):
 
   a. the 1.13 GB V100 ResNet-50 trace (kineto_rn50_nw4_2021jun x40), plain and .json.gz;
   b. an event-dense ~225 MB trace (param_linear_kineto_2080ti x11, ~200 B/event), plain and gz;
   c. a 16-rank folder of ~30 MB traces, each .json.gz (rn50 x1 per rank, distributedInfo set);
   d. a scaling curve: rn50 plain at ~100 MB, 1 GB (row a) and ~5 GB; HTA by default only up to
-     2 GB of JSON (``--hta-max-gb``): on the 5 GB row it took 27 minutes a run and 21 GB of a
-     24 GB machine (2026-11-27), so ``--only d-5GB --repeat 1 --hta-repeat 1 --hta-max-gb 6``.
+     2 GB of JSON (``--hta-max-gb``): on the 5 GB row it takes most of an hour a run and most of
+     a 24 GB machine, so ``--only d-5GB --repeat 1 --hta-repeat 1 --hta-max-gb 6``.
 
 Each run is a separate process; wall time, peak RSS summed over the process tree (sampled every
-20 ms, psutil; the tree itself looked up every 0.1 s) and CPU time (user + system of the process
+20 ms, psutil; the tree itself looked up every :data:`CHILDREN_EVERY` samples) and CPU time (user +
+system of the process
 and of the children it waited for, i.e. our decoding workers) are taken; the median of
 ``--repeat`` runs is reported with ratios. Our runs and HTA's take turns (ours, HTA, ours,
 ...), so that a drift of the machine's speed weighs on both alike. Then the query time alone of
@@ -21,12 +22,12 @@ first call with its kept per-trace tables removed, computed from the events),
 the whole commands, and ``breakdown`` straight on a raw trace against ingest + breakdown on the
 database.
 
-Then, per row (issue 35 item 1; ``--no-profile`` skips it): MB of JSON per CPU-second of the
+Then, per row (``--no-profile`` skips it): MB of JSON per CPU-second of the
 whole ingest (MB decoded for gzip, over the median CPU time of the process tree) against the
 compiled scanner alone over the same bytes (``benchmarks/scan_floor.py``: no columns built, and
 with its columns), and the CPU seconds per stage of one more ingest of the row run in a profiling
 process (``benchmarks/profile_ingest.py``: inflate, scan, normalising, Parquet, catalog, derived
-tables, start-up). Last (item 4; ``--no-workers`` skips it), the row ``--workers-row`` (default
+tables, start-up). Last (``--no-workers`` skips it), the row ``--workers-row`` (default
 a-plain; quick: d-100MB) ingested with each ``--workers N`` of ``--workers`` (default 1,2,4,8,16;
 quick: 1,2): wall and CPU time, MB per second of each, peak memory, speed-up over the first
 count (on a machine of fewer cores than N, N workers cannot run side by side: the table says so).
@@ -78,8 +79,8 @@ DENSE = SHARED / "param_linear_kineto_2080ti" / "linear_kineto.json.gz"
 HTA_MAX_GB = 2.0
 CHILDREN_EVERY = 5
 """Samples between two looks for child processes: finding them reads /proc of every process on
-the machine (~1.4 ms), 7% of a core at every 20 ms sample, taken from the program measured;
-decoding workers and HTA's pool live for seconds, so a look every 0.1 s finds them all."""
+the machine, a share of a core at every sample taken from the program measured; decoding workers
+and HTA's pool live for seconds, so a look every few samples finds them all."""
 
 HTA_SNIPPET = """
 import logging, sys
@@ -359,7 +360,7 @@ def ratio(a: float, b: float) -> str:
 
 
 def cost_tables(rows: list[Row]) -> list[str]:
-    """The MB per CPU-second table and the stage table of the profiled rows (item 1)."""
+    """The MB per CPU-second table and the stage table of the profiled rows."""
     done = [r for r in rows if r.floor and r.stages]
     if not done:
         return []
@@ -419,10 +420,10 @@ def main(argv: list[str] | None = None) -> int:
                              "on the 5 GB row)")
     parser.add_argument("--no-queries", action="store_true")
     parser.add_argument("--no-profile", action="store_true",
-                        help="no scanner-alone pass and no profiled ingest per row (issue 35 item 1)")
+                        help="no scanner-alone pass and no profiled ingest per row")
     parser.add_argument("--workers", type=parse_workers, default=None,
                         help="worker counts of the curve of --workers-row (default 1,2,4,8,16; quick: 1,2)")
-    parser.add_argument("--no-workers", action="store_true", help="no curve by worker count (issue 35 item 4)")
+    parser.add_argument("--no-workers", action="store_true", help="no curve by worker count")
     parser.add_argument("--workers-row", default=None, help="the row of the curve (default a-plain; quick: d-100MB)")
     parser.add_argument("--work", type=Path, default=HERE / "out")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Start-up benchmark (issue 11 item 4): `trace-report --help` and `top-kernels` on a small
+"""Start-up benchmark: `trace-report --help` and `top-kernels` on a small
 database against `python -c "import duckdb"`, runs interleaved, bytecode cached as users run.
 
 The small database is the ingested hta_a100_ddp_nccl trace of ../shared (built once into

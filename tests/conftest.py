@@ -160,19 +160,19 @@ RUNS = {  # run id -> experiment and its own options
     "opt": ("optimizers", ["--epochs", "2"]),
     "wk": ("workers", ["--workers-list", "0,1", "--no-profile"]),
     "dev": ("devices", ["--no-profile"]),
-    "amp": ("amp", ["--batch-sizes", "2,3"]),  # bf16 backward on CPU: ~0.5 s per sample here
+    "amp": ("amp", ["--batch-sizes", "2,3"]),  # bf16 backward on CPU: slow per sample here
     "cmp": ("compile", ["--steps", "1", "--timed-runs", "2", "--no-profile"]),
 }
 
 
 def captured_runs(factory: pytest.TempPathFactory) -> Path:
-    """Capture every experiment of :data:`RUNS` once per session (about 15 s on two cores), in a
+    """Capture every experiment of :data:`RUNS` once per session (slow: real captures), in a
     folder every pytest-xdist worker shares: the first worker to ask captures, the others wait
     for it under a file lock (xdist's own recipe, "Making session-scoped fixtures execute only
-    once"); each capturing on its own took ~50 s of both cores at once. Tests only read it.
+    once"); each capturing on its own kept both cores busy several times longer. Tests only read it.
 
     ``compile`` runs torch.compile with the ``eager`` backend (Dynamo captures the graph,
-    Inductor does not generate code): a cold Inductor compile of ResNet-18 takes ~40 s here.
+    Inductor does not generate code): a cold Inductor compile of ResNet-18 is too slow for a test.
     """
     from filelock import FileLock
 
@@ -223,7 +223,7 @@ def ingest_h100_runs(path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def h100_pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The :data:`H100_RUNS` ingested once per test process (:func:`ingest_h100_runs`, ~2.7 s);
+    """The :data:`H100_RUNS` ingested once per test process (:func:`ingest_h100_runs`);
     never changed: tests take a copy each (:func:`h100_db`)."""
     if not H100_CAPTURES.is_dir():
         pytest.skip(f"{H100_CAPTURES} is not present")

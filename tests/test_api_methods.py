@@ -1,4 +1,4 @@
-"""The TraceDB methods of issue 34's analyses (critical path, sequences, modules, slice) give what
+"""The TraceDB methods of the analyses (critical path, sequences, modules, slice) give what
 the commands print for the same options: each method against the command's JSON output on a
 shared trace (so a wrong option passed through shows), and the slice written by the method
 re-opened."""

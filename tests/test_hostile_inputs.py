@@ -1,4 +1,4 @@
-"""Issue 10, hostile inputs: impossible numbers, duplicates, deep nesting, bad UTF-8, damaged or
+"""Hostile inputs: impossible numbers, duplicates, deep nesting, bad UTF-8, damaged or
 half-made databases, a full disk, unknown ranks, markdown cells (items 6, 7, 11). Each failure: its
 exit code, one ``Error:`` line, an existing database unchanged."""
 
@@ -281,7 +281,7 @@ def test_markdown_cells_are_escaped(tmp_path: Path) -> None:
     assert row == "| a\\|b | void k&lt;float, 2&gt;(T&amp;) | two<br>lines |"
 
 
-# ------------------------------------------------------------------ D: archives, scratch folders, names (issue 36)
+# ------------------------------------------------------------------ D: archives, scratch folders, names
 
 
 class _Zeros(io.RawIOBase):

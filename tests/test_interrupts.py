@@ -1,4 +1,4 @@
-"""Issue 36 item 5: Ctrl-C and SIGTERM stop a running DuckDB query at once (``Interrupted``, exit
+"""Ctrl-C and SIGTERM stop a running DuckDB query at once (``Interrupted``, exit
 130 / 143, no traceback), and ``--engine ray`` fails or stops within seconds where Ray itself
 would retry for minutes and ignore Ctrl-C.
 
@@ -34,8 +34,8 @@ TRACE = TRACES / "hta_triton_example" / "triton_example.json.gz"
 ENDLESS = "SELECT count(*) FROM range(10000000000000) a"
 """A query that runs for hours (DuckDB counts ~2-4e9 rows a second here)."""
 STOPPED_WITHIN_S = 5.0
-"""Seconds from the signal to the end of the process that count as "at once" (the stop itself takes
-~0.05 s; the rest is the process's exit on a loaded machine)."""
+"""Seconds from the signal to the end of the process that count as "at once" (the stop itself is
+quick; the rest is the process's exit on a loaded machine)."""
 
 AS_A_TERMINAL = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
                  "from trace_report.cli.app import main; main()")

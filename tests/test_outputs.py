@@ -1,4 +1,4 @@
-"""Issue 36 item 2: where ``-o`` writes. An output that is an input (or inside a database's events
+"""Where ``-o`` writes. An output that is an input (or inside a database's events
 folder, or a trace of an input folder) is a usage error before any work; FIFOs and devices are
 written where they are (no rename over them, nothing beside them); a full disk is one ``Error:``
 line; a closed pipe a quiet exit 141. Every input stays byte-identical."""

@@ -95,7 +95,7 @@ SHAPES: list[tuple[str, Callable[[], str], str]] = [
     ("jwt", lambda: f"{b64url({'alg': 'HS256'})}.{b64url({'sub': rand(10)})}.{rand(43, ALNUM + '_-')}",
      "cookie {s}; path=/"),
     ("pem", pem_block, "key file:\n{s}\nthen more"),
-    # ISSUE 36: shapes by their documented formats (redact.py, rule 1, cites each)
+    # Shapes by their documented formats (redact.py, rule 1, cites each)
     ("stripe_key", lambda: "sk_live_" + rand(24, seed=30), "charge with {s} now"),
     ("stripe_key", lambda: "rk_live_" + rand(99, seed=31), "restricted {s} now"),
     ("stripe_key", lambda: "sk_test_" + rand(24, seed=32), "test mode {s} now"),
@@ -245,7 +245,7 @@ def test_string_screen_judges_each_distinct_value_once_and_counts_values() -> No
 SCREEN_WORDS = ["://", ":\\/\\/", "@", "mysql", "MariaDB", "sshpass", "-p", "-P", "sk_live_", "rk_test_", "k_live",
                 "AIza", "aiza", "npm_", "pypi-", "glpat-", "GLRT-", "gl", "pat", "x", "_", "-", " ", ":", "/",
                 "abcdefghij", "1234", "é", "ſk_live_", "\\"]
-"""Pieces of the new rules' words (ISSUE 36) for the compiled scanner's screen."""
+"""Pieces of the new rules' words for the compiled scanner's screen."""
 _SCREEN_TEXTS = st.lists(st.sampled_from(SCREEN_WORDS), max_size=8).map("".join)
 _SCREEN_ARGS = st.dictionaries(st.sampled_from(["a", "url", "cmd"]),
                                _SCREEN_TEXTS | st.lists(_SCREEN_TEXTS, max_size=4), max_size=3)
@@ -608,7 +608,7 @@ def test_pieces_in_worker_processes_add_up(tmp_path: Any, monkeypatch: pytest.Mo
     assert any("redacted secrets in events" in w for w in report.warnings)
 
 
-# ---------------------------------------------------------------- ISSUE 36: every stored string
+# ---------------------------------------------------------------- every stored string
 
 NSYS_SAMPLE = SHARED / "data" / "nsys" / "nvfuser_nsys_h100_matmul" / "report1.sqlite"
 NCU_DETAILS = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
@@ -731,7 +731,7 @@ def _every_value(con: Any) -> list[str]:
 
 
 def test_end_to_end_every_stored_string_is_screened(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """ISSUE 36: secrets planted in a Kineto trace's host and device names, events' cat/tid/name/
+    """Secrets planted in a Kineto trace's host and device names, events' cat/tid/name/
     args, an nsys export's StringIds, NVTX text and domains, TARGET_INFO and META_DATA, and an ncu
     CSV's names, sections, units and values: after ingest, no column of any table or view and no
     exported file holds one, and the traces rows say what was redacted where."""
@@ -801,7 +801,7 @@ def test_end_to_end_every_stored_string_is_screened(tmp_path: Any, capsys: pytes
 
 
 def test_run_folder_csv_strings_are_screened(tmp_path: Any) -> None:
-    """ISSUE 36 item 3: the text cells of a run folder's metrics/steps/results CSV go through the
+    """The text cells of a run folder's metrics/steps/results CSV go through the
     same screen as every other stored string (run_metrics, run_steps, run_results)."""
     import trace_report as tr
 

@@ -1,4 +1,4 @@
-"""Issue 10: nothing stored is lost or half-written, whatever the user or the system does.
+"""Nothing stored is lost or half-written, whatever the user or the system does.
 
 Each case asserts the exit code, the one ``Error:``/``note:`` line, and that an existing database
 (its ``.duckdb`` and every piece, by SHA-256) is unchanged where it must be.
@@ -238,7 +238,7 @@ def _wait_for_decoding(proc: subprocess.Popen[str], db: Path, engine: str) -> li
 
 MID_DECODING_S = {"threads": 0.05, "processes": 0.3}
 """How long after :func:`_wait_for_decoding` returns the ingest is surely still decoding: threads
-are seen once a first piece is written (the trace decodes in ~0.3 s more), processes as soon as
+are seen once a first piece is written (the trace decodes a while more), processes as soon as
 the workers exist."""
 
 
@@ -304,7 +304,7 @@ def test_kill_9_leaves_nothing_that_blocks_or_inflates(db: Path, tmp_path: Path,
     assert not list(tmp_path.glob(".runs.duckdb.tmp-*"))
 
 
-# ---------------------------------------------------------------- issue 36 item 6: inputs and numbers
+# ---------------------------------------------------------------- inputs and numbers
 
 
 def _set_schema_version(db: Path, version: str) -> None:

@@ -1,6 +1,6 @@
 """Unpacking tar archives (``.tar``, ``.tar.gz``, ``.tgz``) into a scratch folder, with limits.
 
-Issue 36, item 4. Members are read in one pass (tarfile's stream mode: the archive is never
+Members are read in one pass (tarfile's stream mode: the archive is never
 read twice, a compressed one never decompressed twice) and each regular member is copied to a
 file of the scratch folder through a byte counter, so a decompression bomb stops after a bounded
 number of bytes are written, not after the bomb is on disk:

@@ -1,13 +1,13 @@
 """The Arrow compute functions the ingest calls, without importing ``pyarrow.compute``.
 
 ``import pyarrow.compute`` builds a Python wrapper for each of the ~300 functions of Arrow's
-registry: 25-30 ms of every ``trace-report ingest``, before the first piece is decoded (a fifth
-of the serial start of a 16-rank ingest, docs/benchmarks.md). Nothing else the ingest loads
+registry, in every ``trace-report ingest`` before the first piece is decoded (a large part of the
+serial start of a many-rank ingest). Nothing else the ingest loads
 imports it (``pyarrow.parquet`` and DuckDB do not), and neither do Arrow's own methods as long as
 they are not called: ``Array.take``, ``Table.filter``, ``drop_null`` and ``cast`` import it on
 first use, so the ingest calls the functions here instead. Each calls the registry function of
 the same name through :func:`pyarrow.compute.call_function` (defined in ``pyarrow._compute``,
-the compiled module under ``pyarrow.compute``: 4 ms to load) with the options that
+the compiled module under ``pyarrow.compute``, cheap to load) with the options that
 ``pyarrow.compute``'s wrapper passes by default, so the results are those of ``pyarrow.compute``
 (tests/test_arrowcalls.py compares them); Python scalars are converted to Arrow scalars as
 those wrappers convert them.

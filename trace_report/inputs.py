@@ -205,7 +205,7 @@ _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
 
 def _special_file(path: Path) -> str | None:
     """Why ``path`` (not a folder) is not read when it is no regular file, else None: reading a
-    FIFO without a writer, or a device, would wait or run for ever (issue 36, item 6)."""
+    FIFO without a writer, or a device, would wait or run for ever."""
     try:
         mode = path.stat().st_mode
     except OSError:

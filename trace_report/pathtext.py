@@ -1,4 +1,4 @@
-"""File names as text that can be stored and printed (issue 36, item 6).
+"""File names as text that can be stored and printed.
 
 On POSIX a file name is bytes; Python decodes the bytes that are not UTF-8 to lone surrogates
 (``os.fsdecode``, PEP 383 ``surrogateescape``), which open the file fine but cannot be encoded

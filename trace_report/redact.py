@@ -14,8 +14,9 @@ What is a secret (the rule, applied by :func:`redact_text` and :func:`redact_val
    (``aws_access_key``) and the 40-character secret after an ``aws_secret[_access]_key`` key
    (``aws_secret_key``, also the kind of anything rules 2 and 3 redact under such a name);
    GitHub ``ghp_``/``gho_``/``ghs_``/``ghu_``/``ghr_`` + 30 or more, and ``github_pat_`` + 30
-   or more (``github_token``; GitHub's token formats, github.blog/changelog 2021-03-31
-   "Authentication token format updates": 36 characters after the prefix, fine-grained tokens
+   or more (``github_token``; GitHub's token formats, "Authentication token format updates",
+   https://github.blog/changelog/2021-03-31-authentication-token-format-updates/:
+   36 characters after the prefix, fine-grained tokens
    ``github_pat_`` + 82); GitLab tokens, a GitLab prefix (``glpat-`` personal/project/group
    access, ``gloas-`` OAuth application secret, ``gldt-`` deploy, ``glrt-`` runner, ``glcbt-``
    CI/CD job, ``glptt-`` pipeline trigger, ``glft-`` feed, ``glimt-`` incoming mail,

@@ -23,9 +23,9 @@ def tune_allocator(mmap_threshold: int = 256 << 20, trim_threshold: int = 512 <<
     system time of a large ingest. Raising ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD``
     (``mallopt(3)``) lets the heap reuse them. ``M_ARENA_MAX`` = ``arenas``: by default each
     thread that allocates gets a heap (arena) of its own, each kept at its own peak; with two,
-    the decoding threads share one (peak RSS of an ingest on 2 cores: 113 MB trace 209 -> 189 MB,
-    1.13 GB trace 531 -> 484 MB, at the same speed; docs/benchmarks.md, 2026-11-27; DuckDB
-    allocates through its own jemalloc, untouched). Must run before the threads first allocate.
+    the decoding threads share one (a lower peak RSS of an ingest on 2 cores at the same speed,
+    docs/benchmarks.md; DuckDB allocates through its own jemalloc, untouched).
+    Must run before the threads first allocate.
     Forked decoding workers inherit the settings. Returns False where there is no glibc (macOS,
     musl): nothing changes there.
     """
@@ -48,10 +48,9 @@ def tune_gc(young: int = GC_YOUNG_THRESHOLD) -> None:
     A command's start imports DuckDB, pandas, pyarrow, typer and ours: some 100k-200k container
     objects (modules, classes, functions) that all live until the process ends. With the default
     threshold each is walked by a young collection, then again by the middle generation's, and the
-    whole heap by a full collection or two: 16 ms of ``top-kernels`` on a small database (of
-    ~0.4 s), 111 ms of ``breakdown`` and 202 ms of ``report`` on the 1M-event database (the gc
-    callbacks' own timing, 2026-11-28). With 100,000, set before those imports
-    (:mod:`trace_report.cli.entry`): 1 ms, 65 ms and 153 ms. Cycles are still
+    whole heap by a full collection or two, which every command pays (the gc callbacks' own
+    timing; docs/benchmarks.md). With 100,000, set before those imports
+    (:mod:`trace_report.cli.entry`), most of those walks are gone. Cycles are still
     collected, in larger batches (reference counting frees everything else at once); the middle
     and oldest generations keep their default ratios, so a long ingest still collects them.
     Analyses that build millions of objects pause the collector themselves
@@ -63,11 +62,11 @@ def _libc(use_errno: bool = False) -> ctypes.CDLL | None:
     """The C library on Linux (glibc's functions are looked up on it), else None."""
     if not sys.platform.startswith("linux"):
         return None
-    try:  # glibc's soname first: find_library runs ldconfig in a child process (~2 ms at every start)
+    try:  # glibc's soname first: find_library runs ldconfig in a child process at every start
         return ctypes.CDLL("libc.so.6", use_errno=use_errno)
     except OSError:
         pass
-    from ctypes.util import find_library  # here: it imports tempfile, random and subprocess (~4 ms)
+    from ctypes.util import find_library  # here: it imports tempfile, random and subprocess
 
     name = find_library("c")
     try:
@@ -97,7 +96,7 @@ def skip_pandas_probe() -> bool:
     """Keep pyarrow from importing pandas on its first ``pa.array`` of a Python list.
 
     ``pa.array(values)`` asks whether ``values`` is a pandas object, and the first time it asks
-    it imports pandas (0.25 s and ~50 MB of RSS in every process that decodes a piece; the
+    it imports pandas (time and tens of MB of RSS in every process that decodes a piece; the
     decoding never holds a pandas object); so does the first inference of a value's type
     (``pc.equal(column, "kernel")``). This makes both first probes with pandas hidden, so pyarrow
     records "no pandas" for them. pyarrow's explicit pandas paths
@@ -124,8 +123,8 @@ def skip_pandas_probe() -> bool:
 def one_blas_thread() -> None:
     """Ask numpy's OpenBLAS for one thread, unless the user chose a number (``OPENBLAS_NUM_THREADS``).
 
-    OpenBLAS starts a thread per core when numpy is imported, and they spin: ~0.1 s of CPU that
-    the decoding workers need (measured on 2 cores). The ingest does no linear algebra. Takes
+    OpenBLAS starts a thread per core when numpy is imported, and they spin, taking CPU that
+    the decoding workers need. The ingest does no linear algebra. Takes
     effect only before numpy is first imported."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 

@@ -1,4 +1,4 @@
-"""One definition of GPU busy time (issue 14 item 2): ``breakdown``'s per-step busy time (the
+"""One definition of GPU busy time: ``breakdown``'s per-step busy time (the
 regions' ``wall_us - idle_us`` added up) is the ``gpu_utilization`` view's ``busy_us``, exactly,
 on one-rank, eight-rank and 2021-format traces. Both read view ``gpu_busy_intervals``."""
 

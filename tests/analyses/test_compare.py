@@ -89,7 +89,7 @@ def _hta_diff():
                                             test_iteration=test.iterations(), device_type=DeviceType.GPU)
 
 
-@pytest.mark.slow  # HTA's TraceDiff reads both traces (~13 s); the default run checks compare against the JSON
+@pytest.mark.slow  # HTA's TraceDiff reads both traces (slow); the default run checks compare against the JSON
 def test_agrees_with_hta_trace_diff(pair):
     """HTA counts GPU operations (stream >= 0) of every iteration, an operation belonging to the
     iteration of the runtime call that launched it: our ``steps_only`` rule. Exact agreement."""

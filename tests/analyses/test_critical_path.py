@@ -122,7 +122,7 @@ def _graph_trace() -> list[dict]:
 
 def test_cuda_graph_launch(tmp_path: Path) -> None:
     """With CUDA graphs counted, G1 gets the launch edge: 4.5 (cpu) + 25 (launch delay) + 10 + 1
-    (gap) + 10 = 50.5 us. Counted as HTA does (no graph launches: HTA issue #290), G1 has no edge in,
+    (gap) + 10 = 50.5 us. Counted as HTA does (HTA leaves graph launches out), G1 has no edge in,
     and the path is the longer of the CPU chain (19.5 us) and G1..G2 (21 us)."""
     with tr.open(_write(tmp_path, _graph_trace())) as db:
         graphs = critical_path(db, CriticalPathOptions()).frame.iloc[0]
@@ -163,7 +163,7 @@ def hta_path_ms(folder: str, annotation: str, instance: int) -> float:
 
 @pytest.mark.parametrize(("folder", "annotation", "step"), [
     pytest.param("tracelens_h100_bert_small", "ProfilerStep", 6, marks=pytest.mark.slow),  # ns, one step
-    ("hta_step_based_trace_gp100", "", None),  # whole us, no ProfilerStep: the whole trace (~5 s, HTA's own)
+    ("hta_step_based_trace_gp100", "", None),  # whole us, no ProfilerStep: the whole trace (slow: HTA's run)
 ])
 def test_equals_hta_small(folder: str, annotation: str, step: int | None) -> None:
     expected = hta_path_ms(folder, annotation, 0)
@@ -184,7 +184,7 @@ HTA_KINDS = {"cpu_bound": "cpu_ms", "gpu_compute_bound": "gpu_compute_ms", "gpu_
 @pytest.mark.slow
 def test_equals_hta_gpu_bound_step() -> None:
     """hta_ns_resolution step 101 (its first): a GPU-bound path (launch delays, kernel gaps, GPU
-    compute), equal to HTA's in length and in each kind (HTA's bound_by) to 1e-6 ms (~20 s, HTA's)."""
+    compute), equal to HTA's in length and in each kind (HTA's bound_by) to 1e-6 ms (slow: HTA's run)."""
     shared_or_skip()
     pytest.importorskip("hta")
     from hta.trace_analysis import TraceAnalysis
@@ -205,7 +205,7 @@ def test_equals_hta_gpu_bound_step() -> None:
 
 @pytest.mark.slow
 def test_equals_hta_ddp_first_step() -> None:
-    """hta_a100_ddp_nccl: forward and backward threads merged, three steps; HTA's first (~35 s)."""
+    """hta_a100_ddp_nccl: forward and backward threads merged, three steps; HTA's first (slow: HTA's run)."""
     expected = hta_path_ms("hta_a100_ddp_nccl", "ProfilerStep", 0)
     with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
         frame = critical_path(db, HTA_EXACT).frame
@@ -283,7 +283,7 @@ def test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass(folder: s
                                                                        infer: bool) -> None:
     """With --step, CPU events outside the step are not read (runtime calls and GPU operations
     still are, for queue lengths and syncs): each step's row and operators equal those of the pass
-    over every step (issue 36 item 7: the report's median step on a 1M-event trace, 6 s -> 1 s)."""
+    over every step (the report reads one step of a large trace)."""
     shared_or_skip()
     _one_step_equals_every_step(TRACES / folder, data_loading=(), hta_rounding=rounding, infer_syncs=infer)
 
@@ -388,8 +388,7 @@ def test_every_step_pass_finds_each_window_by_search(monkeypatch: pytest.MonkeyP
     """Each step's window holds what HTA's clip keeps (recomputed here by a plain pass: CPU events
     starting inside with a positive duration; GPU operations and syncs whose runtime call does), in
     trace order, and the GPU operations are walked once per trace, not once per step: the
-    every-step pass scanned every event per window (quadratic: on a generated trace of steps of
-    4,000 events, 14.5 s for 60 steps and 32.6 s for 120; now 9.4 and 17.2 s)."""
+    every-step pass scanned every event per window (quadratic in the trace's length)."""
     shared_or_skip()
     import trace_report.analyses.critical_path as cp
 
@@ -428,8 +427,7 @@ def test_every_step_pass_finds_each_window_by_search(monkeypatch: pytest.MonkeyP
 def test_the_cyclic_collector_is_paused_while_the_graphs_are_built(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
     """The graph events are a million small objects on a 1M-event trace, without cycles: each
-    collection of the oldest generation walked them all (the events alone took 2.3 s to create
-    with the collector on, 0.56 s with it off; the every-step pass of that trace 20.8 -> 16.9 s).
+    collection of the oldest generation walked them all, for most of the time spent creating them.
     Off while the graphs are built, on again after, and left off when the caller had it off."""
     import gc
 

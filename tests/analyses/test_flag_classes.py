@@ -1,7 +1,7 @@
 """The kernel classes a flags query reads (kernel_classes.classes_relation): the ``kernel_classes``
 view where a command keeps it as a table (the report), else the classes of the query's own names.
-The flags are the same rows either way; a report plans the classifying macro once (DuckDB takes
-~30 ms to plan it for any number of names), where its flags and advise planned it three times."""
+The flags are the same rows either way; a report plans the classifying macro once (planning it
+costs DuckDB the same for any number of names), where its flags and advise planned it three times."""
 
 from __future__ import annotations
 

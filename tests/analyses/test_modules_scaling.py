@@ -1,6 +1,6 @@
 """``modules`` on module events that nest, repeat an interval, touch and partly overlap (values from
 the definitions in store/sql/modules.sql applied pair by pair in plain Python), and on a trace of
-the size where its range self-joins were quadratic (issue 36 item 7: 20 s for 40k module events on
+the size where its range self-joins were quadratic (20 s for 40k module events on
 one thread; the sorted passes of analyses/modules_tree.py)."""
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def nested_modules_trace(blocks: int) -> tuple[list[dict], dict[str, dict[str, f
 
 @pytest.mark.slow
 def test_modules_within_3x_breakdown_on_40k_module_calls(tmp_path):
-    """Issue 36 item 7: 40k module events and 20k launches on one thread (the shape that took the
+    """40k module events and 20k launches on one thread (the shape that took the
     range self-joins 20 s); ``modules`` within 3x of ``breakdown`` on the same database (both timed
     as commands), values as built."""
     events, want = nested_modules_trace(10_000)

@@ -1,4 +1,4 @@
-"""ops on the trace shapes that made its nesting query quadratic (issue 36: 234 s on 1M events):
+"""ops on the trace shapes that made its nesting query quadratic (234 s on 1M events):
 one busy thread, deep nesting, identical timestamps, no ProfilerStep (or one step around
 everything), a long-running parent; and operators that partly overlap on a thread.
 
@@ -239,8 +239,8 @@ def test_overlapping_operators_by_definition(tmp_path, monkeypatch, seed, window
 
 
 def cli_seconds(*args: object, runs: int = 2) -> float:
-    """The shortest wall time of ``runs`` runs of ``trace-report ARGS`` in a fresh interpreter (how
-    issue 36 timed the commands: start-up included)."""
+    """The shortest wall time of ``runs`` runs of ``trace-report ARGS`` in a fresh interpreter (start-up
+    included, as a user sees it)."""
     best = math.inf
     for _ in range(runs):
         started = time.perf_counter()
@@ -253,7 +253,7 @@ def cli_seconds(*args: object, runs: int = 2) -> float:
 
 @pytest.mark.slow
 def test_ops_within_3x_breakdown_at_1m_events(tmp_path):
-    """Issue 36 item 7: on a 1M-event trace of the bad shape (one thread, 800k operators nested 10
+    """On a 1M-event trace of the bad shape (one thread, 800k operators nested 10
     deep under one step), ``ops`` takes at most 3x the time of ``breakdown`` on the same database
     (both timed here as commands), with the values as built."""
     writer, roots = deep_thread(80_000)

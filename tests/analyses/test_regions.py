@@ -300,7 +300,7 @@ def _covered(spans: list[tuple[float, float]], within: list[tuple[float, float]]
 
 
 def test_overlapping_steps_count_each_instant_once_in_breakdown(tmp_path):
-    """Issue 36 item 6: a ProfilerStep nested in step a (from a quarter to half of it) and one
+    """A ProfilerStep nested in step a (from a quarter to half of it) and one
     overlapping a's end (from three quarters of a to the middle of the next step). Summed over
     steps, breakdown's wall time is the union of the step spans and wall - idle the GPU busy time
     inside that union (a plain pass over the JSON), not the steps' durations added up; per step,

@@ -270,7 +270,7 @@ def test_cli_region_on_a_report_says_how_to_get_one_pass() -> None:
     assert "--nvtx --nvtx-include forward/" in res.stderr and "Traceback" not in res.output
 
 
-# ------------------------------------------------------------------ output (issue 14, item 5)
+# ------------------------------------------------------------------ output
 
 
 def test_integer_ops_are_shown_and_counted() -> None:

@@ -151,7 +151,7 @@ def test_tensor_core_of_is_the_kernel_class_rule() -> None:
     }
 
 
-# ------------------------------------------------------------------ one tensor-core fact (issue 32)
+# ------------------------------------------------------------------ one tensor-core fact
 
 
 def _every_trace() -> list[Path]:
@@ -176,8 +176,7 @@ IN_THE_DEFAULT_RUN = {"traces/tracelens_b200_vllm_eager", "traces/tracelens_mi30
                       "nsys/nvfuser_nsys_h100_matmul/report1.sqlite"}
 """The traces of :func:`test_flags_and_estimate_agree_on_every_kernel_name` in the default run (one
 per kind of kernel name: cuBLAS nvjet on B200, AMD Tensile/MIOpen, cuDNN/NCCL on A100, our H100
-capture, Triton templates, an Nsight Systems export); every other trace runs with the slow tests
-(~0.5-1.3 s each, 32 traces)."""
+capture, Triton templates, an Nsight Systems export); every other trace runs with the slow tests."""
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=_trace_id(p), marks=() if _trace_id(p) in IN_THE_DEFAULT_RUN
@@ -197,7 +196,7 @@ def test_flags_and_estimate_agree_on_every_kernel_name(path: Path) -> None:
             names = [n for n, c in kernels if c == cc or (c is None and cc is None)]
             estimated |= {n for n, tc in tensor_core_of(db.con, names, cc).items() if tc}
     assert estimated == flagged
-    if path.name == "tracelens_b200_vllm_eager":  # the cuBLAS GEMMs of issue 32's kind
+    if path.name == "tracelens_b200_vllm_eager":  # the cuBLAS GEMMs of the kind
         assert {n for n, _ in kernels if n.startswith("nvjet_tst_")} <= estimated
 
 

@@ -1,8 +1,8 @@
-"""Roofline estimates on real CPU captures (issue 13, items 4 and 5): the forward-region FLOP per
+"""Roofline estimates on real CPU captures: the forward-region FLOP per
 image against FlopCounterMode's count in run.json, and several runs on one chart.
 
 Two tiny captures (AlexNet and torchvision's ResNet-18 at 64x64, batch 2, 2 profiled steps,
-``--record-shapes``) are made once per module (about 40 s on two cores).
+``--record-shapes``) are made once per module (slow: two captures under torch).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""top-kernels ranks memcpy and memset with the kernels (issue 32, item 3): ``kind`` says which,
+"""top-kernels ranks memcpy and memset with the kernels: ``kind`` says which,
 ``pct_of_gpu_time`` is of kernels + memcpy + memset so the rows sum to 100, and ``--kernels-only``
 hides the memory operations with a note on the GPU time they hold. Checked against plain passes
 over the JSON."""

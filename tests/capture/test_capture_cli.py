@@ -236,7 +236,7 @@ def test_ncu_export_falls_back_when_ncu_lacks_metric_instances(tmp_path, monkeyp
 
 def test_python_m_capture_builds_the_capture_command_alone(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """``python -m trace_report.capture`` (what the Nsight hooks re-run) builds only the capture
-    command's parameters, as ``trace-report capture`` does, not every command's (~0.1 s a start);
+    command's parameters, as ``trace-report capture`` does, not every command's (slower starts);
     its usage errors are the same, and the app keeps every command afterwards."""
     import typer.main
 

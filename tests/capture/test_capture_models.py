@@ -159,7 +159,7 @@ def test_forward_flop_matches_flop_counter_on_real_tensors():
 @pytest.mark.parametrize(("name", "flop"), [("alexnet", 1_428_376_960),
                                             ("resnet18-imagenet", 3_628_146_688)])
 def test_forward_flop_per_224_image_matches_the_reference(name, flop):
-    # torchvision AlexNet / ResNet-18, 1000 classes, one 224x224 image, forward only (issue 13)
+    # torchvision AlexNet / ResNet-18, 1000 classes, one 224x224 image, forward only
     per_batch = forward_flop(name, num_classes=1000, image_size=224, batch_size=8)
     assert per_batch == 8 * forward_flop(name, num_classes=1000, image_size=224) == 8 * flop
 

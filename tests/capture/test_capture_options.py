@@ -1,4 +1,4 @@
-"""Issue 13 options: ImageFolder class counts, CIFAR-100 (synthetic and pickle), the autocast
+"""Capture options: ImageFolder class counts, CIFAR-100 (synthetic and pickle), the autocast
 dtype, torch.compile modes and the device-resident synthetic set."""
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def test_default_capture_writes_a_profiled_run(capsys, tmp_path, monkeypatch):
     assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]  # wait 1, warmup 1
     assert set(names) >= REGIONS
     assert sum(n == "forward" for n in names) == 3
-    # nn.Module events by default (issue 34 item 4: our own traces always have them): 20 convolutions
+    # nn.Module events by default (our own traces always have them): 20 convolutions
     # a forward pass, 3 profiled steps; `modules` nests them under the model
     convs = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"
              and e.get("name", "").startswith("nn.Module: Conv2d_")]

@@ -1,4 +1,4 @@
-"""Start-up stays light (issue 11): importing the CLI, and ``top-kernels`` on a database, load
+"""Start-up stays light: importing the CLI, and ``top-kernels`` on a database, load
 neither pandas nor pyarrow nor numpy (nor altair, torch, hta, ncu_report); the rows printed
 without pandas are the ones a plain pass over the trace gives, and notebooks still get frames
 with the dtypes DuckDB's ``.df()`` gives. Not timed: docs/benchmarks.md has the timings."""
@@ -69,7 +69,7 @@ def test_the_start_of_an_ingest_loads_no_duckdb(tmp_path: Path) -> None:
 
 
 def test_import_cli_loads_no_rich() -> None:
-    """stderr lines are written without rich (~20 ms of start-up); rich loads for tables and bars."""
+    """stderr lines are written without rich (a visible part of start-up); rich loads for tables and bars."""
     probe = "import sys, trace_report.cli.app\nprint('rich' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
@@ -86,7 +86,7 @@ def test_messages_cannot_drive_the_terminal(tmp_path: Path) -> None:
 
 UNUSED_BY_TOP_KERNELS = ("trace_report.capture", "trace_report.ingest", "trace_report.analyses.regions",
                          "trace_report.analyses.distributed", "trace_report.formats.nsys")
-"""Packages and modules ``top-kernels`` on a database does not use (issue 35 item 3): the capture
+"""Packages and modules ``top-kernels`` on a database does not use: the capture
 layer (its config compiles the secret patterns), the ingest (``--engine local`` reads the
 database as it is; the SHA-256 of traces ahead is not started for a database), other analyses."""
 
@@ -165,7 +165,7 @@ def test_empty_events_view_has_the_arrow_schema_columns() -> None:
 
 def test_ingest_loads_no_pandas(tmp_path: Path) -> None:
     """pyarrow imports pandas on its first ``pa.array`` of a list and its first type inference
-    (0.25 s and ~50 MB per process); the ingest command and each decoding worker skip that
+    (time and tens of MB per process); the ingest command and each decoding worker skip that
     (sysutil.skip_pandas_probe), and pyarrow's own pandas conversions still work afterwards.
     The command also has Arrow allocate with malloc (sysutil.system_arrow_allocator)."""
     trace = trace_file("hta_ns_resolution")
@@ -299,8 +299,8 @@ def _temp_views_of_top_kernels(args: list[str], monkeypatch: pytest.MonkeyPatch)
 
 def test_top_kernels_on_a_database_creates_only_the_views_it_reads(small_db: tuple[Path, Path],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Binding every analysis view (~60) was most of the command's start-up on a small database
-    (issue 35 item 3); it makes those it reads alone. The notebook handle still gets them all."""
+    """Binding every analysis view (~60) was most of the command's start-up on a small database;
+    it makes those it reads alone. The notebook handle still gets them all."""
     _, db = small_db
     views, result = _temp_views_of_top_kernels([str(db), "-n", "3", "-f", "json"], monkeypatch)
     assert result.exit_code == 0, result.stderr
@@ -328,7 +328,7 @@ def _check_same_as_with_every_view(db: Path, options: list[list[str]], monkeypat
     for opts in options:
         few = invoke(["top-kernels", str(db), *opts, "-f", "json"])
         with monkeypatch.context() as m:
-            m.setattr(command, "VIEWS", None)  # every view, as before issue 35
+            m.setattr(command, "VIEWS", None)  # every view, as before commands asked for theirs
             every = invoke(["top-kernels", str(db), *opts, "-f", "json"])
         assert (few.exit_code, few.stderr) == (every.exit_code, every.stderr), opts
         assert few.exit_code or _same_rows(few.stdout, every.stdout), opts
@@ -402,8 +402,8 @@ def test_every_view_created_alone_gets_every_view_it_reads() -> None:
 def test_the_console_script_tunes_the_collector_before_the_app_imports() -> None:
     """The ``trace-report`` script (``trace_report.cli.entry``) raises the youngest generation's
     threshold before typer, DuckDB and the command modules load (their objects live until exit:
-    the default threshold walked them again and again, 111 of ~1,200 ms of ``breakdown`` on the
-    1M-event database); a program that calls ``app.main`` itself keeps its own thresholds."""
+    the default threshold walked them again and again, a tenth of ``breakdown`` on a large
+    database); a program that calls ``app.main`` itself keeps its own thresholds."""
     import tomllib
 
     from trace_report.sysutil import GC_YOUNG_THRESHOLD

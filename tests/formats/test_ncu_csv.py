@@ -315,7 +315,7 @@ def test_instance_counts_are_read_only_when_they_add_up(cell, expected):
     assert instance_counts(cell) == expected
 
 
-# ---------------------------------------------------------------- issue 36: units row, duplicate IDs, BOM
+# ---------------------------------------------------------------- units row, duplicate IDs, BOM
 
 RAW_UNITS = [""] * len(RAW_IDS) + ["usecond", "Kbyte"]
 

@@ -1,4 +1,4 @@
-"""The Ray engine (issue 12, docs/scaling.md) on a real Ray runtime: ``ingest --engine ray`` writes the
+"""The Ray engine (docs/scaling.md) on a real Ray runtime: ``ingest --engine ray`` writes the
 same database as the local engine, ``top-kernels``/``breakdown``/``flags``/``compare --engine ray``
 print the local engine's rows, a task whose worker dies is run again, an interrupted ingest leaves
 the old database, and without Ray ``--engine ray`` is one ``Error:`` line.

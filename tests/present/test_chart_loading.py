@@ -1,6 +1,6 @@
-"""The report's fixed costs (issue 36 item 7): Altair imported without rfc3987_syntax compiling its
-grammars (2.7 of 3.0 s of ``import altair``), and the Vega JavaScript bundle kept in the user's cache
-folder instead of being rebuilt by vl-convert for every report (2.6 s)."""
+"""The report's fixed costs: Altair imported without rfc3987_syntax compiling its
+grammars (most of ``import altair``), and the Vega JavaScript bundle kept in the user's cache
+folder instead of being rebuilt by vl-convert for every report (seconds each time)."""
 
 from __future__ import annotations
 

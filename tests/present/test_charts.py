@@ -212,7 +212,7 @@ def test_compare_chart_names_a_and_b(tmp_path):
 def test_short_names():
     name = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"  # noqa: E501
     label = short_name(name)
-    assert label == "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>"  # the functor stays (issue 33)
+    assert label == "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>"  # the functor stays
     assert short_name(name, 40) == "vectorized_elem…_kernel<CUDAFunctor_add>"
     assert short_name("void f<int, float>(int)") == "f<int, float>"
     assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
@@ -301,7 +301,7 @@ def test_a_chart_of_more_than_5000_rows_is_embedded() -> None:
 def test_no_chart_makes_an_altair_converter(a100, runs, monkeypatch) -> None:
     """Every channel is given to Altair as a channel object, never as a shorthand string or dict:
     for each of those Altair (6.x, ``utils.core._wrap_in_channel``) builds a ``_FromDict``
-    converter, hashing every schema class's JSON (~15 ms each; 21 of them were ~0.3 s of a report).
+    converter, hashing every schema class's JSON, a visible part of a report when there are many.
     Each builder, on real data, makes none, and the charts say what they said before."""
     from altair.utils import schemapi
 

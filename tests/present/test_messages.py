@@ -1,4 +1,4 @@
-"""Per-file warnings are printed once per distinct message, with the number of files (issue 33)."""
+"""Per-file warnings are printed once per distinct message, with the number of files."""
 
 from __future__ import annotations
 

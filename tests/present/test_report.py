@@ -154,7 +154,7 @@ def test_report_of_an_experiment_folder_without_results_csv(tmp_path_factory, tm
 
 def test_runs_are_never_summed(runs_report):
     """Several runs: the top-kernels and regions charts have one colour/bar per run; the optimizers
-    chart one line per run (issue 14, item 3)."""
+    chart one line per run."""
     report, _ = runs_report
     charts = {name: chart.to_dict() for s in report.sections for name, chart in s.charts}
     con_runs = {row["run"] for row in next(iter(charts["top-kernels"]["datasets"].values()))}

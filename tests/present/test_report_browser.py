@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 PAGE_WIDTH = 1280
 REAL_TRACES = ["hta_a100_ddp_nccl", "param_dlrm_kineto_v100x8", "tracelens_h100_timesformer"]
 PAGES = [REAL_TRACES[0], *(pytest.param(n, marks=pytest.mark.slow) for n in REAL_TRACES[1:])]
-"""~6 s per page: the A100 DDP page in the default run, the other two with the slow tests."""
+"""Seconds per page: the A100 DDP page in the default run, the other two with the slow tests."""
 URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:!?)]")
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",

@@ -1,4 +1,4 @@
-"""No number on the report page contradicts another (issues 14 and 32): the headline GPU
+"""No number on the report page contradicts another: the headline GPU
 utilisation and biggest finding, the advice's GPU-busy figures and its launch-bound evidence, read
 back from the rendered HTML, are the views' (``gpu_utilization_by_rank``, ``launch_bound``) and
 ``advise()``'s, with the same rounding. The A100 page once said 23.8% (headline) against 23.6%."""

@@ -1,4 +1,4 @@
-"""Issue 34, "appears in the report where it applies": the report's section of the deeper analyses
+"""Shown "in the report where it applies": the report's section of the deeper analyses
 holds the numbers of the commands themselves (critical path of the median step, launches,
 modules), and is left out for traces without GPU work."""
 
@@ -49,7 +49,7 @@ def test_no_section_without_gpu_work() -> None:
 
 
 def test_timeline_names_the_slice_command_that_writes_its_step(tmp_path) -> None:
-    """Issue 34 item 5: the report's timeline says which `trace-report slice` command writes its
+    """The report's timeline says which `trace-report slice` command writes its
     step for Perfetto; run as written, it gives a trace of that step (re-ingested: that step, and
     the kernels the whole trace runs in it)."""
     shared_or_skip()

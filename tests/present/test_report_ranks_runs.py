@@ -1,4 +1,4 @@
-"""The report keeps ranks and runs apart (issue 14, item 3): the 8-rank DLRM archive is one
+"""The report keeps ranks and runs apart: the 8-rank DLRM archive is one
 ProfilerStep on each of 8 ranks, not 8 steps, and its regions chart has one bar per rank and
 step, never the ranks stacked into one step."""
 

@@ -1,4 +1,4 @@
-"""The report's step-time-per-rank, operators and memory sections (issue 14 item 1), shown only when
+"""The report's step-time-per-rank, operators and memory sections, shown only when
 their data is there, with the numbers of a plain pass over the JSON and of the commands; and the
 kernel-class chart of an experiment with one bar per run, never the runs summed (item 3)."""
 

@@ -1,4 +1,4 @@
-"""Short kernel names keep what tells kernels apart (issue 33): on the kernel names of every trace
+"""Short kernel names keep what tells kernels apart: on the kernel names of every trace
 and export in ../shared/data (and this project's own captures), the distinct names of one trace
 shortened together at 40, 60 and 80 characters never collide, fit, and keep the functor or
 kernel function (``SoftMaxForward``, ``calc_energy``, ``MulFunctor``, ``AddFunctor``); headlines

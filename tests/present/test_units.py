@@ -1,4 +1,4 @@
-"""Numbers for people in tables and Markdown, raw in CSV and JSON (issue 33): bytes in KiB/MiB/GiB,
+"""Numbers for people in tables and Markdown, raw in CSV and JSON: bytes in KiB/MiB/GiB,
 FLOP and rates with SI prefixes, µs times with 3-4 significant digits and no made-up decimals."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_unknown_output_suffix_is_a_usage_error(tmp_path):
 
 
 def test_list_and_struct_columns_are_json_in_json_and_csv():
-    """Issue 36: LIST columns came out of -f json/csv as numpy reprs ("[1 2 3]")."""
+    """LIST columns came out of -f json/csv as numpy reprs ("[1 2 3]")."""
     import numpy as np
     import pandas as pd
 

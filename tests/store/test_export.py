@@ -142,7 +142,7 @@ def test_export_command(tmp_path_factory, tmp_path):
 
 
 def test_overwrite_replaces_only_a_dataset_or_an_empty_folder(tmp_path):
-    """`export X -o /tmp --overwrite` once replaced the whole of /tmp (issue 36): a folder holding
+    """`export X -o /tmp --overwrite` once replaced the whole of /tmp: a folder holding
     other files is refused and left as it was; an earlier dataset is replaced."""
     from conftest import REPO, invoke
 

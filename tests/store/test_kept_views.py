@@ -210,7 +210,7 @@ def test_per_trace_views_read_no_table_but_events(database: Path) -> None:
 def test_kernels_read_the_kept_gpu_ops(database: Path) -> None:
     """``kernels`` (read by ``kernel_steps``: the timeline, the breakdown's kernels) reads
     ``gpu_ops``: where a command keeps that as a table, the kernels come from its rows, with no
-    scan of the events (0.14 -> 0.07 s for ``kernel_steps`` on the 1M-event benchmark trace), and
+    scan of the events (half of ``kernel_steps`` on a large trace), and
     they are the same rows: every kernel event of the JSON (``kernel``, 2021's ``Kernel``), once."""
     import trace_report as tr
 
@@ -257,7 +257,7 @@ def test_the_report_keeps_region_markers_before_its_timeline_reads_them(
     """The step timeline's regions, then the kernel regions of its step, read ``region_markers``
     (a regular expression per annotation name): kept by the report (REPORT_VIEWS), its rows are read
     once from the file beside the database; before, the timeline's query computed them from the
-    events and the kernel regions kept them again (0.08 + 0.05 s on the 1M-event trace). On a
+    events and the kernel regions kept them again. On a
     database whose breakdown rows are kept, nothing else has kept them by then."""
     import trace_report as tr
     from trace_report.present.charts import data
@@ -283,7 +283,7 @@ def test_views_are_kept_after_the_views_they_read_whatever_the_order_asked() -> 
     """``materialized`` keeps each view after the ones it reads, so that it is computed from their
     copies: ``data_loading_intervals`` (the data-loading markers of ``region_markers``) asked for
     before ``region_markers`` computed that one from the events once more, on every trace opened
-    directly (0.08 s on the 1M-event trace). Order seen by the tables' catalog ids."""
+    directly. Order seen by the tables' catalog ids."""
     import trace_report as tr
 
     shared_or_skip()

@@ -58,7 +58,7 @@ def chart_outputs(nb) -> list[dict]:
             or "alt." in str(o.get("data", {}).get("text/plain", ""))]
 
 
-@pytest.mark.slow  # ~30 s: the default run keeps test_readme_sql_magic_form_works (a real kernel, %sql)
+@pytest.mark.slow  # a real kernel: the default run keeps test_readme_sql_magic_form_works (a real kernel, %sql)
 @pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/data is not present")
 def test_tour_notebook_runs(monkeypatch):
     nbformat, _ = kernel_tools()
@@ -157,7 +157,7 @@ def test_readme_sql_magic_form_works(monkeypatch):
 
 
 def test_repr_names_traces_ranks_gpu_and_steps():
-    """A notebook shows the handle as what it holds, not an object address (issue 33)."""
+    """A notebook shows the handle as what it holds, not an object address."""
     import trace_report as tr
 
     if not TRACES.is_dir():

@@ -1,4 +1,4 @@
-"""Issue 33 item 1: which traces are one run (store/run_identity.py), and every analysis kept apart
+"""Which traces are one run (store/run_identity.py), and every analysis kept apart
 per run: the rows of a run in a folder of unrelated traces equal the analysis of that trace alone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 36 item 1: the ``trace-report sql`` sandbox writes no file, whatever a statement wraps.
+"""The ``trace-report sql`` sandbox writes no file, whatever a statement wraps.
 
 Each known way to write (COPY TO, EXPORT, PREPARE/EXECUTE of COPY, EXPLAIN ANALYZE COPY, CREATE
 TABLE AS then COPY, profiling and log output, settings, ATTACH, IMPORT, extensions) exits 1 with

@@ -36,7 +36,7 @@ class Thresholds:
     """Every threshold and estimate factor of the checks, with its reason (percentages are 0-100).
 
     - ``min_saving_pct``: a finding whose estimated saving is under 2% of step time is left out
-      unless ``all_findings`` (issue 32: below that, run-to-run noise is of the same size).
+      unless ``all_findings`` (below that, run-to-run noise is of the same size).
     - ``data_loading_pct``: DataLoader > 5% of step time (torch-tb-profiler ``RunProfileData``).
     - ``pageable_pct``, ``exposed_comm_pct``, ``layout_conversion_pct``, ``fp32_gemm_pct``: the share
       of GPU time (view ``gpu_time``) above which the finding is considered at all; 2%, the same

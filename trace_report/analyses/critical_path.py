@@ -15,7 +15,8 @@ time on the path.
 Queue lengths (whether a kernel was launched onto an idle stream) are those of HTA's
 ``TraceCounters._get_queue_length_time_series_for_rank`` over the whole trace: +1 at each launch call
 (HTA's ``get_runtime_launch_events_mask``), -1 when its GPU operation starts. With ``cuda_graphs``
-a ``cudaGraphLaunch`` counts too (+1 per operation it launches; HTA issue #290 leaves it out).
+a ``cudaGraphLaunch`` counts too (+1 per operation it launches; HTA leaves it out:
+https://github.com/facebookresearch/HolisticTraceAnalysis/issues/290).
 ``hta_rounding``: timestamps of a fractional (ns-resolution) trace rounded as HTA's parser does
 (start up, end down to whole us), so that path lengths equal HTA's (tests/analyses/test_critical_path.py).
 """
@@ -89,8 +90,8 @@ def _windows(steps: list[tuple[int | None, float, float]], events: TraceEvents,
 
 def _step_windows(db: TraceDB, step: int | None) -> dict[int, list[tuple[int | None, float, float]]]:
     """Per trace, (step, start us, end us) of each ProfilerStep (or of ``step``), by start: one
-    query for every trace (a query per trace read the events of every trace again: 35 ms a trace
-    of a 64-rank database, quadratic in the ranks)."""
+    query for every trace (a query per trace read the events of every trace again: quadratic in
+    the ranks)."""
     out: dict[int, list[tuple[int | None, float, float]]] = defaultdict(list)
     for trace_id, s, a, b in db.con.execute("SELECT trace_id, step, ts_us, end_us FROM steps "
                                             "WHERE $step IS NULL OR step = $step ORDER BY trace_id, ts_us, event_id",
@@ -105,9 +106,7 @@ class WindowIndex:
     ``cpu_ts``, the start of each CPU event (``events.cpu`` is in (ts, event_id) order); for GPU
     operations and syncs, the start of their runtime call (calls with a positive duration only),
     sorted, with the events' positions in ``events.gpu`` / ``events.syncs``. Built once per trace:
-    a scan of every event per window made the every-step pass quadratic in the trace's length (a
-    generated trace of steps of 4,000 events, 2,000 kernel launches each: 60 steps 14.5 -> 9.4 s,
-    120 steps 32.6 -> 17.2 s; the same paths)."""
+    a scan of every event per window made the every-step pass quadratic in the trace's length."""
 
     cpu_ts: np.ndarray
     gpu: tuple[np.ndarray, np.ndarray]
@@ -153,8 +152,8 @@ def window_of(events: TraceEvents, start: float, end: float, data_loading: list[
 def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block (on again after it, if it was on): the
     graph events and edges of a trace are millions of small objects without cycles, which every
-    collection of the oldest generation walks again. Creating the 1.08 M events of a 1M-event
-    trace took 2.3 s with it, 0.56 s without; reference counting still frees them."""
+    collection of the oldest generation walks again, for most of the time spent creating them;
+    reference counting still frees them."""
     enabled = gc.isenabled()
     gc.disable()
     try:

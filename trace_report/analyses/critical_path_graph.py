@@ -29,7 +29,7 @@ call stacks of ``hta/common/call_stack.py`` (``CallStackGraph``, ``compare_event
 
 Beyond HTA: a CUDA-graph launch (``cudaGraphLaunch``) puts all its operations on the queue at once,
 so the first of them gets the launch edge when the queue was otherwise empty (``n_launch``); HTA
-issue #290 leaves these launches out.
+leaves these launches out (https://github.com/facebookresearch/HolisticTraceAnalysis/issues/290).
 
 Waits through CUDA events (PyTorch >= 2.1 ``cuda_sync`` events, as HTA's ``_construct_graph_from_kernels``):
 a ``Stream Wait Event`` (``cudaStreamWaitEvent``) gives a zero-weight edge from the end of the

@@ -5,12 +5,11 @@ The rows are read as columns (Arrow) and everything computed over every row of t
 (each correlation's launch call, the queue lengths, which rows one step keeps, the inferred
 syncs' streams) is done on the columns; graph events are made only for the rows kept. One step of
 a 1M-event trace reads ~96k rows (its runtime calls and GPU operations over the whole trace) and
-keeps ~200 (0.7 -> 0.3 s; every row became a Python tuple and was walked four times before). The
+keeps ~200, so no row becomes a Python tuple that is never used. The
 text columns (category, name, process, thread) stay Arrow arrays until a row's text is asked for
 (:class:`_Text`). The ``args`` of the ``cuda_sync`` events are read by a query of their own
-(:func:`_sync_waits`) and numpy sorts the rows: the read of one step of the 1M-event database
-0.15 -> 0.09 s (DuckDB decoded every row's JSON args to keep a few, and sorted ~96k rows with
-their text), its critical path 0.22 -> 0.15 s, same paths on every shared trace.
+(:func:`_sync_waits`) and numpy sorts the rows: otherwise DuckDB decodes every row's JSON args to
+keep a few, and sorts ~96k rows with their text.
 """
 
 from __future__ import annotations
@@ -122,8 +121,8 @@ def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None, co
           source: str = EVENTS) -> _Rows:
     """The trace's events in (ts, event_id) order; with ``cpu_window`` (start, end µs), the other
     events (CPU operators, annotations, Python calls) only when they start inside it: the only ones
-    :func:`trace_report.analyses.critical_path.window_of` keeps, so the path is the same (one step
-    of a 1M-event trace: 6 s -> 0.3 s). ``counted``: the launch calls counted in the queue."""
+    :func:`trace_report.analyses.critical_path.window_of` keeps, so the path is the same and one
+    step does not read every event of the trace. ``counted``: the launch calls counted in the queue."""
     where, params = "", [trace_id]
     if cpu_window is not None:
         where = f" AND (cat IN ({', '.join('?' * len(KEPT_OUTSIDE))}) OR ts_us BETWEEN ? AND ?)"
@@ -132,7 +131,7 @@ def _rows(db: TraceDB, trace_id: int, cpu_window: tuple[float, float] | None, co
              (GPU_ANNOTATION, ("gpu_user_annotation",)))
     kind = " ".join(f"WHEN cat IN ({', '.join(repr(c) for c in cats)}) THEN {k}" for k, cats in kinds)
     # no args (JSON text, needed for the cuda_sync rows alone: _sync_waits) and no ORDER BY (numpy
-    # sorts the columns): reading every row's args and sorting in DuckDB was 0.15 of 0.2 s here
+    # sorts the columns): reading every row's args and sorting in DuckDB was most of this read
     cols = db.con.sql(
         "SELECT event_id, cat, name, coalesce(pid, '') AS pid, coalesce(tid, '') AS tid, "
         f"CAST(CASE {kind} ELSE {OTHER} END AS TINYINT) AS kind, "

@@ -83,7 +83,7 @@ from trace_report.store.tracedb import TraceDB
 
 TASKS_PER_CPU = 4
 """Partitions are joined into at most this many tasks per CPU of the cluster: enough for balance,
-few enough that opening DuckDB and its views (~0.1 s a task here) stays small."""
+few enough that opening DuckDB and its views, a fixed cost per task, stays small."""
 
 # ---------------------------------------------------------------- map: what a task computes
 

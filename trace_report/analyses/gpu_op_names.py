@@ -2,9 +2,9 @@
 
 ``flags`` needs three things of the same GPU operations: the per-name counts and sums, the GPU
 time of the selection (``gpu_time_of``) and the classes of the names (``kernel_classes_of``). Over
-the events each is a scan of every kernel, memcpy and memset: 0.14-0.16 s for the 1.13 GB
-benchmark trace on two cores. Over the rows of ``gpu_op_names`` (a few hundred per trace: one per
-(``cat``, ``name``) with ``ops`` and ``dur_us``) the same query takes 0.03 s, and those rows are
+the events each is a scan of every kernel, memcpy and memset. Over the rows of ``gpu_op_names``
+(a few hundred per trace: one per (``cat``, ``name``) with ``ops`` and ``dur_us``) the same query
+reads a few hundred rows instead of millions, and those rows are
 what both macros and the flags query are defined on, so the figures are the same either way.
 
 The rows of a trace are kept as ``<db>.events/derived/gpu_op_names-t<id>-<pieces>-<version>.parquet``

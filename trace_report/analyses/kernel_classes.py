@@ -113,7 +113,7 @@ def _rows(long: pd.DataFrame, opts: FlagsOptions, order: dict[str, int]) -> pd.D
 def _summary(long: pd.DataFrame, totals: pd.DataFrame, known: list[str]) -> pd.DataFrame:
     """Per rank of ``totals`` (its rows' order) and class (:data:`HEADLINE_CLASSES`, then the other
     known classes present, in ``known``'s order): one merge of the (rank, class) grid with the
-    aggregates, not a frame per rank (13 ms a rank: 0.85 s of ``advise`` on 64 ranks)."""
+    aggregates, not a frame per rank (a cost per rank that dominated ``advise`` on many ranks)."""
     per = long.drop_duplicates(["rank", "trace_id", "name", "class"])
     agg = per.groupby(["rank", "class"], dropna=False).agg(
         count=("count", "sum"), names=("name", "nunique"), total_us=("total_us", "sum")).reset_index()
@@ -193,8 +193,8 @@ def classes_relation(con: duckdb.DuckDBPyConnection, names: str) -> Iterator[str
     rows are those of every trace's names (``gpu_op_names``, kept or not, are one trace's GPU
     operations); else a TEMP table of ``kernel_classes_of(names)``, dropped at the end.
 
-    Why: DuckDB plans the classifying macro (every rule's regular expression, the vetoes) in ~30 ms
-    whatever the number of names; a report asked for the classes three times (its flags twice,
+    Why: planning the classifying macro (every rule's regular expression, the vetoes) costs DuckDB
+    the same whatever the number of names; a report asked for the classes three times (its flags twice,
     advise's CUDA-core GEMMs once) and ``advise`` twice, now planned once."""
     if kept_as_table(con, "kernel_classes"):
         yield "kernel_classes"

@@ -52,9 +52,8 @@ def module_calls(con: duckdb.DuckDBPyConnection, rank: int | None) -> pa.Table:
     then :func:`trace_calls`' columns. Each trace's calls from the file kept beside the database
     (``<db>.events/derived/module_calls-t<id>-<pieces>-<version>.parquet``,
     :func:`~trace_report.store.derived.kept_tables`), else computed and kept: a trace's calls come
-    from its own events alone. On the 1M-event benchmark trace computing them took ~0.4 s of the
-    report, reading them back ~0.01 s (2 cores, 2026-11-28). ``rank`` is read from ``traces``
-    (not kept)."""
+    from its own events alone, and reading them back is much cheaper than computing them.
+    ``rank`` is read from ``traces`` (not kept)."""
     ids = traces_of_rank(con, rank)
     calls = kept_tables(con, DERIVED_KIND, CODE_VERSION, ids, lambda missing: trace_calls(con, missing), TYPES)
     if calls is None:

@@ -16,7 +16,7 @@ it may still enclose rows after it: those are added from its window (the rows st
 its end). Time: a sort, then O(n) for well-nested threads, plus O(W) for W rows in the windows
 of partly overlapping rows (O(n log n) once W passes :data:`WINDOW_ROWS_PER_ROW` per row). The
 query it replaces joined every operator to every operator on its thread: O(n^2) on one busy
-thread (38 s at 100k events; issue 36).
+thread, too slow for a trace of 100k events.
 """
 
 from __future__ import annotations

@@ -3,11 +3,9 @@ kept beside a database so that the next ``ops`` or ``report`` reads them instead
 
 A trace's rows come from its own CPU operators, annotations, launch calls and GPU operations
 alone (``store/sql/ops_nesting.sql`` joins and nests only within a trace, and the pass nests
-within a thread), so each trace's rows are the same whichever traces are computed with it. On the
-1M-event benchmark trace (``benchmarks/commands.py``) computing them took ~0.35-0.5 s of ``ops``
-(its query scans every CPU operator, then a Python pass sorts and nests ~0.4 M rows); reading
-them back 0.03 s (``ops`` 2.33 -> 1.41 s on its second run, the report's Operators section
-0.53 -> 0.18 s, 2 cores, 2026-11-28).
+within a thread), so each trace's rows are the same whichever traces are computed with it.
+Computing them scans every CPU operator, then a Python pass sorts and nests them; reading them
+back is a small fraction of that, for ``ops`` and the report's Operators section alike.
 
 The rows of a trace are kept as ``<db>.events/derived/ops_nesting-t<id>-<pieces>-<version>.parquet``
 (:func:`trace_report.store.derived.kept_tables`: keyed by the trace's event files and by

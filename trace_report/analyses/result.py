@@ -1,4 +1,4 @@
-"""The result every analysis of issue 14 returns: a frame and notes for the user."""
+"""The result every analysis returns: a frame and notes for the user."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from trace_report.cli.app import run_args
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``trace-report capture ARGV``; returns the exit code. Only the ``capture`` command is
-    built, as ``trace-report capture`` builds it (the other commands' parameters: ~0.1 s a start)."""
+    built, as ``trace-report capture`` builds it (building every command's parameters slows each start)."""
     return run_args(["capture", *(sys.argv[1:] if argv is None else argv)])
 
 

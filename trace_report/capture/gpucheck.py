@@ -77,8 +77,8 @@ def plan(folder: Path, *, steps: int, gpus: int) -> list[Step]:
         Step("analyse-flags", [*ANALYSE, "flags", baseline]),
         capture("channels-last", "baseline", "--channels-last"),
         capture("ddp", "ddp", "--nproc-list", world_sizes(gpus)),
-        # the forward pass of one step (~130 kernels, ~1.5 min under ncu on an H100; a whole
-        # step takes ~5): its FLOP per image is what `capture params` counts
+        # the forward pass of one step (a whole step under ncu takes several times longer): its
+        # FLOP per image is what `capture params` counts
         capture("ncu", "baseline", "--ncu", "--ncu-region", "forward", "--wait", "0",
                 "--warmup", "1", "--active", "1", "--batch-size", "16", needs="ncu"),
         capture("nsys", "baseline", "--nsys", needs="nsys"),

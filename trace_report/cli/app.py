@@ -218,8 +218,8 @@ def _only_command(args: list[str]) -> Iterator[None]:
     otherwise: ``--help``, ``--version``, an unknown name) and register that command alone.
 
     Typer builds every registered command's parameters (introspection, converters) on each
-    start, whichever command runs: ~0.09 s for the 17 commands, a fifth of `top-kernels` on a
-    small database. The command's own parsing, help and errors are the same either way.
+    start, whichever command runs, a large part of `top-kernels` on a small database. The
+    command's own parsing, help and errors are the same either way.
     """
     first = args[0] if args else None
     load_commands([first] if is_command(first) else None)
@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def _exit_now(code: int) -> None:
     """Flush stdout and stderr and end the process (``os._exit``), skipping the interpreter's
-    teardown: freeing every module of pyarrow, numpy, DuckDB and pandas takes 0.05-0.07 s, a
-    sixth of ``top-kernels`` on a small database. Everything the command wrote is closed by then
+    teardown: freeing every module of pyarrow, numpy, DuckDB and pandas is a visible part of
+    ``top-kernels`` on a small database. Everything the command wrote is closed by then
     (databases through their context managers, temporary folders by ``resolve``). Not when torch
     or Ray is loaded (``capture``, ``--engine ray``): their exit handlers stop worker processes."""
     if "torch" in sys.modules or "ray" in sys.modules:

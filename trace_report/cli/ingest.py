@@ -33,9 +33,8 @@ KEEP_AT_INGEST_MIN_EVENTS = 1_000_000
 """``trace-report ingest`` computes the breakdown's rows of each trace it writes that stores at
 least this many events (``traces.n_complete_events``) and keeps them beside the database
 (:func:`trace_report.analyses.regions.keep_region_rows`; ``--keep-breakdown`` /
-``--no-keep-breakdown`` decide otherwise). Computing them takes 0.5-0.9 µs per stored event on
-2 cores (0.43 s for 16 traces of 53 k events, 0.58 s for 0.68 M, 1.05 s for 2.1 M, 5.5 s for
-9.5 M; docs/benchmarks.md): from here on a first ``breakdown`` would wait half a second or more,
+``--no-keep-breakdown`` decide otherwise). Computing them costs a fixed time per stored event
+(docs/benchmarks.md): from here on a first ``breakdown`` would wait half a second or more,
 and the ingest, which already takes seconds, pays it once. Smaller traces compute theirs on first
 use, where paying at ingest would make their ingest half again as long or longer."""
 
@@ -198,7 +197,7 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
     start = time.perf_counter()
     try:
         trim_heap()  # the decoding's freed heap, before the breakdown's own peak
-        # only the views the kept rows read: creating all ~60 took 0.1-0.2 s of the 2.1-2.5 s (1.13 GB trace)
+        # only the views the kept rows read: creating all of them is a visible part of this step
         views = [*views_read(), GPU_OP_NAMES]
         with open_database(output, views=views) as db, (err.console.status(f"computing the {what}") if spinner
                                                         else contextlib.nullcontext()):

@@ -39,7 +39,7 @@ file name or trace string in a message cannot move the cursor or recolour the te
 class StderrLines:
     """The command line's stderr. Every command prints plain lines there (errors, warnings, notes,
     summaries: ``print(text, markup=False)``, rich's call) and these are written as they are,
-    without loading rich (~20 ms of every start-up). :attr:`console` is a rich Console on stderr
+    without loading rich (a visible part of every start-up). :attr:`console` is a rich Console on stderr
     for a progress bar; once it exists, lines go through it so that a live bar stays intact."""
 
     def __init__(self) -> None:
@@ -215,9 +215,9 @@ def hash_ahead(ctx: typer.Context, targets: list[Path] | Path | None) -> list[Pa
     """Typer callback of an argument of inputs: :func:`inputs_given`, then start the SHA-256 of the
     plain traces among them in a background thread (:func:`~trace_report.ingest.digests.start_hashing`,
     standard library only) as soon as the command line is parsed. A command on raw traces ingests
-    them into memory after it has imported pandas, pyarrow and DuckDB (~0.35 s on one core), and
+    them into memory after it has imported pandas, pyarrow and DuckDB (one core busy a while), and
     takes their digests then. Not for databases (``.duckdb``: no trace to hash; the hashing
-    module loads ``hashlib``, ~5 ms of a command on a small database)."""
+    module loads ``hashlib``, which a command on a small database would feel)."""
     inputs_given(ctx, targets)
     paths = targets if isinstance(targets, list) else [targets] if targets else []
     if paths and not ctx.resilient_parsing and not all(p.name.endswith(".duckdb") for p in paths):

@@ -1,1 +1,1 @@
-"""formats layer (see docs/architecture.md)."""
+"""Pure readers of the input formats (Kineto JSON, Nsight Systems, Nsight Compute): file -> Arrow or Python."""

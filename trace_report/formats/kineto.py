@@ -31,8 +31,8 @@ from trace_report.errors import TraceFormatError
 from trace_report.formats.magic import GZIP_MAGIC, is_gzip
 from trace_report.formats.schema import EVENTS_SCHEMA
 
-# zlib-ng inflates the stream (~2x faster than zlib: 0.12 s against 0.30 s of CPU for 205 MB of
-# JSON); its decompressobj is CPython's zlib code over zlib-ng, so ``max_length`` bounds each call
+# zlib-ng inflates the stream in less than half of zlib's CPU time; its decompressobj is CPython's
+# zlib code over zlib-ng, so ``max_length`` bounds each call
 # as with zlib (tests/test_gzip_limits.py: same peak RSS on both bombs). zlib is the fallback.
 # python-isal's inflate is as fast but, behind PieceStream, let a 100 KB gzip bomb reach 754 MB
 # before it was refused: not used.

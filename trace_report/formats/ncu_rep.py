@@ -29,7 +29,7 @@ def _load(path: Path) -> Any:
                          "(pip install ncu-report)") from exc
     try:
         str(path).encode("utf-8")
-    except UnicodeEncodeError:  # ncu_report takes a C string: a TypeError and a traceback (issue 36)
+    except UnicodeEncodeError:  # ncu_report takes a C string: a TypeError and a traceback otherwise
         raise InputError(f"{printable(path)}: ncu_report cannot open a report whose name is not valid UTF-8; "
                          "rename it, or give a link to it with a UTF-8 name") from None
     try:

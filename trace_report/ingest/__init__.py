@@ -1,1 +1,1 @@
-"""ingest layer (see docs/architecture.md)."""
+"""Ingest: input files decoded into Parquet pieces and the catalog of a DuckDB database, on an engine."""

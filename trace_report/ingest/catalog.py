@@ -1,9 +1,9 @@
 """The catalog rows of one ingest (``traces``, ``event_files``, ``kernel_names``), written at its
 end in one statement per table, and what the database already holds, read once.
 
-Each DuckDB statement costs 2-5 ms of CPU while the decoding workers keep both cores busy: five
-per trace (three lookups, two inserts) were ~0.1 s of CPU on a 16-rank folder
-(docs/benchmarks.md). The duplicate and changed-file rules (:mod:`trace_report.ingest.versions`)
+Each DuckDB statement costs CPU while the decoding workers keep both cores busy, and five per
+trace (three lookups, two inserts) added up on a folder of many ranks.
+The duplicate and changed-file rules (:mod:`trace_report.ingest.versions`)
 look traces up here instead (:meth:`Catalog.with_path`, :meth:`Catalog.with_content`), among the
 stored traces and those added by this ingest. Nothing is lost by writing late: an ingest is
 all or nothing (the database is a temporary copy until it succeeds).

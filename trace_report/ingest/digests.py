@@ -1,11 +1,10 @@
 """SHA-256 digests of plain input files, computed ahead of their decoding.
 
 A trace's SHA-256 (``traces.sha256``: what the duplicate and changed-file rules compare,
-:mod:`trace_report.ingest.versions`) costs ~0.55 s of CPU per GB of plain JSON (hashlib with
-SHA-NI). Computed beside the decoding, it was a third busy thread on two decoding workers: 12%
-of the wall time of the event-dense 205 MB benchmark row (docs/benchmarks.md). ``trace-report
-ingest`` calls :func:`start_hashing` before it imports pyarrow and DuckDB (~0.2 s during which
-only one core works; hashlib and file reads release the GIL), and the decoding takes each digest
+:mod:`trace_report.ingest.versions`) costs CPU in proportion to the plain JSON. Computed beside
+the decoding, it was a third busy thread on two decoding workers. ``trace-report ingest`` calls
+:func:`start_hashing` before it imports pyarrow and DuckDB (a time during which only one core
+works; hashlib and file reads release the GIL), and the decoding takes each digest
 with :func:`claim` (:class:`~trace_report.ingest.files.FileReader`). A gzip trace's digest is
 computed while it is inflated (cheap: its compressed bytes), so only plain files are queued.
 
@@ -25,8 +24,7 @@ PREHASH_MIN_BYTES = 16 << 20
 BLOCK_BYTES = 16 << 20
 """Bytes read and hashed per block. Both calls release the GIL, and taking it back after each
 waits for the thread holding it to yield (``sys.getswitchinterval()``, 5 ms): while the main
-thread imports pyarrow and DuckDB, 1 MB blocks hashed the 205 MB benchmark trace in 2.2 s instead
-of 0.18 s; 16 MB blocks in 0.32 s (docs/benchmarks.md)."""
+thread imports pyarrow and DuckDB, small blocks made the hashing many times slower."""
 
 _Key = tuple[str, int, int]
 """A file as it was seen: real path, size, modification time (ns). A changed file is a new key."""

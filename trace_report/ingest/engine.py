@@ -14,8 +14,8 @@ whatever the engine.
   pyarrow, numpy and DuckDB) are mapped once, not once per worker.
 - :class:`LocalEngine`: forked worker processes, for more workers on Linux, and wherever the
   compiled scanner is missing (msgspec, which then decodes everything, holds the GIL). What still holds
-  the GIL per piece (Arrow arrays, normalising, the Python around each piece) caps threads at
-  1.3-2.5x of one worker on 16 cores, whatever their number (:data:`THREADS_UP_TO`).
+  the GIL per piece (Arrow arrays, normalising, the Python around each piece) caps the speed-up
+  of threads on many cores, whatever their number (:data:`THREADS_UP_TO`).
 - ``RayEngine`` (:mod:`trace_report.ingest.engine_ray`, optional extra ``[ray]``): the same
   jobs as Ray tasks on a cluster; every task writes its Parquet piece itself, so the pieces
   folder must be on a filesystem the workers share with the driver.
@@ -44,7 +44,7 @@ def inflight_for(workers: int) -> int:
     """Pieces of one file in flight for ``workers`` decoding workers: one running on each worker and
     two waiting, at least :data:`INFLIGHT`. Pieces are accepted in order, so each waiting one lets a
     worker go on while the oldest piece is still running. A fixed 4 left all but 4 of 16 workers idle
-    (16 cores, row a-plain: 1.88x at 4 workers, 1.86x at 16; docs/benchmarks.md, "Worker count")."""
+    (docs/benchmarks.md, "Worker count")."""
     return max(INFLIGHT, workers + 2)
 
 
@@ -115,13 +115,9 @@ class ThreadEngine(ThreadPoolExecutor):
 THREADS_UP_TO = 3
 """Most workers that decode as threads (with the compiled scanner); more decode as forked processes.
 
-Measured (docs/benchmarks.md, "Worker count"; ``benchmarks/engines.py``, medians, same input,
-taking turns): on a 2-core VM, 2 threads beat 2 processes (event-dense 205 MB trace: 0.92 s
-against 1.01 s plain, 1.14 s against 1.32 s gzip) at two thirds of the memory (0.26 GB against
-0.40). On a 16-core machine processes beat threads from 4 workers on (same trace: 0.96 s against
-1.25 s at 4), and threads stop gaining past 8 while processes go on: 1.13 GB trace at 8 / 16
-workers 2.40 / 2.35 s against 2.96 / 3.81 s; 16 files of 28 MB 0.95 / 0.83 s against 1.67 /
-1.98 s. Processes cost memory (summed RSS at 16 workers ~2.1 GB against ~0.7 GB)."""
+On 2 cores, 2 threads beat 2 processes at two thirds of the memory; on many cores processes beat
+threads from 4 workers on, and threads stop gaining past 8 while processes go on, at about three
+times the memory (docs/benchmarks.md, "Worker count"; ``benchmarks/engines.py``)."""
 
 
 def local_engine(workers: int, platform: str = sys.platform) -> ThreadEngine | LocalEngine | None:

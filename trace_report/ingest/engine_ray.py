@@ -44,7 +44,7 @@ PROBE_TIMEOUT_S = 3.0
 unreachable (:func:`probe_address`; a refused connection fails at once)."""
 CONNECT_TIMEOUT_S = 30.0
 """Seconds ``ray.init`` may take to connect to a cluster (a port that accepts connections but is no
-Ray cluster's makes Ray retry for ever, ~40 s a round, Ray 2.60 measured)."""
+Ray cluster's makes Ray retry for ever, each round far longer than a caller waits)."""
 
 
 def require_ray() -> Any:

@@ -56,15 +56,15 @@ OVERLONG_FLOOR_US = 60e6
 """An event is longer than its trace when ``dur > OVERLONG_FACTOR * span + OVERLONG_SLACK_US``
 and ``dur > OVERLONG_FLOOR_US``, ``span`` = max(ts + dur) - min(ts) over the trace's other
 events. The factor keeps the events that enclose the whole trace (``PyTorch Profiler (0)``, a
-CPU-only trace's step: up to 1.03x in the real traces); the slack keeps tiny traces of a few
-events; the floor (one minute) keeps a real ProfilerStep that encloses idle time (HTA's
-triton example: a 13.3 s step around 0.36 s of events)."""
+CPU-only trace's step: barely longer than the trace in the real traces); the slack keeps tiny
+traces of a few events; the floor (one minute) keeps a real ProfilerStep that encloses idle time
+(HTA's triton example: a step many times longer than the events inside it)."""
 MISPLACED_FACTOR = 10.0
 MISPLACED_FLOOR_US = 86_400e6
 """A time stamp is outside its trace's plausible span when the event lies more than
 ``max(MISPLACED_FACTOR * span, MISPLACED_FLOOR_US)`` beyond the other events (rule in
 :func:`misplaced_events`). The floor (one day) is over 6,000 times the longest of the 23 real
-traces in ``../shared/data/traces`` (5 ms to 13.7 s, hta_triton_example the longest): a profiling
+traces in ``../shared/data/traces`` (milliseconds to seconds, hta_triton_example the longest): a profiling
 window is seconds to minutes. The broken values met are far beyond it (a ts of 2^64 us: 584,000
 years; a ts of 0 beside epoch time stamps: 50 years). The factor keeps long captures with quiet
 stretches: beside a recording of a week, an event must be ten weeks away."""
@@ -75,7 +75,7 @@ DUPLICATE_COLUMNS = ["cat", "name", "pid", "tid", "ts_us", "dur_us", "args"]
 SMALL_SCREEN = 1024
 """Values of up to this many bytes in all (the dictionaries of categories, pids and tids) are
 screened in Python (:func:`~trace_report.redact.could_contain_secret`, the same pattern): an
-RE2 call compiles the pattern each time (0.2 ms), more than so few bytes cost in Python (whose
+RE2 call compiles the pattern each time, more than so few bytes cost in Python (whose
 ``re`` is slower per byte: names and args always go to RE2)."""
 
 
@@ -139,7 +139,7 @@ class PieceStats:
 
 def arrow_of(values: np.ndarray) -> pa.Array:
     """A numeric (or bool) numpy array as an Arrow array without copying numbers. ``pa.array``
-    on numpy imports ``numpy.ma`` (15-20 ms, in every ingest) to ask whether it is masked."""
+    on numpy imports ``numpy.ma`` (a cost in every ingest) to ask whether it is masked."""
     if values.dtype == np.bool_:
         bits = np.packbits(values, bitorder="little")
         return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])

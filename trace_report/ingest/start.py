@@ -4,8 +4,8 @@
 left and, into a new database, submits the decoding jobs (:func:`prestart`), all without
 importing DuckDB (:mod:`trace_report.store.layout`, :mod:`trace_report.store.pieces`);
 :func:`trace_report.ingest.pipeline.finish_ingest` then opens the database and writes the
-catalog. ``trace-report ingest`` imports the pipeline (DuckDB and the rest, ~0.1 s on one
-core) only once the jobs run, so that the other cores decode meanwhile.
+catalog. ``trace-report ingest`` imports the pipeline (DuckDB and the rest, one core busy) only
+once the jobs run, so that the other cores decode meanwhile.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def piece_bytes_for(total: int) -> int:
     are a third of the peak of a 113 MB ingest; 4 MB pieces take 12% off it at the same speed.
     Larger inputs keep :data:`~trace_report.formats.kineto.PIECE_BYTES`: 4 MB pieces made a 205 MB
     ingest 5% slower and a 1.13 GB database's queries 15-35% slower (twice the event files).
-    Measured on 2 cores (docs/benchmarks.md, 2026-11-25 evening)."""
+    Measured on 2 cores (docs/benchmarks.md, "Piece sizes")."""
     return SMALL_PIECE_BYTES if total < SMALL_INPUT_BYTES else PIECE_BYTES
 
 

@@ -1,1 +1,1 @@
-"""present layer (see docs/architecture.md)."""
+"""Presentation: tables (table, CSV, JSON, Markdown), charts, the HTML report and Chrome trace slices."""

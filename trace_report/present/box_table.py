@@ -1,8 +1,8 @@
 """Tables drawn as Rich draws them, at the cost of string joins.
 
-Rich lays out every cell through its renderable pipeline (measure, wrap, pad, crop): ~130 µs a cell,
-so ``trace-report roofline`` on a 1M-event trace spent 14 of its 17 s drawing 12,610 rows, and
-importing it is ~40 ms of every command's start (issue 35 item 3). The
+Rich lays out every cell through its renderable pipeline (measure, wrap, pad, crop), so
+``trace-report roofline`` on a 1M-event trace spent most of its time drawing its rows, and
+importing it is a visible part of every command's start. The
 tables of :func:`trace_report.present.tables.render` are simple enough to draw directly: Rich's
 default box (``box.HEAVY_HEAD``), one space of padding each side, header cells aligned to the
 bottom and body cells to the top, each column justified left or right, cells already cut into
@@ -30,7 +30,7 @@ def cell_len(text: str) -> int:
 
 @functools.cache
 def _rich_cells() -> ModuleType:
-    import rich.cells  # ~10 ms: only for text that is not ASCII
+    import rich.cells  # its import is not free: only for text that is not ASCII
 
     return rich.cells
 

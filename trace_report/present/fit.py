@@ -23,7 +23,7 @@ import sys
 from trace_report.formats.names import PREFERRED, cut_form, cut_name, name_forms
 
 NAME_COLUMNS = ("name", "kernel", "kernel_name")
-PIPE_WIDTH = 120  # issue 33: piped output 600 columns wide was unreadable in a pager
+PIPE_WIDTH = 120  # piped output 600 columns wide was unreadable in a pager
 MAX_LINES = 2
 MIN_TEXT_WIDTH = 12
 MIN_NAME_WIDTH = 30

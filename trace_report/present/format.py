@@ -44,7 +44,7 @@ SUFFIXES = {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown, ".
 
 def _format_for(path: Path) -> Format:
     """The format an output file's suffix names; an unknown suffix (``out.xlsx``) is a usage error
-    rather than a box-drawn text table under that name (issue 33). Devices and FIFOs
+    rather than a box-drawn text table under that name. Devices and FIFOs
     (``/dev/stdout``) have no suffix: a table."""
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:

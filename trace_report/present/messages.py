@@ -1,8 +1,8 @@
 """Warnings for people: one line per distinct message, with the number of files it applies to.
 
 The ingest words a per-file warning as ``<file label>: <message>`` (``formats/kineto_metadata``,
-``ingest/pipeline``). Nine traces without ``distributedInfo`` used to print nine identical lines
-(issue 33); :func:`group_warnings` prints the message once with the count and the first file.
+``ingest/pipeline``). Nine traces without ``distributedInfo`` used to print nine identical
+lines; :func:`group_warnings` prints the message once with the count and the first file.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report's section of the deeper analyses (issue 34): the critical path of one step, kernel
+"""The report's section of the deeper analyses: the critical path of one step, kernel
 launch statistics, repeated kernel sequences and the nn.Module tree, each a short table from the
 command of the same name (same function, same numbers), each left out where it does not apply.
 

@@ -135,7 +135,7 @@ def memory_section(db: TraceDB, rank: int | None, runs: dict[str, tuple[int, ...
     several; None without ``[memory]`` events."""
     try:
         # the [memory] events' args are parsed once for the peaks, the timeline and their notes
-        # (five reads: 0.3 s each for the 114k events of a 1M-event trace); inside the report, which
+        # (five reads otherwise, each a JSON parse of every memory event); inside the report, which
         # keeps memory_events for its length (REPORT_VIEWS), this keeps nothing more
         with materialized(db.con, ("memory_events",)):
             peaks = memory_peaks(db, MemoryOptions(rank=rank))

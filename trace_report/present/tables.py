@@ -199,7 +199,7 @@ def _rich_table(title: str | None, headers: list[str], rows: list[list[str]], nu
     """The table drawn by Rich: text as it is (no markup, emoji codes or highlighting: a kernel
     named ``k[abc]`` keeps its brackets). Only for tables :mod:`~trace_report.present.box_table`
     leaves to Rich."""
-    from rich.console import Console  # ~40 ms to import: most tables never need it
+    from rich.console import Console  # slow to import: most tables never need it
     from rich.table import Table
 
     table = Table(title=title, show_lines=False)

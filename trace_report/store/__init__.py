@@ -1,1 +1,1 @@
-"""store layer (see docs/architecture.md)."""
+"""Storage: the ``TraceDB`` handle, the DuckDB database and its views, Parquet pieces, rows kept per trace."""

@@ -56,7 +56,7 @@ def create_schema(con: duckdb.DuckDBPyConnection, with_views: bool = False) -> N
 def duckdb_name(path: Path) -> str:
     """``path`` as DuckDB opens it. Raises :class:`DatabaseError` for a name that is not valid
     UTF-8 (Python keeps its bytes as surrogate escapes; DuckDB's C++ side fails on them with
-    ``std::bad_cast``, a RuntimeError and a traceback, issue 36)."""
+    ``std::bad_cast``, a RuntimeError and a traceback)."""
     name = os.fspath(path)
     try:
         name.encode("utf-8")

@@ -2,8 +2,8 @@
 deriving them again from millions of events.
 
 The step breakdown derives a small table per trace (one row per step and region) from every
-kernel, runtime call, CPU operator and annotation of the trace: ~0.9 s for a 1.13 GB trace on two
-cores, most of it DuckDB joining 355 K kernels to 483 K runtime calls. ``trace-report ingest``
+kernel, runtime call, CPU operator and annotation of the trace, most of it DuckDB joining
+hundreds of thousands of kernels to their runtime calls. ``trace-report ingest``
 computes the tables of large traces and writes them here
 (:data:`trace_report.cli.ingest.KEEP_AT_INGEST_MIN_EVENTS`), the first query of any other trace
 computes its own; later queries (other processes included) read them in milliseconds. Where:

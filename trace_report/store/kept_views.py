@@ -10,14 +10,11 @@ pointed at it. On a database file whose views are those trace-report made
 (:mod:`trace_report.store.derived`: keyed by the trace's event files and by :data:`CODE_VERSION`),
 and a later connection fills the table from those files instead of the events. Traces without a
 file are computed (in one query) and kept; a file that cannot be read means the view is computed
-whole and kept again; a folder that cannot be written keeps nothing. On the 1M-event benchmark
-trace (``benchmarks/commands.py``) the first seven views took ~0.7 s to compute from the events and
-~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5 interleaved
-runs, 2 cores, 2026-11-28, same output); the first report, which writes the files, 7.16 -> 7.27 s
-(4 interleaved runs, within noise). Then ``memory_events`` in advise (3.14 -> 2.67 s) and
-``op_flops`` (``ops`` 1.99 -> 1.83 s, ``report`` 7.45 -> 6.96 s on a slower hour of the VM, 5
-interleaved runs each, same output), then ``estimate_op_args`` (the roofline estimate's operators
-with their args as JSON: ``roofline`` 3.37 -> 3.14 s). Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
+whole and kept again; a folder that cannot be written keeps nothing. Reading a view's rows back is
+several times cheaper than computing them from the events, and the first command, which writes the
+files, is no slower for it (``benchmarks/commands.py``; the views kept so far save ``report``,
+``advise``, ``ops`` and ``roofline`` their largest repeated queries).
+Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
 and read into a table made with the view's own column types, so the rows are the view's
 (``tests/store/test_kept_views.py``).
 """
@@ -74,7 +71,7 @@ def materialize(con: duckdb.DuckDBPyConnection, *names: str) -> None:
     of this connection and point each view at its table.
 
     For views read several times by one analysis and expensive to compute: ``steps`` filters
-    every event by name (``ProfilerStep#%``, ~0.05 s on a 2.9 M-event trace) and the region views
+    every event by name (``ProfilerStep#%``) and the region views
     read it four times in one breakdown; ``region_markers`` classifies annotation names and
     is read twice. The rows are the view's own, read once (those of :data:`PER_TRACE_VIEWS` from
     the files kept beside the database where there are: module doc); TEMP tables work on read-only
@@ -159,41 +156,39 @@ host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables
 (:func:`materialized`), each computed from the copies of those it reads (:func:`_make_tables`).
 
 ``gpu_ops`` and ``runtime_calls`` come first: a Parquet scan filtered on ``cat`` decodes every
-column of every row group (DuckDB passes an ``IN`` filter to the reader as optional), ~0.09 s on
-a 1M-event trace, and the analyses of a report read these two views (directly or through
+column of every row group (DuckDB passes an ``IN`` filter to the reader as optional), and the
+analyses of a report read these two views (directly or through
 ``gpu_op_kinds``, ``kernel_launches``, ``gpu_op_launches``...) in most of their queries; kept,
 they are a few percent of the events (29.6k GPU operations and 64k runtime calls of 1M events).
 ``cpu_ops`` is not kept: its ``args`` (input shapes) are the largest part of a trace's text, and
-keeping it gained nothing measurable. On a 1M-event trace the kept tables took ~0.5 s to make
-(before the files kept beside the database, module doc);
-advise 2.7 -> 1.6 s with ``steps``, ``gpu_busy_intervals``, ``gpu_utilization`` and
-``gpu_op_launches``; report 7.9 -> 7.2 s (medians of 5, 2 cores) with the first two, same output.
+keeping it gained nothing measurable. Making the kept tables costs less than the repeated reads
+they replace, in advise and in the report alike, with the same output.
 With ``--rank`` they are still kept for every trace: on a database once, then read from the files.
 
 ``memory_events`` (the ``[memory]`` events with their running totals: advise's memory check, the
 Memory section's peaks and timeline) decodes the JSON ``args`` of every ``[memory]`` event: advise's
-one read of it was its largest query (0.43 s of 1.3 s on the 1M-event trace, 0.81 s at 2.2M), which
-the file kept beside the database replaces from the second command on.
+one read of it was its largest query, which the file kept beside the database replaces from the
+second command on.
 
 ``data_loading_intervals`` (the CPU's data-loading markers and DataLoader ``__next__`` calls,
 merged per trace; read by ``gpu_idle_causes``, behind advise's idle verdicts and the report's
-headline) matches a regular expression against every ``python_function`` event's name: 0.08 s
-of the 0.13 s of ``gpu_idle_by_cause`` on the 1M-event trace (671k Python events).
+headline) matches a regular expression against every ``python_function`` event's name, most of
+``gpu_idle_by_cause`` on a trace with many Python events.
 
 ``kernel_classes`` (computed from the kept ``gpu_ops``) is read by the flags (advise's, and the
-report's twice), advise's CUDA-core GEMMs and the kernel sequences: DuckDB plans the classifying
-macro in ~30 ms for any number of names, once for the table instead of once per query
+report's twice), advise's CUDA-core GEMMs and the kernel sequences: planning the classifying
+macro costs DuckDB the same for any number of names, once for the table instead of once per query
 (:func:`~trace_report.analyses.kernel_classes.classes_relation`)."""
 
 REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "region_markers")
 """What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each
-GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
-1M-event trace), which the Operator view and the module tree both read, and ``region_markers``
+GEMM, convolution and attention operator, from the JSON of its input shapes), which the Operator view and
+the module tree both read, and ``region_markers``
 (annotation names matched against the region rules' regular expressions), which the step
 timeline's regions and the kernel regions of its step read: computed from the events by the first
-(0.08 s on the 1M-event trace) and kept again by the second; on a database, read once from its file.
+and kept again by the second; on a database, read once from its file.
 Not one of :data:`SHARED_VIEWS`: ``advise`` on a database reads it only through
-``data_loading_intervals``, kept beside it, and would copy it for nothing (~0.03 s)."""
+``data_loading_intervals``, kept beside it, and would copy it for nothing."""
 
 
 @contextmanager

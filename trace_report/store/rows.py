@@ -1,7 +1,7 @@
 """``Rows``: a small query result fetched straight from DuckDB, without pandas.
 
 Commands print a few dozen rows; building a pandas DataFrame for them costs more than the query
-(importing pandas alone takes ~0.3 s). A :class:`Rows` holds the column names, their DuckDB type
+(importing pandas alone is slower than most queries). A :class:`Rows` holds the column names, their DuckDB type
 names and the rows as Python tuples (``cursor.fetchall()`` + ``cursor.description``);
 :meth:`Rows.df` builds the pandas DataFrame (the dtypes DuckDB's ``.df()`` gives) only when a
 notebook asks for it. ``trace_report.present.tables`` prints either kind.

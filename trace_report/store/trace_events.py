@@ -2,8 +2,8 @@
 
 A query of ``events`` filtered on one ``trace_id`` still opens every piece of every trace (their
 footers, to skip their row groups by the ``trace_id`` statistics): O(traces) per query, so an
-analysis that reads one trace at a time (the critical path) was quadratic in the traces: 40 ms a
-trace on a generated 64-rank database. Where ``events`` is the database's own view over its
+analysis that reads one trace at a time (the critical path) was quadratic in the traces.
+Where ``events`` is the database's own view over its
 pieces (a database file, the views as trace-report made them: :func:`~trace_report.store.views.views_as_created`,
 also inside a scope, which narrows whole traces), a trace's rows are those of the pieces that
 ``event_files`` lists for it.

@@ -7,7 +7,7 @@ so each is exercised by the tests on real data.
 
 A command that reads a few views may ask for those alone (``create_views(con, only=...)``):
 they are created with every view and macro they read, in the same order (:func:`statements`).
-Binding all ~60 takes 0.2-0.3 s, most of ``top-kernels`` on a small database (issue 35).
+Binding all of them is most of ``top-kernels`` on a small database.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def view_files() -> list[str]:
 
 CATALOGS = "database_name IN ('temp', current_database())"
 """The catalogs a name in a query is looked up in (TEMP objects, then the database in use), as a
-filter of ``duckdb_tables()`` / ``duckdb_views()``. It also spares the first such query on a
-connection ~10 ms: without a filter on the database, DuckDB lists its system catalog too (the
+filter of ``duckdb_tables()`` / ``duckdb_views()``. It also makes the first such query on a
+connection cheaper: without a filter on the database, DuckDB lists its system catalog too (the
 information_schema and pg_catalog views, made on first use; ``temporary`` is true for them)."""
 
 
@@ -59,8 +59,8 @@ def deferred(sql: str) -> str:
     """``sql`` with each ``CREATE OR REPLACE TEMP VIEW name AS`` written ``... name WITH
     (DEFER_BINDING) AS``: DuckDB (>= 1.5, duckdb/duckdb#22199) then checks the view's syntax alone
     when it is created and binds it when a query reads it, as it binds every view at every query
-    anyway. Binding all 53 views at creation took 0.32 s of every ``trace_report.open`` (views over
-    views: each binds everything it reads again); an error in a view's SQL now shows where a query
+    anyway. Binding every view at creation was a large part of every ``trace_report.open`` (views
+    over views: each binds everything it reads again); an error in a view's SQL now shows where a query
     reads it."""
     return _VIEW_AS.sub(r"\1 WITH (DEFER_BINDING) AS", sql)
 
@@ -174,7 +174,7 @@ VIEWS_VARIABLE = "trace_report_views"
 def views_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     """The object ids of this connection's TEMP views (``events`` and the analysis views), as one
     string: every ``CREATE OR REPLACE`` gives a view a new id. (Ids, not the views' SQL: rendering
-    80 views' SQL takes ~2.5 ms of every open, the ids 0.5 ms; the TEMP catalog alone: see
+    every view's SQL costs several times more on every open; the TEMP catalog alone: see
     :data:`CATALOGS`.)"""
     row = con.execute("SELECT string_agg(view_oid::VARCHAR, ',' ORDER BY view_oid) FROM duckdb_views() "
                       "WHERE database_name = 'temp' AND temporary").fetchone()

@@ -1,1 +1,1 @@
-"""analyses.roofline layer (see docs/architecture.md)."""
+"""Roofline: measured (Nsight Compute) and estimated (FLOP and bytes of operator shapes) against device peaks."""

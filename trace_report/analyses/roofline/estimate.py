@@ -349,8 +349,8 @@ def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> p
 
     Without ``region``, each trace's rows are kept beside the database
     (``derived/roofline_estimate-t...``, :func:`~trace_report.store.derived.kept_tables`): a
-    trace's rows come from its own operators and kernels alone; on the 1M-event benchmark trace
-    computing them took ~0.3 s of ``roofline`` and of the report.
+    trace's rows come from its own operators and kernels alone, and computing them is a visible
+    part of ``roofline`` and of the report on a large trace.
     """
     if region is not None and region not in REGIONS:
         raise InputError(f"unknown region {region!r}: choose one of {', '.join(REGIONS)}")

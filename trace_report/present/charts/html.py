@@ -112,8 +112,8 @@ def _worker() -> ThreadPoolExecutor:
 def spec_ahead(chart: Any) -> Future[Any]:
     """:func:`chart_spec` of ``chart`` started on a worker thread (one per process), for a page
     that has more to compute before it renders (``report``: Altair's ``to_dict`` is pure Python,
-    ~0.3 s for a report's charts on a 1M-event trace, and runs while the next sections' DuckDB
-    queries leave the GIL free). The chart must not change afterwards."""
+    slow on a large trace's charts, and runs while the next sections' DuckDB queries leave the GIL
+    free). The chart must not change afterwards."""
     return _worker().submit(chart_spec, chart)
 
 

@@ -1,11 +1,11 @@
 """Altair and the Vega JavaScript, loaded at the cost a report can afford.
 
-Two fixed costs made every ``report`` take ~5 s more than its analyses (issue 36 item 7):
+Two fixed costs made every ``report`` take seconds more than its analyses:
 
 - ``import altair`` imports ``jsonschema``, whose ``_format`` module imports the optional
   ``rfc3987_syntax`` package when it is installed (it is, with jupyter's ``jsonschema[format-nongpl]``)
-  to offer the ``iri`` format checks; ``rfc3987_syntax`` compiles 38 Lark grammars at import:
-  2.7 s of the 3.0 s of ``import altair`` on this machine. Altair validates specs with
+  to offer the ``iri`` format checks; ``rfc3987_syntax`` compiles 38 Lark grammars at import,
+  most of ``import altair``. Altair validates specs with
   jsonschema's format checker (``altair.utils.schemapi.validate_jsonschema``), but the Vega-Lite
   schema it ships names no ``iri`` format (its formats: ``color-hex``, ``uri``, ``uri-reference``;
   ``uri`` is checked by ``rfc3986_validator``, still imported), so the ``iri`` checks are never
@@ -13,12 +13,12 @@ Two fixed costs made every ``report`` take ~5 s more than its analyses (issue 36
   is first imported (jsonschema's own ``suppress(ImportError)`` path) and restores it at once.
   If jsonschema is already imported (a notebook), nothing is changed.
 - ``vl_convert.javascript_bundle`` builds the Vega + Vega-Lite + vega-embed bundle on each call
-  (~2.6 s, the same ~0.9 MB of JavaScript every time for one vl-convert version): :func:`vega_bundle`
+  (seconds, the same ~0.9 MB of JavaScript every time for one vl-convert version): :func:`vega_bundle`
   keeps it in the user's cache folder (``platformdirs.user_cache_dir("trace-report")``, or
   ``$TRACE_REPORT_CACHE_DIR``), one file per vl-convert and Vega-Lite version, written
   atomically; a file that cannot be read or written is rebuilt, never an error.
 
-What is left (~0.6-0.8 s of ``import altair`` on a 2-core VM, jsonschema and jinja2 included) is
+What is left of ``import altair`` (jsonschema and jinja2 included) is
 paid while the report's analyses run: :func:`preload` imports it on a background thread, which
 holds the GIL only while DuckDB, running a query, does not need it.
 """
@@ -119,7 +119,7 @@ def _write(path: Path, text: str) -> None:
 
 _BUNDLE = threading.Lock()
 """Held while :func:`vega_bundle` reads or builds: a second thread waits, then reads the file the
-first one wrote (no second ~2.6 s build)."""
+first one wrote (no second build)."""
 
 
 @functools.lru_cache(maxsize=1)

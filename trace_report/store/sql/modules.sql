@@ -2,8 +2,8 @@
 -- and ProfilerStep. Run only by trace_report/analyses/modules.py, which adds to each row its place in
 -- the module tree, the GPU time of what it launched and its FLOP (analyses/modules_tree.py: sorted
 -- passes per thread, O(n log n); the range self-joins that stated the rule below in SQL were
--- planned by DuckDB as hash joins on (trace, pid, tid) comparing every pair of a thread: 20 s for
--- 40k marks and 230k launches on one thread, issue 36), then sums the rows per path
+-- planned by DuckDB as hash joins on (trace, pid, tid) comparing every pair of a thread, far too
+-- slow for a busy thread), then sums the rows per path
 -- (modules_launches.sql and modules_flop_ops.sql give the launches and operators read).
 -- The rule, as TraceLens builds its nn.Module tree (TraceLens/Trace2Tree/trace_to_tree.py,
 -- build_host_call_stack_tree: a stack per (pid, tid), an event's parent is the innermost event on

@@ -8,8 +8,8 @@
 -- at the start): 'communication' first, then 'memory', then 'computation' unless the name is one
 -- of the non-compute shapes, else 'other'. The patterns run once per distinct name (a dozen on
 -- a 1M-event trace): as a plain subquery, DuckDB pushed a filter on kind (overlap.sql, the
--- report's communication check) below the DISTINCT, so they ran on every GPU operation, 0.06 s
--- for 30k; a MATERIALIZED CTE is computed whole first (7 ms).
+-- report's communication check) below the DISTINCT, so they ran on every GPU operation; a
+-- MATERIALIZED CTE is computed whole first.
 CREATE OR REPLACE TEMP VIEW gpu_op_kind_names AS
 WITH kinds AS MATERIALIZED (
 SELECT name,
@@ -36,7 +36,7 @@ SELECT trace_id, max(ts_us) AS last_step_ts_us FROM steps GROUP BY trace_id HAVI
 
 -- The launch of each GPU operation: the runtime call of its correlation with the lowest event id
 -- (found first, then joined: DuckDB turned a row_number() = 1 over the joined rows into an
--- arg_min over a struct of every column, args included; 0.14 -> 0.09 s on a 1M-event trace).
+-- arg_min over a struct of every column, args included, which is slower).
 CREATE OR REPLACE TEMP VIEW gpu_op_launches AS
 SELECT g.*, r.event_id AS launch_event_id, r.name AS launch_name, r.ts_us AS launch_ts_us,
        r.pid AS launch_pid, r.tid AS launch_tid

@@ -29,7 +29,7 @@
 -- are the rows of steps_only_gpu_ops), in a trace with fewer every operation, with or without a
 -- launch call (HTA filters nothing there; steps_only_gpu_ops keeps only the launched ones); else
 -- every GPU operation. (The rule is restated over kernel_launches rather than read from
--- steps_only_gpu_ops: binding that chain of views twice more took ~10 ms of every connection.)
+-- steps_only_gpu_ops: binding that chain of views twice more would slow every connection.)
 -- hta_rounding: HTA's rounding of fractional (ns-resolution) timestamps to whole µs, start up and
 -- end down (the launch's start up too), as overlap.sql does. Ties of ts_us are ordered by
 -- event_id (file order).

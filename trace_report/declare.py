@@ -71,6 +71,8 @@ class ReportTable:
     title: str
     rows: int = 10
     options: dict[str, Any] = field(default_factory=dict)
+    notes: bool = True
+    """Whether the command's notes join the section's notes."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,9 @@ class Command:
     title; ``help``: the command's help (first line: the summary); ``examples``: command lines
     shown under it; ``views``: the analysis views it reads (a database opens those alone; None:
     every view); ``full_names``: its rows hold kernel names (adds ``--full-names``);
-    ``report``: its table in the report, if any. ``package`` is set by :func:`commands`."""
+    ``report``: its table in the report, if any; ``display``: ``"module:function"``, a function
+    ``(frame, fmt, full_names) -> frame`` that turns cells into text for a format before the table
+    is written (lists joined, names shortened), if any. ``package`` is set by :func:`commands`."""
 
     name: str
     options: type
@@ -94,6 +98,7 @@ class Command:
     views: tuple[str, ...] | None = None
     full_names: bool = False
     report: ReportTable | None = None
+    display: str | None = None
     package: str = ""
 
     @property
@@ -103,7 +108,14 @@ class Command:
 
     def function(self) -> Callable[..., Any]:
         """The compute function, imported now (its module may load pandas)."""
-        module, _, name = self.compute.partition(":")
+        return self._load(self.compute)
+
+    def display_function(self) -> Callable[..., Any] | None:
+        """The display function, imported now, or None."""
+        return self._load(self.display) if self.display else None
+
+    def _load(self, where: str) -> Callable[..., Any]:
+        module, _, name = where.partition(":")
         return getattr(importlib.import_module(f"{self.package}.{module}"), name)
 
     def make_options(self, values: dict[str, Any]) -> Any:

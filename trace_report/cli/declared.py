@@ -106,8 +106,11 @@ def run_command(cmd: Command, given: dict[str, Any]) -> None:
     for message in table.warnings:
         warn(message)
     notes(table.notes)
-    emit(table.frame, OutputOptions(given["fmt"], None, given["output"], given.get("full_names", False)),
-         title=cmd.title)
+    full_names = given.get("full_names", False)
+    out = OutputOptions(given["fmt"], None, given["output"], full_names)
+    display = cmd.display_function()
+    frame = table.frame if display is None else display(table.frame, out.resolve(), full_names)
+    emit(frame, out, title=cmd.title)
 
 
 def register(cmd: Command) -> None:

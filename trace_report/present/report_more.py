@@ -72,7 +72,8 @@ def deeper_section(db: TraceDB, rank: int | None, step: int | None) -> Section |
         if cmd.report is not None:
             got = attempt(sec, cmd.name, lambda c=cmd: declared_table(db, c, rank))
             if got is not None:
-                _table(sec, cmd.report.title, got.frame.head(cmd.report.rows), got.notes, cmd.name)
+                shown = got.notes if cmd.report.notes else []
+                _table(sec, cmd.report.title, got.frame.head(cmd.report.rows), shown, cmd.name)
     return sec if sec.tail else None
 
 

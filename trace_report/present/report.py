@@ -29,11 +29,11 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise import AdviceResult, advise
-from trace_report.analyses.kernel_classes import FlagsOptions, flags_summary
-from trace_report.analyses.regions import BreakdownOptions, breakdown
+from trace_report.analyses.breakdown import BreakdownOptions, breakdown
+from trace_report.analyses.common.utilization import gpu_utilization, step_overlap_note
+from trace_report.analyses.flags import FlagsOptions, flags_summary
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
-from trace_report.analyses.utilization import gpu_utilization, step_overlap_note
 from trace_report.errors import InputError, TraceReportError
 from trace_report.present import charts
 from trace_report.present.charts import html as chart_html

@@ -183,7 +183,7 @@ of the 0.13 s of ``gpu_idle_by_cause`` on the 1M-event trace (671k Python events
 ``kernel_classes`` (computed from the kept ``gpu_ops``) is read by the flags (advise's, and the
 report's twice), advise's CUDA-core GEMMs and the kernel sequences: DuckDB plans the classifying
 macro in ~30 ms for any number of names, once for the table instead of once per query
-(:func:`~trace_report.analyses.kernel_classes.classes_relation`)."""
+(:func:`~trace_report.analyses.flags.classes_relation`)."""
 
 REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "region_markers")
 """What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each

@@ -2,7 +2,7 @@
 counts the events inside it (ts <= event < end, every step holding the event) and the level it
 starts at (the device's last event before the step, by time then event order, with a value).
 The rule is found by ASOF joins where a trace's steps do not overlap and by a range join where they
-do (store/sql/memory_peaks.sql): both shapes are here, with ties, boundaries and zero-length steps."""
+do (analyses/memory/memory_peaks.sql): both shapes are here, with ties, boundaries and zero-length steps."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``modules`` on module events that nest, repeat an interval, touch and partly overlap (values from
-the definitions in store/sql/modules.sql applied pair by pair in plain Python), and on a trace of
+the definitions in analyses/modules/modules.sql applied pair by pair in plain Python), and on a trace of
 the size where its range self-joins were quadratic (issue 36 item 7: 20 s for 40k module events on
 one thread; the sorted passes of analyses/modules/tree.py)."""
 

@@ -53,7 +53,7 @@ def collectives(db: TraceDB, options: CollectivesOptions | None = None) -> Resul
     ``by_rank``. Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank``."""
     opts = options or CollectivesOptions()
     db.check_rank(opts.rank)
-    frame = db.con.execute(sql_text("collectives.sql"), {"rank": opts.rank, "by_rank": opts.by_rank}).df()
+    frame = db.con.execute(sql_text("collectives.sql", __package__), {"rank": opts.rank, "by_rank": opts.by_rank}).df()
     cols = (["rank"] if opts.by_rank else []) + COLLECTIVE_COLUMNS
     frame = frame[cols].astype({"count": "int64"})
     if opts.by_rank:

@@ -4,7 +4,7 @@ Map: the partitions of the database (:func:`~trace_report.store.partitions.event
 trace of a ``.duckdb`` database, one ``run_id=/rank=`` folder of an exported dataset; consecutive
 ones joined into at most :data:`TASKS_PER_CPU` tasks per CPU of the cluster) are each opened by a
 Ray task as its own in-memory DuckDB over its Parquet files, and the analysis' own SQL or
-per-trace code runs there (``store/sql/top_kernels.sql``, ``kernel_flags.sql``, the region views
+per-trace code runs there (``analyses/top_kernels/top_kernels.sql``, ``kernel_flags.sql``, the region views
 and :func:`~trace_report.analyses.breakdown.compute_region_parts`, :func:`~trace_report.analyses.compare.gpu_op_totals`,
 :func:`~trace_report.analyses.top_kernels.cpu_self_time`). Reduce, on the driver: counts and sums
 are summed, minima and maxima taken, and every mean and percentage is computed again from the

@@ -176,7 +176,7 @@ def flag_rows(con: duckdb.DuckDBPyConnection, rank: int | None, by_rank: bool,
         "AND ($ids IS NULL OR list_contains($ids, trace_id)) ORDER BY trace_id",
         {"rank": rank, "ids": trace_ids}).fetchall()]
     with names_relation(con, ids) as names, classes_relation(con, names) as classes:
-        return con.execute(sql_text("kernel_flags.sql"), {"names": names, "classes": classes, "rank": rank,
+        return con.execute(sql_text("kernel_flags.sql", __package__), {"names": names, "classes": classes, "rank": rank,
                                                           "by_rank": by_rank, "trace_ids": trace_ids}).df()
 
 

@@ -9,7 +9,7 @@ call end, clipped to 0: HTA's ``launch_delay``), all µs, and HTA's outliers: ``
 (``launch_us`` > 50 µs), ``delay_outlier`` (``delay_us`` > 100 µs) and ``short_kernel``
 (``launch_us`` <= 50 µs and the GPU ran shorter than the call). Per name: their count, mean, p50,
 p95 (linear interpolation, numpy's default) and max, and the outlier counts. The queries are
-``store/sql/launches.sql`` (the rule, stated in full) and ``store/sql/launch_stats.sql`` over the
+``analyses/launches/launches.sql`` (the rule, stated in full) and ``analyses/launches/launch_stats.sql`` over the
 view ``kernel_launch_pairs`` (``store/sql/views_launches.sql``).
 
 Source: HTA ``hta/analyzers/cuda_kernel_analysis.py`` (CudaKernelAnalysis.cuda_kernel_launch_stats
@@ -70,10 +70,10 @@ def _params(opts: LaunchOptions) -> dict[str, object]:
 def launch_query(per_launch: bool) -> str:
     """The SQL of the per-launch rows (ordered by rank, trace and launch start) or of the per-name
     statistics (``launch_stats.sql`` over them); parameters as :func:`_params`."""
-    rows = sql_text("launches.sql")
+    rows = sql_text("launches.sql", __package__)
     if per_launch:
         return f"{rows}\nORDER BY rank, trace_id, launch_ts_us, event_id"
-    return f"WITH launches AS (\n{rows}\n)\n{sql_text('launch_stats.sql')}"
+    return f"WITH launches AS (\n{rows}\n)\n{sql_text('launch_stats.sql', __package__)}"
 
 
 def _check(opts: LaunchOptions) -> None:
@@ -88,7 +88,7 @@ def _counts(db: TraceDB, opts: LaunchOptions) -> dict[str, int]:
     calls, every step), ``any_steps`` and ``any_all`` (every launch call), in one pass."""
     row = db.con.execute(
         "SELECT count(*) FILTER (WHERE hta_launch AND in_steps), count(*) FILTER (WHERE hta_launch), "
-        f"count(*) FILTER (WHERE in_steps), count(*) FROM ({sql_text('launches.sql')})",
+        f"count(*) FILTER (WHERE in_steps), count(*) FROM ({sql_text('launches.sql', __package__)})",
         {**_params(opts), "steps_only": False, "all_launches": True}).fetchone()
     return dict(zip(("hta_steps", "hta_all", "any_steps", "any_all"), row or (0, 0, 0, 0), strict=True))
 

@@ -6,7 +6,7 @@ Source: the caching allocator's ``[memory]`` instant events (``profile_memory=Tr
 ``nvidia-smi`` sees of PyTorch), ``bytes`` = this allocation (negative for a free). Traces of
 2021 carry only "Bytes": ``allocated_bytes`` is then relative to the trace's start (the running
 sum of Bytes, as torch-tb-profiler draws it) and ``reserved_bytes`` is NULL. Peaks: query
-``store/sql/memory_peaks.sql``; a step's peak includes the level the step starts at (the device's
+``analyses/memory/memory_peaks.sql``; a step's peak includes the level the step starts at (the device's
 last event before it, by time then event order, with a value).
 """
 
@@ -48,7 +48,7 @@ def memory_peaks(db: TraceDB, options: MemoryOptions | None = None) -> Result:
     (bytes); ``trace_id`` too when several traces share a rank."""
     opts = options or MemoryOptions()
     db.check_rank(opts.rank)
-    frame = db.con.execute(sql_text("memory_peaks.sql"), {"rank": opts.rank}).df()
+    frame = db.con.execute(sql_text("memory_peaks.sql", __package__), {"rank": opts.rank}).df()
     if opts.device is not None:
         frame = frame[frame["device"] == opts.device]
     frame = frame[[*PEAK_COLUMNS, "trace_id"]].astype(

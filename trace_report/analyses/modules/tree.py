@@ -1,5 +1,5 @@
 """The module calls of :func:`trace_report.analyses.modules.modules` with their place in the tree,
-GPU time and FLOP: the rule of ``store/sql/modules.sql`` computed by sorted passes per thread.
+GPU time and FLOP: the rule of ``analyses/modules/modules.sql`` computed by sorted passes per thread.
 
 Calls (``modules.sql``) arrive sorted per thread (trace, pid, tid) by ``(ts, end descending,
 event_id)``. In that order the calls enclosing a call C (``ts <= C.ts``, ``end >= C.end``; of
@@ -66,16 +66,16 @@ def trace_calls(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
     """One row per module call of the traces ``ids``, in (trace, thread, start) order:
     ``trace_id``, ``event_id``, ``step``, ``path``, ``depth``, ``name``, ``kind``, ``ts_us``,
     ``cpu_us``, ``gpu_ops``, ``gpu_us`` (µs), ``flop_ops``, ``flop`` (None where no operator of
-    the call has a FLOP estimate). The rule: ``store/sql/modules.sql``."""
-    cols = con.execute(sql_text("modules.sql"), {"ids": list(ids)}).fetchnumpy()
+    the call has a FLOP estimate). The rule: ``analyses/modules/modules.sql``."""
+    cols = con.execute(sql_text("modules.sql", __package__), {"ids": list(ids)}).fetchnumpy()
     marks = pa.table({k: _array(v) for k, v in cols.items()})
     if marks.num_rows == 0:
         return _calls_table(marks, [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
                             np.zeros(0))
     con.register(MARKS_TABLE, marks)
     try:
-        launches = con.execute(sql_text("modules_launches.sql")).fetchnumpy()
-        ops = con.execute(sql_text("modules_flop_ops.sql")).fetchnumpy()
+        launches = con.execute(sql_text("modules_launches.sql", __package__)).fetchnumpy()
+        ops = con.execute(sql_text("modules_flop_ops.sql", __package__)).fetchnumpy()
     finally:
         con.unregister(MARKS_TABLE)
     m = {k: marks.column(k).to_numpy(zero_copy_only=False) for k in ("trace_id", "pid", "tid", "ts_us", "end_us")}

@@ -15,7 +15,7 @@ As torch-tb-profiler's Operator view and TraceLens' ops summary. One row per ope
   ``store/sql/views_ops.sql``); NULL where the trace has no shapes (``record_shapes=False``)
   or the operator is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
 
-The query is ``store/sql/ops.sql``, over the nesting of operators on their threads that
+The query is ``analyses/ops/ops.sql``, over the nesting of operators on their threads that
 :func:`~trace_report.analyses.ops.nesting.nesting` finds in one sorted pass (O(n log n)), kept per
 trace beside a database (:mod:`~trace_report.analyses.ops.nesting_kept`). The FLOP
 of nested operators describe the same work (``aten::convolution`` and ``aten::_convolution``):
@@ -77,16 +77,16 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
 
 
 NESTING_RELATION = "_ops_nesting"
-"""The name ``store/sql/ops.sql`` reads the nesting pass's rows under (registered for that query only,
+"""The name ``analyses/ops/ops.sql`` reads the nesting pass's rows under (registered for that query only,
 so that the connection's views stay as trace-report made them)."""
 
 
 def _operator_rows(db: TraceDB, opts: OpsOptions) -> pd.DataFrame:
-    """The rows of ``store/sql/ops.sql`` (one per name, or name and shapes) with ``counted``."""
+    """The rows of ``analyses/ops/ops.sql`` (one per name, or name and shapes) with ``counted``."""
     rows = kept_nesting(db.con, opts.rank)
     db.con.register(NESTING_RELATION, rows)
     try:
-        return db.con.execute(sql_text("ops.sql"),
+        return db.con.execute(sql_text("ops.sql", __package__),
                               {"rank": opts.rank, "all_ops": opts.all_ops, "by_shape": opts.by_shape}).df()
     finally:
         db.con.unregister(NESTING_RELATION)

@@ -1,5 +1,5 @@
 """How CPU operators nest on their thread, and the GPU time each caused: the pass behind
-:func:`trace_report.analyses.ops.ops` (``store/sql/ops_nesting.sql`` gives its rows).
+:func:`trace_report.analyses.ops.ops` (``analyses/ops/ops_nesting.sql`` gives its rows).
 
 An operator or annotation P *encloses* Q (same trace, pid and tid) when ``P.ts <= Q.ts`` and
 ``P.end >= Q.end`` (``end = ts + dur``); of two equal intervals the lower event_id encloses. Q's
@@ -59,7 +59,7 @@ def nesting(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
     as the innermost operator around the launch call) and ``gpu_us`` (the same for it and every row
     it encloses), float64. A trace's rows depend on its own events alone
     (:mod:`~trace_report.analyses.ops.nesting_kept` keeps them per trace)."""
-    rows = nesting_rows(con.execute(sql_text("ops_nesting.sql"), {"ids": list(ids)}).fetchnumpy())
+    rows = nesting_rows(con.execute(sql_text("ops_nesting.sql", __package__), {"ids": list(ids)}).fetchnumpy())
     parent, launched, caused = nest(rows)
     child = (rows.kind == 0) & (parent >= 0)
     child_us = np.bincount(parent[child], weights=rows.dur[child], minlength=len(parent)).astype(np.float64)

@@ -2,7 +2,7 @@
 kept beside a database so that the next ``ops`` or ``report`` reads them instead of computing them.
 
 A trace's rows come from its own CPU operators, annotations, launch calls and GPU operations
-alone (``store/sql/ops_nesting.sql`` joins and nests only within a trace, and the pass nests
+alone (``analyses/ops/ops_nesting.sql`` joins and nests only within a trace, and the pass nests
 within a thread), so each trace's rows are the same whichever traces are computed with it. On the
 1M-event benchmark trace (``benchmarks/commands.py``) computing them took ~0.35-0.5 s of ``ops``
 (its query scans every CPU operator, then a Python pass sorts and nests ~0.4 M rows); reading

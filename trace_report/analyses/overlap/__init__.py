@@ -4,7 +4,7 @@ For each trace (rank): ``comp_us`` = the union of computation kernels, ``comm_us
 of communication kernels (NCCL/RCCL/HCCL), ``overlap_us`` = the time both run at once, all in µs,
 and ``comp_comm_overlap_pct`` = 100 * overlap_us / comm_us: the share of communication hidden
 behind computation. Kernel kinds follow HTA's name patterns (view ``gpu_op_kinds``,
-``store/sql/views_comm.sql``); the query is ``store/sql/overlap.sql``.
+``store/sql/views_comm.sql``); the query is ``analyses/overlap/overlap.sql``.
 
 Source: HTA ``hta/analyzers/communication_analysis.py`` (TraceAnalysis.get_comm_comp_overlap),
 which reports 14.31% on ``hta_a100_ddp_nccl``. By default (``steps_only``) the GPU operations
@@ -55,7 +55,7 @@ def overlap(db: TraceDB, options: OverlapOptions | None = None) -> Result:
     opts = options or OverlapOptions()
     db.check_rank(opts.rank)
     params = {"rank": opts.rank, "steps_only": opts.steps_only, "hta_rounding": opts.hta_rounding}
-    frame = db.con.execute(sql_text("overlap.sql"), params).df()
+    frame = db.con.execute(sql_text("overlap.sql", __package__), params).df()
     frame = drop_single_trace_ids(frame[[*OVERLAP_COLUMNS, "trace_id"]].astype({"rank": "int64"}))
     notes = steps_note(db, opts.steps_only)
     if frame.empty:

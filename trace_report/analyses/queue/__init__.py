@@ -7,7 +7,7 @@ shrinks by one when the GPU operation it launched (same ``correlation``) starts.
 (HTA's ``describe()`` of the time series, so the mean is per change, not per µs) and
 ``blocked_us``: µs the queue stayed at ``max_queue_length`` (CUDA's 1024 launches per stream,
 HTA's ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``) or more, when the CPU blocks on a full queue.
-The query is ``store/sql/queue.sql``.
+The query is ``analyses/queue/queue.sql``.
 
 Source: HTA ``hta/analyzers/trace_counters.py`` (get_queue_length_summary,
 get_time_spent_blocked_on_full_queue). ``steps_only`` and ``hta_rounding`` select and round
@@ -52,7 +52,7 @@ def queue_length(db: TraceDB, options: QueueOptions | None = None) -> Result:
         raise UsageError(f"max queue length must be at least 1 (got {opts.max_queue_length})")
     params = {"rank": opts.rank, "steps_only": opts.steps_only, "hta_rounding": opts.hta_rounding,
               "max_queue_length": opts.max_queue_length}
-    frame = db.con.execute(sql_text("queue.sql"), params).df()
+    frame = db.con.execute(sql_text("queue.sql", __package__), params).df()
     frame = drop_single_trace_ids(frame[[*QUEUE_COLUMNS, "trace_id"]].astype({"rank": "int64", "stream": "int64"}))
     notes = steps_note(db, opts.steps_only)
     if frame.empty:

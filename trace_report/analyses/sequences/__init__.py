@@ -9,8 +9,8 @@ sequence is the operator's name and those names (HTA's pattern). Per sequence: `
 (the calls' own duration) and ``fusible``: every operation is an elementwise or reduction kernel
 (the kernel classes of ``views_kernel_classes.sql``), so one fused kernel could replace the
 sequence. Sequences of ``min_length``..``max_length`` operations launched at least ``min_count``
-times are shown, most GPU time first. The queries are ``store/sql/sequences.sql`` (one row per
-operator call; the rule, stated in full) and ``store/sql/sequence_stats.sql`` (the grouping).
+times are shown, most GPU time first. The queries are ``analyses/sequences/sequences.sql`` (one row per
+operator call; the rule, stated in full) and ``analyses/sequences/sequence_stats.sql`` (the grouping).
 
 Source: HTA 0.6.1 ``hta/analyzers/cuda_kernel_analysis.py`` (CudaKernelAnalysis.
 get_frequent_cuda_kernel_sequences; defaults in ``hta/trace_analysis.py``: min_pattern_len 3,
@@ -97,7 +97,7 @@ def call_query() -> str:
     ``op_event_id``, ``operator``, ``op_ts_us``, ``cpu_us``, ``length``, ``gpu_us``,
     ``fusible_kernels``, ``kernels``; one row per trace with a NULL operator for the operations
     launched outside every operator); parameters ``ids``, ``operator``, ``steps_only``."""
-    return sql_text("sequences.sql")
+    return sql_text("sequences.sql", __package__)
 
 
 def call_rows(db: TraceDB, opts: SequenceOptions) -> pa.Table:
@@ -123,7 +123,7 @@ def call_rows(db: TraceDB, opts: SequenceOptions) -> pa.Table:
 def sequence_query() -> str:
     """The SQL of every sequence group with its ``kept`` flag (``sequence_stats.sql`` over the
     calls registered as :data:`CALLS_RELATION`); parameters as :func:`_params`."""
-    return f"WITH calls AS (SELECT * FROM {CALLS_RELATION})\n{sql_text('sequence_stats.sql')}"
+    return f"WITH calls AS (SELECT * FROM {CALLS_RELATION})\n{sql_text('sequence_stats.sql', __package__)}"
 
 
 def _notes(groups: pd.DataFrame, opts: SequenceOptions) -> list[str]:

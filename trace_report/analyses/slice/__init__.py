@@ -1,7 +1,7 @@
 """``trace-report slice``: one selection of one trace (ProfilerSteps, a time window) as a Chrome
 trace that Perfetto or chrome://tracing opens, with counter tracks of what our tables say.
 
-What is kept (``store/sql/slice_kept.sql``, stated in full there): every event of the trace that
+What is kept (``analyses/slice/slice_kept.sql``, stated in full there): every event of the trace that
 overlaps the window, and every GPU operation or runtime call that shares a ``correlation`` with
 one of them (kernels launched in the window and still running after it, the launch calls of
 operations that run in it), so every kept kernel keeps its launch and re-ingesting the slice gives
@@ -233,7 +233,7 @@ def _steps_within(db: TraceDB, plan: SlicePlan) -> tuple[int, ...]:
 def _keep(db: TraceDB, plan: SlicePlan) -> None:
     """Create TEMP table ``slice_kept`` (slice_kept.sql) and set ``plan.hi``."""
     lo, hi = plan.step_range or (None, None)
-    db.con.execute(sql_text("slice_kept.sql"), {"trace_id": plan.trace_id, "t0": plan.t0, "t1": plan.t1,
+    db.con.execute(sql_text("slice_kept.sql", __package__), {"trace_id": plan.trace_id, "t0": plan.t0, "t1": plan.t1,
                                                  "step_lo": lo, "step_hi": hi})
     end = db.scalar(
         "SELECT max(ts_us + dur_us) FROM events WHERE trace_id = $t AND cat IN (SELECT unnest($c)) "
@@ -336,8 +336,8 @@ def _queued_at(db: TraceDB, trace_id: int, stream: int, lo: float) -> int:
 
 def queue_series(db: TraceDB, trace_id: int, lo: float, hi: float) -> dict[int, tuple[Any, list[tuple[float, int]]]]:
     """Per stream: its pid and the launch queue length over [lo, hi] (µs): ``(lo, level in force
-    at lo)`` then ``(t, level after every change at t)`` (store/sql/slice_queue.sql)."""
-    db.con.execute(sql_text("slice_queue.sql"))
+    at lo)`` then ``(t, level after every change at t)`` (analyses/slice/slice_queue.sql)."""
+    db.con.execute(sql_text("slice_queue.sql", __package__))
     pairs = db.con.execute("SELECT * FROM slice_queue_pairs($t, $lo, $hi)",
                            {"t": trace_id, "lo": lo, "hi": hi}).fetchall()
     changes: dict[int, dict[float, int]] = {}
@@ -372,7 +372,8 @@ def _counters(db: TraceDB, plan: SlicePlan, counts: dict[str, int]) -> Iterator[
             yield _ENC.encode({"ph": "C", "name": f"Queue length (stream {stream})", "pid": _id_value(pid),
                                "ts": ts, "args": {"launches": length}})
     params = {"trace_id": plan.trace_id, "lo": plan.t0, "hi": plan.hi}
-    for device, pid, ts, _eid, allocated, reserved in db.con.execute(sql_text("slice_memory.sql"), params).fetchall():
+    rows = db.con.execute(sql_text("slice_memory.sql", __package__), params).fetchall()
+    for device, pid, ts, _eid, allocated, reserved in rows:
         values = {"allocated_bytes": allocated}
         if reserved is not None:
             values["reserved_bytes"] = reserved

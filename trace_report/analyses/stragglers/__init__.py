@@ -4,7 +4,7 @@ For each ProfilerStep number present on several ranks of one run: ``step_us`` is
 duration on each rank (the ``ProfilerStep#N`` annotation, CPU side: what the training loop
 waited for), ``behind_us`` / ``behind_pct`` how much longer than the fastest rank of that step
 took (percent of the fastest), ``slowest`` marks the slowest rank. The per-step spread (max - min,
-and relative to the fastest) is in the notes. Query: ``store/sql/stragglers.sql``.
+and relative to the fastest) is in the notes. Query: ``analyses/stragglers/stragglers.sql``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def stragglers(db: TraceDB, options: StragglerOptions | None = None) -> Result:
     Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank``."""
     opts = options or StragglerOptions()
     db.check_rank(opts.rank)
-    raw = db.con.execute(sql_text("stragglers.sql"), {"rank": opts.rank}).df()
+    raw = db.con.execute(sql_text("stragglers.sql", __package__), {"rank": opts.rank}).df()
     notes = spread_notes(raw)
     if raw.empty:
         notes.append("no ProfilerSteps: step times need torch.profiler's schedule (ProfilerStep#N)")

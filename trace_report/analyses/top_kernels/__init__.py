@@ -64,7 +64,7 @@ class TopKernelsResult:
 def top_kernels_sql(steps_only: bool) -> str:
     """``top_kernels.sql``, over view ``steps_only_gpu_ops`` instead of ``gpu_ops`` with
     ``steps_only`` (HTA's iteration rule). One view named: only its chain is bound."""
-    sql = sql_text("top_kernels.sql")
+    sql = sql_text("top_kernels.sql", __package__)
     return sql.replace("FROM gpu_ops e", "FROM steps_only_gpu_ops e") if steps_only else sql
 
 

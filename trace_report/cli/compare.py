@@ -119,7 +119,7 @@ def compare_cmd(
     out.resolve()  # an unknown -o suffix is a usage error before any work
     opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only, match=match.value)
     if engine is EngineName.ray:
-        from trace_report.analyses.common.distributed import compare_ray
+        from trace_report.analyses.compare.ray import compare_ray
 
         with ray_session(ray_address), ray_load([a]) as da, ray_load([b]) as db, ExitStack() as stack:
             _one_run(stack, da, "A", run_a, merge_runs)

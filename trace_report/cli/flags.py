@@ -59,7 +59,7 @@ def flags_cmd(
 
     fopts = FlagsOptions(rank=rank, by_rank=by_rank, classes=tuple(classes or ()), limit=limit)
     if engine is EngineName.ray:
-        from trace_report.analyses.common.distributed import flags_ray
+        from trace_report.analyses.flags.ray import flags_ray
 
         with ray_session(ray_address), ray_load(targets) as db:
             per = per_run(db, lambda d: flags_ray(d, fopts), run=run, merge=merge_runs)

@@ -33,7 +33,8 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise.checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
-from trace_report.analyses.breakdown import BreakdownOptions, breakdown, selected_traces, trace_ids
+from trace_report.analyses.breakdown import BreakdownOptions, breakdown
+from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.analyses.common.utilization import step_overlap_note
 from trace_report.analyses.flags import FlagsOptions, flags_summary
 from trace_report.analyses.overlap import OverlapOptions, overlap

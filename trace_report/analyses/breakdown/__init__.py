@@ -45,6 +45,8 @@ import trace_report.analyses.breakdown.kept as _kept_module
 import trace_report.analyses.breakdown.sums as _sums_module
 import trace_report.analyses.common.columns as _columns_module
 import trace_report.analyses.common.intervals as _intervals_module
+import trace_report.analyses.common.regions as _regions_module
+import trace_report.analyses.common.selection as _selection_module
 from trace_report.analyses.breakdown.kept import DERIVED_KIND, RegionPart, bases_frame, kept_region_parts
 from trace_report.analyses.breakdown.sums import (  # noqa: F401  (the names breakdown's callers import from here)
     BEFORE_FIRST_STEP,
@@ -57,7 +59,8 @@ from trace_report.analyses.breakdown.sums import (  # noqa: F401  (the names bre
 )
 from trace_report.analyses.common.columns import Columns, numpy_column, text_codes, text_vocabulary
 from trace_report.analyses.common.intervals import BusyTime, Partition, positions_by_key, positions_by_pair
-from trace_report.errors import InputError, UsageError
+from trace_report.analyses.common.selection import selected_traces, trace_ids
+from trace_report.errors import InputError
 from trace_report.store.block_memo import recall_each
 from trace_report.store.derived import code_version as derived_code_version
 from trace_report.store.derived import derived_store
@@ -67,26 +70,6 @@ from trace_report.store.views import views_named_in
 
 # ---------------------------------------------------------------------------------------------
 # Queries
-
-
-def selected_traces(con: duckdb.DuckDBPyConnection, rank: int | None) -> pd.DataFrame:
-    """``trace_id``, ``rank``, ``device_name``, ``path`` of the traces of ``rank`` (all when None),
-    by ``trace_id``. Raises :class:`InputError` for no traces, :class:`UsageError` for an unknown rank."""
-    traces = con.execute("SELECT trace_id, rank, device_name, path FROM traces ORDER BY trace_id").df()
-    if traces.empty:
-        raise InputError("no traces in the database")
-    if rank is not None:
-        sel = traces[traces["rank"] == rank]
-        if sel.empty:
-            ranks = ", ".join(str(r) for r in sorted(traces["rank"].dropna().unique()))
-            raise UsageError(f"no trace of rank {rank} (ranks: {ranks or 'none'})")
-        traces = sel
-    return traces.reset_index(drop=True)
-
-
-def trace_ids(traces: pd.DataFrame) -> list[int]:
-    """The ``trace_id`` column of :func:`selected_traces`' frame as Python ints (query parameters)."""
-    return [int(t) for t in traces["trace_id"]]
 
 
 def breakdown_traces(con: duckdb.DuckDBPyConnection, opts: BreakdownOptions) -> pd.DataFrame:
@@ -536,7 +519,7 @@ def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> Breakdown
 
 
 CODE_VERSION = derived_code_version((sys.modules[__name__], _intervals_module, _columns_module, _kept_module,
-                                     _sums_module),
+                                     _sums_module, _regions_module, _selection_module),
                                     (pa.__version__, np.__version__, pd.__version__, duckdb.__version__))
 """The version of the code behind the kept rows: this module, the modules it computes them with,
 the SQL views, and the libraries that compute and store them; hashed from their files when this

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-REGIONS = ("forward", "loss", "backward", "optimizer_step", "data_loading", "other")
+from trace_report.analyses.common.regions import REGIONS
+
 BEFORE_FIRST_STEP = "before_first_step"
 """The row of kernels launched before the first ProfilerStep (or whose launch predates the trace):
 no wall time of their own, never counted in the first step (view ``kernel_steps``)."""

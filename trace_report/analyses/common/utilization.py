@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from trace_report.analyses.breakdown import selected_traces, trace_ids
 from trace_report.analyses.common.intervals import BusyTime
+from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.store.tracedb import TraceDB
 
 UTILIZATION_COLUMNS = ["rank", "trace_id", "step", "basis", "wall_us", "busy_us", "gpu_util_pct"]

@@ -29,7 +29,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from trace_report.analyses.breakdown import REGIONS, BreakdownOptions, BreakdownResult, breakdown
+from trace_report.analyses.breakdown import BreakdownOptions, BreakdownResult, breakdown
+from trace_report.analyses.common.regions import REGIONS
 from trace_report.analyses.top_kernels import TopKernelsOptions, cpu_self_time
 from trace_report.errors import InputError, UsageError
 from trace_report.formats.names import short_kernel_name

@@ -29,7 +29,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from trace_report.analyses.breakdown import REGIONS
+from trace_report.analyses.common.regions import REGIONS
 from trace_report.analyses.common.utilization import gpu_utilization
 from trace_report.analyses.compare import CompareResult
 from trace_report.errors import InputError, UsageError

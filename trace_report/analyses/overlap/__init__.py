@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trace_report.analyses.common.result import Result, drop_single_trace_ids
+from trace_report.analyses.common.selection import steps_note
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -32,18 +33,6 @@ class OverlapOptions:
     rank: int | None = None
     steps_only: bool = True
     hta_rounding: bool = False
-
-
-def steps_note(db: TraceDB, steps_only: bool) -> list[str]:
-    """What the step selection left out, in words (empty when nothing was)."""
-    if not steps_only:
-        return []
-    n = db.scalar("SELECT count(*) FROM gpu_ops") or 0
-    kept = db.scalar("SELECT count(*) FROM steps_only_gpu_ops") or 0
-    if n == kept:
-        return []
-    return [f"HTA's selection: {kept} of {n} GPU operations, those launched within the trace and before the "
-            "last ProfilerStep when there are two or more (--all-steps keeps every one)"]
 
 
 def overlap(db: TraceDB, options: OverlapOptions | None = None) -> Result:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trace_report.analyses.common.result import Result, drop_single_trace_ids
-from trace_report.analyses.overlap import steps_note
+from trace_report.analyses.common.selection import steps_note
 from trace_report.errors import UsageError
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text

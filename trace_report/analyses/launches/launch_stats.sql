@@ -1,5 +1,5 @@
 -- Kernel launch statistics per trace (rank) and GPU operation name, over the rows of launches.sql
--- (the CTE "launches"; analyses/launches.py puts it in front): launches, mean / p50 / p95 / max of
+-- (the CTE "launches"; analyses/launches/__init__.py puts it in front): launches, mean / p50 / p95 / max of
 -- launch_us, gpu_dur_us and delay_us (percentiles interpolate linearly between the closest ranks,
 -- as numpy's and pandas' default), and the counts of HTA's outliers. Most launches first.
 SELECT rank, cat, name, count(*) AS launches,

@@ -23,7 +23,7 @@
 -- dur = end - start; the last step's start is rounded up too.
 -- Parameters: $rank (NULL = every rank), $steps_only, $hta_rounding, $all_launches,
 -- $runtime_cutoff_us, $launch_delay_cutoff_us. hta_launch: the correlation has one of HTA's launch
--- calls; in_steps: the launch is in HTA's step selection (analyses/launches.py counts what
+-- calls; in_steps: the launch is in HTA's step selection (analyses/launches/__init__.py counts what
 -- $all_launches and $steps_only changed from them). No ORDER BY: launch_stats.sql reads it as a CTE.
 WITH launch_call_names(name, hta) AS (
     VALUES ('cudaLaunchKernel', true), ('cudaLaunchKernelExC', true), ('cudaMemcpyAsync', true),

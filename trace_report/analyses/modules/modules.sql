@@ -1,6 +1,6 @@
 -- Module calls: one row per call of an nn.Module (or a "## name ##" annotation): its thread, interval
--- and ProfilerStep. Run only by trace_report/analyses/modules.py, which adds to each row its place in
--- the module tree, the GPU time of what it launched and its FLOP (analyses/modules_tree.py: sorted
+-- and ProfilerStep. Run only by trace_report/analyses/modules/__init__.py, which adds to each row its place in
+-- the module tree, the GPU time of what it launched and its FLOP (analyses/modules/tree.py: sorted
 -- passes per thread, O(n log n); the range self-joins that stated the rule below in SQL were
 -- planned by DuckDB as hash joins on (trace, pid, tid) comparing every pair of a thread: 20 s for
 -- 40k marks and 230k launches on one thread, issue 36), then sums the rows per path
@@ -32,7 +32,7 @@
 --   step       the ProfilerStep whose interval holds the mark's start (view steps; the highest
 --              number when steps overlap), else NULL.
 -- Parameter: $ids, the traces (a trace's rows depend on its own events alone, so that each trace's
--- calls can be kept: analyses/modules_tree.py). Times in microseconds on the trace's own clock.
+-- calls can be kept: analyses/modules/tree.py). Times in microseconds on the trace's own clock.
 WITH marks AS (
     SELECT e.trace_id, e.event_id, e.pid, e.tid, e.ts_us, e.dur_us, e.ts_us + e.dur_us AS end_us,
            CASE WHEN e.cat = 'python_function' THEN trim(substr(e.name, length('nn.Module:') + 1)) ELSE e.name END AS name,

@@ -2,8 +2,8 @@
 -- with its self CPU time, the GPU time it launched and its FLOP (view op_flops).
 -- Parameters: $rank (NULL = all), $all_ops (else only aten:: operators), $by_shape (one row per
 -- name and "Input Dims").
--- _ops_nesting is the relation trace_report.analyses.ops_nesting.nesting() computes from
--- store/sql/ops_nesting.sql, registered for this query: per operator and annotation, child_us (the
+-- _ops_nesting is the relation trace_report.analyses.ops.nesting.nesting() computes from
+-- analyses/ops/ops_nesting.sql, registered for this query: per operator and annotation, child_us (the
 -- summed dur of the rows whose parent, the innermost operator or annotation enclosing them on their
 -- thread, it is), gpu_self_us and gpu_us.
 -- * self_cpu_us: dur minus the dur of the direct children (cpu_op or user_annotation nested on the

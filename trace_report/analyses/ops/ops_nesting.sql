@@ -1,6 +1,6 @@
--- Rows of the Operator view's nesting pass (trace_report/analyses/ops_nesting.py sorts them by
+-- Rows of the Operator view's nesting pass (trace_report/analyses/ops/nesting.py sorts them by
 -- thread, ts_us, end_us descending, kind, id). Parameter: $ids, the traces (a trace's rows depend on
--- its own events alone, so each trace's result can be kept: trace_report/analyses/ops_nesting_kept.py).
+-- its own events alone, so each trace's result can be kept: trace_report/analyses/ops/nesting_kept.py).
 -- * kind 0: each CPU operator and annotation (cpu_op, user_annotation), with its dur_us and gpu_us = µs of the GPU
 --   operations (kernels, memcpy, memset) whose launch call (same correlation) carries its External
 --   id (the lowest event_id of the operators carrying it);

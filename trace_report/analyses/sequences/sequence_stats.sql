@@ -1,5 +1,5 @@
 -- Repeated kernel sequences per rank (trace) and launching operator, over the rows of
--- sequences.sql (the CTE "calls"; analyses/sequences.py puts it in front). A sequence is the
+-- sequences.sql (the CTE "calls"; analyses/sequences/__init__.py puts it in front). A sequence is the
 -- operator's name and the names of the GPU operations one call of it launched, in order: HTA's
 -- pattern (get_frequent_cuda_kernel_sequences: tuple([name] + kernel names sorted by ts), counted
 -- per distinct tuple). Every group is returned, kept says which ones the command shows:

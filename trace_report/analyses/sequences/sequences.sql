@@ -1,6 +1,6 @@
 -- Kernel sequences (trace-report sequences): one row per launching operator call, with the GPU
 -- operations (kernels, memcpy, memset) it launched in GPU start order. The grouping into
--- repeated sequences is sequence_stats.sql; both run only from trace_report/analyses/sequences.py.
+-- repeated sequences is sequence_stats.sql; both run only from trace_report/analyses/sequences/__init__.py.
 --
 -- The rule is Holistic Trace Analysis' get_frequent_cuda_kernel_sequences (HTA 0.6.1,
 -- hta/analyzers/cuda_kernel_analysis.py, CudaKernelAnalysis.get_frequent_cuda_kernel_sequences):
@@ -25,7 +25,7 @@
 -- $steps_only: HTA's selection (hta/common/trace.py, _filter_irrelevant_gpu_kernels): in a trace
 -- with 2+ ProfilerSteps, GPU operations whose launch call starts before the last step starts
 -- (view gpu_op_launches_hta, hta_kept). $ids: the traces (a trace's rows depend on its own events
--- alone, so that each trace's rows can be kept: analyses/sequences.py adds the rank from traces).
+-- alone, so that each trace's rows can be kept: analyses/sequences/__init__.py adds the rank from traces).
 -- GPU operations launched outside every operator make one row per trace with a NULL operator
 -- (op_event_id NULL), so that their time is in the total of the trace.
 -- fusible_kernels: how many of the operations are elementwise or reduction kernels (the

@@ -1,4 +1,4 @@
--- The events of one trace that `trace-report slice` keeps (analyses/slice.py), as a TEMP table
+-- The events of one trace that `trace-report slice` keeps (analyses/slice/__init__.py), as a TEMP table
 -- slice_kept(event_id). Parameters: $trace_id, $t0, $t1 (the selection window, µs on the trace's
 -- clock, half-open [t0, t1)), $step_lo, $step_hi (the selected ProfilerStep numbers; NULL
 -- without --steps).

@@ -5,7 +5,7 @@
 -- trace began in (ts_us, event_id) order), evaluated over [$lo, $hi] alone: the view's running
 -- sum sorts every [memory] event of the trace, and a trace may hold millions. The level before
 -- $lo is the last event before it (its totals) and the sum of Bytes before it, both plain
--- aggregates. tests/analyses/test_slice.py checks the values against the view.
+-- aggregates. tests/analyses/slice/test_slice.py checks the values against the view.
 -- Rows: device, pid (the process that recorded the events), ts_us (the first row of a device is
 -- the level in force at $lo, moved to $lo), allocated_bytes, reserved_bytes.
 -- Parameters: $trace_id, $lo, $hi (µs on the trace's clock).

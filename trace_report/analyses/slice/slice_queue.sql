@@ -1,8 +1,8 @@
 -- Counter track of `trace-report slice`: the CUDA launch queue length of each stream, the series
--- whose mean and max `trace-report queue` prints (store/sql/queue.sql, HTA's trace_counters.py:
+-- whose mean and max `trace-report queue` prints (analyses/queue/queue.sql, HTA's trace_counters.py:
 -- +1 at each launch call, -1 when the operation it launched starts; the same launch calls), over
 -- every launched operation of the trace. Only the operations that matter to a range [lo, hi] are
--- read, and each join is built on a few rows (a trace may hold millions); analyses/slice.py adds
+-- read, and each join is built on a few rows (a trace may hold millions); analyses/slice/__init__.py adds
 -- the changes up. TEMP table macros, created by running this file:
 --   slice_queue_pairs(t, lo, hi): stream, pid, start_us, launch_us of every operation of trace t
 --     that starts in [lo, hi] or was launched in [lo, hi] (the changes inside the range);

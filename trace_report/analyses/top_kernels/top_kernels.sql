@@ -2,7 +2,7 @@
 -- breakdown shows memory operations as kernels of type MEMORY). Parameters: $rank (NULL = all
 -- ranks), $by_rank (BOOLEAN), $limit (rows, per rank when $by_rank), $trace_ids (NULL = every
 -- trace). Reads view gpu_ops; HTA's iteration rule (steps only: operations launched before the
--- last ProfilerStep starts) reads view steps_only_gpu_ops instead (analyses/top_kernels.py,
+-- last ProfilerStep starts) reads view steps_only_gpu_ops instead (analyses/top_kernels/__init__.py,
 -- top_kernels_sql: a query naming one view binds that view's chain alone, ~20 ms of a start).
 -- kind = 'kernel' | 'memcpy' | 'memset' (from cat kernel / gpu_memcpy / gpu_memset).
 -- pct_of_gpu_time = percent of the GPU time of the selection (kernels + memcpy + memset, the

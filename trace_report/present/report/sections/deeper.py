@@ -15,7 +15,8 @@ from trace_report.analyses.critical_path import CriticalPathOptions, critical_pa
 from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.analyses.modules import ModuleOptions, modules
 from trace_report.analyses.sequences import SequenceOptions, sequences
-from trace_report.present.report_parts import Section, attempt, table_html
+from trace_report.present.report.context import ReportContext
+from trace_report.present.report.parts import Section, attempt, table_html
 from trace_report.store.tracedb import TraceDB
 
 ROWS = 10
@@ -68,3 +69,8 @@ def deeper_section(db: TraceDB, rank: int | None, step: int | None) -> Section |
     if got is not None:
         _table(sec, "nn.Module tree, two levels (trace-report modules)", got.frame, [], "modules")
     return sec if sec.tail else None
+
+
+def build(ctx: ReportContext) -> Section | None:
+    """:func:`deeper_section` of the report's rank(s), the critical path of the timeline's step."""
+    return deeper_section(ctx.db, ctx.opts.rank, ctx.opts.step)

@@ -1,8 +1,8 @@
 """The report's communication section: overlap of computation and NCCL per rank, and the
 collectives table, shown only when a trace has communication kernels.
 
-It takes the report's ``Section`` class and ``table_html`` from the caller
-(:mod:`trace_report.present.report`), which imports this module: no import cycle.
+It takes the report's ``Section`` class and ``table_html`` as arguments (:func:`build` passes
+those of :mod:`trace_report.present.report.parts`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import pandas as pd
 from trace_report.analyses.collectives import CollectivesOptions, collectives
 from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.errors import TraceReportError
+from trace_report.present.report.context import ReportContext
+from trace_report.present.report.parts import Section, table_html
 from trace_report.store.tracedb import TraceDB
 
 COLLECTIVE_ROWS = 15
@@ -45,3 +47,8 @@ def comm_section(db: TraceDB, rank: int | None, section: Callable[..., Any],
             + "<h3>Collectives</h3>" + table_html(shown, name_columns=())
             + (f"<p>{more} more rows: <code>trace-report collectives</code>.</p>" if more > 0 else ""))
     return section("Communication", body, notes=[*ov.notes, *coll.notes])
+
+
+def build(ctx: ReportContext) -> Section | None:
+    """:func:`comm_section` of the report's rank(s)."""
+    return comm_section(ctx.db, ctx.opts.rank, Section, table_html)

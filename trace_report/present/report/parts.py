@@ -1,6 +1,6 @@
 """The report page's building blocks: :class:`Section` and :func:`table_html` (every header and
-cell escaped, URLs as links, long names folded away). Shared by :mod:`trace_report.present.report`
-and the section modules beside it (``report_sections``), which it imports: no import cycle."""
+cell escaped, URLs as links, long names folded away). Shared by the page
+(:mod:`~trace_report.present.report.page`) and its sections."""
 
 from __future__ import annotations
 

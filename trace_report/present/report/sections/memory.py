@@ -1,16 +1,10 @@
-"""The report's analysis sections beyond the time breakdown, each shown only when its data is there:
-
-- "Step time per rank" (several ranks): :func:`~trace_report.analyses.stragglers.stragglers`,
-  the rows of ``trace-report breakdown --stragglers`` and the spread per step;
-- "Operators": :func:`~trace_report.analyses.ops.ops`, the top ``aten::`` operators by GPU time
-  (``gpu_us``: their kernels and those of the operators nested in them) with FLOP and TFLOP/s
-  where the trace has input shapes, as ``trace-report ops``;
-- "Memory" (``[memory]`` events, ``profile_memory=True``):
-  :func:`~trace_report.analyses.memory.memory_peaks` per device and step and the timeline chart
-  (:func:`~trace_report.present.charts.memory.memory_chart`), as ``trace-report memory``.
+"""The report's "Memory" section (``[memory]`` events, ``profile_memory=True``):
+:func:`~trace_report.analyses.memory.memory_peaks` per device and step and the timeline chart
+(:func:`~trace_report.present.charts.memory.memory_chart`), as ``trace-report memory``.
 
 Every number is the command's own (same analysis, same rows); long tables are cut with a line
-naming the command that lists the rest.
+naming the command that lists the rest (the sections ``stragglers`` and ``ops`` beside this
+one do the same).
 """
 
 from __future__ import annotations
@@ -20,69 +14,19 @@ import html
 import pandas as pd
 
 from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
-from trace_report.analyses.ops import OpsOptions, ops
-from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.errors import TraceReportError
 from trace_report.present.charts.memory import memory_chart
-from trace_report.present.format import si
-from trace_report.present.report_parts import Section, table_html
+from trace_report.present.report.context import ReportContext, trace_runs
+from trace_report.present.report.parts import Section, table_html
 from trace_report.store.kept_views import materialized
 from trace_report.store.tracedb import TraceDB
 
-OPS_ROWS = 15
-STRAGGLER_ROWS = 48
 MEMORY_ROWS = 24
 GIB = float(1 << 30)
 
 
 def _more(shown: int, total: int, command: str) -> str:
     return f"<p>{total - shown} more rows: <code>{html.escape(command)}</code>.</p>" if total > shown else ""
-
-
-def stragglers_section(db: TraceDB, rank: int | None) -> Section | None:
-    """Step time per rank (several ranks only, and no ``rank`` chosen): ``step``, ``rank``,
-    ``step_us``, ``behind_us``/``behind_pct`` (behind the fastest rank of that step), ``slowest``;
-    the spread per step in the lead. None on one rank or without steps on several ranks."""
-    if rank is not None or len(db.ranks()) < 2:
-        return None
-    try:
-        result = stragglers(db, StragglerOptions())
-    except TraceReportError:
-        return None
-    frame = result.frame
-    if frame.empty or frame.groupby("step")["rank"].nunique().max() < 2:
-        return None
-    spread = [n for n in result.notes if n.startswith("step ")]
-    lead = "".join(f"<p>{html.escape(line)}</p>" for line in spread[:3])
-    if len(spread) > 3:
-        lead += f"<p>... and {len(spread) - 3} more steps.</p>"
-    shown = frame.head(STRAGGLER_ROWS)
-    body = (lead + table_html(shown, name_columns=())
-            + _more(len(shown), len(frame), "trace-report breakdown --stragglers"))
-    notes = ["step_us: the ProfilerStep's duration on each rank (CPU side); behind: longer than the fastest rank "
-             "of the same step", *[n for n in result.notes if not n.startswith("step ")]]
-    return Section("Step time per rank", body, notes=notes)
-
-
-def ops_section(db: TraceDB, rank: int | None) -> Section | None:
-    """The top :data:`OPS_ROWS` ``aten::`` operators by GPU time: ``name``, ``count``,
-    ``self_cpu_us``, ``gpu_self_us``, ``gpu_us`` (µs), ``flop`` and ``tflop_per_s`` (SI text, empty
-    where the trace has no shapes). None without operators or without GPU time."""
-    try:
-        result = ops(db, OpsOptions(rank=rank, limit=OPS_ROWS))
-    except TraceReportError:
-        return None
-    frame = result.frame
-    if frame.empty or not frame["gpu_us"].fillna(0).gt(0).any():
-        return None
-    shown = frame[["name", "count", "self_cpu_us", "gpu_self_us", "gpu_us"]].copy()
-    shown["flop"] = [si(v, "FLOP") for v in frame["flop"]]
-    shown["tflop_per_s"] = [f"{v:,.2f}" if pd.notna(v) else "" for v in frame["tflop_per_s"]]
-    body = (f"<p>Top {len(shown)} <code>aten::</code> operators by GPU time (<code>gpu_us</code>: the kernels, "
-            "copies and memsets they launched, with those of the operators nested in them; "
-            "<code>gpu_self_us</code>: their own launches only).</p>"
-            + table_html(shown) + "<p>Every operator, by input shape: <code>trace-report ops --by-shape</code>.</p>")
-    return Section("Operators", body, notes=list(result.notes))
 
 
 def _bytes(value: float) -> str:
@@ -155,3 +99,8 @@ def memory_section(db: TraceDB, rank: int | None, runs: dict[str, tuple[int, ...
         sec.charts.append(("memory", memory_chart(_by_run(db, timeline.frame, runs))))
         sec.notes.append("the chart keeps each time bucket's maximum when a device has more than 1,000 events")
     return sec
+
+
+def build(ctx: ReportContext) -> Section | None:
+    """:func:`memory_section` of the report's rank(s), per capture run when there are several."""
+    return memory_section(ctx.db, ctx.opts.rank, trace_runs(ctx.con))

@@ -95,8 +95,8 @@ class Waits:
 def run_ray(folder: Path, work: Path, decoded: int, n: int, workers: int) -> dict[str, Any]:
     import ray
 
-    from trace_report.analyses.distributed import top_kernels_ray
     from trace_report.analyses.top_kernels import TopKernelsOptions
+    from trace_report.analyses.top_kernels.ray import top_kernels_ray
     from trace_report.ingest import engine_ray
     from trace_report.ingest.engine_ray import RayEngine
     from trace_report.ingest.pipeline import ingest_to_database

@@ -127,3 +127,51 @@ def test_no_binary_file_is_tracked() -> None:
             binary.append(name)
     assert binary == []
     assert not (PACKAGE / "capture" / "overhead.py").exists()  # a benchmark, in benchmarks/
+
+
+ANALYSES = "trace_report.analyses."
+COMMON = "common"
+CROSS_COMMAND_IMPORTS = {
+    ("advise", "breakdown"): "advise's verdicts read the rank's breakdown rows (idle share, data loading)",
+    ("advise", "flags"): "advise's verdicts read the rank's kernel-class summary",
+    ("advise", "overlap"): "advise's communication verdict reads the rank's overlap row",
+    ("advise", "queue"): "advise's launch-bound verdict reads the rank's launch-queue lengths",
+    ("compare", "breakdown"): "compare diffs the two sides' breakdown results (compare/ray.py: on Ray)",
+    ("compare", "top_kernels"): "compare diffs the two sides' CPU self time (top-kernels' CPU table; on Ray too)",
+}
+"""The imports of one analysis package's modules by another's that remain, each with its reason.
+Every other import between packages under ``trace_report.analyses`` goes through ``common``."""
+
+
+def _package_of(module: str) -> str | None:
+    """The package under ``trace_report.analyses`` that ``module`` belongs to (None outside)."""
+    return module[len(ANALYSES):].split(".")[0] if module.startswith(ANALYSES) else None
+
+
+def _cross_command(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(importing package, imported package) -> the imports, for packages other than ``common``
+    as the imported side and other than the importer itself."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for module, targets in edges.items():
+        a = _package_of(module)
+        for target in sorted(targets):
+            b = _package_of(target)
+            if a and b and b not in (a, COMMON):
+                found.setdefault((a, b), []).append(f"{module} imports {target}")
+    return found
+
+
+def test_the_cross_command_finder_finds_an_import() -> None:
+    edges = {"trace_report.analyses.queue": {"trace_report.analyses.overlap", "trace_report.analyses.common.result"},
+             "trace_report.analyses.ops.nesting_kept": {"trace_report.analyses.ops.nesting"}}
+    assert list(_cross_command(edges)) == [("queue", "overlap")]
+
+
+def test_no_analysis_imports_another_ones_modules() -> None:
+    edges, _ = _imports(_modules())
+    found = _cross_command(edges)
+    new = {pair: found[pair] for pair in found if pair not in CROSS_COMMAND_IMPORTS}
+    assert not new, "import through analyses/common instead:\n" + "\n".join(sum(new.values(), []))
+    assert not set(CROSS_COMMAND_IMPORTS) - set(found), "remove the allowlist entries no import needs"
+    packages = {p.name for p in (PACKAGE / "analyses").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert COMMON in packages and not list((PACKAGE / "analyses").glob("[!_]*.py"))  # packages only

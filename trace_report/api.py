@@ -18,21 +18,21 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise import advise
+from trace_report.analyses.breakdown import BreakdownOptions, breakdown
 from trace_report.analyses.collectives import CollectivesOptions, collectives
+from trace_report.analyses.common.utilization import gpu_utilization
 from trace_report.analyses.critical_path import DATA_LOADING, CriticalPathOptions, CriticalPathResult, critical_path
-from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.flags import FlagsOptions, flags
 from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
 from trace_report.analyses.modules import ModuleOptions, modules
 from trace_report.analyses.ops import OpsOptions, ops
 from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.analyses.queue import QueueOptions, queue_length
-from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.sequences import SequenceOptions, sequences
 from trace_report.analyses.slice import SliceOptions, slice_trace
 from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
-from trace_report.analyses.utilization import gpu_utilization
 from trace_report.declare import Command, commands, option_fields
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, resolve

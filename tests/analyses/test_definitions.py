@@ -13,9 +13,9 @@ from conftest import GPU_OP_CATS, KERNEL_CATS, RUNTIME_CATS, TRACES, complete_ev
 
 import trace_report as tr
 from trace_report.analyses.advise import advise
-from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.common.utilization import gpu_utilization, launch_stats
+from trace_report.analyses.flags import FlagsOptions, flags
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
-from trace_report.analyses.utilization import gpu_utilization, launch_stats
 from trace_report.formats.names import demangle
 from trace_report.present.report import ReportOptions, headline_section
 
@@ -55,7 +55,7 @@ def db():
 def hta_analysis():
     """HTA's TraceAnalysis of the A100 trace with its defaults (the last ProfilerStep dropped)."""
     pytest.importorskip("hta")
-    from trace_report.analyses.hta_bridge import HtaOptions, _analysis, _quiet, hta_trace_files
+    from trace_report.analyses.hta import HtaOptions, _analysis, _quiet, hta_trace_files
 
     with hta_trace_files([A100]) as (tmp, files):
         analysis, _ = _analysis(tmp, files, HtaOptions())
@@ -132,7 +132,7 @@ def test_launch_bound_is_htas_rule(db, events, hta_analysis):
     (row,) = launch_stats(db, [1]).itertuples(index=False)
     assert row.gpu_ops == len(in_steps) and row.shorter_pct == pytest.approx(shorter)
     # advise's launch_bound shows the view's share as evidence (its value is the idle time waiting
-    # for launches, tests/analyses/test_advise.py)
+    # for launches, tests/analyses/advise/test_advise.py)
     finding = advise(db, by_rank=True).frame.set_index("finding").loc["launch_bound"]
     assert f"{shorter:.0f}% shorter than their launch" in finding["evidence"] and shorter > 50.0
 

@@ -1,6 +1,6 @@
 """Analysis rows kept per trace beside a database through store/derived.py's kept_tables: the
-module calls (analyses/modules_tree.py, module_calls), the launching operator calls of the kernel
-sequences (analyses/sequences.py, call_rows) and the roofline estimate's operators
+module calls (analyses/modules/tree.py, module_calls), the launching operator calls of the kernel
+sequences (analyses/sequences/__init__.py, call_rows) and the roofline estimate's operators
 (analyses/roofline/estimate.py, estimate_ops). The Operator view's nesting rows, kept the same way,
 are tested on this project's own captures (test_ops_nesting_kept.py).
 
@@ -30,9 +30,9 @@ from conftest import (
 )
 
 import trace_report as tr
-from trace_report.analyses import modules_tree
 from trace_report.analyses import sequences as sequences_module
 from trace_report.analyses.modules import ModuleOptions, modules
+from trace_report.analyses.modules import tree as modules_tree
 from trace_report.analyses.roofline import estimate as estimate_module
 from trace_report.analyses.roofline.estimate import estimate_ops
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline

@@ -99,7 +99,7 @@ def test_htas_pool_workers_get_the_default_sigterm_not_the_clis_handler() -> Non
     """HTA parses ranks in a fork pool and ends it with SIGTERM: a worker that inherited the
     CLI's raising handler printed a traceback ("Process ForkPoolWorker-1: ... Terminated") under
     the table of hta_trace_diff and param_dlrm_kineto_v100x8."""
-    from trace_report.analyses.hta_bridge import _quiet
+    from trace_report.analyses.hta import _quiet
 
     previous = signal.signal(signal.SIGTERM, _raise)
     try:

@@ -84,8 +84,8 @@ def test_messages_cannot_drive_the_terminal(tmp_path: Path) -> None:
     assert not {"\x1b", "\r", "\x07"} & set(err)
 
 
-UNUSED_BY_TOP_KERNELS = ("trace_report.capture", "trace_report.ingest", "trace_report.analyses.regions",
-                         "trace_report.analyses.distributed", "trace_report.formats.nsys")
+UNUSED_BY_TOP_KERNELS = ("trace_report.capture", "trace_report.ingest", "trace_report.analyses.breakdown",
+                         "trace_report.analyses.common.distributed", "trace_report.formats.nsys")
 """Packages and modules ``top-kernels`` on a database does not use: the capture
 layer (its config compiles the secret patterns), the ingest (``--engine local`` reads the
 database as it is; the SHA-256 of traces ahead is not started for a database), other analyses."""

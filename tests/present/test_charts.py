@@ -12,9 +12,9 @@ import pytest
 from conftest import TRACES, captured_runs, invoke
 
 import trace_report as tr
+from trace_report.analyses.breakdown import BreakdownOptions, breakdown, kernel_regions
 from trace_report.analyses.compare import compare
-from trace_report.analyses.kernel_classes import flags
-from trace_report.analyses.regions import BreakdownOptions, breakdown, kernel_regions
+from trace_report.analyses.flags import flags
 from trace_report.analyses.roofline.measured import RooflineResult
 from trace_report.analyses.roofline.peaks import resolve_peaks
 from trace_report.api import open as open_runs

@@ -186,7 +186,7 @@ def test_specs_made_ahead_are_the_charts_own(runs_report):
 def test_failed_report_cancels_its_queued_specs(tmp_path, monkeypatch):
     from concurrent.futures import Future
 
-    import trace_report.present.report as report_module
+    import trace_report.present.report.page as report_module
 
     queued: list[Future] = []
 

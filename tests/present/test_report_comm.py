@@ -8,7 +8,7 @@ import trace_report as tr
 from tests.conftest import TRACES, shared_or_skip
 from trace_report.analyses.overlap import overlap
 from trace_report.present.report import Section, build_report, render_html, table_html
-from trace_report.present.report_comm import comm_section
+from trace_report.present.report.sections.comm import comm_section
 
 
 def test_comm_section_on_ddp_trace_and_absent_without_nccl():

@@ -13,7 +13,7 @@ from conftest import TRACES, shared_or_skip
 
 import trace_report as tr
 from trace_report.analyses.advise import advise
-from trace_report.analyses.utilization import gpu_utilization
+from trace_report.analyses.common.utilization import gpu_utilization
 from trace_report.present.report import build_report, render_html
 
 

@@ -15,7 +15,7 @@ import trace_report as tr
 from trace_report.analyses.critical_path import CriticalPathOptions, critical_path
 from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.present.report import build_report
-from trace_report.present.report_more import deeper_section, median_step
+from trace_report.present.report.sections.deeper import deeper_section, median_step
 
 BERT = "tracelens_h100_bert_small"
 

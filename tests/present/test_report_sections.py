@@ -16,7 +16,9 @@ from conftest import GPU_OP_CATS, TRACES, captured_runs, events_of, invoke, load
 import trace_report as tr
 from trace_report.api import open as open_runs
 from trace_report.present.report import build_report, render_html, trace_runs
-from trace_report.present.report_sections import memory_section, ops_section, stragglers_section
+from trace_report.present.report.sections.memory import memory_section
+from trace_report.present.report.sections.ops import ops_section
+from trace_report.present.report.sections.stragglers import stragglers_section
 
 
 def _plain(body: str) -> str:

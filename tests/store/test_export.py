@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pytest
 from conftest import TRACES, captured_runs, invoke
 
-from trace_report.analyses.regions import breakdown
+from trace_report.analyses.breakdown import breakdown
 from trace_report.api import open as open_runs
 from trace_report.errors import InputError
 from trace_report.ingest.pipeline import ingest_to_database

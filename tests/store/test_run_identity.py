@@ -12,11 +12,11 @@ from conftest import TRACES, invoke, shared_or_skip
 
 import trace_report as tr
 from trace_report.analyses.advise import advise
-from trace_report.analyses.kernel_classes import FlagsOptions, flags
+from trace_report.analyses.breakdown import BreakdownOptions, breakdown
+from trace_report.analyses.flags import FlagsOptions, flags
 from trace_report.analyses.ops import OpsOptions, ops
 from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.analyses.queue import QueueOptions, queue_length
-from trace_report.analyses.regions import BreakdownOptions, breakdown
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
 from trace_report.cli.runs import per_run, stacked
 

@@ -59,7 +59,7 @@ def breakdown_cmd(
       trace-report breakdown traces/ddp-run/ --stragglers
       trace-report breakdown runs.duckdb --engine ray
     """
-    from trace_report.analyses.regions import BreakdownOptions, BreakdownResult, breakdown
+    from trace_report.analyses.breakdown import BreakdownOptions, BreakdownResult, breakdown
     from trace_report.analyses.stragglers import StragglerOptions
     from trace_report.analyses.stragglers import stragglers as straggler_rows
     from trace_report.present.tables import OutputOptions, emit
@@ -67,7 +67,7 @@ def breakdown_cmd(
     opts = BreakdownOptions(by_step=by_step, rank=rank, by_rank=by_rank)
     ray = engine is EngineName.ray
     if ray:
-        from trace_report.analyses.distributed import breakdown_ray
+        from trace_report.analyses.breakdown.ray import breakdown_ray
     with ray_session(ray_address) if ray else nullcontext(), ray_load(targets) if ray else load(targets) as db:
         if stragglers:
             per = per_run(db, lambda d: straggler_rows(d, StragglerOptions(rank=rank)), run=run, merge=merge_runs)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from trace_report.analyses.compare import CompareOptions, CompareResult
-    from trace_report.analyses.gate import Headline, Rule, Verdict
+    from trace_report.analyses.compare.gate import Headline, Rule, Verdict
     from trace_report.present.format import OutputOptions
     from trace_report.store.tracedb import TraceDB
 
@@ -111,7 +111,7 @@ def compare_cmd(
       trace-report compare main/ pr/ --fail-if 'step_time>+5%' --fail-if 'kernel:*gemm*>+10%' -f markdown
     """
     from trace_report.analyses.compare import CompareOptions, compare
-    from trace_report.analyses.gate import parse_rule
+    from trace_report.analyses.compare.gate import parse_rule
     from trace_report.present.tables import OutputOptions
 
     rules = [parse_rule(text) for text in fail_if or []]
@@ -119,7 +119,7 @@ def compare_cmd(
     out.resolve()  # an unknown -o suffix is a usage error before any work
     opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only, match=match.value)
     if engine is EngineName.ray:
-        from trace_report.analyses.distributed import compare_ray
+        from trace_report.analyses.compare.ray import compare_ray
 
         with ray_session(ray_address), ray_load([a]) as da, ray_load([b]) as db, ExitStack() as stack:
             _one_run(stack, da, "A", run_a, merge_runs)
@@ -146,7 +146,7 @@ def _judged(da: TraceDB, db: TraceDB, opts: CompareOptions, rules: list[Rule], a
             ) -> tuple[CompareResult, Headline, list[Verdict]]:
     """The comparison at ``opts.by``, the headline and the rules' verdicts; a rule on the other level
     (``kernel:`` with ``--by region``, ``region:`` with ``--by kernel``) runs that comparison too."""
-    from trace_report.analyses.gate import evaluate, headline, needs
+    from trace_report.analyses.compare.gate import evaluate, headline, needs
 
     result = analysis(da, db, opts)
     head = headline(da, db, opts.rank)

@@ -53,13 +53,13 @@ def flags_cmd(
       trace-report flags traces/run-42 --class tf32 --explain
       trace-report flags runs.duckdb --summary --engine ray
     """
-    from trace_report.analyses.kernel_classes import FlagsOptions, flags
+    from trace_report.analyses.flags import FlagsOptions, flags
     from trace_report.present.format import Format
     from trace_report.present.tables import OutputOptions, emit, render, text_lists, write_text
 
     fopts = FlagsOptions(rank=rank, by_rank=by_rank, classes=tuple(classes or ()), limit=limit)
     if engine is EngineName.ray:
-        from trace_report.analyses.distributed import flags_ray
+        from trace_report.analyses.flags.ray import flags_ray
 
         with ray_session(ray_address), ray_load(targets) as db:
             per = per_run(db, lambda d: flags_ray(d, fopts), run=run, merge=merge_runs)

@@ -28,7 +28,7 @@ from trace_report.errors import TraceReportError
 if TYPE_CHECKING:  # pandas and the bridge load in the command body (cli/ defers library imports)
     import pandas as pd
 
-    from trace_report.analyses.hta_bridge import HtaOptions
+    from trace_report.analyses.hta import HtaOptions
 
 
 class HtaAnalysis(str, enum.Enum):
@@ -61,7 +61,7 @@ def hta_cmd(
     Example:
       trace-report hta temporal traces/ddp-run/
     """
-    from trace_report.analyses.hta_bridge import NO_LAUNCHES_NOTE, HtaOptions
+    from trace_report.analyses.hta import NO_LAUNCHES_NOTE, HtaOptions
     from trace_report.present.tables import OutputOptions, emit
 
     opts = HtaOptions(ranks=tuple(ranks or ()), include_last_step=include_last_step, show_hta_output=debug)
@@ -78,7 +78,7 @@ def hta_cmd(
 
 def _analyse(analysis: HtaAnalysis, targets: list[Path], opts: HtaOptions, *, per_launch: bool) -> pd.DataFrame:
     """The frame of one HTA analysis (analyses/hta_bridge.py)."""
-    from trace_report.analyses.hta_bridge import hta_idle, hta_launch_stats, hta_temporal
+    from trace_report.analyses.hta import hta_idle, hta_launch_stats, hta_temporal
 
     if analysis is HtaAnalysis.temporal:
         return hta_temporal(targets, opts)

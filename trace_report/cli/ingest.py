@@ -187,9 +187,9 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
 
     import duckdb
 
-    from trace_report.analyses.gpu_op_names import VIEW as GPU_OP_NAMES
-    from trace_report.analyses.gpu_op_names import keep_gpu_op_names
-    from trace_report.analyses.regions import keep_region_rows, views_read  # pandas: only for large traces
+    from trace_report.analyses.breakdown import keep_region_rows, views_read  # pandas: only for large traces
+    from trace_report.analyses.common.gpu_op_names import VIEW as GPU_OP_NAMES
+    from trace_report.analyses.common.gpu_op_names import keep_gpu_op_names
     from trace_report.store.handle import open_database
     from trace_report.sysutil import trim_heap
 

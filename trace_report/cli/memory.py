@@ -12,8 +12,8 @@ from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
 if TYPE_CHECKING:
+    from trace_report.analyses.common.result import Result
     from trace_report.analyses.memory import MemoryOptions
-    from trace_report.analyses.result import Result
     from trace_report.store.tracedb import TraceDB
 
 

@@ -317,7 +317,7 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[No
 def ray_load(targets: list[Path]) -> Iterator[TraceDB]:
     """Open the targets of an analysis for the Ray engine (inside :func:`ray_session`): a database or
     dataset as it is, traces ingested by Ray tasks into a temporary database."""
-    from trace_report.analyses.distributed import open_for_ray
+    from trace_report.analyses.common.distributed import open_for_ray
 
     with open_for_ray(targets) as db:
         print_summary(db.summary, verbose=False)

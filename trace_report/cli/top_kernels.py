@@ -80,7 +80,7 @@ def top_kernels_cmd(
     opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only,
                              kernels_only=kernels_only)
     if engine is EngineName.ray:
-        from trace_report.analyses.distributed import top_kernels_ray
+        from trace_report.analyses.top_kernels.ray import top_kernels_ray
 
         with ray_session(ray_address), ray_load(targets) as db:
             per = per_run(db, lambda d: top_kernels_ray(d, opts), run=run, merge=merge_runs)

@@ -13,7 +13,7 @@ it. Without Ray, asking for it raises :class:`~trace_report.errors.UsageError` w
   inputs must be on a filesystem shared by the driver and every worker. A task whose worker dies
   is run again by Ray (``max_retries``); it rewrites the same piece paths, so a retry is harmless.
 - :func:`map_tasks`: one task per item, results in order (the aggregations of
-  :mod:`trace_report.analyses.distributed`).
+  :mod:`trace_report.analyses.common.distributed`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A command that runs several analyses (``report``) asks for some per-trace results more than once:
 ``advise`` and the report's step-breakdown table both take the breakdown's rows per (trace, window,
-region) (:func:`~trace_report.analyses.regions.region_table`). On a database those rows are kept
+region) (:func:`~trace_report.analyses.breakdown.region_table`). On a database those rows are kept
 beside it (:mod:`trace_report.store.derived`) and read back in milliseconds; on a trace opened
 directly (a database in memory keeps nothing) each asking computed them again, a visible part
 of a large trace's report. Inside :func:`remembering`, :func:`recall_each` gives

@@ -15,7 +15,8 @@ computes its own; later queries (other processes included) read them in millisec
   read again; :meth:`ParquetStore.commit <trace_report.store.pieces.ParquetStore.commit>` and
   :func:`prune` delete such files.
 - ``version``: :func:`code_version`, a hash of the code that derives the table (its Python
-  modules, every ``store/sql/*.sql`` file, the library versions the caller names). Another
+  modules and the ``*.sql`` beside them, every ``store/sql/*.sql`` file, the library versions the
+  caller names). Another
   version of trace-report neither reads nor trusts this one's files.
 
 A file is written under a temporary name and renamed (a reader never sees half of one); a file
@@ -48,14 +49,17 @@ FOLDER = DERIVED_FOLDER
 
 
 def code_version(modules: tuple[ModuleType, ...], extra: tuple[str, ...] = ()) -> str:
-    """12 hex digits of SHA-256 over the source of ``modules``, every ``store/sql/*.sql`` file
-    and ``extra`` (library versions): what decides a derived table's content besides the
-    events. Empty when a module's source cannot be read (then nothing is kept)."""
+    """12 hex digits of SHA-256 over the source of ``modules``, the ``*.sql`` files beside each
+    of them (an analysis' own queries, in its package), every ``store/sql/*.sql`` file and
+    ``extra`` (library versions): what decides a derived table's content besides the events.
+    Empty when a module's source cannot be read (then nothing is kept)."""
     h = hashlib.sha256()
     for module in modules:
         source = getattr(module, "__file__", None)
         try:
             h.update(Path(source).read_bytes())
+            for sql in sorted(Path(source).parent.glob("*.sql")):
+                h.update(sql.name.encode() + b"\0" + sql.read_bytes())
         except (OSError, TypeError):
             return ""
     folder = resources.files("trace_report.store").joinpath("sql")

@@ -25,9 +25,13 @@ ROOFLINE_RULES = "views_roofline_rules.sql"
 NCU_VIEWS = "roofline_ncu.sql"
 
 
-def sql_text(name: str) -> str:
-    """The text of the named SQL artifact in ``trace_report/store/sql/``."""
-    return resources.files("trace_report.store").joinpath("sql", name).read_text()
+def sql_text(name: str, package: str | None = None) -> str:
+    """The text of the named SQL artifact: in ``trace_report/store/sql/`` (the views and tables
+    several analyses read), or beside the modules of ``package`` (an analysis' own queries; its
+    modules pass ``__package__``). Raises :class:`FileNotFoundError` for a missing file."""
+    if package is None:
+        return resources.files("trace_report.store").joinpath("sql", name).read_text()
+    return resources.files(package).joinpath(name).read_text()
 
 
 def view_files() -> list[str]:

@@ -12,8 +12,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from trace_report.analyses.intervals import Partition
-from trace_report.analyses.regions import kernel_regions
+from trace_report.analyses.breakdown import kernel_regions
+from trace_report.analyses.common.intervals import Partition
 from trace_report.errors import InputError
 from trace_report.store.tracedb import TraceDB
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from trace_report.analyses.regions import REGIONS
+from trace_report.analyses.breakdown import REGIONS
 from trace_report.present.charts.loading import altair
 from trace_report.present.fit import short_names
 

@@ -26,7 +26,7 @@ CREATE OR REPLACE TEMP VIEW kernels AS
 
 -- GPU operations per trace and name: ops (count), dur_us (summed). What GPU time (gpu_time_of)
 -- and the kernel classes (kernel_classes_of) are computed from; the flags of a large trace read
--- these rows kept beside the database (trace_report.analyses.gpu_op_names) instead of its events.
+-- these rows kept beside the database (trace_report.analyses.common.gpu_op_names) instead of its events.
 CREATE OR REPLACE TEMP VIEW gpu_op_names AS
     SELECT trace_id, cat, name, count(*) AS ops, sum(dur_us) AS dur_us
     FROM gpu_ops GROUP BY trace_id, cat, name;

@@ -1,6 +1,6 @@
 -- Collective calls: one row per communication kernel (view gpu_op_kinds, HTA's patterns) with
 -- its collective, message size and group size. TEMP view, created on every connection; used by
--- trace_report/analyses/collectives.py (docs/analysis.md). Sources, first found wins:
+-- trace_report/analyses/collectives/__init__.py (docs/analysis.md). Sources, first found wins:
 --   1. the kernel's own args (PyTorch >= 2.1: "Collective name", "In msg nelems",
 --      "Out msg nelems", "dtype", "Group size");
 --   2. the innermost event around its launch call on the launching thread: a `nccl:<collective>`

@@ -4,7 +4,7 @@
 -- TraceAnalysis.get_idle_time_breakdown in hta/trace_analysis.py). TEMP views and macros,
 -- created on every connection after views.sql (gpu_ops, kernel_launches) and views_comm.sql
 -- (last_step_starts). Times in microseconds on the trace's own clock.
--- Used by trace_report/analyses/idle.py.
+-- Used by trace_report/analyses/common/idle.py.
 --
 -- The rule, per trace (rank) and stream: the GPU operations (kernel, gpu_memcpy, gpu_memset)
 -- with a stream, in start order; idle_us = ts_us - the previous operation's end (ts + dur) on
@@ -18,7 +18,7 @@
 -- An operation without a launch call (launch_ts_us NULL) is never 'host_wait'. (HTA's join falls
 -- back to the trace's first event as the "runtime" of an operation that has a correlation and no
 -- launch call, so it calls such a gap 'host_wait' when that event starts after the previous
--- operation ended: a slip of its code, not its rule; tests/analyses/test_idle.py shows it.)
+-- operation ended: a slip of its code, not its rule; tests/analyses/common/test_idle.py shows it.)
 -- The launch is the first runtime call (lowest event_id) with the operation's correlation
 -- (view kernel_launches), the one gpu_op_launches uses.
 

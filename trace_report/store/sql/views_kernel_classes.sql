@@ -6,7 +6,7 @@
 -- A cuda_core match removes tensor_core (and so the classes that require it); an inductor
 -- pointwise or reduction kernel (triton plus elementwise or reduction) is no convolution.
 -- Every rule is tested on a real kernel name from ../shared/data or traces/ (our own captures),
--- in tests/analyses/test_kernel_classes.py (and _amd.py); a pattern no real name there has is tested
+-- in tests/analyses/flags/test_kernel_classes.py (and _amd.py); a pattern no real name there has is tested
 -- on a name built from its cited public source, and the test says so.
 -- tensor_core is one fact for flags, advise and the roofline estimate: the estimate asks
 -- kernel_class_matches too (analyses/roofline/estimate.py), so a new pattern here reaches all three.

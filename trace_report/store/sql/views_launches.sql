@@ -5,7 +5,7 @@
 -- views.sql (runtime_calls, gpu_ops), so it is one plain join that binds cheaply; which calls count
 -- as launches, HTA's step selection, its rounding, the times, the outliers and the statistics are
 -- the queries launches.sql and launch_stats.sql (the rule is stated there), run only by
--- trace_report/analyses/launches.py. Times in microseconds on the trace's own clock.
+-- trace_report/analyses/launches/__init__.py. Times in microseconds on the trace's own clock.
 
 -- One row per (runtime call, GPU operation: kernel, memcpy, memset) sharing a correlation id: HTA's
 -- inner merge on correlation of the CPU events and the GPU events (in every shared trace a

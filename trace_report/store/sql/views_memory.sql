@@ -1,5 +1,5 @@
 -- The caching allocator's [memory] instant events (profile_memory=True) as a timeline.
--- TEMP view, created on every connection; used by trace_report/analyses/memory.py.
+-- TEMP view, created on every connection; used by trace_report/analyses/memory/__init__.py.
 -- args: "Total Allocated" and "Total Reserved" (bytes on that device after the event),
 -- "Bytes" (this allocation, negative for a free), "Device Type" (c10::DeviceType: 0 CPU,
 -- 1 CUDA, which ROCm builds use for HIP too), "Device Id" (-1 for the CPU). 2021 traces carry

@@ -4,7 +4,7 @@
 -- output from stride/padding/dilation in "Concrete Inputs"), convolution_backward (grad input
 -- and/or grad weight per output_mask), scaled-dot-product attention 2bh*s_q*s_k*(d_q + d_v)
 -- and its backward (five bmm's). NULL where the args do not allow it (no shapes, no concrete
--- stride). TEMP macro and view, created on every connection; used by store/sql/ops.sql.
+-- stride). TEMP macro and view, created on every connection; used by analyses/ops/ops.sql.
 CREATE OR REPLACE TEMP MACRO op_conv_out(x, w, stride, pad, dil) AS
     list_transform(range(len(x) - 2), lambda i:
         (x[i + 3] + 2 * pad[i + 1] - dil[i + 1] * (w[i + 3] - 1) - 1) // stride[i + 1] + 1);
@@ -60,7 +60,7 @@ END AS flop
 FROM d;
 
 -- The CPU operators the roofline's FLOP estimate counts (trace_report/analyses/roofline/estimate.py:
--- ESTIMATED_OPS, the same names, checked by tests/analyses/test_roofline_estimate_view.py) with the
+-- ESTIMATED_OPS, the same names, checked by tests/analyses/roofline/test_roofline_estimate_view.py) with the
 -- args it reads (_COUNTED_ARGS) as JSON text, NULL when absent: one row per call with a duration.
 -- The estimate itself (shapes to FLOP and bytes) runs in Python on these rows.
 CREATE OR REPLACE TEMP VIEW estimate_op_args AS

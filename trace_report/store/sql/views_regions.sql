@@ -1,6 +1,6 @@
 -- Regions of a training step (docs/analysis.md): forward, loss, backward, optimizer_step,
 -- data_loading; everything else is 'other'. TEMP views, created on every connection.
--- Times in microseconds on the trace's own clock. Used by trace_report/analyses/regions.py.
+-- Times in microseconds on the trace's own clock. Used by trace_report/analyses/breakdown/__init__.py.
 
 -- Which annotation names mark which region. First matching rule (lowest priority) wins.
 -- scope: 'any' = user_annotation, gpu_user_annotation or cpu_op;
@@ -163,7 +163,7 @@ SELECT * FROM spans WHERE ts_us < end_us;
 -- launched before the first ProfilerStep began, or has no launch in a trace where other kernels
 -- have theirs (the GPU queue lagged the CPU when the trace began); such kernels belong to no
 -- step (breakdown shows them as their own 'before_first_step' row), never to the first one. The region of each
--- kernel is computed by trace_report.analyses.regions.kernel_regions from these rows and the
+-- kernel is computed by trace_report.analyses.breakdown.kernel_regions from these rows and the
 -- regions view.
 CREATE OR REPLACE TEMP VIEW kernel_steps AS
 WITH w0 AS MATERIALIZED (SELECT * FROM step_windows),  -- read once, used twice

@@ -1,0 +1,46 @@
+"""``breakdown`` on Ray (``--engine ray``): the region rows of each partition's traces
+(:mod:`trace_report.analyses.common.distributed`). The rows kept beside a database
+(:mod:`~trace_report.analyses.breakdown.kept`) are read on the driver and only the other traces
+go to tasks; their rows are kept in turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trace_report.analyses.breakdown import (
+    CODE_VERSION,
+    BreakdownOptions,
+    BreakdownResult,
+    breakdown_from,
+    breakdown_traces,
+    compute_region_parts,
+    merge_region_tables,
+)
+from trace_report.analyses.breakdown.kept import RegionPart, empty_part, kept_region_parts
+from trace_report.analyses.common.distributed import map_partitions
+from trace_report.analyses.common.selection import selected_traces, trace_ids
+from trace_report.store.tracedb import TraceDB
+
+
+def regions_task(db: TraceDB, p: dict[str, Any]) -> dict[int, RegionPart]:
+    """Per trace of the partition: per (window, region) wall/GPU/idle/CPU µs and kernels, and the
+    facts for the notes."""
+    return compute_region_parts(db.con, trace_ids(selected_traces(db.con, None)))
+
+
+def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> BreakdownResult:
+    """:func:`~trace_report.analyses.breakdown.breakdown` with one Ray task per partition."""
+    opts = options or BreakdownOptions()
+    traces = breakdown_traces(db.con, opts)
+    ids = trace_ids(traces)
+
+    def in_tasks(missing: list[int]) -> dict[int, RegionPart]:
+        partials = map_partitions(db, regions_task, {}, trace_ids=tuple(missing))
+        got = {t: part for parts in partials for t, part in parts.items()}
+        # a trace without events has no partition (an exported dataset holds no folder for it): its
+        # part is what the local engine computes for it, no window and no GPU activity
+        return {t: got.get(t) or empty_part(t) for t in missing}
+
+    parts = kept_region_parts(db.con, ids, in_tasks, CODE_VERSION)  # only traces without kept rows go to Ray
+    table, facts = merge_region_tables([parts[t] for t in ids])
+    return breakdown_from(table, facts, traces, opts)

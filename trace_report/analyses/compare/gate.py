@@ -1,0 +1,204 @@
+"""The headline of ``compare`` and the performance gate of ``compare --fail-if`` (docs/analysis.md).
+
+Headline, per ProfilerStep of each side, each number from the one view that defines it
+(``gpu_utilization_by_rank``, read through :func:`~trace_report.analyses.common.utilization.gpu_utilization`,
+the figure of the report headline and ``advise``):
+
+- step time: mean ProfilerStep wall time (µs) = the view's summed step ``wall_us`` / ``steps``
+  (steps that overlap count each instant once); None on a side without ProfilerStep.
+- GPU time: GPU busy time per step (µs) = the view's ``busy_us`` (union of the GPU operations'
+  intervals, kernels + memcpy + memset, clipped to the steps) / ``steps``; None without GPU
+  operations. Summed over ranks (``rank`` None), both are means over every rank's steps.
+
+Rules: ``METRIC OP CHANGE`` (:data:`GRAMMAR`). ``METRIC`` is ``step_time``, ``gpu_time``,
+``kernel:GLOB`` (the per-step time of the GPU operations whose name matches the shell pattern,
+:func:`fnmatch.fnmatchcase` on lower-cased names, summed; names as the kernel comparison shows
+them, so ``--match short`` matches short names) or ``region:NAME`` (the region's wall time per
+step, the step breakdown's). ``CHANGE`` is relative (``+5%``: 100 * (B - A) / A) or absolute
+(``+2ms``, ``+500us``: B - A). A rule is broken when the change of B against A is ``OP`` its
+``CHANGE``: ``step_time>+5%`` breaks when B's step time is more than 5 % above A's,
+``gpu_time<-10%`` when it dropped by more than 10 %. A metric that is 0 in A and not in B has an
+infinite relative change. A rule whose metric neither side has (no ProfilerStep, no GPU
+operation, a pattern that matches nothing) cannot be judged: :class:`InputError`, never a pass.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from dataclasses import dataclass
+
+from trace_report.analyses.common.regions import REGIONS
+from trace_report.analyses.common.utilization import gpu_utilization
+from trace_report.analyses.compare import CompareResult
+from trace_report.errors import InputError, UsageError
+from trace_report.store.tracedb import TraceDB
+
+GRAMMAR = ("METRIC OP CHANGE: METRIC is step_time, gpu_time, kernel:GLOB or region:NAME "
+           f"({', '.join(REGIONS)}); OP is > or <; CHANGE is a relative +5% or -3%, or an absolute "
+           "+2ms or +500us (B - A)")
+"""The rule grammar, as the usage error and ``--help`` state it."""
+
+UNITS_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+_RULE = re.compile(r"^(?P<metric>.+)(?P<op>[<>])\s*(?P<value>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>%|us|µs|ms|s)$")
+METRICS = ("step_time", "gpu_time", "kernel", "region")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ``--fail-if`` rule: ``metric`` (one of :data:`METRICS`), ``target`` (the kernel name
+    pattern or region; ``''`` for step and GPU time), ``op`` (``>`` or ``<``), ``limit`` (percent
+    when ``relative``, else µs) and the ``text`` as given."""
+
+    text: str
+    metric: str
+    target: str
+    op: str
+    limit: float
+    relative: bool
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's headline: ``steps`` (step windows of view ``gpu_utilization_by_rank``),
+    ``step_us`` (mean ProfilerStep wall time, µs; None without ProfilerStep) and ``gpu_us`` (GPU
+    busy time per step, µs; None without GPU operations)."""
+
+    steps: int
+    step_us: float | None
+    gpu_us: float | None
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Step time and GPU time of A and of B (see the module docstring)."""
+
+    a: Side
+    b: Side
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judged rule: the metric on each side (µs per step), the change (percent when the rule is
+    relative, else µs; ``inf`` when A is 0 and B is not), whether the rule is ``broken``, and
+    ``matched``: the GPU operation names a ``kernel:`` pattern matched (0 for other metrics)."""
+
+    rule: Rule
+    a_us: float
+    b_us: float
+    change: float
+    broken: bool
+    matched: int = 0
+
+
+def parse_rule(text: str) -> Rule:
+    """The :class:`Rule` of ``text`` (``'kernel:*gemm*>+10%'``; blanks around OP are allowed).
+
+    Raises :class:`UsageError` naming the rule and stating :data:`GRAMMAR` when it does not parse,
+    for an unknown metric, an empty pattern or an unknown region."""
+    m = _RULE.match(text.strip())
+    if m is None:
+        raise UsageError(f"--fail-if {text!r}: not a rule ({GRAMMAR})")
+    metric, _, target = m["metric"].strip().partition(":")
+    if metric not in METRICS or (metric in ("kernel", "region")) != bool(target.strip()) or (
+            metric == "region" and target.strip() not in REGIONS):
+        raise UsageError(f"--fail-if {text!r}: unknown metric {m['metric'].strip()!r} ({GRAMMAR})")
+    relative = m["unit"] == "%"
+    limit = float(m["value"]) * (1.0 if relative else UNITS_US[m["unit"]])
+    return Rule(text.strip(), metric, target.strip(), m["op"], limit, relative)
+
+
+def side(db: TraceDB, rank: int | None = None) -> Side:
+    """The headline numbers of one side (view ``gpu_utilization_by_rank``, see the module docstring).
+    Raises :class:`UsageError` for an unknown rank."""
+    util = gpu_utilization(db, rank)
+    steps = int(util["steps"].sum()) if len(util) else 0
+    if not steps:
+        return Side(0, None, None)
+    timed = bool((util["basis"] == "ProfilerStep").all())
+    busy = util["busy_us"].dropna()
+    return Side(steps, float(util["wall_us"].sum()) / steps if timed else None,
+                float(busy.sum()) / steps if len(busy) else None)
+
+
+def headline(a: TraceDB, b: TraceDB, rank: int | None = None) -> Headline:
+    """Step time and GPU time of A and B (:func:`side`)."""
+    return Headline(side(a, rank), side(b, rank))
+
+
+def needs(rules: list[Rule]) -> set[str]:
+    """The metrics the rules read (a subset of :data:`METRICS`)."""
+    return {r.metric for r in rules}
+
+
+def change(rule: Rule, a_us: float, b_us: float) -> float:
+    """B against A as the rule measures it: percent of A (``inf``/``-inf`` when A is 0 and B is
+    not, 0 when both are), else µs."""
+    if not rule.relative:
+        return b_us - a_us
+    if a_us == 0:
+        return 0.0 if b_us == 0 else math.copysign(math.inf, b_us)
+    return 100.0 * (b_us - a_us) / a_us
+
+
+def judge(rule: Rule, a_us: float, b_us: float, matched: int = 0) -> Verdict:
+    """The :class:`Verdict` of one rule on its metric's values."""
+    moved = change(rule, a_us, b_us)
+    broken = moved > rule.limit if rule.op == ">" else moved < rule.limit
+    return Verdict(rule, a_us, b_us, moved, broken, matched)
+
+
+def _headline_values(rule: Rule, head: Headline) -> tuple[float, float]:
+    field = "step_us" if rule.metric == "step_time" else "gpu_us"
+    a, b = getattr(head.a, field), getattr(head.b, field)
+    if rule.metric == "step_time" and (a is None or b is None):
+        raise InputError(f"--fail-if {rule.text!r}: {'A' if a is None else 'B'} has no ProfilerStep, so no step time")
+    if a is None and b is None:
+        raise InputError(f"--fail-if {rule.text!r}: neither A nor B has GPU operations")
+    return a or 0.0, b or 0.0
+
+
+def kernel_values(rule: Rule, kernels: CompareResult) -> tuple[float, float, int]:
+    """Per-step time (µs) of the GPU operations matching the rule's pattern on A and B, and how
+    many names matched. Raises :class:`InputError` when none matches."""
+    frame = kernels.frame[kernels.frame["kind"] != "cpu_op"]
+    pattern = rule.target.lower()
+    hit = frame[[fnmatch.fnmatchcase(str(n).lower(), pattern) for n in frame["name"]]]
+    if hit.empty:
+        raise InputError(f"--fail-if {rule.text!r}: no GPU operation of A or B matches {rule.target!r}")
+    da, db_ = (1, 1) if kernels.per_step else (max(kernels.a_steps, 1), max(kernels.b_steps, 1))
+    return float(hit["a_total_us"].sum()) / da, float(hit["b_total_us"].sum()) / db_, len(hit)
+
+
+def region_values(rule: Rule, regions: CompareResult) -> tuple[float, float]:
+    """Per-step wall time (µs) of the rule's region on A and B."""
+    row = regions.frame[regions.frame["region"] == rule.target]
+    if row.empty:
+        raise InputError(f"--fail-if {rule.text!r}: no region {rule.target!r} in A or B")
+    da, db_ = (1, 1) if regions.per_step else (max(regions.a_steps, 1), max(regions.b_steps, 1))
+    return float(row["a_wall_us"].iloc[0]) / da, float(row["b_wall_us"].iloc[0]) / db_
+
+
+def evaluate(rules: list[Rule], head: Headline, kernels: CompareResult | None = None,
+             regions: CompareResult | None = None) -> list[Verdict]:
+    """Judge every rule, in order: step and GPU time from ``head``, ``kernel:`` rules from the
+    kernel-level comparison ``kernels``, ``region:`` rules from the region-level ``regions``
+    (either per step or totals; their step counts make them per step).
+
+    Raises :class:`InputError` for a rule that cannot be judged (module docstring) and
+    :class:`ValueError` when a comparison the rules need is not given."""
+    out = []
+    for rule in rules:
+        if rule.metric in ("step_time", "gpu_time"):
+            out.append(judge(rule, *_headline_values(rule, head)))
+        elif rule.metric == "kernel":
+            if kernels is None:
+                raise ValueError("kernel rules need the kernel-level comparison")
+            a_us, b_us, n = kernel_values(rule, kernels)
+            out.append(judge(rule, a_us, b_us, n))
+        else:
+            if regions is None:
+                raise ValueError("region rules need the region-level comparison")
+            out.append(judge(rule, *region_values(rule, regions)))
+    return out

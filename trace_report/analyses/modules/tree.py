@@ -1,0 +1,203 @@
+"""The module calls of :func:`trace_report.analyses.modules.modules` with their place in the tree,
+GPU time and FLOP: the rule of ``analyses/modules/modules.sql`` computed by sorted passes per thread.
+
+Calls (``modules.sql``) arrive sorted per thread (trace, pid, tid) by ``(ts, end descending,
+event_id)``. In that order the calls enclosing a call C (``ts <= C.ts``, ``end >= C.end``; of
+equal intervals the lower event_id is the outer) are exactly the earlier calls of its thread with
+``end >= C.end``, and, when no two calls of the thread partly overlap, they are the calls on a
+stack from which every call ending before C's end has been popped (TraceLens' host call stack,
+``Trace2Tree/trace_to_tree.py``). A thread where a popped call overlaps the call popping it (its
+end at or after that call's start) is done by comparing each call with every earlier one
+(O(n^2) for that thread only; profilers do not write such module events). ``path`` is the names
+of the enclosing calls in that order, then the call's own, joined by ``.``.
+
+The GPU operations of a call are those whose launch call starts in ``[ts, end)`` on its thread,
+and its FLOP those of the operators starting there that no other FLOP-counted operator of the
+thread encloses: both found by binary search in the thread's sorted start times, summed with
+prefix sums. Time: O(n log n) in calls, launches and operators.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from trace_report.store.derived import code_version, kept_tables, traces_of_rank, with_ranks
+from trace_report.store.views import sql_text
+
+DERIVED_KIND = "module_calls"
+"""The name of a trace's module calls among a database's derived tables."""
+
+TYPES = {"trace_id": pa.types.is_integer, "event_id": pa.types.is_integer, "step": pa.types.is_integer,
+         "path": pa.types.is_string, "depth": pa.types.is_integer, "name": pa.types.is_string,
+         "kind": pa.types.is_string, "ts_us": pa.types.is_floating, "cpu_us": pa.types.is_floating,
+         "gpu_ops": pa.types.is_integer, "gpu_us": pa.types.is_floating, "flop_ops": pa.types.is_integer,
+         "flop": pa.types.is_floating}
+"""The columns of :func:`trace_calls`, as a kept file must have them."""
+
+MARKS_TABLE = "module_marks"
+"""The name under which the calls are registered on the connection while the launches and
+operators of their threads are read (``modules_launches.sql``, ``modules_flop_ops.sql``)."""
+
+CODE_VERSION = code_version((sys.modules[__name__],), (np.__version__, pa.__version__, duckdb.__version__))
+"""This module, every SQL artifact (``modules*.sql`` and the views they read) and the libraries
+that compute and store the calls (:func:`~trace_report.store.derived.code_version`)."""
+
+
+def module_calls(con: duckdb.DuckDBPyConnection, rank: int | None) -> pa.Table:
+    """One row per module call of the selection (``rank`` None: every trace in view): ``rank``,
+    then :func:`trace_calls`' columns. Each trace's calls from the file kept beside the database
+    (``<db>.events/derived/module_calls-t<id>-<pieces>-<version>.parquet``,
+    :func:`~trace_report.store.derived.kept_tables`), else computed and kept: a trace's calls come
+    from its own events alone, and reading them back is much cheaper than computing them.
+    ``rank`` is read from ``traces`` (not kept)."""
+    ids = traces_of_rank(con, rank)
+    calls = kept_tables(con, DERIVED_KIND, CODE_VERSION, ids, lambda missing: trace_calls(con, missing), TYPES)
+    if calls is None:
+        calls = trace_calls(con, ids)
+    return with_ranks(con, calls)
+
+
+def trace_calls(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
+    """One row per module call of the traces ``ids``, in (trace, thread, start) order:
+    ``trace_id``, ``event_id``, ``step``, ``path``, ``depth``, ``name``, ``kind``, ``ts_us``,
+    ``cpu_us``, ``gpu_ops``, ``gpu_us`` (µs), ``flop_ops``, ``flop`` (None where no operator of
+    the call has a FLOP estimate). The rule: ``analyses/modules/modules.sql``."""
+    cols = con.execute(sql_text("modules.sql", __package__), {"ids": list(ids)}).fetchnumpy()
+    marks = pa.table({k: _array(v) for k, v in cols.items()})
+    if marks.num_rows == 0:
+        return _calls_table(marks, [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
+                            np.zeros(0))
+    con.register(MARKS_TABLE, marks)
+    try:
+        launches = con.execute(sql_text("modules_launches.sql", __package__)).fetchnumpy()
+        ops = con.execute(sql_text("modules_flop_ops.sql", __package__)).fetchnumpy()
+    finally:
+        con.unregister(MARKS_TABLE)
+    m = {k: marks.column(k).to_numpy(zero_copy_only=False) for k in ("trace_id", "pid", "tid", "ts_us", "end_us")}
+    keys = _thread_keys(m["trace_id"], m["pid"], m["tid"])
+    thread = _lookup(keys, m["trace_id"], m["pid"], m["tid"])
+    names = marks.column("name").to_pylist()
+    paths, depth = _paths(thread, m["ts_us"].astype(np.float64), m["end_us"].astype(np.float64), names)
+    l_thread = _lookup(keys, launches["trace_id"], launches["pid"], launches["tid"])
+    gpu_ops, gpu_us = _inside(thread, m["ts_us"], m["end_us"], l_thread, launches["ts_us"], launches["dur_us"])
+    o_thread = _lookup(keys, ops["trace_id"], ops["pid"], ops["tid"])
+    outer = _outermost(o_thread, ops["ts_us"], ops["end_us"], ops["event_id"])
+    flop_ops, flop = _inside(thread, m["ts_us"], m["end_us"], o_thread[outer], ops["ts_us"][outer], ops["flop"][outer])
+    return _calls_table(marks, paths, depth, gpu_ops, gpu_us, flop_ops, flop)
+
+
+def _array(values: np.ndarray) -> pa.Array:
+    """A fetched numpy column as Arrow (masked arrays: their mask as nulls)."""
+    if isinstance(values, np.ma.MaskedArray):
+        return pa.array(values.data, mask=np.ma.getmaskarray(values))
+    return pa.array(values)
+
+
+def _calls_table(marks: pa.Table, paths: list[str], depth: np.ndarray, gpu_ops: np.ndarray, gpu_us: np.ndarray,
+                 flop_ops: np.ndarray, flop: np.ndarray) -> pa.Table:
+    flop_col = pa.array(flop, type=pa.float64(), mask=np.asarray(flop_ops) == 0)
+    return pa.table({
+        "trace_id": marks.column("trace_id"), "event_id": marks.column("event_id"),
+        "step": marks.column("step"), "path": pa.array(paths, type=pa.string()),
+        "depth": pa.array(depth, type=pa.int64()), "name": marks.column("name"), "kind": marks.column("kind"),
+        "ts_us": marks.column("ts_us"), "cpu_us": marks.column("dur_us"),
+        "gpu_ops": pa.array(gpu_ops, type=pa.int64()), "gpu_us": pa.array(gpu_us, type=pa.float64()),
+        "flop_ops": pa.array(flop_ops, type=pa.int64()), "flop": flop_col,
+    })
+
+
+def _thread_keys(trace_id: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> dict[tuple, int]:
+    """Thread number (0, 1, ... in the calls' order) of each (trace, pid, tid) of the calls."""
+    keys: dict[tuple, int] = {}
+    for key in zip(trace_id.tolist(), pid.tolist(), tid.tolist(), strict=True):
+        keys.setdefault(key, len(keys))
+    return keys
+
+
+def _lookup(keys: dict[tuple, int], trace_id: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Thread number of each row (-1: a thread without calls)."""
+    return np.fromiter((keys.get(k, -1) for k in zip(trace_id.tolist(), pid.tolist(), tid.tolist(), strict=True)),
+                       dtype=np.int64, count=len(trace_id))
+
+
+def _paths(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, names: list[str]) -> tuple[list[str], np.ndarray]:
+    """Path and depth of each call (rows sorted per thread by ts, end descending, event_id)."""
+    n = len(names)
+    paths, depth = [""] * n, np.zeros(n, np.int64)
+    bounds = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if not _stack_pass(a, b, ts, end, names, paths, depth):
+            _pairwise_pass(a, b, end, names, paths, depth)
+    return paths, depth
+
+
+def _stack_pass(a: int, b: int, ts: np.ndarray, end: np.ndarray, names: list[str], paths: list[str],
+                depth: np.ndarray) -> bool:
+    """The stack pass over rows [a, b) of one thread; False when two calls partly overlap."""
+    t_list, e_list = ts[a:b].tolist(), end[a:b].tolist()
+    stack: list[int] = []  # row indices, innermost last
+    for k, (t, e) in enumerate(zip(t_list, e_list, strict=True)):
+        while stack and e_list[stack[-1] - a] < e:
+            if e_list[stack[-1] - a] >= t:
+                return False
+            stack.pop()
+        i = a + k
+        if stack:
+            top = stack[-1]
+            paths[i], depth[i] = f"{paths[top]}.{names[i]}", depth[top] + 1
+        else:
+            paths[i], depth[i] = names[i], 1
+        stack.append(i)
+    return True
+
+
+def _pairwise_pass(a: int, b: int, end: np.ndarray, names: list[str], paths: list[str], depth: np.ndarray) -> None:
+    """Rows [a, b) of a thread with partly overlapping calls: each row's enclosing calls are the
+    earlier rows ending no earlier than it (module doc)."""
+    for i in range(a, b):
+        outer = np.flatnonzero(end[a:i] >= end[i]) + a
+        paths[i] = ".".join([*(names[j] for j in outer.tolist()), names[i]])
+        depth[i] = len(outer) + 1
+
+
+def _outermost(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, event_id: np.ndarray) -> np.ndarray:
+    """Mask of the operators that no other operator of their thread encloses (threads -1 dropped):
+    sorted per thread by (ts, end descending, event_id), an operator is enclosed when an earlier
+    one of its thread ends no earlier."""
+    order = np.lexsort((event_id, -end, ts, thread))
+    t, e = thread[order], end[order].astype(np.float64)
+    enclosed = np.zeros(len(t), bool)
+    bounds = np.flatnonzero(np.r_[True, t[1:] != t[:-1], True]) if len(t) else np.zeros(1, np.int64)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if b - a > 1:
+            enclosed[a + 1:b] = np.maximum.accumulate(e[a:b - 1]) >= e[a + 1:b]
+    mask = np.zeros(len(thread), bool)
+    mask[order[(t >= 0) & ~enclosed]] = True
+    return mask
+
+
+def _inside(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, item_thread: np.ndarray, item_ts: np.ndarray,
+            weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per call (calls sorted by thread, at least one): the number of items of its thread starting
+    in [ts, end), and their summed weight."""
+    count, total = np.zeros(len(ts), np.int64), np.zeros(len(ts), np.float64)
+    keep = item_thread >= 0
+    order = np.lexsort((item_ts[keep], item_thread[keep]))
+    it, its = item_thread[keep][order], item_ts[keep][order].astype(np.float64)
+    w = np.asarray(weight, dtype=np.float64)[keep][order]
+    w = np.r_[w, 0.0]  # a spare last item: every slice end is a valid index of np.add.reduceat
+    bounds = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1], True])  # calls come sorted by thread
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        th, rows = thread[a], np.arange(a, b)
+        lo_t, hi_t = np.searchsorted(it, th, "left"), np.searchsorted(it, th, "right")
+        seg = its[lo_t:hi_t]
+        lo = np.searchsorted(seg, ts[rows].astype(np.float64), "left") + lo_t
+        hi = np.searchsorted(seg, end[rows].astype(np.float64), "left") + lo_t
+        count[rows] = hi - lo
+        sums = np.add.reduceat(w, np.column_stack((lo, hi)).ravel())[0::2]  # w[lo:hi] (w[lo] when empty)
+        total[rows] = np.where(hi > lo, sums, 0.0)
+    return count, total

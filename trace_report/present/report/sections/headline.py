@@ -1,0 +1,119 @@
+"""The report's headline numbers: advise's verdict, traces, ranks, steps, step time, GPU time,
+utilisation, top GPU operation, and the table of traces."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from trace_report.analyses.advise import AdviceResult
+from trace_report.analyses.common.utilization import gpu_utilization, step_overlap_note
+from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
+from trace_report.errors import TraceReportError
+from trace_report.present.charts.traces import short_name
+from trace_report.present.report.context import ReportContext, ReportOptions
+from trace_report.present.report.parts import Section, table_html
+from trace_report.store.tracedb import TraceDB
+
+
+def _headline_html(items: list[tuple[str, str]]) -> str:
+    cells = "".join(f"<div><b>{html.escape(v)}</b>{html.escape(k)}</div>" for k, v in items)
+    return f'<div class="headline">{cells}</div>'
+
+
+def _dur(us: float | None) -> str:
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "n/a"
+    return f"{us:,.1f} µs" if abs(us) < 1000 else (f"{us / 1e3:,.2f} ms" if abs(us) < 1e6 else f"{us / 1e6:,.2f} s")
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _trace_facts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    return con.execute("SELECT trace_id, path, run_id, rank, world_size, device_name, compute_capability, "
+                       "torch_version, n_complete_events AS events, n_kernels AS kernels FROM traces "
+                       "ORDER BY trace_id").df()
+
+
+def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
+                     advice: AdviceResult | TraceReportError | None = None) -> Section | None:
+    """Headline numbers: advise's verdict (the biggest finding), traces, ranks, steps, step time, GPU
+    time, utilisation, top GPU operation."""
+    traces = _trace_facts(con)
+    if traces.empty:
+        return None
+    steps = con.execute("SELECT rank, count(*) AS n, median(dur_us) AS median_us FROM steps JOIN traces USING "
+                        "(trace_id) WHERE $rank IS NULL OR rank = $rank GROUP BY rank ORDER BY rank",
+                        {"rank": opts.rank}).df()
+    gpu = gpu_time(con, opts.rank)
+    util = gpu_utilization(db, opts.rank)
+    devices = ", ".join(sorted({d for d in traces["device_name"].dropna()})) or "CPU only"
+    items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
+             ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
+             ("median step", _dur(_scalar_p(con, "SELECT median(dur_us) FROM steps JOIN traces USING (trace_id) "
+                                          "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}))),
+             ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
+             ("GPU kernel time", _dur(gpu) if gpu else "n/a"),
+             *_utilization_items(util)]
+    top = top_kernels(db, TopKernelsOptions(limit=1, rank=opts.rank))
+    if len(top.frame):
+        row = top.frame.iloc[0]
+        what = {"cpu_op": "top CPU operator (self time)", "kernel": "top kernel"}.get(
+            row["kind"], f"top GPU operation ({row['kind']})")  # memcpy/memset rank with the kernels
+        pct = row.get("pct_of_gpu_time", row.get("pct_of_cpu_self_time"))
+        where = "CPU self time" if row["kind"] == "cpu_op" else "GPU time"
+        items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60, identity=True)}"))
+    if isinstance(advice, AdviceResult) and advice.verdict:
+        items.insert(0, ("biggest finding" if len(advice.frame) else "verdict", advice.verdict))
+    sec = Section("Headline numbers", _headline_html(items))
+    overlap_note = step_overlap_note(db, opts.rank)
+    if overlap_note:
+        sec.notes.append(overlap_note)
+    sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
+    return sec
+
+
+def gpu_time(con: duckdb.DuckDBPyConnection, rank: int | None) -> float:
+    """Summed kernel time (µs) of the selection (view ``gpu_time``)."""
+    return float(_scalar_p(con, "SELECT coalesce(sum(kernel_us), 0) FROM gpu_time WHERE $rank IS NULL OR rank = $rank",
+                           {"rank": rank}) or 0.0)
+
+
+def _scalar_p(con: duckdb.DuckDBPyConnection, query: str, params: dict) -> Any:
+    rows = con.execute(query, params).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _per_rank(counts: list[int], ranks: int) -> str:
+    """``3`` on one rank; ``1 per rank (8 ranks)`` or ``2-3 per rank (4 ranks)`` on several: ranks
+    are never counted as steps."""
+    if not counts:
+        return "0"
+    if ranks <= 1:
+        return f"{counts[0]}"
+    lo, hi = min(counts), max(counts)
+    return f"{lo if lo == hi else f'{lo}-{hi}'} per rank ({ranks} ranks)"
+
+
+def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
+    """The GPU utilisation headline (view ``gpu_utilization_by_rank``, the figure ``advise``
+    checks): busy / step time, with the range over ranks when there are several."""
+    util = util[util["gpu_util_pct"].notna()]
+    if util.empty:
+        return [("GPU busy (of step time)", "n/a")]
+    basis = "step time" if (util["basis"] == "ProfilerStep").all() else "step time or GPU span"
+    total = 100.0 * util["busy_us"].sum() / util["wall_us"].sum()
+    text = f"{total:.1f}%"
+    if len(util) > 1:
+        text += f" (ranks {util['gpu_util_pct'].min():.1f}-{util['gpu_util_pct'].max():.1f}%)"
+    return [(f"GPU busy (of {basis})", text)]
+
+
+def build(ctx: ReportContext) -> Section | None:
+    """:func:`headline_section` of the report's traces, with advise's verdict."""
+    return headline_section(ctx.db, ctx.con, ctx.opts, ctx.advice)

@@ -10,9 +10,9 @@ import random
 from collections import defaultdict
 
 import pytest
-from tests.analyses.test_ops_scaling import cli_seconds
 
 import trace_report as tr
+from tests.analyses.ops.test_ops_scaling import cli_seconds
 from tests.conftest import invoke
 from trace_report.analyses.modules import ModuleOptions, modules
 

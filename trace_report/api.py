@@ -94,14 +94,14 @@ class TraceDB(tracedb.TraceDB):
     def breakdown(self, *, by_step: bool = False, rank: int | None = None, by_rank: bool = False,
                   merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Wall, GPU-kernel and idle time per region (``trace-report breakdown``); see
-        :func:`trace_report.analyses.regions.breakdown`."""
+        :func:`trace_report.analyses.breakdown.breakdown`."""
         opts = BreakdownOptions(by_step=by_step, rank=rank, by_rank=by_rank)
         return self.table(lambda d: breakdown(d, opts), merge_runs=merge_runs, run=run)
 
     def flags(self, *, rank: int | None = None, by_rank: bool = False, merge_runs: bool = False,
               run: str | None = None) -> pd.DataFrame:
         """Flagged kernel names with their classes (``trace-report flags``); the per-class summary
-        is in :func:`trace_report.analyses.kernel_classes.flags`'s result."""
+        is in :func:`trace_report.analyses.flags.flags`'s result."""
         opts = FlagsOptions(rank=rank, by_rank=by_rank)
         return self.table(lambda d: flags(d, opts), merge_runs=merge_runs, run=run)
 
@@ -112,7 +112,7 @@ class TraceDB(tracedb.TraceDB):
 
     def gpu_utilization(self, *, rank: int | None = None, by_step: bool = False) -> pd.DataFrame:
         """GPU busy % of step time per rank (or per step), the report headline's and ``advise``'s
-        figure; see :func:`trace_report.analyses.utilization.gpu_utilization`."""
+        figure; see :func:`trace_report.analyses.common.utilization.gpu_utilization`."""
         return gpu_utilization(self, rank, by_step=by_step)
 
     def overlap(self, *, rank: int | None = None, steps_only: bool = True, hta_rounding: bool = False,

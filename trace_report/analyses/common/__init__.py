@@ -1,2 +1,4 @@
-"""Helpers several analyses share (column arrays, interval sets, the result type, GPU idle time,
-utilization, GPU operation names, the Ray engine); no command lives here."""
+"""Helpers several analyses share; no command lives here.
+
+Column arrays, interval sets, the result type, GPU idle time, utilization, GPU operation names,
+the Ray engine's partial sums."""

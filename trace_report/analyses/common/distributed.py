@@ -39,7 +39,7 @@ from trace_report.store.tracedb import TraceDB
 
 TASKS_PER_CPU = 4
 """Partitions are joined into at most this many tasks per CPU of the cluster: enough for balance,
-few enough that opening DuckDB and its views (~0.1 s a task here) stays small."""
+few enough that opening DuckDB and its views in each task stays a small part of the work."""
 
 Task = Callable[[TraceDB, dict[str, Any]], Any]
 """What a task computes on one partition: a module-level function (Ray sends it by name)."""

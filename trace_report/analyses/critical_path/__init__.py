@@ -1,5 +1,7 @@
-"""The critical path of each step of each rank (``trace-report critical-path``): HTA's lightweight
-critical path (``CriticalPathAnalysis.critical_path_analysis``), built from the ``events`` rows.
+"""The critical path of each step of each rank (``trace-report critical-path``), as HTA's.
+
+HTA's lightweight critical path (``CriticalPathAnalysis.critical_path_analysis``), built from the
+``events`` rows.
 
 Per rank (trace) and ProfilerStep (the whole trace when it has none): the events of the window as
 HTA clips them (CPU events starting inside it with a positive duration; GPU operations whose

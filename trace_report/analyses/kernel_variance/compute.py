@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from importlib import resources
 
+from trace_report.analyses.common.result import Result
 from trace_report.analyses.kernel_variance import KernelVarianceOptions
-from trace_report.analyses.result import Result
 from trace_report.store.tracedb import TraceDB
 
 COLUMNS = ["rank", "name", "calls", "total_us", "mean_us", "std_us", "cv", "p50_us", "p95_us", "max_us",

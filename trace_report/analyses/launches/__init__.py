@@ -1,5 +1,6 @@
-"""Kernel launch statistics per GPU operation name (or per launch), as HTA's
-``get_cuda_kernel_launch_stats``.
+"""Kernel launch statistics per GPU operation name or per launch (HTA's launch statistics).
+
+As HTA's ``get_cuda_kernel_launch_stats``.
 
 Each GPU operation (kernel, memcpy, memset) is paired with the CPU runtime call that launched it
 (same ``correlation``; the calls HTA counts: ``cudaLaunchKernel``, ``cudaLaunchKernelExC``,

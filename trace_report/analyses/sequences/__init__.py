@@ -1,5 +1,6 @@
-"""Repeated kernel sequences per launching operator, as HTA's ``get_frequent_cuda_kernel_sequences``:
-fusion candidates for torch.compile.
+"""Repeated kernel sequences per launching operator: fusion candidates for torch.compile.
+
+As HTA's ``get_frequent_cuda_kernel_sequences``.
 
 A launching operator is the outermost CPU operator around a launch call on its thread (with
 ``operator``: the outermost CPU event whose name contains that text, HTA's ``operator_name``). Each

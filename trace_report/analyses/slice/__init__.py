@@ -1,5 +1,6 @@
-"""``trace-report slice``: one selection of one trace (ProfilerSteps, a time window) as a Chrome
-trace that Perfetto or chrome://tracing opens, with counter tracks of what our tables say.
+"""``trace-report slice``: ProfilerSteps or a time window of one trace as a Chrome trace.
+
+A trace that Perfetto or chrome://tracing opens, with counter tracks of what our tables say.
 
 What is kept (``analyses/slice/slice_kept.sql``, stated in full there): every event of the trace that
 overlaps the window, and every GPU operation or runtime call that shares a ``correlation`` with

@@ -1,5 +1,6 @@
-"""Top kernels: GPU operations (kernels, memcpy, memset) grouped by name; CPU operators by self
-time when there are none."""
+"""Top kernels: GPU operations (kernels, memcpy, memset) by name, by total time.
+
+CPU operators by self time when there are none."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``trace-report report``: one self-contained HTML page for runs or traces
+"""``trace-report report``: one self-contained HTML page for runs or traces.
 (:mod:`~trace_report.present.report.page` assembles it from the modules of ``sections/``)."""
 
 from trace_report.present.report.context import ReportContext, ReportOptions, trace_runs

@@ -54,7 +54,7 @@ def trace_charts_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Repo
 
 def slice_note(con: duckdb.DuckDBPyConnection, tl: charts.Timeline, sources: tuple[str, ...]) -> str:
     """The ``trace-report slice`` command that writes the timeline's step (of its trace's rank) as a
-    Chrome trace for Perfetto, with every event of the step (issue 34 item 5)."""
+    Chrome trace for Perfetto, with every event of the step."""
     rank = scalar(con, f"SELECT rank FROM traces WHERE trace_id = {int(tl.trace_id)}")
     ranks = scalar(con, "SELECT count(DISTINCT rank) FROM traces")
     what = f"step {tl.step}" if tl.step is not None else "the trace"

@@ -104,7 +104,7 @@ def test_every_command_is_registered() -> None:
     from trace_report.declare import commands
 
     assert "kernel-variance" in commands()  # declared commands are found by the walk of analyses/
-    assert sorted(c.name for c in app.registered_commands) == sorted([*COMMAND_ORDER, *commands()])
+    assert sorted(c.name for c in app.registered_commands) == sorted({*COMMAND_ORDER, *commands()})
 
 
 def test_version() -> None:

@@ -19,17 +19,10 @@ import pandas as pd
 
 from trace_report.analyses.advise import advise
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
-from trace_report.analyses.collectives import CollectivesOptions, collectives
 from trace_report.analyses.common.utilization import gpu_utilization
 from trace_report.analyses.critical_path import DATA_LOADING, CriticalPathOptions, CriticalPathResult, critical_path
 from trace_report.analyses.flags import FlagsOptions, flags
-from trace_report.analyses.launches import LaunchOptions, launches
 from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
-from trace_report.analyses.modules import ModuleOptions, modules
-from trace_report.analyses.ops import OpsOptions, ops
-from trace_report.analyses.overlap import OverlapOptions, overlap
-from trace_report.analyses.queue import QueueOptions, queue_length
-from trace_report.analyses.sequences import SequenceOptions, sequences
 from trace_report.analyses.slice import SliceOptions, slice_trace
 from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
@@ -115,21 +108,6 @@ class TraceDB(tracedb.TraceDB):
         figure; see :func:`trace_report.analyses.common.utilization.gpu_utilization`."""
         return gpu_utilization(self, rank, by_step=by_step)
 
-    def overlap(self, *, rank: int | None = None, steps_only: bool = True, hta_rounding: bool = False,
-                merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
-        """Computation/communication overlap per rank (``trace-report overlap``); see
-        :func:`trace_report.analyses.overlap.overlap`."""
-        opts = OverlapOptions(rank=rank, steps_only=steps_only, hta_rounding=hta_rounding)
-        return self.table(lambda d: overlap(d, opts), merge_runs=merge_runs, run=run)
-
-    def queue_length(self, *, rank: int | None = None, max_queue_length: int = 1024, steps_only: bool = True,
-                     hta_rounding: bool = False, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
-        """CUDA launch queue length per rank and stream (``trace-report queue``); see
-        :func:`trace_report.analyses.queue.queue_length`."""
-        opts = QueueOptions(rank=rank, max_queue_length=max_queue_length, steps_only=steps_only,
-                            hta_rounding=hta_rounding)
-        return self.table(lambda d: queue_length(d, opts), merge_runs=merge_runs, run=run)
-
     def memory(self, *, rank: int | None = None, device: str | None = None, timeline: bool = False,
                merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Peak allocated/reserved bytes per device and step, or every ``[memory]`` event with
@@ -137,21 +115,6 @@ class TraceDB(tracedb.TraceDB):
         fn = memory_timeline if timeline else memory_peaks
         opts = MemoryOptions(rank=rank, device=device)
         return self.table(lambda d: fn(d, opts), merge_runs=merge_runs, run=run)
-
-    def ops(self, limit: int | None = 30, *, rank: int | None = None, by_shape: bool = False,
-            all_ops: bool = False, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
-        """The operator view (``trace-report ops``); see :func:`trace_report.analyses.ops.ops`."""
-        opts = OpsOptions(rank=rank, by_shape=by_shape, all_ops=all_ops, limit=limit)
-        return self.table(lambda d: ops(d, opts), merge_runs=merge_runs, run=run)
-
-    def launches(self, *, rank: int | None = None, per_launch: bool = False, steps_only: bool = True,
-                 hta_rounding: bool = False, all_launches: bool = False, merge_runs: bool = False,
-                 run: str | None = None) -> pd.DataFrame:
-        """Kernel launch statistics per GPU operation name or per launch (``trace-report launches``);
-        see :func:`trace_report.analyses.launches.launches`."""
-        opts = LaunchOptions(rank=rank, per_launch=per_launch, steps_only=steps_only, hta_rounding=hta_rounding,
-                             all_launches=all_launches)
-        return self.table(lambda d: launches(d, opts), merge_runs=merge_runs, run=run)
 
     def critical_path(self, *, rank: int | None = None, step: int | None = None,
                       data_loading: tuple[str, ...] = DATA_LOADING, infer_syncs: bool = True,
@@ -161,22 +124,6 @@ class TraceDB(tracedb.TraceDB):
         :func:`trace_report.analyses.critical_path.critical_path`."""
         return critical_path(self, CriticalPathOptions(rank=rank, step=step, data_loading=data_loading,
                                                        infer_syncs=infer_syncs, hta_rounding=hta_rounding, top=top))
-
-    def sequences(self, *, rank: int | None = None, operator: str | None = None, min_length: int = 2,
-                  max_length: int = 8, min_count: int = 2, steps_only: bool = True, merge_runs: bool = False,
-                  run: str | None = None) -> pd.DataFrame:
-        """Repeated kernel sequences per launching operator, fusion candidates flagged
-        (``trace-report sequences``); see :func:`trace_report.analyses.sequences.sequences`."""
-        opts = SequenceOptions(rank=rank, operator=operator, min_length=min_length, max_length=max_length,
-                               min_count=min_count, steps_only=steps_only)
-        return self.table(lambda d: sequences(d, opts), merge_runs=merge_runs, run=run)
-
-    def modules(self, *, rank: int | None = None, depth: int | None = None, by_step: bool = False,
-                merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
-        """The nn.Module tree: CPU time, GPU time of what each module launched, FLOP
-        (``trace-report modules``); see :func:`trace_report.analyses.modules.modules`."""
-        opts = ModuleOptions(depth=depth, rank=rank, by_step=by_step)
-        return self.table(lambda d: modules(d, opts), merge_runs=merge_runs, run=run)
 
     def slice(self, output: str | PathLike[str], *, steps: int | tuple[int, int] | None = None,
               window: tuple[float | None, float | None] | None = None, rank: int | None = None,
@@ -189,13 +136,6 @@ class TraceDB(tracedb.TraceDB):
         result = slice_trace(self, SliceOptions(steps=span, window=window, rank=rank, source=source,
                                                 counters=counters))
         return write_chrome_trace(Path(output), result.metadata, result.events)
-
-    def collectives(self, *, rank: int | None = None, by_rank: bool = False, merge_runs: bool = False,
-                    run: str | None = None) -> pd.DataFrame:
-        """Collectives per kind and message size (``trace-report collectives``); see
-        :func:`trace_report.analyses.collectives.collectives`."""
-        opts = CollectivesOptions(rank=rank, by_rank=by_rank)
-        return self.table(lambda d: collectives(d, opts), merge_runs=merge_runs, run=run)
 
     def stragglers(self, *, rank: int | None = None, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Step time per rank against the fastest rank (``trace-report breakdown --stragglers``); see
@@ -229,14 +169,15 @@ def declared_method(cmd: Command) -> Callable[..., pd.DataFrame]:
     options' fields (same defaults), ``limit`` (rows per run), ``merge_runs`` and ``run``; it
     returns the frame the command prints, through the same funnel."""
     fields = option_fields(cmd.options)
-    kw = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    params += [inspect.Parameter(f.name, kw, default=f.default, annotation=tp) for f, tp, _ in fields]
+    kw, positional = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
     names = {f.name for f, _, _ in fields}
-    extra = [("merge_runs", False, bool), ("run", None, str | None)]
-    if "limit" not in names:
-        extra.insert(0, ("limit", None, int | None))
-    params += [inspect.Parameter(n, kw, default=d, annotation=t) for n, d, t in extra]
+    limit = next((f.default for f, _, _ in fields if f.name == "limit"), None)
+    params = [inspect.Parameter("self", positional), inspect.Parameter("limit", positional, default=limit,
+                                                                        annotation=int | None)]
+    params += [inspect.Parameter(f.name, kw, default=f.default, annotation=tp) for f, tp, _ in fields
+               if f.name != "limit"]
+    params += [inspect.Parameter(n, kw, default=d, annotation=t)
+               for n, d, t in (("merge_runs", False, bool), ("run", None, str | None))]
     signature = inspect.Signature(params, return_annotation=pd.DataFrame)
 
     def method(*args: object, **kwargs: object) -> pd.DataFrame:
@@ -246,7 +187,7 @@ def declared_method(cmd: Command) -> Callable[..., pd.DataFrame]:
         db: TraceDB = values.pop("self")  # type: ignore[assignment]
         options = cmd.options(**{n: values[n] for n in names})
         analysis = cmd.function()
-        limit = values.get("limit") if "limit" not in names else None
+        limit = None if "limit" in names else values["limit"]  # a limit field is the analysis' own
         return db.table(lambda d: analysis(d, options), merge_runs=bool(values["merge_runs"]),
                         run=values["run"], limit=limit)  # type: ignore[arg-type]
 

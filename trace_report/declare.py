@@ -26,7 +26,7 @@ import importlib
 import pkgutil
 import re
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -81,13 +81,16 @@ class Command:
 
     ``name``: the CLI name (``kernel-variance``); ``options``: its frozen options dataclass;
     ``compute``: ``"module:function"`` relative to the declaring package, a function
-    ``(db: TraceDB, options) -> Result`` (``.frame``, ``.notes``); ``title``: the table's
+    ``(db: TraceDB, options) -> Result`` (``.frame``, ``.notes``); an options class may define
+    ``check()``, raising :class:`~trace_report.errors.UsageError` for options no input can
+    satisfy, which the command line calls before it reads any input; ``title``: the table's
     title; ``help``: the command's help (first line: the summary); ``examples``: command lines
     shown under it; ``views``: the analysis views it reads (a database opens those alone; None:
     every view); ``full_names``: its rows hold kernel names (adds ``--full-names``);
     ``report``: its table in the report, if any; ``display``: ``"module:function"``, a function
     ``(frame, fmt, full_names) -> frame`` that turns cells into text for a format before the table
-    is written (lists joined, names shortened), if any. ``package`` is set by :func:`commands`."""
+    is written (lists joined, names shortened), if any; ``notebook``: the ``TraceDB`` method's name
+    when it is not the command's. ``package`` is set by :func:`commands`."""
 
     name: str
     options: type
@@ -99,12 +102,13 @@ class Command:
     full_names: bool = False
     report: ReportTable | None = None
     display: str | None = None
+    notebook: str | None = None
     package: str = ""
 
     @property
     def method(self) -> str:
-        """The ``TraceDB`` method's name (the command's with ``_``)."""
-        return self.name.replace("-", "_")
+        """The ``TraceDB`` method's name: ``notebook``, else the command's with ``_``."""
+        return self.notebook or self.name.replace("-", "_")
 
     def function(self) -> Callable[..., Any]:
         """The compute function, imported now (its module may load pandas)."""
@@ -115,8 +119,10 @@ class Command:
         return self._load(self.display) if self.display else None
 
     def _load(self, where: str) -> Callable[..., Any]:
+        """``module:name`` relative to the declaring package, or absolute (``trace_report.present...``)."""
         module, _, name = where.partition(":")
-        return getattr(importlib.import_module(f"{self.package}.{module}"), name)
+        path = module if module.startswith("trace_report.") else f"{self.package}.{module}"
+        return getattr(importlib.import_module(path), name)
 
     def make_options(self, values: dict[str, Any]) -> Any:
         """The options dataclass from ``values`` (field name -> value; missing: the default)."""
@@ -187,3 +193,17 @@ def command(name: str) -> Command:
         raise KeyError(name)
     cmd = importlib.import_module(package).COMMAND
     return dataclasses.replace(cmd, package=package)
+
+
+def computed(package: str, names: Iterable[str], module: str = "compute") -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for an analysis package: ``names`` are read from its
+    submodule ``module`` when first asked for (``from trace_report.analyses.launches import
+    launches``), so that importing the package for its declaration loads no pandas."""
+    wanted = frozenset(names)
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's name
+        if name in wanted:
+            return getattr(importlib.import_module(f"{package}.{module}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

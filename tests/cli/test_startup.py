@@ -237,7 +237,7 @@ def test_a_command_run_alone_parses_and_helps_as_in_the_full_app() -> None:
     from trace_report.cli.app import COMMAND_ORDER, app
     from trace_report.declare import commands
 
-    every = sorted([*COMMAND_ORDER, *commands()])
+    every = sorted({*COMMAND_ORDER, *commands()})
     for args in (["top-kernels", "--help"], ["ingest", "--help"], ["top-kernels", "--bogus"],
                  ["kernel-variance", "--help"], ["breakdown"], ["--help"], ["no-such-command"]):
         alone = invoke(args)

@@ -10,6 +10,7 @@ import typer
 from trace_report.cli.options import (
     FormatOpt,
     FullNamesOpt,
+    HtaRoundingOpt,
     LimitOpt,
     OutputOpt,
     RankOpt,
@@ -17,7 +18,6 @@ from trace_report.cli.options import (
     load,
     notes,
 )
-from trace_report.cli.overlap import HtaRoundingOpt
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 

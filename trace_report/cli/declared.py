@@ -17,8 +17,6 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
-
 from trace_report.cli.options import (
     FormatOpt,
     FullNamesOpt,
@@ -29,6 +27,7 @@ from trace_report.cli.options import (
     TargetsArg,
     load,
     notes,
+    typer_option,
     warn,
 )
 from trace_report.cli.registry import app
@@ -52,8 +51,7 @@ def _cli_type(tp: Any) -> tuple[Any, bool]:
 
 def _parameter(f: dataclasses.Field[Any], tp: Any, meta: Opt) -> inspect.Parameter:
     cli_tp, is_tuple = _cli_type(tp)
-    bounds = {k: v for k, v in (("min", meta.min), ("max", meta.max)) if v is not None}
-    option = typer.Option(*_flags(f.name, meta), help=meta.text(), **bounds)
+    option = typer_option(dataclasses.replace(meta, flags=_flags(f.name, meta)))
     default = None if is_tuple else f.default
     return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[cli_tp, option])
@@ -97,6 +95,8 @@ def run_command(cmd: Command, given: dict[str, Any]) -> None:
     from trace_report.store.per_run import tabulate
 
     options = _option_values(cmd, given)
+    if hasattr(options, "check"):
+        options.check()  # before any input is read
     analysis = cmd.function()
     limit = given.get("limit")  # the funnel's --limit, or the options' own limit field
     targets: list[Path] = given["targets"]

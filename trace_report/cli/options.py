@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from trace_report import declare
+from trace_report.declare import Opt
 from trace_report.errors import UsageError
 from trace_report.present.format import Format
 from trace_report.present.messages import group_warnings
@@ -232,7 +234,16 @@ TargetsArg = Annotated[
     typer.Argument(help="Trace files (.json, .json.gz), directories of ranks, tar archives, Nsight exports, "
                         "or one .duckdb database written by 'trace-report ingest'.", callback=hash_ahead),
 ]
-RankOpt = Annotated[int | None, typer.Option("--rank", help="Only this rank.")]
+def typer_option(meta: Opt, **extra: object) -> typer.models.OptionInfo:
+    """The Typer option of a declared option (:class:`~trace_report.declare.Opt`): its flags,
+    its help with the unit, its bounds."""
+    bounds = {k: v for k, v in (("min", meta.min), ("max", meta.max)) if v is not None}
+    return typer.Option(*meta.flags, help=meta.text(), **bounds, **extra)  # type: ignore[arg-type]
+
+
+RankOpt = Annotated[int | None, typer_option(declare.RANK)]
+StepsOnlyOpt = Annotated[bool, typer_option(declare.STEPS_ONLY)]
+HtaRoundingOpt = Annotated[bool, typer_option(declare.HTA_ROUNDING)]
 FullNamesOpt = Annotated[bool, typer.Option(
     "--full-names", help="Whole kernel names in table and Markdown output (else short ones: templates and "
                          "arguments elided; CSV and JSON always hold whole names).")]
@@ -249,7 +260,7 @@ EngineOpt = Annotated[EngineName, typer.Option(
 RayAddressOpt = Annotated[str | None, typer.Option(
     "--ray-address", help="With --engine ray: the cluster (auto, ray://HOST:10001 or HOST:6379); default "
                           "$RAY_ADDRESS, else a Ray runtime started on this machine.")]
-ByRankOpt = Annotated[bool, typer.Option("--by-rank", help="One group of rows per rank (else summed over ranks).")]
+ByRankOpt = Annotated[bool, typer_option(declare.BY_RANK)]
 MergeRunsOpt = Annotated[bool, typer.Option(
     "--merge-runs", help="Analyse every trace together as one run (summed and ranked across runs; a note lists "
                          "what was merged). By default each run gets its own rows, with a run column.")]

@@ -21,7 +21,6 @@ import pytest
 from conftest import TRACES, invoke, trace_file
 
 import trace_report as tr
-import trace_report.cli.launches  # noqa: F401 - registers the command on the shared app
 from trace_report.analyses.launches import (
     PER_LAUNCH_COLUMNS,
     PER_NAME_COLUMNS,

@@ -16,7 +16,6 @@ from advise_traces import TraceBuilder
 from conftest import GPU_OP_CATS, RUNTIME_CATS, TRACES, complete_events, invoke, trace_file
 
 import trace_report as tr
-import trace_report.cli.modules  # noqa: F401 - registers the command on the shared app
 from trace_report.analyses.modules import ModuleOptions, modules
 from trace_report.analyses.modules.tree import module_calls
 from trace_report.errors import UsageError

@@ -18,7 +18,6 @@ import pytest
 from conftest import TRACES, complete_events, invoke, tar_ranks, trace_file
 
 import trace_report as tr
-import trace_report.cli.sequences  # noqa: F401 - registers the command on the shared app
 from trace_report.analyses.sequences import COLUMNS, SequenceOptions, sequence_calls, sequences
 from trace_report.errors import UsageError
 

@@ -26,12 +26,9 @@ Sources: NVIDIA nccl-tests ``doc/PERFORMANCE.md`` (algbw, busbw and their factor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-import pandas as pd
-
-from trace_report.analyses.common.result import Result
-from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
+from trace_report.declare import BY_RANK, RANK, Command, computed
 
 COLLECTIVE_COLUMNS = ["collective", "dtype", "bytes", "group_size", "count", "time_us", "mean_us", "wait_us",
                       "transfer_us", "algbw_gbps", "busbw_gbps", "bw_basis"]
@@ -44,39 +41,20 @@ PEER_AFTER_END = "kernel (peer started after end)"
 class CollectivesOptions:
     """``rank``: only that rank; ``by_rank``: one group of rows per rank (else summed over ranks)."""
 
-    rank: int | None = None
-    by_rank: bool = False
+    rank: Annotated[int | None, RANK] = None
+    by_rank: Annotated[bool, BY_RANK] = False
 
 
-def collectives(db: TraceDB, options: CollectivesOptions | None = None) -> Result:
-    """Rows as described in the module docstring, longest ``time_us`` first; ``rank`` first with
-    ``by_rank``. Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank``."""
-    opts = options or CollectivesOptions()
-    db.check_rank(opts.rank)
-    frame = db.con.execute(sql_text("collectives.sql", __package__), {"rank": opts.rank, "by_rank": opts.by_rank}).df()
-    cols = (["rank"] if opts.by_rank else []) + COLLECTIVE_COLUMNS
-    frame = frame[cols].astype({"count": "int64"})
-    if opts.by_rank:
-        frame = frame.astype({"rank": "int64"})
-    return Result(frame.reset_index(drop=True), _notes(frame))
+COMMAND = Command(
+    name="collectives",
+    options=CollectivesOptions,
+    compute="compute:collectives",
+    title="Collectives",
+    help="Collectives per kind and message size: count, kernel time, wait_us (the time a rank's kernel waited "
+         "for its last peer's; all ranks given), transfer_us (the kernel time after it), and algbw and busbw in "
+         "GB/s over the transfer time with nccl-tests' factors; bw_basis says 'kernel (wait unknown)' where, "
+         "without the peers' traces, they are over the whole kernel.",
+    examples=("trace-report collectives traces/ddp-run/ --by-rank",),
+)
 
-
-def _notes(frame: pd.DataFrame) -> list[str]:
-    """What the rows' bandwidths are over (one note per ``bw_basis`` present) and missing sizes."""
-    if frame.empty:
-        return ["no communication (NCCL/RCCL) kernels"]
-    kernels = frame.groupby("bw_basis")["count"].sum()
-    notes = []
-    if TRANSFER in kernels:
-        notes.append("algbw/busbw over transfer_us, the kernel time after the last peer's kernel started "
-                     "(NCCL moves no data before every peer arrives); wait_us is the time before it")
-    if WAIT_UNKNOWN in kernels:
-        what = "not available here" if len(kernels) == 1 else f"not available for {kernels[WAIT_UNKNOWN]} kernel(s)"
-        notes.append(f"wait_us needs every rank of the job (same sequence of collectives on each): {what}; "
-                     f"bw_basis '{WAIT_UNKNOWN}': algbw/busbw over the whole kernel, wait included (lower bounds)")
-    if PEER_AFTER_END in kernels:
-        notes.append(f"{kernels[PEER_AFTER_END]} kernel(s) ended before their last peer's kernel started (the traces' "
-                     f"clocks disagree): bw_basis '{PEER_AFTER_END}', algbw/busbw over the whole kernel")
-    if frame["bytes"].isna().any():
-        notes.append("some collectives carry no message size (no 'In msg nelems' args or nccl: annotation)")
-    return notes
+__getattr__ = computed(__name__, ("collectives",))

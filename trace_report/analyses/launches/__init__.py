@@ -24,13 +24,9 @@ counts what HTA leaves out: launches by ``cuLaunchKernel`` (triton), ``cuLaunchK
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-import pandas as pd
-
-from trace_report.analyses.common.result import Result, drop_single_trace_ids
-from trace_report.errors import UsageError
-from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
+from trace_report.declare import HTA_ROUNDING, RANK, STEPS_ONLY, Command, Opt, ReportTable, computed
 
 RUNTIME_CUTOFF_US = 50.0
 """HTA's ``runtime_cutoff`` default (hta/trace_analysis.py, get_cuda_kernel_launch_stats)."""
@@ -53,92 +49,36 @@ class LaunchOptions:
     ``all_launches``: count launches by calls HTA does not (cuLaunchKernel, hip*);
     ``runtime_cutoff_us`` / ``launch_delay_cutoff_us``: HTA's outlier thresholds (µs)."""
 
-    rank: int | None = None
-    per_launch: bool = False
-    steps_only: bool = True
-    hta_rounding: bool = False
-    all_launches: bool = False
-    runtime_cutoff_us: float = RUNTIME_CUTOFF_US
-    launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US
+    rank: Annotated[int | None, RANK] = None
+    per_launch: Annotated[bool, Opt("One row per launch (correlation id) instead of per GPU operation name.",
+                                    ("--per-launch",))] = False
+    steps_only: Annotated[bool, STEPS_ONLY] = True
+    hta_rounding: Annotated[bool, HTA_ROUNDING] = False
+    all_launches: Annotated[bool, Opt("Also count launches by cuLaunchKernel(Ex) (triton) and hip* calls, which HTA "
+                                      "leaves out.", ("--all-launches",))] = False
+    runtime_cutoff_us: Annotated[float, Opt("Launch calls longer than this are runtime outliers (HTA: 50).",
+                                            ("--runtime-cutoff",), unit="us", min=0)] = RUNTIME_CUTOFF_US
+    launch_delay_cutoff_us: Annotated[float, Opt("Launch-to-start delays longer than this are delay outliers "
+                                                 "(HTA: 100).", ("--launch-delay-cutoff",), unit="us",
+                                                 min=0)] = LAUNCH_DELAY_CUTOFF_US
 
 
-def _params(opts: LaunchOptions) -> dict[str, object]:
-    return {"rank": opts.rank, "steps_only": opts.steps_only, "hta_rounding": opts.hta_rounding,
-            "all_launches": opts.all_launches, "runtime_cutoff_us": float(opts.runtime_cutoff_us),
-            "launch_delay_cutoff_us": float(opts.launch_delay_cutoff_us)}
 
+COMMAND = Command(
+    name="launches",
+    options=LaunchOptions,
+    compute="compute:launches",
+    title="Kernel launches",
+    help="Kernel launch statistics: per GPU operation name, the CPU launch call's duration (launch_*_us), the GPU "
+         "duration (gpu_dur_*_us) and the launch-to-start delay (delay_*_us) as mean, p50, p95 and max, and HTA's "
+         "outliers (get_cuda_kernel_launch_stats): runtime_outliers (launch call > --runtime-cutoff), "
+         "delay_outliers (delay > --launch-delay-cutoff), short_kernels (the GPU ran shorter than a launch call "
+         "within the cutoff). With --hta-rounding each launch equals HTA's; `trace-report hta launch` runs HTA "
+         "itself.",
+    examples=("trace-report launches traces/run-42 --limit 10",
+              "trace-report launches traces/run-42 --per-launch -f csv -o launches.csv"),
+    full_names=True,
+    report=ReportTable("Kernel launches (by launches; trace-report launches)", notes=False),
+)
 
-def launch_query(per_launch: bool) -> str:
-    """The SQL of the per-launch rows (ordered by rank, trace and launch start) or of the per-name
-    statistics (``launch_stats.sql`` over them); parameters as :func:`_params`."""
-    rows = sql_text("launches.sql", __package__)
-    if per_launch:
-        return f"{rows}\nORDER BY rank, trace_id, launch_ts_us, event_id"
-    return f"WITH launches AS (\n{rows}\n)\n{sql_text('launch_stats.sql', __package__)}"
-
-
-def _check(opts: LaunchOptions) -> None:
-    cutoffs = (("runtime cutoff", opts.runtime_cutoff_us), ("launch delay cutoff", opts.launch_delay_cutoff_us))
-    for label, value in cutoffs:
-        if not value >= 0:
-            raise UsageError(f"{label} must be 0 µs or more (got {value})")
-
-
-def _counts(db: TraceDB, opts: LaunchOptions) -> dict[str, int]:
-    """Launches of the rank(s): ``hta_steps`` (HTA's calls, its step selection), ``hta_all`` (HTA's
-    calls, every step), ``any_steps`` and ``any_all`` (every launch call), in one pass."""
-    row = db.con.execute(
-        "SELECT count(*) FILTER (WHERE hta_launch AND in_steps), count(*) FILTER (WHERE hta_launch), "
-        f"count(*) FILTER (WHERE in_steps), count(*) FROM ({sql_text('launches.sql', __package__)})",
-        {**_params(opts), "steps_only": False, "all_launches": True}).fetchone()
-    return dict(zip(("hta_steps", "hta_all", "any_steps", "any_all"), row or (0, 0, 0, 0), strict=True))
-
-
-def selection_notes(db: TraceDB, opts: LaunchOptions) -> list[str]:
-    """What HTA's step selection and its list of launch calls left out, in words (empty when
-    nothing was or the options keep it)."""
-    n = _counts(db, opts)
-    notes = []
-    launcher = "any" if opts.all_launches else "hta"
-    kept, every = n[f"{launcher}_steps"], n[f"{launcher}_all"]
-    if opts.steps_only and kept != every:
-        notes.append(f"HTA's selection: {kept} of {every} launches, those whose launch call starts before the "
-                     "last ProfilerStep when there are two or more (--all-steps keeps every one)")
-    scope = "steps" if opts.steps_only else "all"
-    counted, total = n[f"hta_{scope}"], n[f"any_{scope}"]
-    if not opts.all_launches and counted != total:
-        notes.append(f"{total - counted} of {total} launches are by calls HTA does not count (cuLaunchKernel, "
-                     f"cuLaunchKernelEx, hip*; HTA counts {HTA_LAUNCH_CALLS}): left out, --all-launches "
-                     "counts them")
-    return notes
-
-
-def launches(db: TraceDB, options: LaunchOptions | None = None) -> Result:
-    """Kernel launch statistics. Per name (default): ``rank``, ``cat``, ``name``, ``launches``, mean /
-    p50 / p95 / max of ``launch_us``, ``gpu_dur_us`` and ``delay_us`` (columns :data:`STAT_COLUMNS`,
-    µs), ``runtime_outliers``, ``delay_outliers``, ``short_kernels`` (counts), most launches first.
-    Per launch (``per_launch``): :data:`PER_LAUNCH_COLUMNS` (µs; the outlier flags as booleans), in
-    launch order. ``trace_id`` too when several traces share a rank.
-
-    Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank`` or a negative cutoff.
-    """
-    opts = options or LaunchOptions()
-    db.check_rank(opts.rank)
-    _check(opts)
-    columns = PER_LAUNCH_COLUMNS if opts.per_launch else PER_NAME_COLUMNS
-    frame = db.con.execute(launch_query(opts.per_launch), _params(opts)).df()
-    frame = drop_single_trace_ids(frame[[*columns, "trace_id"]].astype({"rank": "int64"}))
-    notes = selection_notes(db, opts)
-    if frame.empty:
-        notes.append("no GPU operations launched by a launch call (cudaLaunchKernel, cudaMemcpyAsync, ...) "
-                     "in the selection")
-    return Result(frame.reset_index(drop=True), notes)
-
-
-def launch_rows(db: TraceDB, options: LaunchOptions | None = None) -> pd.DataFrame:
-    """The per-launch rows of :func:`launches` with ``trace_id``, ``event_id`` (the GPU operation)
-    and ``stream`` always kept: for joining with other queries."""
-    opts = options or LaunchOptions()
-    db.check_rank(opts.rank)
-    _check(opts)
-    return db.con.execute(launch_query(True), _params(opts)).df()
+__getattr__ = computed(__name__, ("launches", "launch_rows", "launch_query", "selection_notes"))

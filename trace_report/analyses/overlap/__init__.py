@@ -16,11 +16,9 @@ does the same and then gives HTA's number exactly; without it times are the trac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from trace_report.analyses.common.result import Result, drop_single_trace_ids
-from trace_report.analyses.common.selection import steps_note
-from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
+from trace_report.declare import HTA_ROUNDING, RANK, STEPS_ONLY, Command, computed
 
 OVERLAP_COLUMNS = ["rank", "comp_us", "comm_us", "overlap_us", "comp_comm_overlap_pct"]
 
@@ -30,25 +28,20 @@ class OverlapOptions:
     """``rank``: only that rank; ``steps_only``: HTA's selection (drop the last ProfilerStep and
     kernels launched before the trace); ``hta_rounding``: HTA's whole-µs rounding."""
 
-    rank: int | None = None
-    steps_only: bool = True
-    hta_rounding: bool = False
+    rank: Annotated[int | None, RANK] = None
+    steps_only: Annotated[bool, STEPS_ONLY] = True
+    hta_rounding: Annotated[bool, HTA_ROUNDING] = False
 
 
-def overlap(db: TraceDB, options: OverlapOptions | None = None) -> Result:
-    """Per trace: ``rank``, ``comp_us``, ``comm_us``, ``overlap_us`` (µs), ``comp_comm_overlap_pct``
-    (NULL without communication kernels); ``trace_id`` too when several traces share a rank.
+COMMAND = Command(
+    name="overlap",
+    options=OverlapOptions,
+    compute="compute:overlap",
+    title="Computation/communication overlap",
+    help="Computation/communication overlap per rank: union of compute kernels (comp_us), of NCCL kernels "
+         "(comm_us), both at once (overlap_us), and overlap_us / comm_us in percent, as HTA's "
+         "get_comm_comp_overlap.",
+    examples=("trace-report overlap traces/run-42 --format json",),
+)
 
-    Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank``.
-    """
-    opts = options or OverlapOptions()
-    db.check_rank(opts.rank)
-    params = {"rank": opts.rank, "steps_only": opts.steps_only, "hta_rounding": opts.hta_rounding}
-    frame = db.con.execute(sql_text("overlap.sql", __package__), params).df()
-    frame = drop_single_trace_ids(frame[[*OVERLAP_COLUMNS, "trace_id"]].astype({"rank": "int64"}))
-    notes = steps_note(db, opts.steps_only)
-    if frame.empty:
-        notes.append("no computation or communication kernels in the selection")
-    elif frame["comm_us"].eq(0).all():
-        notes.append("no communication (NCCL/RCCL) kernels: nothing to overlap")
-    return Result(frame.reset_index(drop=True), notes)
+__getattr__ = computed(__name__, ("overlap",))

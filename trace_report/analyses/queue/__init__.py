@@ -17,12 +17,9 @@ as in :mod:`trace_report.analyses.overlap`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from trace_report.analyses.common.result import Result, drop_single_trace_ids
-from trace_report.analyses.common.selection import steps_note
-from trace_report.errors import UsageError
-from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
+from trace_report.declare import HTA_ROUNDING, RANK, STEPS_ONLY, Command, Opt, computed
 
 QUEUE_COLUMNS = ["rank", "stream", "mean_queue_length", "max_queue_length", "blocked_us"]
 CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024
@@ -33,28 +30,23 @@ class QueueOptions:
     """``rank``: only that rank; ``max_queue_length``: the length counted as full;
     ``steps_only`` / ``hta_rounding``: as :class:`~trace_report.analyses.overlap.OverlapOptions`."""
 
-    rank: int | None = None
-    max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM
-    steps_only: bool = True
-    hta_rounding: bool = False
+    rank: Annotated[int | None, RANK] = None
+    max_queue_length: Annotated[int, Opt("Launches that fill a stream's queue (CUDA: 1024).", min=1)] = \
+        CUDA_MAX_LAUNCH_QUEUE_PER_STREAM
+    steps_only: Annotated[bool, STEPS_ONLY] = True
+    hta_rounding: Annotated[bool, HTA_ROUNDING] = False
 
 
-def queue_length(db: TraceDB, options: QueueOptions | None = None) -> Result:
-    """Per trace and stream: ``rank``, ``stream``, ``mean_queue_length``, ``max_queue_length``
-    (launches), ``blocked_us`` (µs); ``trace_id`` too when several traces share a rank.
+COMMAND = Command(
+    name="queue",
+    options=QueueOptions,
+    compute="compute:queue_length",
+    title="CUDA launch queue",
+    help="Launch queue length per rank and stream: mean and max outstanding launches (per change, as HTA's "
+         "get_queue_length_summary) and blocked_us, the time the queue was full and the CPU blocked (HTA's "
+         "get_time_spent_blocked_on_full_queue).",
+    examples=("trace-report queue traces/run-42 --max-queue-length 8",),
+    notebook="queue_length",
+)
 
-    Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank`` or a
-    ``max_queue_length`` below 1.
-    """
-    opts = options or QueueOptions()
-    db.check_rank(opts.rank)
-    if opts.max_queue_length < 1:
-        raise UsageError(f"max queue length must be at least 1 (got {opts.max_queue_length})")
-    params = {"rank": opts.rank, "steps_only": opts.steps_only, "hta_rounding": opts.hta_rounding,
-              "max_queue_length": opts.max_queue_length}
-    frame = db.con.execute(sql_text("queue.sql", __package__), params).df()
-    frame = drop_single_trace_ids(frame[[*QUEUE_COLUMNS, "trace_id"]].astype({"rank": "int64", "stream": "int64"}))
-    notes = steps_note(db, opts.steps_only)
-    if frame.empty:
-        notes.append("no GPU operations with a launch call (cudaLaunchKernel, cudaMemcpyAsync, ...) in the selection")
-    return Result(frame.reset_index(drop=True), notes)
+__getattr__ = computed(__name__, ("queue_length",))

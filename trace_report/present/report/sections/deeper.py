@@ -12,9 +12,6 @@ from __future__ import annotations
 import pandas as pd
 
 from trace_report.analyses.critical_path import CriticalPathOptions, critical_path
-from trace_report.analyses.launches import LaunchOptions, launches
-from trace_report.analyses.modules import ModuleOptions, modules
-from trace_report.analyses.sequences import SequenceOptions, sequences
 from trace_report.declare import Command, commands, option_names
 from trace_report.present.report.context import ReportContext
 from trace_report.present.report.parts import Section, attempt, table_html
@@ -60,15 +57,6 @@ def deeper_section(db: TraceDB, rank: int | None, step: int | None) -> Section |
     sec = Section("Critical path, launches, sequences, modules")
     one_rank = rank if rank is not None else min(db.ranks(), default=None)
     attempt(sec, "critical path", lambda: _critical_path(sec, db, one_rank, step))
-    got = attempt(sec, "launches", lambda: launches(db, LaunchOptions(rank=rank)))
-    if got is not None:
-        _table(sec, "Kernel launches (by launches; trace-report launches)", got.frame, [], "launches")
-    got = attempt(sec, "sequences", lambda: sequences(db, SequenceOptions(rank=rank)))
-    if got is not None:
-        _table(sec, "Repeated kernel sequences (trace-report sequences)", got.frame, [], "sequences")
-    got = attempt(sec, "modules", lambda: modules(db, ModuleOptions(rank=rank, depth=2)))
-    if got is not None:
-        _table(sec, "nn.Module tree, two levels (trace-report modules)", got.frame, [], "modules")
     for cmd in commands().values():
         if cmd.report is not None:
             got = attempt(sec, cmd.name, lambda c=cmd: declared_table(db, c, rank))

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from trace_report.store.layout import DERIVED_FOLDER, unlink_all
+from trace_report.store.layout import DERIVED_FOLDER, own_subfolder, unlink_all
 from trace_report.store.trace_events import own_events_folder
 
 if TYPE_CHECKING:
@@ -148,11 +148,13 @@ def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
     """The derived tables of the database behind ``con``; None for a database in memory, one
     whose event folder is missing, or a connection whose views are not those trace-report made
     (a notebook that redefined ``events`` or ``region_rules`` neither reads nor keeps rows:
-    :func:`~trace_report.store.views.views_as_created`)."""
+    :func:`~trace_report.store.views.views_as_created`), or one whose ``derived`` folder is a
+    symbolic link or resolves outside the events folder."""
     folder = own_events_folder(con)
-    if folder is None:
+    kept = own_subfolder(folder, FOLDER) if folder is not None else None
+    if kept is None:  # no folder, or a link elsewhere: nothing is read or written there
         return None
-    return DerivedStore(folder / FOLDER, _keys(con.execute("SELECT trace_id, file FROM event_files").fetchall()))
+    return DerivedStore(kept, _keys(con.execute("SELECT trace_id, file FROM event_files").fetchall()))
 
 
 def traces_of_rank(con: duckdb.DuckDBPyConnection, rank: int | None) -> list[int]:
@@ -224,7 +226,9 @@ def _keys(listed: list[tuple[int, str]]) -> dict[int, str]:
 def prune(events_folder: Path, listed: list[tuple[int, str]]) -> int:
     """Delete derived files whose trace's event files are not ``listed`` ((trace_id, file) rows
     of ``event_files``) and temporary files of interrupted writes; the number deleted."""
-    folder = events_folder / FOLDER
+    folder = own_subfolder(events_folder, FOLDER)
+    if folder is None:  # a link elsewhere: none of its files are ours
+        return 0
     live = {f"t{t:06d}-{key}" for t, key in _keys(listed).items()}
     try:
         entries = list(folder.iterdir()) if folder.is_dir() else []

@@ -59,6 +59,20 @@ writes a file; a CTE may be COPY TO, INSERT, UPDATE or DELETE). A name spelled l
 is to be quoted (``"load"``)."""
 
 
+NEVER_CREATED = frozenset({"MACRO", "FUNCTION", "TYPE"})
+"""What ``sql --write`` may not create: a macro or function named like a built-in (``avg``) is
+looked up before it by every query on the database, and a type could shadow one too; a command
+refuses such a database (:mod:`trace_report.store.trust`). Tables and views may be created."""
+
+
+def _created(text: str) -> str:
+    """What a CREATE statement creates (``TABLE``, ``VIEW``, ``MACRO``, ...): the word after
+    ``CREATE [OR REPLACE] [TEMP | TEMPORARY | PERSISTENT]``."""
+    words = [t.word for t in _tokens(text)[:6]]
+    rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "TEMP", "TEMPORARY", "PERSISTENT")]
+    return rest[0] if rest else ""
+
+
 @dataclass
 class _Script:
     """What the check has seen so far in one script."""
@@ -171,6 +185,10 @@ def _check(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, script: 
     elif kind in CHANGES:
         if not script.allow_changes:
             raise _refuse(kind, inside, "add --write to change the database")
+        if kind == "CREATE" and (what := _created(text)) in NEVER_CREATED:
+            raise InputError(f"sql: a CREATE {what} statement{f' inside {inside}' if inside else ''} is not allowed: "
+                             f"trace-report refuses a database holding a {what.lower()} (it would change what "
+                             "every command computes); create a table or a view")
     else:  # COPY, COPY_DATABASE, EXPORT, ATTACH, DETACH, LOAD (INSTALL too), EXTENSION, ...
         raise _refuse(kind, inside)
 
@@ -253,14 +271,26 @@ def _check_pragma(text: str, inside: str | None) -> None:
                          "table_info or show_tables; add --unsafe to allow it)")
 
 
-def sandbox(con: duckdb.DuckDBPyConnection) -> None:
-    """Restrict ``con`` to reading its own traces (see the module docstring)."""
-    try:
-        dirs = con.execute(f"SELECT getvariable('{EVENT_DIRS}')").fetchone()
-    except duckdb.Error:
-        dirs = None
-    folders = list(dirs[0]) if dirs and dirs[0] else []
+def sandbox(con: duckdb.DuckDBPyConnection, folders: list[str] | None = None) -> None:
+    """Restrict ``con`` to reading its own traces (see the module docstring): the folders
+    ``folders`` (default: those :func:`record_event_dirs` recorded) and no other file. A
+    connection already locked (every database a command opens is) is left as it is."""
+    if is_locked(con):
+        return
+    if folders is None:
+        try:
+            dirs = con.execute(f"SELECT getvariable('{EVENT_DIRS}')").fetchone()
+        except duckdb.Error:
+            dirs = None
+        folders = list(dirs[0]) if dirs and dirs[0] else []
+    folders = [f.rstrip("/") + "/" for f in folders]
     con.execute("SET allowed_directories = $dirs", {"dirs": folders})
     for setting in ("enable_external_access", "autoinstall_known_extensions", "autoload_known_extensions"):
         con.execute(f"SET {setting} = false")
     con.execute("SET lock_configuration = true")
+
+
+def is_locked(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``con``'s configuration is locked (:func:`sandbox` ran on it)."""
+    rows = con.execute("SELECT current_setting('lock_configuration')").fetchall()
+    return bool(rows and rows[0][0])

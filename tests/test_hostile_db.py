@@ -281,3 +281,23 @@ def test_export_overwrite_keeps_files_it_did_not_write(db: Path, tmp_path: Path)
     result = invoke(["export", db, "-o", out, "--overwrite"])
     assert result.exit_code == 1 and "holds other files" in one_error(result.stderr)
     assert (out / "notes.md").read_text() == "mine" and (out / "events" / "extra.parquet").is_file()
+
+
+# ------------------------------------------------------------------ kept files of another database
+
+
+def test_a_kept_file_of_another_database_renamed_into_place_is_ignored(db: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    trace = other / "mi250.json.gz"
+    shutil.copyfile(TRACES / "hta_amd_mi250" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", trace)
+    assert invoke(["ingest", trace, "-o", other / "o.duckdb"]).exit_code == 0
+    first = invoke(["breakdown", db, "-f", "json"])
+    assert first.exit_code == 0 and invoke(["breakdown", other / "o.duckdb", "-f", "json"]).exit_code == 0
+    derived = tmp_path / "db.duckdb.events" / "derived"
+    ours = sorted(derived.glob("breakdown-t000001-*.parquet"))
+    theirs = sorted((other / "o.duckdb.events" / "derived").glob("breakdown-t000001-*.parquet"))
+    assert len(ours) == 1 and len(theirs) == 1
+    shutil.copyfile(theirs[0], ours[0])  # the other database's rows under this one's name
+    again = invoke(["breakdown", db, "-f", "json"])
+    assert again.exit_code == 0 and json.loads(again.stdout) == json.loads(first.stdout)

@@ -54,7 +54,7 @@ def sql_cmd(
     from trace_report.present.tables import OutputOptions, emit
     from trace_report.store.layout import database_lock
     from trace_report.store.sandbox import check_statements, has_transaction_statements, sandbox
-    from trace_report.store.trust import check_database, is_database_file
+    from trace_report.store.trust import check_written, is_database_file
 
     with ExitStack() as stack:
         if write and is_database_file(target):  # a trace opened --write is in memory: no lock file beside it
@@ -70,7 +70,7 @@ def sql_cmd(
             # --write: the whole script in one transaction (its own BEGIN/COMMIT only with --unsafe)
             atomic = write and not (unsafe and has_transaction_statements(db.con, query))
             checked = not unsafe and is_database_file(target)  # what the script leaves, before it commits
-            verify = (lambda: check_database(db.con, target)) if checked else None
+            verify = (lambda: check_written(db.con, target)) if checked else None
             frame = _run(db.con, query, atomic=atomic, verify=verify)
         except duckdb.Error as exc:
             raise InputError(f"SQL failed: {str(exc).splitlines()[0]}") from exc

@@ -124,6 +124,16 @@ def check_database(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     event_file_paths(con, path)
 
 
+def check_written(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """:func:`check_database` for what a ``sql --write`` script leaves, before it commits: the
+    :class:`DatabaseError` says that the script is rolled back."""
+    try:
+        check_database(con, path)
+    except DatabaseError as exc:
+        raise DatabaseError(f"sql: the script was rolled back: every command would refuse the database it "
+                            f"leaves ({exc})") from exc
+
+
 def event_file_paths(con: duckdb.DuckDBPyConnection, db_path: Path) -> list[tuple[int, Path]]:
     """``(trace_id, path)`` of every row of ``event_files`` (in trace and file order), each path
     inside the database's events folder. Raises :class:`DatabaseError` for a name that resolves

@@ -94,10 +94,15 @@ def change(db: Path, *sql: str) -> None:
     "CREATE MACRO avg(x, u := 'https://example.invalid/x') AS (SELECT content FROM read_text(u))",
     "CREATE FUNCTION main.helper(x) AS x + 1",
     "CREATE MACRO rows_of() AS TABLE SELECT 1",
+    "CREATE TYPE ts_us AS VARCHAR",
+    "CREATE TABLE log (n INT); CREATE TRIGGER piece_added AFTER INSERT ON event_files FOR EACH STATEMENT "
+    "INSERT INTO log VALUES (1)",
 ])
 def test_a_macro_in_the_database_is_refused_by_every_command(db: Path, macro: str) -> None:
-    change(db, macro)
-    name = macro.split("(")[0].split()[-1].split(".")[-1]
+    change(db, *macro.split(";"))
+    words = macro.split(";")[-1].split("(")[0].split()
+    kind = next(w for w in words if w in ("MACRO", "FUNCTION", "TYPE", "TRIGGER"))
+    name = words[words.index(kind) + 1].split(".")[-1]
     for args in (["top-kernels", db, "-f", "json"], ["breakdown", db], ["sql", db, "SELECT 1"]):
         result = invoke(args)
         assert result.exit_code == 1, result.output
@@ -111,6 +116,7 @@ def test_a_macro_in_the_database_is_refused_by_every_command(db: Path, macro: st
     "CREATE OR REPLACE TEMP MACRO lower(x) AS 'forged'",
     "CREATE FUNCTION f(x) AS x",
     "CREATE TYPE rank AS VARCHAR",
+    "CREATE TRIGGER t AFTER DELETE ON event_files FOR EACH STATEMENT DELETE FROM traces",
     "CREATE TABLE notes AS SELECT 1 AS n; CREATE OR REPLACE MACRO sum(x) AS 1",
 ])
 def test_sql_write_creates_no_macro_function_or_type(db: Path, script: str) -> None:

@@ -59,10 +59,11 @@ writes a file; a CTE may be COPY TO, INSERT, UPDATE or DELETE). A name spelled l
 is to be quoted (``"load"``)."""
 
 
-NEVER_CREATED = frozenset({"MACRO", "FUNCTION", "TYPE"})
+NEVER_CREATED = frozenset({"MACRO", "FUNCTION", "TYPE", "TRIGGER"})
 """What ``sql --write`` may not create: a macro or function named like a built-in (``avg``) is
-looked up before it by every query on the database, and a type could shadow one too; a command
-refuses such a database (:mod:`trace_report.store.trust`). Tables and views may be created."""
+looked up before it by every query on the database, a type could shadow one too, and a trigger
+runs inside an ingest's writes; a command refuses such a database (:mod:`trace_report.store.trust`).
+Tables and views may be created."""
 
 
 def _created(text: str) -> str:

@@ -6,8 +6,9 @@ name up in the database before its built-ins, so a persistent ``CREATE MACRO avg
 changes every ``avg`` of every view (and could read a file or a URL); a persistent view named like
 one of ours would change what a command reads. So on open (:func:`check_catalog`):
 
-- a macro or function the database holds (``duckdb_functions()``, not ``internal``), or a type
-  (``duckdb_types()``), is refused: trace-report creates none, and ``sql --write`` may not either;
+- a macro or function the database holds (``duckdb_functions()``, not ``internal``), a type
+  (``duckdb_types()``) or a trigger (``duckdb_triggers()``: it would run inside an ingest's writes)
+  is refused: trace-report creates none, and ``sql --write`` may not either;
 - a table or view named like one of the TEMP views, macros or tables trace-report creates on
   every connection (:func:`reserved_names`) is refused;
 - each table of ``store/sql/schema.sql`` and ``tables_ncu.sql`` that is there must have each of its
@@ -82,7 +83,9 @@ def _foreign_functions(con: duckdb.DuckDBPyConnection) -> list[str]:
         "SELECT function_type, schema_name, function_name FROM duckdb_functions() "
         "WHERE database_name = current_database() AND NOT internal "
         "UNION SELECT 'type', schema_name, type_name FROM duckdb_types() "
-        "WHERE database_name = current_database() AND NOT internal ORDER BY 3").fetchall()
+        "WHERE database_name = current_database() AND NOT internal "
+        "UNION SELECT 'trigger', schema_name, trigger_name FROM duckdb_triggers() "
+        "WHERE database_name = current_database() ORDER BY 3").fetchall()
     return [f"{kind.replace('_', ' ')} {schema}.{name}" for kind, schema, name in rows]
 
 

@@ -126,8 +126,6 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
     folder holding an input."""
     out = _real(output)
     exists = os.path.lexists(out)
-    if (why := _in_events_folder(out)) is not None:
-        return f"{option} {output} is inside {why}: give a path outside it"
     for given in inputs:
         if not os.path.lexists(given):
             continue  # the inputs' own error comes later
@@ -152,13 +150,16 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
                        "give a path outside it"
             if out == wal:
                 return f"{option} {output} is the write-ahead log of the input {given}: give another output path"
-        if real.is_file() and (trace := _recorded_trace(out, real)) is not None:
-            return f"{option} {output} is the trace {trace} recorded in the input database {given}: give " \
-                   "another output path"
         elif real.is_dir() and exists and out.is_file() and os.stat(out).st_nlink > 1:
             twin = _hard_link_in(out, real)  # a hard link elsewhere to a trace inside the folder
             if twin is not None and (what := _read_in_folder(twin, real)) is not None:
                 return f"{option} {output} is {twin} ({what}) inside the input folder {given}: give another output path"
+    if (why := _in_events_folder(out)) is not None:  # after the inputs themselves: "is the input" says more
+        return f"{option} {output} is inside {why}: give a path outside it"
+    for given in inputs:
+        if os.path.isfile(given) and (trace := _recorded_trace(out, _real(given))) is not None:
+            return f"{option} {output} is the trace {trace} recorded in the input database {given}: give " \
+                   "another output path"
     return None
 
 

@@ -12,7 +12,9 @@ and admits only statements that cannot write a file:
 
 - queries (SELECT, WITH, SHOW, DESCRIBE, SUMMARIZE, SET, transactions outside ``--write``) and
   the informational PRAGMAs (:data:`INFO_PRAGMAS`); changing statements (INSERT, UPDATE, CREATE,
-  ...) with ``--write`` only;
+  ...) with ``--write`` only, and never a CREATE of what :data:`NEVER_CREATED` names (a macro,
+  function, type or trigger: every command refuses a database holding one,
+  :mod:`trace_report.store.trust`);
 - ``PREPARE name AS body`` only when ``body`` passes the same check; ``EXECUTE name`` only of a
   name PREPAREd (and so checked) earlier in the same script, whatever the connection holds;
 - ``EXPLAIN [ANALYZE] [(options)] body`` only when ``body`` passes (ANALYZE runs it);

@@ -251,10 +251,15 @@ def kept_files(db_path: Path, kind: str) -> list[Path]:
 
 def empty_kept_file(path: Path) -> None:
     """Replace a kept Parquet file by one with the same columns and no row: what reads it then finds
-    nothing, which shows that it reads the file and not the events."""
+    nothing, which shows that it reads the file and not the events. Its key-value metadata (whom
+    it was kept for: ``trace_report.store.derived.OWNER_KEY``) is kept."""
     import duckdb
 
     new = path.with_name(path.name + ".new")
     with duckdb.connect() as con:
-        con.execute(f"COPY (SELECT * FROM read_parquet('{path}') LIMIT 0) TO '{new}' (FORMAT parquet)")
+        pairs = con.execute(f"SELECT decode(key), decode(value) FROM parquet_kv_metadata('{path}') "
+                            "WHERE decode(key) <> 'ARROW:schema'").fetchall()
+        kv = ", ".join(f"{k}: '{v}'" for k, v in pairs)
+        options = f"FORMAT parquet, KV_METADATA {{{kv}}}" if kv else "FORMAT parquet"
+        con.execute(f"COPY (SELECT * FROM read_parquet('{path}') LIMIT 0) TO '{new}' ({options})")
     new.replace(path)

@@ -217,7 +217,8 @@ def open_resolution(found: Resolution, *, read_only: bool = True, workers: int |
         db.runs()  # the trace_runs table, for SQL
         return db
     if found.database is not None:
-        return open_database(found.database, read_only=read_only, cls=TraceDB)
+        # a notebook's own SQL may read and write files (its catalog is checked all the same)
+        return open_database(found.database, read_only=read_only, cls=TraceDB, sandboxed=False)
     if found.sources:
         con, summary = open_in_memory(found, IngestOptions(workers=workers, progress=progress))
         db = TraceDB(con, summary)

@@ -233,6 +233,23 @@ class Source:
     label: str
     kind: InputKind
     run_dir: Path | None = None
+    identity: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
+    """(device, inode, size, modification time in ns) of ``path`` when it was found, before any of it
+    is read: an ingest stores a file only when it is still this one once read
+    (:func:`trace_report.ingest.files.check_unchanged`)."""
+
+    def __post_init__(self) -> None:
+        if self.identity is None:
+            object.__setattr__(self, "identity", file_identity(self.path))
+
+
+def file_identity(path: Path) -> tuple[int, int, int, int] | None:
+    """(device, inode, size, modification time in ns) of the file at ``path``; None when it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 @dataclass

@@ -199,9 +199,8 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
         trim_heap()  # the decoding's freed heap, before the breakdown's own peak
         # only the views the kept rows read: creating all of them is a visible part of this step
         views = [*views_read(), GPU_OP_NAMES]
-        with open_database(output, views=views) as db, (err.console.status(f"computing the {what}") if spinner
-                                                        else contextlib.nullcontext()):
-            db.con.execute(f"SET memory_limit = '{KEEP_MEMORY_LIMIT}'")
+        with open_database(output, views=views, settings={"memory_limit": KEEP_MEMORY_LIMIT}) as db, \
+                (err.console.status(f"computing the {what}") if spinner else contextlib.nullcontext()):
             kept = keep_region_rows(db.con, ids)
             keep_gpu_op_names(db.con, kept)  # flags' rows: one scan more, only where the breakdown was kept
     except (InputError, DatabaseError, duckdb.Error, OSError) as exc:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes, output_given
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
@@ -24,7 +24,7 @@ def memory_cmd(
     device: Annotated[str | None, typer.Option("--device", help="Only this device (cuda:0, cpu).")] = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="One row per [memory] event instead of peaks.")] = False,
     chart: Annotated[Path | None, typer.Option(
-        "--chart", help="Also write the timeline chart (.html, .png or .svg).")] = None,
+        "--chart", help="Also write the timeline chart (.html, .png or .svg).", callback=output_given)] = None,
     fmt: FormatOpt = None,
     limit: LimitOpt = None,
     output: OutputOpt = None,

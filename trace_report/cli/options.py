@@ -122,8 +122,10 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
     """Why writing ``output`` would replace or alter one of ``inputs``, as one line naming both
     paths, else None. The output conflicts when it is an input (the same path after symbolic links,
     or the same file: a hard link), a database input's events folder (anything under
-    ``<db>.events/``) or write-ahead log, a trace (or run file) the command reads inside an input
-    folder, anything inside an input dataset, or a folder holding an input."""
+    ``<db>.events/``) or write-ahead log, a trace recorded in a database input (``traces.path``:
+    ``slice`` and ``hta`` read it again), anything inside any database's events folder, a trace
+    (or run file) the command reads inside an input folder, anything inside an input dataset, or a
+    folder holding an input."""
     out = _real(output)
     exists = os.path.lexists(out)
     for given in inputs:
@@ -154,6 +156,50 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
             twin = _hard_link_in(out, real)  # a hard link elsewhere to a trace inside the folder
             if twin is not None and (what := _read_in_folder(twin, real)) is not None:
                 return f"{option} {output} is {twin} ({what}) inside the input folder {given}: give another output path"
+    if (why := _in_events_folder(out)) is not None:  # after the inputs themselves: "is the input" says more
+        return f"{option} {output} is inside {why}: give a path outside it"
+    for given in inputs:
+        if os.path.isfile(given) and (trace := _recorded_trace(out, _real(given))) is not None:
+            return f"{option} {output} is the trace {trace} recorded in the input database {given}: give " \
+                   "another output path"
+    return None
+
+
+def _in_events_folder(out: Path) -> str | None:
+    """The events folder of a database (``<name>.events`` beside the file ``<name>``) that ``out``
+    (a real path) is or lies in, else None: its pieces and kept tables are the database's."""
+    from trace_report.store.layout import is_database_file  # standard library only
+
+    for folder in (out, *out.parents):
+        if not folder.name.endswith(".events") or folder.name == ".events":
+            continue
+        database = folder.with_name(folder.name.removesuffix(".events"))
+        if is_database_file(database):
+            return f"{folder}, the events folder of the database {database}"
+    return None
+
+
+def _recorded_trace(out: Path, database: Path) -> str | None:
+    """The trace recorded in ``database`` (``traces.path``; an archive's for ``archive!member``)
+    that ``out`` (a real path) is, else None (and None when ``database`` is not a DuckDB file or
+    cannot be read: the command's own open reports why)."""
+    from trace_report.store.layout import is_database_file
+
+    if not is_database_file(database):
+        return None
+    import duckdb
+
+    try:
+        with duckdb.connect(os.fspath(database), read_only=True,
+                            config={"enable_external_access": False}) as con:
+            paths = [p for (p,) in con.execute("SELECT DISTINCT path FROM traces").fetchall() if p]
+    except (duckdb.Error, UnicodeEncodeError):
+        return None
+    exists = os.path.lexists(out)
+    for path in paths:
+        trace = Path(str(path).split("!", 1)[0])
+        if out == _real(trace) or (exists and _same_file(out, trace)):
+            return str(trace)
     return None
 
 
@@ -336,20 +382,22 @@ def ray_load(targets: list[Path]) -> Iterator[TraceDB]:
 
 
 def load(targets: list[Path], progress: bool | None = None, *, read_only: bool = True,
-         views: Collection[str] | None = None) -> TraceDB:
+         views: Collection[str] | None = None, unsafe: bool = False) -> TraceDB:
     """Open the targets of an analysis command (database or traces), reporting warnings.
 
     A ``.duckdb`` database opens through :func:`trace_report.store.handle.open_database`, which
     needs DuckDB alone; traces go through :func:`trace_report.api.open_resolution` (the ingest
     layers, pyarrow), so a command on a database starts without them. ``views``: the analysis
     views the command reads, where it reads only a few: a database gets those alone (with the
-    views they read), which is most of the start-up of a command on a small database."""
+    views they read), which is most of the start-up of a command on a small database.
+    A database is checked (:mod:`trace_report.store.trust`) and sandboxed
+    (:func:`~trace_report.store.sandbox.sandbox`) unless ``unsafe`` (``sql --unsafe``)."""
     from trace_report.inputs import resolve  # the library loads when a command runs
     from trace_report.store.handle import open_database
 
     with resolve(targets) as found:
         if found.database is not None and found.dataset is None:
-            db = open_database(found.database, read_only=read_only, views=views)
+            db = open_database(found.database, read_only=read_only, views=views, unsafe=unsafe)
         else:
             db = _open_traces(found, targets, progress, read_only)
     print_summary(db.summary, verbose=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -53,11 +54,12 @@ def sql_cmd(
     from trace_report.present.tables import OutputOptions, emit
     from trace_report.store.layout import database_lock
     from trace_report.store.sandbox import check_statements, has_transaction_statements, sandbox
+    from trace_report.store.trust import check_written, is_database_file
 
     with ExitStack() as stack:
-        if write and target.is_file():
+        if write and is_database_file(target):  # a trace opened --write is in memory: no lock file beside it
             stack.enter_context(database_lock(target, "writing"))
-        db = stack.enter_context(load([target], read_only=not write))  # a connection of its own
+        db = stack.enter_context(load([target], read_only=not write, unsafe=unsafe))  # its own connection
         if unsafe:
             warn("--unsafe: the sql sandbox is off (this SQL may read and write any file, attach databases, "
                  "load extensions and change settings)")
@@ -67,7 +69,9 @@ def sql_cmd(
                 sandbox(db.con)
             # --write: the whole script in one transaction (its own BEGIN/COMMIT only with --unsafe)
             atomic = write and not (unsafe and has_transaction_statements(db.con, query))
-            frame = _run(db.con, query, atomic=atomic)
+            checked = not unsafe and is_database_file(target)  # what the script leaves, before it commits
+            verify = (lambda: check_written(db.con, target)) if checked else None
+            frame = _run(db.con, query, atomic=atomic, verify=verify)
         except duckdb.Error as exc:
             raise InputError(f"SQL failed: {str(exc).splitlines()[0]}") from exc
     if frame is None:  # a statement without a result (DDL, INSERT)
@@ -79,9 +83,11 @@ def sql_cmd(
     emit(frame, replace(opts, full_names=full_names or opts.resolve() is not Format.table))
 
 
-def _run(con: duckdb.DuckDBPyConnection, query: str, *, atomic: bool) -> pd.DataFrame | None:
+def _run(con: duckdb.DuckDBPyConnection, query: str, *, atomic: bool,
+         verify: Callable[[], None] | None = None) -> pd.DataFrame | None:
     """Run the script ``query``: the last statement's rows (None when it returns none). ``atomic``:
-    in one transaction, rolled back when any statement fails (or on Ctrl-C)."""
+    in one transaction, rolled back when any statement fails (or on Ctrl-C) or ``verify`` raises
+    before the commit (a script that leaves what commands would refuse to open)."""
     if not atomic:
         rel = con.sql(query)
         return rel.df() if rel is not None else None
@@ -89,6 +95,8 @@ def _run(con: duckdb.DuckDBPyConnection, query: str, *, atomic: bool) -> pd.Data
     try:
         rel = con.sql(query)
         frame = rel.df() if rel is not None else None
+        if verify is not None:
+            verify()
         con.execute("COMMIT")
     except BaseException:
         with suppress(Exception):  # a transaction already gone: closing the connection rolls it back

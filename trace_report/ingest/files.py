@@ -6,14 +6,27 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from trace_report.errors import TraceFormatError
+from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import MAX_RATIO, PieceStream, TailBytes, TraceEnvelope, is_gzip
 from trace_report.formats.kineto_pieces import plan_ranges
 from trace_report.ingest.digests import claim, sha256_file
+from trace_report.inputs import Source, file_identity
 
 
 def _hash_file(path: Path, out: list[str]) -> None:
     out.append(sha256_file(path))
+
+
+def check_unchanged(src: Source) -> tuple[int, int, int, int]:
+    """The identity (:func:`~trace_report.inputs.file_identity`) of ``src``'s file once it has been
+    read. Raises :class:`InputError` when it is not the identity it had when it was found: the file
+    was written to or replaced (an atomic rename) while it was read, so its events, its SHA-256
+    and its size may come from different versions; nothing of it is stored."""
+    now = file_identity(src.path)
+    if now is None or (src.identity is not None and now != src.identity):
+        raise InputError(f"{src.label}: the file changed while it was read (its size, time or inode differ); "
+                         "nothing was stored: ingest it again once it is complete")
+    return now
 
 
 GZIP_RATIO_GUESS = 8

@@ -36,7 +36,7 @@ from trace_report.ingest.catalog import Catalog
 from trace_report.ingest.decoding import JobResult, decode_file
 from trace_report.ingest.digests import sha256_file
 from trace_report.ingest.engine import Engine, JobFuture
-from trace_report.ingest.files import decoded_size
+from trace_report.ingest.files import check_unchanged, decoded_size
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, implausible_events
 from trace_report.ingest.start import (
@@ -158,12 +158,12 @@ class Ingest:
             self.catalog.add_files(trace_id, [(out, n)])
         else:
             self.store.add([full])
-        st = src.path.stat()
+        _, _, size, mtime_ns = check_unchanged(src)
         self.catalog.add_trace(
             [trace_id, src.label, printable(src.run_dir.name) if src.run_dir else None, facts["rank"] or 0,
              facts["rank_source"] or "default", facts["world_size"], facts["host"], facts["device_name"],
              facts["compute_capability"], facts["torch_version"], facts["schema_version"], facts["n_events"],
-             facts["n_complete_events"], facts["n_kernels"], sha, st.st_size, st.st_mtime_ns,
+             facts["n_complete_events"], facts["n_kernels"], sha, size, mtime_ns,
              facts["metadata"], facts["redacted_keys"]],
         )
         if facts["redacted_keys"]:  # as for Kineto traces: what the screen replaced is said
@@ -252,11 +252,11 @@ class Ingest:
         device_name, cc = device_for(env.metadata, device)
         if device_name is None:
             device_name, cc = run.device_name, run.compute_capability
-        st = src.path.stat()
+        _, _, size, mtime_ns = check_unchanged(src)
         self.catalog.add_trace(
             [trace_id, src.label, facts.run_id, facts.rank, facts.rank_source, facts.world_size,
              facts.host, device_name, cc, facts.torch_version, facts.schema_version, stats.n_events,
-             stats.rows, stats.n_kernels, env.sha256, st.st_size, st.st_mtime_ns,
+             stats.rows, stats.n_kernels, env.sha256, size, mtime_ns,
              facts.metadata_json, facts.redacted_keys + in_events],
         )
 

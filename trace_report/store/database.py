@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -23,6 +23,8 @@ from trace_report.store.layout import (
     remove_database_file,
     stale_copies,
 )
+from trace_report.store.sandbox import sandbox
+from trace_report.store.trust import check_catalog, event_file_paths
 from trace_report.store.views import create_views, record_views, sql_text
 
 SCHEMA_VERSION = "1"
@@ -116,9 +118,12 @@ def _check_writable(con: duckdb.DuckDBPyConnection, path: Path) -> None:
                             f"writes {SCHEMA_VERSION}); left unchanged: upgrade trace-report or write a new file")
 
 
-def _open_ours(path: Path, read_only: bool, *, writing: bool = False) -> duckdb.DuckDBPyConnection:
+def _open_ours(path: Path, read_only: bool, *, writing: bool = False,
+               trusting: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection to ``path`` after checking it is a trace-report database (else closed), and,
-    ``writing``, one whose schema this code knows (:func:`_check_writable`)."""
+    ``writing``, one whose schema this code knows (:func:`_check_writable`); one whose catalog
+    holds nothing trace-report did not make unless ``trusting`` (:mod:`trace_report.store.trust`),
+    and whose event files lie in its events folder."""
     try:
         con = duckdb.connect(duckdb_name(path), read_only=read_only)
     except duckdb.Error as exc:
@@ -127,6 +132,9 @@ def _open_ours(path: Path, read_only: bool, *, writing: bool = False) -> duckdb.
         check_ours(con, path)
         if writing:
             _check_writable(con, path)
+        if not trusting:
+            check_catalog(con, path)  # a database is untrusted input (store/trust.py)
+        event_file_paths(con, path)
     except DatabaseError:
         con.close()
         raise
@@ -134,7 +142,8 @@ def _open_ours(path: Path, read_only: bool, *, writing: bool = False) -> duckdb.
 
 
 def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] | None = None,
-                     views: Collection[str] | None = None) -> duckdb.DuckDBPyConnection:
+                     views: Collection[str] | None = None, sandboxed: bool = True, unsafe: bool = False,
+                     settings: Mapping[str, str] | None = None) -> duckdb.DuckDBPyConnection:
     """Open an existing trace-report database and create its TEMP views: ``events`` over the
     Parquet files beside it (:func:`~trace_report.store.events_view.create_events_view_from_files`),
     then the analysis views over it, each bound when a query reads it. ``views``: only these
@@ -143,11 +152,17 @@ def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] 
 
     A database of a newer schema (:func:`newer_schema`) is refused unless ``read_only``
     (:class:`DatabaseError`); read only, its warning is appended to ``warnings`` (the caller's
-    :attr:`~trace_report.store.tracedb.IngestSummary.warnings`, printed once) when given."""
+    :attr:`~trace_report.store.tracedb.IngestSummary.warnings`, printed once) when given.
+
+    The database is untrusted input: what it holds beyond trace-report's own objects is refused
+    (:mod:`trace_report.store.trust`), and, ``sandboxed``, the connection reads and writes no file
+    outside the database's events folder, loads no extension and its settings are locked
+    (:func:`~trace_report.store.sandbox.sandbox`, after ``settings``: DuckDB settings by name).
+    ``unsafe`` (``sql --unsafe``): the catalog is not checked either (the events folder still is)."""
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
     path = database_path(path)
-    con = _open_ours(path, read_only, writing=not read_only)
+    con = _open_ours(path, read_only, writing=not read_only, trusting=unsafe)
     try:
         warning = newer_schema(con, path) if read_only else None
         if warning is not None and warnings is not None and warning not in warnings:
@@ -155,6 +170,10 @@ def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] 
         create_events_view_from_files(con, events_dir_for(path))
         create_views(con, views, record=False)  # bound when a query reads them (views.deferred)
         record_views(con)  # the views as created, over every file
+        for name, value in (settings or {}).items():
+            con.execute(f"SET {name} = $value", {"value": value})
+        if sandboxed:
+            sandbox(con, [str(events_dir_for(path))])
     except BaseException:
         con.close()
         raise

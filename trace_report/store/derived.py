@@ -18,6 +18,10 @@ computes its own; later queries (other processes included) read them in millisec
   modules and the ``*.sql`` beside them, every ``store/sql/*.sql`` file, the library versions the
   caller names). Another
   version of trace-report neither reads nor trusts this one's files.
+- Inside, each file carries whom it was kept for (Parquet key-value metadata :data:`OWNER_KEY`:
+  kind, trace id, the whole SHA-256 of the trace's event file names, whose names hold the ingest's
+  random token, and version): a file of another database, or of another trace, renamed to this
+  one's name is ignored (and computed again) like an unreadable one.
 
 A file is written under a temporary name and renamed (a reader never sees half of one); a file
 that cannot be read is ignored (and computed again); a folder that cannot be written (read-only
@@ -39,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from trace_report.store.layout import DERIVED_FOLDER, unlink_all
+from trace_report.store.layout import DERIVED_FOLDER, own_subfolder, unlink_all
 from trace_report.store.trace_events import own_events_folder
 
 if TYPE_CHECKING:
@@ -70,17 +74,51 @@ def code_version(modules: tuple[ModuleType, ...], extra: tuple[str, ...] = ()) -
     return h.hexdigest()[:12]
 
 
+OWNER_KEY = "trace_report_kept_for"
+"""The Parquet key-value metadata of a kept file naming whom it was kept for (:meth:`DerivedStore.owner`)."""
+
+
+def pieces_digest(files: list[str]) -> str:
+    """SHA-256 (hex) of one set of event files' names (a trace as it was ingested)."""
+    return hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()
+
+
 def pieces_key(files: list[str]) -> str:
     """8 hex digits naming one set of event files (a trace as it was ingested)."""
-    return hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:8]
+    return pieces_digest(files)[:8]
 
 
 class DerivedStore:
     """The derived tables of one database's traces (see the module docstring)."""
 
-    def __init__(self, folder: Path, keys: dict[int, str]) -> None:
+    def __init__(self, folder: Path, digests: dict[int, str]) -> None:
         self.folder = folder
-        self.keys = keys  # trace_id -> pieces_key of its event files
+        self.digests = digests  # trace_id -> pieces_digest of its event files
+        self.keys = {t: d[:8] for t, d in digests.items()}  # trace_id -> pieces_key (in file names)
+
+    def owner(self, kind: str, trace_id: int, version: str) -> str:
+        """What a file kept for this kind, trace and version holds under :data:`OWNER_KEY`."""
+        return f"{kind}/{trace_id}/{self.digests.get(trace_id, '')}/{version}"
+
+    def owner_sql(self, kind: str, trace_id: int, version: str) -> str:
+        """The ``KV_METADATA`` option of a DuckDB ``COPY ... (FORMAT parquet, ...)`` writing a kept file."""
+        return f"KV_METADATA {{{OWNER_KEY}: '{self.owner(kind, trace_id, version)}'}}"
+
+    def owned(self, con: duckdb.DuckDBPyConnection, kind: str, version: str, paths: dict[int, Path]) -> dict[int, Path]:
+        """Those of ``paths`` (trace id: kept file) that were kept for their trace of this database
+        (:data:`OWNER_KEY`), read through ``con``; none when their metadata cannot be read."""
+        if not paths:
+            return {}
+        files = [str(p) for p in paths.values()]
+        try:
+            rows = con.execute("SELECT file_name, decode(value) FROM parquet_kv_metadata($files) "
+                               "WHERE decode(key) = $key", {"files": files, "key": OWNER_KEY}).fetchall()
+        except duckdb.InterruptException:
+            raise
+        except duckdb.Error:
+            return {}
+        owners = dict(rows)
+        return {t: p for t, p in paths.items() if owners.get(str(p)) == self.owner(kind, t, version)}
 
     def path(self, kind: str, trace_id: int, version: str) -> Path | None:
         key = self.keys.get(trace_id)
@@ -107,9 +145,11 @@ class DerivedStore:
         import pyarrow.parquet as pq
 
         try:
-            return pq.read_table(path)
+            table = pq.read_table(path)
         except (OSError, pa.ArrowException, ValueError):
             return None
+        owner = (table.schema.metadata or {}).get(OWNER_KEY.encode())
+        return table if owner == self.owner(kind, trace_id, version).encode() else None
 
     def save(self, kind: str, trace_id: int, version: str, table: pa.Table) -> bool:
         """Keep ``table`` for this trace (replacing every other file of the kind for the trace);
@@ -117,9 +157,12 @@ class DerivedStore:
         import pyarrow as pa  # here, not at the top: see load
         import pyarrow.parquet as pq
 
+        owned = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               OWNER_KEY: self.owner(kind, trace_id, version)})
+
         def write(tmp: Path) -> None:
             try:
-                pq.write_table(table, tmp, compression="lz4")
+                pq.write_table(owned, tmp, compression="lz4")
             except pa.ArrowException as exc:
                 raise ValueError(str(exc)) from exc
 
@@ -152,11 +195,13 @@ def derived_store(con: duckdb.DuckDBPyConnection) -> DerivedStore | None:
     """The derived tables of the database behind ``con``; None for a database in memory, one
     whose event folder is missing, or a connection whose views are not those trace-report made
     (a notebook that redefined ``events`` or ``region_rules`` neither reads nor keeps rows:
-    :func:`~trace_report.store.views.views_as_created`)."""
+    :func:`~trace_report.store.views.views_as_created`), or one whose ``derived`` folder is a
+    symbolic link or resolves outside the events folder."""
     folder = own_events_folder(con)
-    if folder is None:
+    kept = own_subfolder(folder, FOLDER) if folder is not None else None
+    if kept is None:  # no folder, or a link elsewhere: nothing is read or written there
         return None
-    return DerivedStore(folder / FOLDER, _keys(con.execute("SELECT trace_id, file FROM event_files").fetchall()))
+    return DerivedStore(kept, _digests(con.execute("SELECT trace_id, file FROM event_files").fetchall()))
 
 
 def traces_of_rank(con: duckdb.DuckDBPyConnection, rank: int | None) -> list[int]:
@@ -217,19 +262,21 @@ def kept_tables(con: duckdb.DuckDBPyConnection, kind: str, version: str, ids: li
     return pa.concat_tables([parts[t] for t in ids], promote_options="permissive")
 
 
-def _keys(listed: list[tuple[int, str]]) -> dict[int, str]:
-    """:func:`pieces_key` of each trace of ``listed``, (trace_id, file) rows of ``event_files``."""
+def _digests(listed: list[tuple[int, str]]) -> dict[int, str]:
+    """:func:`pieces_digest` of each trace of ``listed``, (trace_id, file) rows of ``event_files``."""
     files: dict[int, list[str]] = {}
     for trace_id, name in listed:
         files.setdefault(int(trace_id), []).append(name)
-    return {t: pieces_key(f) for t, f in files.items()}
+    return {t: pieces_digest(f) for t, f in files.items()}
 
 
 def prune(events_folder: Path, listed: list[tuple[int, str]]) -> int:
     """Delete derived files whose trace's event files are not ``listed`` ((trace_id, file) rows
     of ``event_files``) and temporary files of interrupted writes; the number deleted."""
-    folder = events_folder / FOLDER
-    live = {f"t{t:06d}-{key}" for t, key in _keys(listed).items()}
+    folder = own_subfolder(events_folder, FOLDER)
+    if folder is None:  # a link elsewhere: none of its files are ours
+        return 0
+    live = {f"t{t:06d}-{digest[:8]}" for t, digest in _digests(listed).items()}
     try:
         entries = list(folder.iterdir()) if folder.is_dir() else []
     except OSError:  # a folder this user may not read: left as it is

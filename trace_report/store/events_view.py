@@ -6,6 +6,7 @@ Opening a database needs only DuckDB (no pyarrow, no numpy): the pieces are read
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -46,6 +47,9 @@ def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) 
     missing = [f for f in files if not Path(f).is_file()]
     if missing:
         raise DatabaseError(f"{folder}: {len(missing)} event file(s) are missing (first: {missing[0]})")
+    if (bad := next((f for f in files if not is_parquet(f)), None)) is not None:
+        raise DatabaseError(f"{_database_of(folder)}: event piece {Path(bad).name} is damaged (not a Parquet file: "
+                            "no PAR1 at its start and end)")
     if not files:
         empty_events_view(con)
         return
@@ -55,6 +59,18 @@ def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) 
         raise damaged_piece(exc, files) or DatabaseError(
             f"{_database_of(folder)}: cannot read its event files ({_first_line(exc)})") from exc
     record_event_dirs(con, [str(folder)])
+
+
+def is_parquet(path: str) -> bool:
+    """Whether the file at ``path`` starts and ends with Parquet's magic ``PAR1`` (DuckDB reads every
+    piece but the first only when a query does: a foreign file would fail there, with a traceback)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(-4, os.SEEK_END)
+            return head == b"PAR1" and f.read(4) == b"PAR1"
+    except OSError:
+        return False
 
 
 def _first_line(exc: BaseException) -> str:

@@ -7,6 +7,7 @@ Layout (Hive partitioning, as Spark, Hive, DuckDB and pyarrow read it)::
       traces.parquet  kernel_names.parquet  trace_report_info.parquet
       runs.parquet  run_traces.parquet  run_metrics.parquet ...   (when the database has them)
       _SUCCESS                                                    (Spark's "job committed" marker)
+      _trace_report_files.txt                                     (every file above, one a line)
 
 Partition values are URL-encoded; a trace without a run id goes to
 ``run_id=__HIVE_DEFAULT_PARTITION__`` (read back as NULL). The partition columns are not
@@ -48,6 +49,9 @@ DATASET_FORMAT = "trace-report/parquet/1"
 PARTITION_COLUMNS = ("run_id", "rank")
 SKIP_TABLES = {"event_files"}  # file bookkeeping of a .duckdb database, meaningless in a dataset
 PARQUET = "FORMAT parquet, COMPRESSION zstd"
+MANIFEST = "_trace_report_files.txt"
+"""The files an export wrote, relative to its folder (readers skip names starting with ``_``):
+``--overwrite`` replaces a folder only when it holds these files and no other (:func:`_replaceable`)."""
 
 
 @dataclass
@@ -81,6 +85,16 @@ def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [t for (t,) in rows if t not in SKIP_TABLES and not t.startswith("_")]
 
 
+def _copy(con: duckdb.DuckDBPyConnection, query: str, target: Path, options: str) -> None:
+    """``COPY (query) TO target (options)``, written by a connection of its own: the database's
+    connection is sandboxed (:func:`~trace_report.store.sandbox.sandbox`: it writes no file outside
+    its events folder), so its rows stream to this one as Arrow batches."""
+    rows = con.sql(query).to_arrow_reader()
+    with duckdb.connect(":memory:") as writer:
+        writer.register("_export_rows", rows)
+        writer.execute(f"COPY (SELECT * FROM _export_rows) TO {literal(target)} ({options})")
+
+
 def _write_events(con: duckdb.DuckDBPyConnection, folder: Path) -> tuple[int, int]:
     cols = ", ".join(f"e.{identifier(f.name)}" for f in EVENTS_SCHEMA)
     query = (f"SELECT {cols}, t.run_id, t.rank FROM events e JOIN traces t USING (trace_id) "
@@ -88,7 +102,7 @@ def _write_events(con: duckdb.DuckDBPyConnection, folder: Path) -> tuple[int, in
     n = con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
     folder.mkdir()
     if n:
-        con.execute(f"COPY ({query}) TO {literal(folder)} ({PARQUET}, PARTITION_BY (run_id, rank))")
+        _copy(con, query, folder, f"{PARQUET}, PARTITION_BY (run_id, rank)")
     parts = con.execute("SELECT count(DISTINCT (run_id, rank)) FROM traces t "
                         "WHERE EXISTS (SELECT 1 FROM events e WHERE e.trace_id = t.trace_id)").fetchall()[0][0]
     return int(n), int(parts)
@@ -101,20 +115,31 @@ def _write_dataset(con: duckdb.DuckDBPyConnection, tmp: Path, report: ExportSumm
         if table == "trace_report_info":
             query = (f"SELECT * FROM trace_report_info WHERE key <> 'dataset_format' "
                      f"UNION ALL SELECT 'dataset_format', {literal(DATASET_FORMAT)}")
-        con.execute(f"COPY ({query}) TO {literal(tmp / (table + '.parquet'))} ({PARQUET})")
+        _copy(con, query, tmp / (table + ".parquet"), PARQUET)
         report.tables[table] = int(con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0])
     (tmp / "_SUCCESS").touch()
+    (tmp / MANIFEST).write_text("".join(f"{name}\n" for name in sorted(_files(tmp))))
+
+
+def _files(folder: Path) -> set[str]:
+    """Every file and link under ``folder`` (relative, ``/``-separated; empty folders are not listed)."""
+    found = set()
+    for root, dirs, files in os.walk(folder):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            found.add(Path(root, name).relative_to(folder).as_posix())
+    return found
 
 
 def _replaceable(folder: Path) -> bool:
-    """Whether ``--overwrite`` may replace ``folder``: empty, or a dataset this module wrote
-    (``traces.parquet`` and ``events/``, as :func:`trace_report.inputs.is_dataset` recognises it).
-    ``export -o /tmp --overwrite`` once replaced the whole of /tmp."""
+    """Whether ``--overwrite`` may replace ``folder``: empty, or a dataset this module wrote and
+    nothing else (its :data:`MANIFEST` lists every file in it; a file added since, say the user's
+    notes, is not replaced). ``export -o /tmp --overwrite`` once replaced the whole of /tmp."""
     try:
-        entries = list(folder.iterdir())
-    except OSError:
+        present = _files(folder) if any(folder.iterdir()) else set()
+        listed = (folder / MANIFEST).read_text().splitlines() if present else []
+    except (OSError, UnicodeDecodeError):
         return False
-    return not entries or ((folder / "traces.parquet").is_file() and (folder / "events").is_dir())
+    return present == set(listed) | {MANIFEST} if present else True
 
 
 def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False) -> ExportSummary:
@@ -135,7 +160,8 @@ def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False)
         raise InputError(f"{out}: exists and is not a folder")
     if out.is_dir() and not _replaceable(out):
         raise InputError(f"{out}: --overwrite replaces only a dataset written by trace-report export (or an "
-                         "empty folder); this folder holds other files: choose another folder")
+                         "empty folder), with no file added to it; this folder holds other files: choose another "
+                         "folder")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
     report = ExportSummary(out)
     try:

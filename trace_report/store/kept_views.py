@@ -121,7 +121,8 @@ def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, i
     keeping the rows of the traces without one; when a kept file cannot be read as the view's
     rows, every trace is computed and kept again (the unreadable files replaced)."""
     kind = KIND_PREFIX + name
-    paths = {t: p for t in ids if (p := store.existing(kind, t, CODE_VERSION)) is not None}
+    paths = store.owned(con, kind, CODE_VERSION,
+                        {t: p for t in ids if (p := store.existing(kind, t, CODE_VERSION)) is not None})
     kept = list(paths)
     table = f"{name}_materialized"
     # the view's columns and types, no rows (DuckDB plans LIMIT 0 as an empty result)
@@ -145,7 +146,7 @@ def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, i
     for t in missing:
         store.save_with(kind, t, CODE_VERSION, lambda tmp, t=t: con.execute(
             f"COPY (SELECT * FROM {table} WHERE trace_id = {int(t)}) TO {literal(tmp)} "
-            "(FORMAT parquet, COMPRESSION lz4)"))
+            f"(FORMAT parquet, COMPRESSION lz4, {store.owner_sql(kind, t, CODE_VERSION)})"))
 
 
 SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches",

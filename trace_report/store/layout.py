@@ -27,9 +27,46 @@ def events_dir_for(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".events")
 
 
+def is_database_file(path: Path) -> bool:
+    """Whether ``path`` is a DuckDB file (its header), not a trace or a folder."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
+
+
+def inside(path: Path, root: str) -> bool:
+    """Whether ``path``, symbolic links followed, lies strictly inside the folder ``root`` (a real path)."""
+    real = os.path.realpath(path)
+    return os.path.commonpath([real, root]) == root and real != root
+
+
+def own_subfolder(folder: Path, name: str) -> Path | None:
+    """``folder / name`` when it is the database's own (not a symbolic link, nor resolving
+    elsewhere), whether it exists or not; else None: nothing is written or deleted there."""
+    sub = folder / name
+    if sub.is_symlink():
+        return None
+    if sub.exists() and os.path.realpath(sub) != os.path.join(os.path.realpath(folder), name):
+        return None
+    return sub
+
+
+def unlink_inside(path: Path, folder: Path) -> None:
+    """Delete the file ``path`` when it lies (symbolic links followed) inside ``folder``; else, or
+    when it is gone, nothing: a database's bookkeeping never deletes a file outside its folders."""
+    if inside(path, os.path.realpath(folder)) and not path.is_dir():
+        with suppress(FileNotFoundError):
+            path.unlink()
+
+
 def unlink_all(folder: Path, pattern: str, keep: Path | None = None) -> None:
     """Delete the files of ``folder`` matching ``pattern`` but ``keep``; a folder or file that is
-    gone or may not be touched is left alone (another process may be pruning it)."""
+    gone or may not be touched is left alone (another process may be pruning it), and so is a
+    folder that is a symbolic link or resolves elsewhere (:func:`own_subfolder`)."""
+    if own_subfolder(folder.parent, folder.name) is None:
+        return
     with suppress(OSError):
         for old in list(folder.glob(pattern)):
             if old != keep:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trace_report.store.layout import events_dir_for, forget_traces
+from trace_report.store.layout import events_dir_for, forget_traces, unlink_inside
 
 if TYPE_CHECKING:  # DuckDB is not imported here: the ingest starts writing pieces before it loads
     import duckdb
@@ -85,7 +85,7 @@ class ParquetStore:
         """After the new database replaced the old one: delete the pieces it no longer lists, and
         the tables derived from them (:mod:`trace_report.store.derived`)."""
         for path in self.retired:
-            path.unlink(missing_ok=True)
+            unlink_inside(path, self.folder)  # event_files may have been changed to name any file
         self.retired.clear()
         forget_traces(self.folder, self.retired_traces)
         self.retired_traces.clear()

@@ -12,7 +12,9 @@ and admits only statements that cannot write a file:
 
 - queries (SELECT, WITH, SHOW, DESCRIBE, SUMMARIZE, SET, transactions outside ``--write``) and
   the informational PRAGMAs (:data:`INFO_PRAGMAS`); changing statements (INSERT, UPDATE, CREATE,
-  ...) with ``--write`` only;
+  ...) with ``--write`` only, and never a CREATE of what :data:`NEVER_CREATED` names (a macro,
+  function, type or trigger: every command refuses a database holding one,
+  :mod:`trace_report.store.trust`);
 - ``PREPARE name AS body`` only when ``body`` passes the same check; ``EXECUTE name`` only of a
   name PREPAREd (and so checked) earlier in the same script, whatever the connection holds;
 - ``EXPLAIN [ANALYZE] [(options)] body`` only when ``body`` passes (ANALYZE runs it);
@@ -57,6 +59,21 @@ NESTED_CHANGES = ("INSERT", "UPDATE", "DELETE", "MERGE")
 data-modifying CTE of any query (``WITH x AS (COPY ... TO 'file') SELECT 1`` is a SELECT that
 writes a file; a CTE may be COPY TO, INSERT, UPDATE or DELETE). A name spelled like one of them
 is to be quoted (``"load"``)."""
+
+
+NEVER_CREATED = frozenset({"MACRO", "FUNCTION", "TYPE", "TRIGGER"})
+"""What ``sql --write`` may not create: a macro or function named like a built-in (``avg``) is
+looked up before it by every query on the database, a type could shadow one too, and a trigger
+runs inside an ingest's writes; a command refuses such a database (:mod:`trace_report.store.trust`).
+Tables and views may be created."""
+
+
+def _created(text: str) -> str:
+    """What a CREATE statement creates (``TABLE``, ``VIEW``, ``MACRO``, ...): the word after
+    ``CREATE [OR REPLACE] [TEMP | TEMPORARY | PERSISTENT]``."""
+    words = [t.word for t in _tokens(text)[:6]]
+    rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "TEMP", "TEMPORARY", "PERSISTENT")]
+    return rest[0] if rest else ""
 
 
 @dataclass
@@ -171,6 +188,10 @@ def _check(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement, script: 
     elif kind in CHANGES:
         if not script.allow_changes:
             raise _refuse(kind, inside, "add --write to change the database")
+        if kind == "CREATE" and (what := _created(text)) in NEVER_CREATED:
+            raise InputError(f"sql: a CREATE {what} statement{f' inside {inside}' if inside else ''} is not allowed: "
+                             f"trace-report refuses a database holding a {what.lower()} (it would change what "
+                             "every command computes); create a table or a view")
     else:  # COPY, COPY_DATABASE, EXPORT, ATTACH, DETACH, LOAD (INSTALL too), EXTENSION, ...
         raise _refuse(kind, inside)
 
@@ -253,14 +274,26 @@ def _check_pragma(text: str, inside: str | None) -> None:
                          "table_info or show_tables; add --unsafe to allow it)")
 
 
-def sandbox(con: duckdb.DuckDBPyConnection) -> None:
-    """Restrict ``con`` to reading its own traces (see the module docstring)."""
-    try:
-        dirs = con.execute(f"SELECT getvariable('{EVENT_DIRS}')").fetchone()
-    except duckdb.Error:
-        dirs = None
-    folders = list(dirs[0]) if dirs and dirs[0] else []
+def sandbox(con: duckdb.DuckDBPyConnection, folders: list[str] | None = None) -> None:
+    """Restrict ``con`` to reading its own traces (see the module docstring): the folders
+    ``folders`` (default: those :func:`record_event_dirs` recorded) and no other file. A
+    connection already locked (every database a command opens is) is left as it is."""
+    if is_locked(con):
+        return
+    if folders is None:
+        try:
+            dirs = con.execute(f"SELECT getvariable('{EVENT_DIRS}')").fetchone()
+        except duckdb.Error:
+            dirs = None
+        folders = list(dirs[0]) if dirs and dirs[0] else []
+    folders = [f.rstrip("/") + "/" for f in folders]
     con.execute("SET allowed_directories = $dirs", {"dirs": folders})
     for setting in ("enable_external_access", "autoinstall_known_extensions", "autoload_known_extensions"):
         con.execute(f"SET {setting} = false")
     con.execute("SET lock_configuration = true")
+
+
+def is_locked(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``con``'s configuration is locked (:func:`sandbox` ran on it)."""
+    rows = con.execute("SELECT current_setting('lock_configuration')").fetchall()
+    return bool(rows and rows[0][0])

@@ -9,16 +9,16 @@ As torch-tb-profiler's Operator view and TraceLens' ops summary. One row per ope
   ``correlation``) carries this operator's External id; ``gpu_us``: the same for the operator
   and every operator nested in it (what it caused on the GPU: ``aten::linear`` shows its
   ``aten::addmm``'s GEMM);
-- ``flop``: FLOP by torch.utils.flop_counter's formulas from "Input Dims" (and stride, padding,
-  dilation, output mask from "Concrete Inputs"): mm, addmm, bmm, baddbmm, convolution,
-  convolution_backward, scaled-dot-product attention and its backward (view ``op_flops``,
-  ``store/sql/views_ops.sql``); NULL where the trace has no shapes (``record_shapes=False``)
-  or the operator is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
+- ``flop``: FLOP of the operator cost model (view ``op_costs``, ``store/sql/views_op_cost.sql``:
+  torch.utils.flop_counter's formulas from "Input Dims" and "Concrete Inputs"): mm, addmm, bmm,
+  baddbmm, matmul, linear, the convolutions and convolution_backward, scaled-dot-product attention
+  and its backward; NULL where the trace has no shapes (``record_shapes=False``) or the operator
+  is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
 
 The query is ``store/sql/ops.sql``, over the nesting of operators on their threads that
 :func:`~trace_report.analyses.ops_nesting.nesting` finds in one sorted pass (O(n log n)), kept per
 trace beside a database (:mod:`~trace_report.analyses.ops_nesting_kept`). The FLOP
-of nested operators describe the same work (``aten::convolution`` and ``aten::_convolution``):
+of nested operators describe the same work (``aten::linear`` and its ``aten::addmm``):
 never add them up across rows.
 """
 
@@ -56,7 +56,7 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
     """
     opts = options or OpsOptions()
     db.check_rank(opts.rank)
-    with materialized(db.con, ("op_flops",)):  # from the file kept beside the database from the 2nd run on
+    with materialized(db.con, ("op_costs",)):  # from the file kept beside the database from the 2nd run on
         frame = _operator_rows(db, opts)
     cols = OPS_COLUMNS[:1] + (["input_dims"] if opts.by_shape else []) + OPS_COLUMNS[1:]
     notes = []
@@ -66,7 +66,7 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
         notes.append("no FLOP: the trace has no input shapes of GEMM/convolution/attention operators "
                      "(profile with record_shapes=True)")
     else:
-        notes.append("flop of nested operators (aten::convolution, aten::_convolution) count the same work: "
+        notes.append("flop of nested operators (aten::linear, aten::addmm) count the same work: "
                      "do not add them across rows")
     if not opts.all_ops and not frame.empty:
         notes += _unlisted_gpu_time(db, opts.rank, float(frame["gpu_self_us"].fillna(0.0).sum()))

@@ -15,11 +15,11 @@ trace (``benchmarks/commands.py``) the first seven views took ~0.7 s to compute 
 ~0.15 s to read back: ``report`` 6.64 -> 6.21 s, ``advise`` 3.29 -> 2.75 s (medians of 5 interleaved
 runs, 2 cores, 2026-11-28, same output); the first report, which writes the files, 7.16 -> 7.27 s
 (4 interleaved runs, within noise). Then ``memory_events`` in advise (3.14 -> 2.67 s) and
-``op_flops`` (``ops`` 1.99 -> 1.83 s, ``report`` 7.45 -> 6.96 s on a slower hour of the VM, 5
-interleaved runs each, same output), then ``estimate_op_args`` (the roofline estimate's operators
-with their args as JSON: ``roofline`` 3.37 -> 3.14 s). Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
-and read into a table made with the view's own column types, so the rows are the view's
-(``tests/store/test_kept_views.py``).
+the FLOP of operators (``ops`` 1.99 -> 1.83 s, ``report`` 7.45 -> 6.96 s on a slower hour of the
+VM, 5 interleaved runs each, same output), then the roofline estimate's operators with their args
+as JSON (``roofline`` 3.37 -> 3.14 s); both are now ``op_costs``, the operator cost model.
+Files are written by DuckDB (``COPY ... (FORMAT parquet)``) and read into a table made with the
+view's own column types, so the rows are the view's (``tests/store/test_kept_views.py``).
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ from trace_report.store.sql_quote import identifier, literal, literal_list
 from trace_report.store.views import record_views, statements, views_as_created
 
 PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
-                             "memory_events", "region_markers", "op_flops", "estimate_op_args",
+                             "memory_events", "region_markers", "op_costs",
                              "data_loading_intervals"})
 """Views whose rows of a trace depend on that trace's events alone, so that a trace's rows can be
 kept per trace and read back under any scope (:mod:`trace_report.store.run_scope`): each reads
 ``events`` and code-defined views (``region_rules``, ``gpu_op_kinds``...) only, never ``traces``
 or another table (checked by the tests), and joins or windows only within a ``trace_id``
 (``store/sql/views.sql``, ``views_step_numbers.sql``, ``views_regions.sql``, ``views_memory.sql``,
-``views_ops.sql``).
+``views_op_cost.sql``).
 ``gpu_utilization`` reads ``traces`` (the rank) and stays computed, from the kept copies."""
 
 KIND_PREFIX = "view_"
@@ -185,10 +185,10 @@ report's twice), advise's CUDA-core GEMMs and the kernel sequences: DuckDB plans
 macro in ~30 ms for any number of names, once for the table instead of once per query
 (:func:`~trace_report.analyses.kernel_classes.classes_relation`)."""
 
-REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "region_markers")
-"""What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each
-GEMM, convolution and attention operator, from the JSON of its input shapes: 0.13 s on the
-1M-event trace), which the Operator view and the module tree both read, and ``region_markers``
+REPORT_VIEWS = (*SHARED_VIEWS, "op_costs", "region_markers")
+"""What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_costs`` (the FLOP and bytes of
+each GEMM, convolution and attention operator, from the JSON of its input shapes), which the
+Operator view and the module tree both read, and ``region_markers``
 (annotation names matched against the region rules' regular expressions), which the step
 timeline's regions and the kernel regions of its step read: computed from the events by the first
 (0.08 s on the 1M-event trace) and kept again by the second; on a database, read once from its file.

@@ -154,34 +154,42 @@ args AS (  -- "Input Dims", else (empty or absent) "Input dims", as the Python p
     FROM (SELECT *, CASE WHEN j[1] IS NOT NULL AND CAST(j[1] AS VARCHAR) <> '[]' THEN j[1] ELSE j[2] END AS dj FROM a)
 ),
 roles AS (  -- conv: x (input), w (weight), gy (grad output; NULL forward); gemm: ma x mb + bias;
-            -- attention: q, k, v, go (grad output; NULL forward) as [B, H, S, D]
+            -- attention: q, k, v, go (grad output; NULL forward) as [B, H, S, D]; NULL for the other families
     SELECT *, coalesce(op_elem_bytes(dtype), 4) AS elem,
-           CASE name WHEN 'aten::cudnn_convolution_backward' THEN dims[1] WHEN 'aten::convolution_backward' THEN dims[2]
-                     ELSE dims[1] END AS x,
-           CASE WHEN name LIKE '%backward' THEN dims[3] ELSE dims[2] END AS w,
-           CASE name WHEN 'aten::cudnn_convolution_backward' THEN dims[2] WHEN 'aten::convolution_backward' THEN dims[1]
-           END AS gy,
-           CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN dims[2] ELSE dims[1] END AS ma,
-           CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN dims[3] ELSE dims[2] END AS mb,
+           CASE WHEN kind = 'conv' THEN CASE name WHEN 'aten::cudnn_convolution_backward' THEN dims[1]
+                                                  WHEN 'aten::convolution_backward' THEN dims[2] ELSE dims[1] END END AS x,
+           CASE WHEN kind = 'conv' THEN CASE WHEN name LIKE '%backward' THEN dims[3] ELSE dims[2] END END AS w,
+           CASE WHEN kind = 'conv' THEN CASE name WHEN 'aten::cudnn_convolution_backward' THEN dims[2]
+                                                  WHEN 'aten::convolution_backward' THEN dims[1] END END AS gy,
+           CASE WHEN kind = 'gemm' THEN CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN dims[2] ELSE dims[1] END
+           END AS ma,
+           CASE WHEN kind = 'gemm' THEN CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN dims[3] ELSE dims[2] END
+           END AS mb,
            CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN dims[1] WHEN name = 'aten::linear' THEN dims[3] END AS bias,
-           CASE WHEN name = 'aten::_flash_attention_forward' AND len(dims[4]) = 0 THEN op_bshd(dims[1])
+           CASE WHEN kind <> 'attention' THEN NULL
+                WHEN name = 'aten::_flash_attention_forward' AND len(dims[4]) = 0 THEN op_bshd(dims[1])
                 WHEN name = 'aten::_flash_attention_backward' AND len(dims[7]) = 0 THEN op_bshd(dims[2])
                 WHEN name LIKE 'aten::_scaled_dot_product_%_backward' THEN dims[2]
                 WHEN name NOT LIKE 'aten::_flash_attention_%' THEN dims[1] END AS q,
-           CASE WHEN name = 'aten::_flash_attention_forward' AND len(dims[4]) = 0 THEN op_bshd(dims[2])
+           CASE WHEN kind <> 'attention' THEN NULL
+                WHEN name = 'aten::_flash_attention_forward' AND len(dims[4]) = 0 THEN op_bshd(dims[2])
                 WHEN name = 'aten::_flash_attention_backward' AND len(dims[7]) = 0 THEN op_bshd(dims[3])
                 WHEN name LIKE 'aten::_scaled_dot_product_%_backward' THEN dims[3]
                 WHEN name NOT LIKE 'aten::_flash_attention_%' THEN dims[2] END AS k,
-           CASE WHEN name = 'aten::_flash_attention_forward' AND len(dims[4]) = 0 THEN op_bshd(dims[3])
+           CASE WHEN kind <> 'attention' THEN NULL
+                WHEN name = 'aten::_flash_attention_forward' AND len(dims[4]) = 0 THEN op_bshd(dims[3])
                 WHEN name = 'aten::_flash_attention_backward' AND len(dims[7]) = 0 THEN op_bshd(dims[4])
                 WHEN name LIKE 'aten::_scaled_dot_product_%_backward' THEN dims[4]
                 WHEN name NOT LIKE 'aten::_flash_attention_%' THEN dims[3] END AS v,
-           CASE WHEN name = 'aten::_flash_attention_backward' AND len(dims[7]) = 0 THEN op_bshd(dims[1])
+           CASE WHEN kind <> 'attention' THEN NULL
+                WHEN name = 'aten::_flash_attention_backward' AND len(dims[7]) = 0 THEN op_bshd(dims[1])
                 WHEN name LIKE 'aten::_scaled_dot_product_%_backward' THEN dims[1] END AS go,
            op_conv_args(name) AS pos
     FROM args
 ),
-params AS (  -- conv: the arguments (stride, pad, dil NULL when not recorded); gemm: 1-D operands as [1, K], [K, 1]
+-- MATERIALIZED: inlined into a query that aggregates the view, the stages made DuckDB's planner
+-- take seconds
+params AS MATERIALIZED (  -- conv: the arguments (stride, pad, dil NULL when not recorded); gemm: 1-D operands as [1, K], [K, 1]
     SELECT *,
            coalesce(op_conv_arg(conc, pos.groups, len(x) - 2, 1)[1], 1) AS groups,
            coalesce(op_conv_arg(conc, pos.transposed, len(x) - 2, 0)[1], 0) <> 0 AS transposed,
@@ -195,7 +203,7 @@ params AS (  -- conv: the arguments (stride, pad, dil NULL when not recorded); g
            CASE WHEN len(mb) >= 2 THEN mb ELSE mb || [1] END AS b2
     FROM roles
 ),
-shapes AS (  -- conv: y, the output (forward) or grad output; gemm: out, the output's elements, and K
+shapes AS MATERIALIZED (  -- conv: y, the output (forward) or grad output; gemm: out, the output's elements, and K
     SELECT *,
            CASE WHEN kind <> 'conv' OR len(x) < 3 OR len(w) <> len(x) THEN NULL
                 WHEN gy IS NOT NULL THEN gy

@@ -21,10 +21,10 @@
 --       backward 2*B*H*Sq*Sk*(3D + 2Dv)   (five bmm's: scores again, grad scores, grad v, grad q, grad k)
 --       aten::_flash_attention_forward/_backward take [B,S,H,D]; their variable-length form (cum_seq_q
 --       recorded) has no per-sequence lengths in the trace: no count.
---   Causal attention: the full Sq x Sk matrix, as torch.utils.flop_counter counts it ("NB: We
---   aren't accounting for causal attention here", sdpa_flop_count); TraceLens and the
---   flash-attention benchmarks halve it for causal, so their attention FLOP of a causal call is
---   half of ours.
+--   Causal attention: the full Sq x Sk matrix, torch.utils.flop_counter's convention ("NB: We
+--   aren't accounting for causal attention here", sdpa_flop_count), chosen so that every count
+--   equals FlopCounterMode's; TraceLens and the flash-attention benchmarks halve it for causal,
+--   so their attention FLOP of a causal call is half of ours.
 -- Bytes (a lower bound of DRAM traffic): every tensor the formula reads and the output it writes,
 -- once each, at the element size of the first "Input type" with a known size (op_elem_bytes; 4
 -- when none): GEMMs their operands, bias and output; convolutions x, W and the output (backward:

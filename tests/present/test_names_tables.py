@@ -9,7 +9,7 @@ import re
 import pytest
 from conftest import KERNEL_CATS, TRACES, complete_events, folder_events, invoke
 
-from trace_report.formats.names import demangle, short_kernel_name
+from trace_report.formats.names import demangle, name_forms, parse_kernel_name, short_kernel_name
 from trace_report.present.fit import short_names
 
 A100 = TRACES / "hta_a100_ddp_nccl"
@@ -47,6 +47,23 @@ def _rows(table: str) -> list[list[str]]:
 ])
 def test_short_kernel_name_on_real_names(full, short):
     assert short_kernel_name(full) == short
+
+
+def test_one_parse_gives_the_parts_every_form_renders() -> None:
+    """parse_kernel_name splits a name into its function (scopes), template arguments and
+    parameters; the short name and the display forms are renderings of it."""
+    full = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+    parsed = parse_kernel_name(full)
+    assert parsed.params == "int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>"
+    assert parsed.text == full[:full.index(" >(") + 2] and parsed.balanced
+    assert [c.head for c in parsed.scopes] == ["at", "native", "vectorized_elementwise_kernel"]
+    assert [a.text for a in parsed.scopes[-1].args] == ["4", "at::native::CUDAFunctor_add<float>",
+                                                        "at::detail::Array<char*, 3>"]
+    assert short_kernel_name(full).startswith("at::native::vectorized_elementwise_kernel<4, ")
+    assert name_forms(full)[-1] == "vectorized_elementwise_kernel<CUDAFunctor_add>"
+    cut = parse_kernel_name("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<")
+    assert not cut.balanced and cut.scopes is None and cut.params is None  # a name cut short (nsys CSV)
 
 
 def test_every_a100_kernel_name_shortens_and_stays_apart(shared):

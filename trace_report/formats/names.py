@@ -1,12 +1,14 @@
-"""Kernel names: demangle Itanium C++ names (``_Z...``) as ``nsys stats`` shows them, shorten
-them for matching (:func:`short_kernel_name`, ``compare --match short``), and give the forms
-that tables, charts and the report shorten them to (:func:`name_forms`, :func:`cut_form`; the
-choice among them is :func:`trace_report.present.fit.short_names`)."""
+"""Kernel names: demangle Itanium C++ names (``_Z...``) as ``nsys stats`` shows them, parse them
+once (:func:`parse_kernel_name`: function, template arguments, parameters), shorten them for
+matching (:func:`short_kernel_name`, ``compare --match short``), and give the forms that tables,
+charts and the report shorten them to (:func:`name_forms`, :func:`cut_form`; the choice among
+them is :func:`trace_report.present.fit.short_names`)."""
 
 from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple
 
 TEMPLATE_KEEP = 56
 """Characters of a kernel's top-level template arguments kept by :func:`short_kernel_name`."""
@@ -29,100 +31,15 @@ def demangle(name: str) -> str:
         return name
 
 
-def _strip_params(text: str) -> str:
-    """``f<T>(int, float)`` -> ``f<T>``: drop a final parameter list (not ``Memcpy DtoD (…)``, whose
-    parenthesis follows a space). A trailing ``const`` or ``::{lambda()#1}`` scope is not a list."""
-    if not text.endswith(")"):
-        return text
-    depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[:i] if i > 0 and not text[i - 1].isspace() else text
-    return text
-
-
-def _elide_params(text: str) -> str:
-    """Inner parameter lists become ``(…)`` (``f(at::TensorIterator&, long)::{lambda(int)#1}`` ->
-    ``f(…)::{lambda(…)#1}``), at any template depth: ``TensorIterator&`` against
-    ``TensorIteratorBase&`` (PyTorch versions) then reads the same. Kept: ``()``, groups after a
-    space (``Memcpy DtoD (Device -> Device)``) and ``(anonymous namespace)``."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "(" and i > 0 and not text[i - 1].isspace():
-            depth, j = 0, i
-            while j < n:
-                depth += {"(": 1, ")": -1}.get(text[j], 0)
-                if depth == 0:
-                    break
-                j += 1
-            inner = text[i + 1:j]
-            if j < n and inner and inner != "anonymous namespace":
-                out.append("(…)")
-                i = j + 1
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _fold_templates(text: str, keep: int) -> str:
-    """Nested template arguments become ``<…>``; top-level ones are cut to ``keep`` characters
-    (the cut marked ``…``). Unbalanced brackets leave the text as it is."""
-    out: list[str] = []
-    arg: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "<":
-            depth += 1
-            if depth == 1:
-                out.append("<")
-                arg = []
-            elif depth == 2:
-                arg.append("<…>")
-            continue
-        if ch == ">" and depth:
-            depth -= 1
-            if depth == 0:
-                inner = "".join(arg)
-                out.append((inner if len(inner) <= keep else inner[: keep - 1] + "…") + ">")
-            continue
-        if depth == 1:
-            arg.append(ch)
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out) if depth == 0 else text
-
-
-@functools.lru_cache(maxsize=65536)
-def short_kernel_name(name: str, keep: int = TEMPLATE_KEEP) -> str:
-    """A kernel name as people read it: the return type (``void``) and the parameter list
-    dropped, inner parameter lists elided to ``(…)``, nested template arguments folded to
-    ``<…>``, top-level ones cut to ``keep`` characters; whitespace collapsed. What Nsight
-    Systems' "shorten kernel names" and HTA's ``shorten_name`` (hta/utils/utils.py) elide, but
-    keeping the first template level, which tells ``cutlass::Kernel<cutlass_80_tensorop_s1688gemm_…>`` kernels apart.
-
-    ``void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
-    at::detail::Array<char*, 3> >(int, …)`` -> ``at::native::vectorized_elementwise_kernel<4,
-    at::native::CUDAFunctor_add<…>, at::detail::Array<…> >``. Names without templates or
-    parameters (``ncclKernel_AllReduce_RING_LL_Sum_float``, ``Memcpy DtoD (Device -> Device)``)
-    keep their words. Two kernels can share a short name (the same template with other nested
-    arguments); ``compare --match short`` adds them up on purpose.
-    """
-    full = re.sub(r"\s+", " ", demangle(str(name))).strip()
-    text = _fold_templates(_elide_params(_strip_params(full.removeprefix("void "))), keep).strip()
-    return text or full
-
-
-# ---------------------------------------------------------------- display forms (present.fit)
+# ---------------------------------------------------------------- the parse
 #
-# A kernel name is parsed into a tree (qualified names, template arguments, scopes), and
-# rendered at decreasing detail: namespaces, scaffolding arguments (std::array, offset
-# calculators, alpaka's accelerator), literal arguments (4, float, 128) and wrapper templates go
-# first; what is left is the kernel function and the innermost named argument of each
-# template argument (the functor, the alpaka kernel), which tells kernels apart.
+# A kernel name is parsed once (parse_kernel_name): its brackets, its final parameter list, and
+# the function's qualified name as a tree (scopes, template arguments, parameter lists). Every
+# shortened form is a rendering of that parse: the short name (short_kernel_name) and the display
+# forms (name_forms) at decreasing detail, where namespaces, scaffolding arguments (std::array,
+# offset calculators, alpaka's accelerator), literal arguments (4, float, 128) and wrapper
+# templates go first; what is left is the kernel function and the innermost named argument of
+# each template argument (the functor, the alpaka kernel), which tells kernels apart.
 
 _OPERATOR = re.compile(r"operator\s*(\(\)|\[\]|<<=?|>>=?|->\*?|<=>|&&|\|\||\+\+|--|[-+*/%^&|~!=<>,]=?)")
 _HEAD = re.compile(r"[^\s<>(){}\[\],:]+")
@@ -215,9 +132,17 @@ def _brackets(text: str) -> dict[int, int] | None:
     """The index of the closing bracket of each bracket that opens in ``text``. ``<`` and ``>``
     are brackets only where the innermost open bracket is ``<`` or none (``(8)>(0)`` and ``Device
     -> Device`` are text); ``<unnamed>`` and ``operator<`` are words. None when unbalanced."""
+    pairs, balanced = _bracket_pairs(text)
+    return pairs if balanced else None
+
+
+def _bracket_pairs(text: str) -> tuple[dict[int, int], bool]:
+    """:func:`_brackets`' pairs, and whether ``text`` is balanced; in a text that is not (a name
+    cut short), the brackets that close, a closing bracket that closes none being text."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
     close = {"<": ">", "(": ")", "[": "]", "{": "}"}
+    balanced = True
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
@@ -234,10 +159,11 @@ def _brackets(text: str) -> dict[int, int] | None:
             stack.append(i)
         elif ch in ")]}" or (ch == ">" and stack and text[stack[-1]] == "<"):
             if not stack or close[text[stack[-1]]] != ch:
-                return None
-            pairs[stack.pop()] = i
+                balanced = False
+            else:
+                pairs[stack.pop()] = i
         i += 1
-    return pairs if not stack else None
+    return pairs, balanced and not stack
 
 
 class _Parser:
@@ -324,14 +250,45 @@ class _Parser:
         return _Arg(text, name, t[a:a2], re.sub(r"\s+", "", t[b2:b]).replace("const", " const"))
 
 
-def _function(full: str) -> list[_Comp] | None:
-    """The parsed function name of a demangled signature (no return type, no parameter list),
-    or None when it is not one (``Memcpy DtoD (Device -> Device)``, unbalanced brackets)."""
-    text = _strip_params(full)
-    pairs = _brackets(text)
-    if pairs is None:
-        return None
-    if text != full or text.startswith("void "):  # a return type ends at the last top-level space
+class KernelName(NamedTuple):
+    """The one parse of a kernel name, which every shortened form renders.
+
+    ``full``: the demangled name, whitespace collapsed. ``text``: ``full`` without its final
+    parameter list (a parenthesis group ending the name that follows no space: not ``Memcpy DtoD
+    (Device -> Device)``); ``params``: that list's inner text, None without one. ``pairs``: the
+    brackets of ``text`` (:func:`_bracket_pairs`: opening index -> closing index; in a name cut
+    short, those that close), ``balanced``: whether every bracket closes. ``scopes``: the
+    function's qualified name (no return type), scope by scope with its template arguments and
+    parameter lists (:class:`_Comp`); None when ``text`` is not a C++ function name."""
+
+    full: str
+    text: str
+    params: str | None
+    pairs: dict[int, int]
+    balanced: bool
+    scopes: list[_Comp] | None
+
+
+@functools.lru_cache(maxsize=65536)
+def parse_kernel_name(name: str) -> KernelName:
+    """``name`` (mangled or not) parsed: :class:`KernelName`."""
+    full = re.sub(r"\s+", " ", demangle(str(name))).strip()
+    pairs, balanced = _bracket_pairs(full)
+    text, params = full, None
+    open_ = next((i for i, k in pairs.items() if k == len(full) - 1 and full[i] == "("), None)
+    if open_ and not full[open_ - 1].isspace():
+        text, params = full[:open_], full[open_ + 1:-1]
+        pairs = {i: k for i, k in pairs.items() if k < open_}
+    signature = params is not None or text.startswith("void ")
+    return KernelName(full, text, params, pairs, balanced, _scopes(text, pairs, signature) if balanced else None)
+
+
+def _scopes(text: str, pairs: dict[int, int], signature: bool) -> list[_Comp] | None:
+    """The qualified name of a function in ``text`` (a demangled name without its parameter list;
+    its brackets ``pairs``); in a ``signature`` (it had a parameter list or starts with ``void``)
+    a return type ends at the last top-level space."""
+    start = 0
+    if signature:
         p, cut = 0, -1
         while p < len(text):
             if p in pairs:
@@ -348,9 +305,61 @@ def _function(full: str) -> list[_Comp] | None:
                 cut = p
             p += 1
         start = cut + 1
-    else:
-        start = 0
     return _Parser(text, pairs).name(start, len(text))
+
+
+def _short_text(text: str, pairs: dict[int, int], i: int, k: int, depth: int, keep: int) -> str:
+    """``text[i:k]`` as :func:`short_kernel_name` shows it: inner parameter lists ``(…)`` (not
+    ``()``, ``(anonymous namespace)`` or a group after a space), template arguments (and
+    ``<unnamed>``) below the first level ``<…>``, first-level ones cut to ``keep`` characters.
+    ``depth``: of the template arguments ``text[i:k]`` is in; -1 in a name cut short, whose
+    template arguments are kept as they are."""
+    out: list[str] = []
+    while i < k:
+        ch, close = text[i], pairs.get(i)
+        if close is not None and ch == "(" and i > 0 and not text[i - 1].isspace() \
+                and text[i + 1:close] not in ("", "anonymous namespace"):
+            out.append("(…)")
+            i = close + 1
+            continue
+        if depth > 0 and text.startswith("<unnamed>", i):
+            out.append("<…>")
+            i += 9
+            continue
+        if close is not None and ch == "<" and depth >= 0:
+            if depth:
+                out.append("<…>")
+            else:
+                inner = _short_text(text, pairs, i + 1, close, 1, keep)
+                out.append("<" + (inner if len(inner) <= keep else inner[: keep - 1] + "…") + ">")
+            i = close + 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def short_kernel_name(name: str, keep: int = TEMPLATE_KEEP) -> str:
+    """A kernel name as people read it: the return type (``void``) and the parameter list
+    dropped, inner parameter lists elided to ``(…)``, nested template arguments folded to
+    ``<…>``, top-level ones cut to ``keep`` characters; whitespace collapsed (a rendering of
+    :func:`parse_kernel_name`). What Nsight Systems' "shorten kernel names" and HTA's
+    ``shorten_name`` (hta/utils/utils.py) elide, but keeping the first template level, which
+    tells ``cutlass::Kernel<cutlass_80_tensorop_s1688gemm_…>`` kernels apart.
+
+    ``void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
+    at::detail::Array<char*, 3> >(int, …)`` -> ``at::native::vectorized_elementwise_kernel<4,
+    at::native::CUDAFunctor_add<…>, at::detail::Array<…> >``. Names without templates or
+    parameters (``ncclKernel_AllReduce_RING_LL_Sum_float``, ``Memcpy DtoD (Device -> Device)``)
+    keep their words; a name with unbalanced brackets is kept whole. Two kernels can share a
+    short name (the same template with other nested arguments); ``compare --match short`` adds
+    them up on purpose.
+    """
+    parsed = parse_kernel_name(name)
+    start = 5 if parsed.text.startswith("void ") else 0
+    text = _short_text(parsed.text, parsed.pairs, start, len(parsed.text), 0 if parsed.balanced else -1, keep)
+    return text.strip() or parsed.full
 
 
 class _Style:
@@ -494,12 +503,11 @@ def name_forms(name: str) -> tuple[str, ...]:
     and the innermost named argument of each template argument
     (``vectorized_elementwise_kernel<MulFunctor>``, ``gpuKernel<calc_energy>``). A name that is not
     a C++ function name (``Memcpy DtoD (Device -> Device)``) has the one form at every level."""
-    full = re.sub(r"\s+", " ", demangle(str(name))).strip()
-    comps = _function(full)
-    if comps is None:
-        return (full,) * (len(STYLES) + 1)
-    whole = full.removeprefix("void ")
-    return (whole, *(_render(comps, st, top=True) or whole for st in STYLES))
+    parsed = parse_kernel_name(name)
+    if parsed.scopes is None:
+        return (parsed.full,) * (len(STYLES) + 1)
+    whole = parsed.full.removeprefix("void ")
+    return (whole, *(_render(parsed.scopes, st, top=True) or whole for st in STYLES))
 
 
 def _split_form(text: str) -> tuple[str, list[str]]:

@@ -13,7 +13,8 @@ file are computed (in one query) and kept; a file that cannot be read means the 
 whole and kept again; a folder that cannot be written keeps nothing. Reading a view's rows back is
 several times cheaper than computing them from the events, and the first command, which writes the
 files, is no slower for it (``benchmarks/commands.py``; the views kept so far save ``report``,
-``advise``, ``ops`` and ``roofline`` their largest repeated queries).
+``advise``, ``ops`` and ``roofline`` their largest repeated queries; the FLOP and bytes of operators
+are ``op_costs``, the operator cost model).
 Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
 and read into a table made with the view's own column types, so the rows are the view's
 (``tests/store/test_kept_views.py``).
@@ -35,14 +36,14 @@ from trace_report.store.sql_quote import identifier, literal, literal_list
 from trace_report.store.views import record_views, statements, views_as_created
 
 PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
-                             "memory_events", "region_markers", "op_flops", "estimate_op_args",
+                             "memory_events", "region_markers", "op_costs",
                              "data_loading_intervals"})
 """Views whose rows of a trace depend on that trace's events alone, so that a trace's rows can be
 kept per trace and read back under any scope (:mod:`trace_report.store.run_scope`): each reads
 ``events`` and code-defined views (``region_rules``, ``gpu_op_kinds``...) only, never ``traces``
 or another table (checked by the tests), and joins or windows only within a ``trace_id``
 (``store/sql/views.sql``, ``views_step_numbers.sql``, ``views_regions.sql``, ``views_memory.sql``,
-``views_ops.sql``).
+``views_op_cost.sql``).
 ``gpu_utilization`` reads ``traces`` (the rank) and stays computed, from the kept copies."""
 
 KIND_PREFIX = "view_"
@@ -181,10 +182,10 @@ report's twice), advise's CUDA-core GEMMs and the kernel sequences: planning the
 macro costs DuckDB the same for any number of names, once for the table instead of once per query
 (:func:`~trace_report.analyses.flags.classes_relation`)."""
 
-REPORT_VIEWS = (*SHARED_VIEWS, "op_flops", "region_markers")
-"""What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_flops`` (the FLOP of each
-GEMM, convolution and attention operator, from the JSON of its input shapes), which the Operator view and
-the module tree both read, and ``region_markers``
+REPORT_VIEWS = (*SHARED_VIEWS, "op_costs", "region_markers")
+"""What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_costs`` (the FLOP and bytes of
+each GEMM, convolution and attention operator, from the JSON of its input shapes), which the
+Operator view and the module tree both read, and ``region_markers``
 (annotation names matched against the region rules' regular expressions), which the step
 timeline's regions and the kernel regions of its step read: computed from the events by the first
 and kept again by the second; on a database, read once from its file.

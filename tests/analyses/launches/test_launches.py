@@ -291,3 +291,28 @@ def test_cli_launches() -> None:
     assert missing.exit_code != 0 and "Traceback" not in missing.output
     help_text = invoke(["launches", "--help"])
     assert help_text.exit_code == 0 and "trace-report launches" in help_text.stdout
+
+
+QUEUE_CALLS = HTA_CALLS | {"cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel", "hipExtModuleLaunchKernel",
+                           "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream"}
+"""HTA's queue-length launch calls (hta/common/trace_symbol_table.py, get_runtime_launch_events_mask)."""
+
+
+def test_launch_calls_are_defined_once() -> None:
+    """View launch_calls gives HTA's two sets of launch calls (stats, queue) and every launch call;
+    no other SQL or Python file of the package spells a launch call's name in a list of its own."""
+    import duckdb
+
+    from trace_report.store.views import create_views
+
+    con = duckdb.connect()
+    create_views(con, only=["launch_calls"], record=False)
+    rows = con.execute("SELECT name, hta_stats, hta_queue FROM launch_calls").fetchall()
+    assert {n for n, s, _ in rows if s} == HTA_CALLS
+    assert {n for n, _, q in rows if q} == QUEUE_CALLS
+    assert {n for n, _, _ in rows} == HTA_CALLS | OTHER_CALLS
+    package = Path(tr.__file__).parent
+    spelled = [p.relative_to(package).as_posix() for p in sorted(package.rglob("*"))
+               if p.suffix in (".sql", ".py") and "'cudaLaunchKernelExC'" in p.read_text()
+               or p.suffix == ".py" and '"cudaLaunchKernelExC"' in p.read_text()]
+    assert spelled == ["analyses/hta_bridge.py", "store/sql/views_launches.sql"]  # the bridge: HTA's own list

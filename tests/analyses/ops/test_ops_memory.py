@@ -1,5 +1,5 @@
-"""ops, memory and stragglers on real traces against plain-Python passes over the JSON, and the
-FLOP formulas against torch.utils.flop_counter (FlopCounterMode) on the traces' own shapes."""
+"""ops, memory and stragglers on real traces against plain-Python passes over the JSON (the FLOP
+formulas against torch.utils.flop_counter: tests/store/test_op_cost.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 
 import trace_report as tr
-from tests.conftest import TRACES, events_of, invoke, load_json, shared_or_skip, tar_ranks, trace_file
+from tests.conftest import TRACES, events_of, invoke, load_json, tar_ranks, trace_file
 from trace_report.analyses.memory import memory_peaks, memory_timeline
 from trace_report.analyses.ops import OpsOptions, ops
 from trace_report.analyses.stragglers import stragglers
@@ -36,53 +36,6 @@ def test_ops_gpu_time_by_external_id(a100, a100_events):
     # a wrapper launches nothing itself but causes its callee's kernels
     assert got.loc["aten::conv2d", "gpu_self_us"] == 0
     assert got.loc["aten::conv2d", "gpu_us"] == pytest.approx(got.loc["aten::cudnn_convolution", "gpu_us"])
-
-
-def _flop_counter(name: str, dims: list, conc: list) -> float:
-    """FlopCounterMode's count of one call, run on meta tensors of the trace's shapes."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
-
-    def t(shape: list) -> torch.Tensor:
-        return torch.empty(shape, device="meta")
-
-    if name == "aten::_scaled_dot_product_flash_attention":
-        return sdpa_flop_count(*dims[:3])
-    with FlopCounterMode(display=False) as counter:
-        if name == "aten::addmm":
-            torch.ops.aten.addmm(t(dims[0]), t(dims[1]), t(dims[2]))
-        elif name == "aten::mm":
-            torch.ops.aten.mm(t(dims[0]), t(dims[1]))
-        elif name == "aten::bmm":
-            torch.ops.aten.bmm(t(dims[0]), t(dims[1]))
-        elif name in ("aten::convolution", "aten::_convolution"):
-            stride, pad, dil = (json.loads(c) for c in conc[3:6])
-            torch.ops.aten.convolution(t(dims[0]), t(dims[1]), t(dims[2]) if dims[2] else None, stride, pad, dil,
-                                       conc[6] == "True", json.loads(conc[7]), int(conc[8]))
-        elif name == "aten::convolution_backward":
-            stride, pad, dil = (json.loads(c) for c in conc[4:7])
-            mask = [m.strip() == "True" for m in conc[10].strip("[]").split(",")]
-            torch.ops.aten.convolution_backward(t(dims[0]), t(dims[1]), t(dims[2]), None, stride, pad, dil,
-                                                conc[7] == "True", json.loads(conc[8]), int(conc[9]), mask)
-    return counter.get_total_flops()
-
-
-@pytest.mark.parametrize("folder", ["tracelens_h100_falconsai_vit", "tracelens_mi300_resnet18_ddp_train",
-                                    "hta_trace_diff"])
-def test_flop_formulas_match_flop_counter(folder):
-    """Every distinct (operator, shapes) with a FLOP count equals FlopCounterMode's."""
-    pytest.importorskip("torch")
-    shared_or_skip()
-    with tr.open(trace_file(folder)) as db:
-        rows = db.sql("SELECT DISTINCT c.name, c.args::JSON ->> '$.\"Input Dims\"' AS dims, "
-                      "c.args::JSON ->> '$.\"Concrete Inputs\"' AS conc, f.flop "
-                      "FROM op_flops f JOIN cpu_ops c USING (trace_id, event_id) WHERE f.flop IS NOT NULL").fetchall()
-    assert rows
-    names = set()
-    for name, dims, conc, flop in rows:
-        names.add(name)
-        assert flop == _flop_counter(name, json.loads(dims), json.loads(conc) if conc else []), (name, dims)
-    assert names & {"aten::addmm", "aten::mm", "aten::convolution"}
 
 
 def test_memory_peaks_against_json(shared):

@@ -1,46 +1,44 @@
-"""View ``estimate_op_args`` (store/sql/views_ops.sql), the rows the roofline's FLOP estimate
-counts: the names of :data:`ESTIMATED_OPS` and the args of ``_COUNTED_ARGS``, written once in SQL
-so that the rows can be kept beside the database (store/kept_views.py)."""
+"""View ``op_costs`` (store/sql/views_op_cost.sql), the operator calls the roofline's FLOP estimate,
+``ops`` and ``modules`` count: written once in SQL so that the rows can be kept beside the
+database (store/kept_views.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 
 from tests.conftest import complete_events, empty_kept_file, kept_files, run_cli, shared_or_skip, trace_file
-from trace_report.analyses.roofline.estimate import _COUNTED_ARGS, ESTIMATED_OPS
 from trace_report.store.kept_views import KIND_PREFIX
-from trace_report.store.views import sql_text
+
+MODEL_OPERATORS = {
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear", "aten::conv1d",
+    "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
+    "aten::miopen_convolution", "aten::mkldnn_convolution", "aten::convolution_backward",
+    "aten::cudnn_convolution_backward", "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward",
+    "aten::_scaled_dot_product_flash_attention_backward", "aten::_scaled_dot_product_efficient_attention_backward",
+    "aten::_scaled_dot_product_cudnn_attention_backward", "aten::_flash_attention_backward"}
+"""The operators of the model (its header): GEMMs, convolutions, scaled-dot-product attention."""
 
 
-def _view_sql() -> str:
-    text = sql_text("views_ops.sql")
-    return text[text.index("VIEW estimate_op_args"):]
-
-
-def test_view_names_the_estimated_operators_and_counted_args() -> None:
-    body = _view_sql()
-    names = set(re.findall(r"'(aten::[^']+)'", body[body.index("name IN"):]))
-    assert names == ESTIMATED_OPS
-    assert re.findall(r"try\(json_extract\(args, '\$\.\"([^\"]+)\"'\)\) AS a(\d)", body) == [
-        (k, str(i)) for i, k in enumerate(_COUNTED_ARGS)]
-
-
-def test_rows_are_the_json_operators_with_their_args() -> None:
-    """Against a plain pass over the JSON: every cpu_op of those names with a duration, with its
+def test_rows_are_the_json_operators_with_their_shapes() -> None:
+    """Against a plain pass over the JSON: every cpu_op of the model's operators, with its
     "Input Dims" as JSON."""
     import trace_report as tr
 
     shared_or_skip()
     path = trace_file("tracelens_h100_bert_small")
     with tr.open(path) as db:
-        rows = db.con.execute("SELECT name, a0 FROM estimate_op_args ORDER BY ts_us, event_id").fetchall()
+        rows = db.con.execute("SELECT name, input_dims_json FROM op_costs ORDER BY ts_us, event_id").fetchall()
+        kinds = dict(db.con.execute("SELECT n, op_cost_kind(n) FROM unnest($n) AS t(n)",
+                                    {"n": sorted(MODEL_OPERATORS | {"aten::add", "aten::softmax"})}).fetchall())
+    assert {n for n, k in kinds.items() if k is not None} == MODEL_OPERATORS
     expected = sorted(((e["ts"], e["name"], e["args"].get("Input Dims")) for e in complete_events(path)
-                       if e.get("cat") == "cpu_op" and e.get("name") in ESTIMATED_OPS and "dur" in e),
-                      key=lambda r: r[0])
+                       if e.get("cat") == "cpu_op" and e.get("name") in MODEL_OPERATORS), key=lambda r: r[0])
     assert len(rows) == len(expected) > 0
     assert [r[0] for r in rows] == [n for _, n, _ in expected]
     assert [json.loads(r[1]) if r[1] is not None else None for r in rows] == [d for _, _, d in expected]
+    assert "aten::scaled_dot_product_attention" in {r[0] for r in rows}
 
 
 def test_estimate_from_the_kept_file_is_the_computed_one(tmp_path) -> None:
@@ -58,7 +56,7 @@ def test_estimate_from_the_kept_file_is_the_computed_one(tmp_path) -> None:
     assert code == 0, err
     with tr.open(db_path) as db:
         first = estimate_ops(db.con)
-    files = kept_files(db_path, KIND_PREFIX + "estimate_op_args")
+    files = kept_files(db_path, KIND_PREFIX + "op_costs")
     assert len(files) == 1 and len(first) > 0
     with tr.open(db_path) as db:
         pd.testing.assert_frame_equal(estimate_ops(db.con), first)

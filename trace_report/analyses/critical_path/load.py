@@ -26,11 +26,6 @@ import trace_report.analyses.critical_path.graph as cpg
 from trace_report.store.trace_events import EVENTS
 from trace_report.store.tracedb import TraceDB
 
-HTA_LAUNCH_CALLS = frozenset({
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
-    "cudaMemsetAsync", "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel",
-    "hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream"})
-"""Launch calls counted in the queue (HTA's ``TraceSymbolTable.get_runtime_launch_events_mask``)."""
 GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 """CUDA-graph launches: one call, many GPU operations (same correlation)."""
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -191,6 +186,12 @@ def _rounded(rows: _Rows, hta_rounding: bool) -> _Rows:
     return _Rows(**{**rows.__dict__, "ts": start, "dur": end - start})
 
 
+def queue_launch_calls(db: TraceDB) -> frozenset[str]:
+    """The runtime calls counted in a stream's queue (HTA's ``get_runtime_launch_events_mask``):
+    view ``launch_calls`` with ``hta_queue`` (``store/sql/views_launches.sql``)."""
+    return frozenset(n for (n,) in db.con.execute("SELECT name FROM launch_calls WHERE hta_queue").fetchall())
+
+
 def load_trace(db: TraceDB, trace_id: int, *, cuda_graphs: bool, infer_syncs: bool, hta_rounding: bool,
                cpu_window: tuple[float, float] | None = None, source: str = EVENTS) -> TraceEvents:
     """The events of ``trace_id``: CPU events (only those starting in ``cpu_window`` when given),
@@ -206,7 +207,7 @@ def load_trace(db: TraceDB, trace_id: int, *, cuda_graphs: bool, infer_syncs: bo
     rounding, on a trace with fractional time stamps. ``source``: the relation the trace's rows are
     read from, ``events`` or one of :func:`~trace_report.store.trace_events.trace_event_sources`
     (the trace's own pieces, rows of that trace alone)."""
-    counted = HTA_LAUNCH_CALLS | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
+    counted = queue_launch_calls(db) | (GRAPH_LAUNCH_CALLS if cuda_graphs else frozenset())
     rows = _rounded(_rows(db, trace_id, cpu_window, counted, source),
                     hta_rounding and _fractional(db, trace_id, source))
     launch_side, gpu_op, sync = rows.kind == LAUNCH_SIDE, rows.kind == GPU_OP, rows.kind == SYNC

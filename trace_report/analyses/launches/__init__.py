@@ -1,17 +1,16 @@
 """Kernel launch statistics per GPU operation name or per launch (HTA's launch statistics).
 
-As HTA's ``get_cuda_kernel_launch_stats``.
-
 Each GPU operation (kernel, memcpy, memset) is paired with the CPU runtime call that launched it
-(same ``correlation``; the calls HTA counts: ``cudaLaunchKernel``, ``cudaLaunchKernelExC``,
-``cudaMemcpyAsync``, ``cudaMemsetAsync``). Per launch: ``launch_us`` (the call's duration, HTA's
-``cpu_duration``), ``gpu_dur_us`` (the operation's duration) and ``delay_us`` (operation start -
-call end, clipped to 0: HTA's ``launch_delay``), all µs, and HTA's outliers: ``runtime_outlier``
-(``launch_us`` > 50 µs), ``delay_outlier`` (``delay_us`` > 100 µs) and ``short_kernel``
-(``launch_us`` <= 50 µs and the GPU ran shorter than the call). Per name: their count, mean, p50,
-p95 (linear interpolation, numpy's default) and max, and the outlier counts. The queries are
-``analyses/launches/launches.sql`` (the rule, stated in full) and ``analyses/launches/launch_stats.sql`` over the
-view ``kernel_launch_pairs`` (``store/sql/views_launches.sql``).
+(same ``correlation``; the calls HTA counts, view ``launch_calls`` with ``hta_stats``:
+``cudaLaunchKernel``, ``cudaLaunchKernelExC``, ``cudaMemcpyAsync``, ``cudaMemsetAsync``, MTIA's
+``runFunction``). Per launch: ``launch_us`` (the call's duration, HTA's ``cpu_duration``),
+``gpu_dur_us`` (the operation's duration) and ``delay_us`` (operation start - call end, clipped to
+0: HTA's ``launch_delay``), all µs, and HTA's outliers: ``runtime_outlier`` (``launch_us`` > 50
+µs), ``delay_outlier`` (``delay_us`` > 100 µs) and ``short_kernel`` (``launch_us`` <= 50 µs and the
+GPU ran shorter than the call). Per name: their count, mean, p50, p95 (linear interpolation,
+numpy's default) and max, and the outlier counts. The queries are ``analyses/launches/launches.sql`` (the
+rule, stated in full) and ``analyses/launches/launch_stats.sql`` over the view ``kernel_launch_pairs``
+(``store/sql/views_launches.sql``).
 
 Source: HTA ``hta/analyzers/cuda_kernel_analysis.py`` (CudaKernelAnalysis.cuda_kernel_launch_stats
 and visualize_cuda_launch_kernel_info; defaults in ``hta/trace_analysis.py``). ``steps_only`` and
@@ -39,7 +38,6 @@ STAT_COLUMNS = [f"{what}_{stat}_us" for what in ("launch", "gpu_dur", "delay")
                 for stat in ("mean", "p50", "p95", "max")]
 PER_NAME_COLUMNS = ["rank", "cat", "name", "launches", *STAT_COLUMNS, "runtime_outliers", "delay_outliers",
                     "short_kernels"]
-HTA_LAUNCH_CALLS = "cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync, cudaMemsetAsync"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from trace_report.analyses.common.result import Result, drop_single_trace_ids
-from trace_report.analyses.launches import HTA_LAUNCH_CALLS, PER_LAUNCH_COLUMNS, PER_NAME_COLUMNS, LaunchOptions
+from trace_report.analyses.launches import PER_LAUNCH_COLUMNS, PER_NAME_COLUMNS, LaunchOptions
 from trace_report.errors import UsageError
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
@@ -56,9 +56,10 @@ def selection_notes(db: TraceDB, opts: LaunchOptions) -> list[str]:
     scope = "steps" if opts.steps_only else "all"
     counted, total = n[f"hta_{scope}"], n[f"any_{scope}"]
     if not opts.all_launches and counted != total:
+        hta = ", ".join(n for (n,) in db.con.execute(  # the CUDA ones (MTIA's runFunction left unsaid)
+            "SELECT name FROM launch_calls WHERE hta_stats AND name LIKE 'cuda%'").fetchall())
         notes.append(f"{total - counted} of {total} launches are by calls HTA does not count (cuLaunchKernel, "
-                     f"cuLaunchKernelEx, hip*; HTA counts {HTA_LAUNCH_CALLS}): left out, --all-launches "
-                     "counts them")
+                     f"cuLaunchKernelEx, hip*; HTA counts {hta}): left out, --all-launches counts them")
     return notes
 
 

@@ -2,10 +2,10 @@
 -- memset) it launched, launch_us, gpu_dur_us, delay_us and HTA's outlier flags. The rule is
 -- Holistic Trace Analysis' get_cuda_kernel_launch_stats (hta/analyzers/cuda_kernel_analysis.py,
 -- CudaKernelAnalysis.cuda_kernel_launch_stats; outliers as visualize_cuda_launch_kernel_info):
---   launch calls   cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync, cudaMemsetAsync
---                  (include_memory_events=True, its default) and 'runFunction -
---                  job_prep_and_submit_for_execution' (MTIA). cuLaunchKernel (triton),
---                  cuLaunchKernelEx and the hip* calls are not HTA's: $all_launches adds them.
+--   launch calls   those of view launch_calls (views_launches.sql) with hta_stats: cudaLaunchKernel,
+--                  cudaLaunchKernelExC, cudaMemcpyAsync, cudaMemsetAsync, MTIA's runFunction.
+--                  cuLaunchKernel (triton), cuLaunchKernelEx and the hip* calls are not HTA's:
+--                  $all_launches adds them (every row of launch_calls).
 --   pairs          every runtime call and every GPU operation sharing the correlation of a launch
 --                  call (view kernel_launch_pairs: HTA's inner merge on correlation).
 --   launch_us      the runtime call's duration (HTA: cpu_duration);
@@ -25,17 +25,9 @@
 -- $runtime_cutoff_us, $launch_delay_cutoff_us. hta_launch: the correlation has one of HTA's launch
 -- calls; in_steps: the launch is in HTA's step selection (analyses/launches/__init__.py counts what
 -- $all_launches and $steps_only changed from them). No ORDER BY: launch_stats.sql reads it as a CTE.
-WITH launch_call_names(name, hta) AS (
-    VALUES ('cudaLaunchKernel', true), ('cudaLaunchKernelExC', true), ('cudaMemcpyAsync', true),
-           ('cudaMemsetAsync', true), ('runFunction - job_prep_and_submit_for_execution', true),
-           ('cuLaunchKernel', false), ('cuLaunchKernelEx', false), ('hipLaunchKernel', false),
-           ('hipExtLaunchKernel', false), ('hipExtModuleLaunchKernel', false),
-           ('hipModuleLaunchKernel', false), ('hipMemcpyAsync', false), ('hipMemsetAsync', false),
-           ('hipMemcpyWithStream', false)
-),
-launchers AS (
-    SELECT r.trace_id, r.correlation, bool_or(n.hta) AS hta_launch
-    FROM runtime_calls r JOIN launch_call_names n ON n.name = r.name
+WITH launchers AS (
+    SELECT r.trace_id, r.correlation, bool_or(n.hta_stats) AS hta_launch
+    FROM runtime_calls r JOIN launch_calls n ON n.name = r.name
     WHERE r.correlation IS NOT NULL
     GROUP BY r.trace_id, r.correlation
 ),

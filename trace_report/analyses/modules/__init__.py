@@ -7,7 +7,7 @@ eager mode, torch 2.14) or of a
 ``## Call CompiledFxGraph ... ##``) gets a place in the module tree (``path``: the enclosing
 modules on its thread, outermost first, joined by ``.``; ``depth``: the number of names), its CPU
 time, the GPU operations its thread launched during it (correlation id) and the FLOP of its
-operators that have shapes (view ``op_flops``). The rule, stated in full, is
+operators that have shapes (view ``op_costs``, the operator cost model). The rule, stated in full, is
 ``analyses/modules/modules.sql``; the tree is built as TraceLens builds it (``TraceLens/Trace2Tree/
 trace_to_tree.py``, ``build_host_call_stack_tree``: a stack per (pid, tid), nn.Module events
 are python_function events named ``nn.Module:``; ``TreePerf/tree_perf.py``,

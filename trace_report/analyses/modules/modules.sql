@@ -25,7 +25,7 @@
 --              the mark's pid and tid: their count and summed duration (a sum: concurrent streams
 --              are counted twice, unlike TraceLens' busy time). Kernels launched from another
 --              thread (backward, on the autograd threads) belong to no module.
---   flop / flop_ops    the FLOP of the operators with a FLOP estimate (view op_flops,
+--   flop / flop_ops    the FLOP of the operators with a FLOP count (view op_costs,
 --              record_shapes=True) that start inside the mark on its thread, counting only the
 --              outermost such operator (aten::convolution holds aten::_convolution: counted once);
 --              NULL when none has an estimate.

@@ -9,16 +9,16 @@ As torch-tb-profiler's Operator view and TraceLens' ops summary. One row per ope
   ``correlation``) carries this operator's External id; ``gpu_us``: the same for the operator
   and every operator nested in it (what it caused on the GPU: ``aten::linear`` shows its
   ``aten::addmm``'s GEMM);
-- ``flop``: FLOP by torch.utils.flop_counter's formulas from "Input Dims" (and stride, padding,
-  dilation, output mask from "Concrete Inputs"): mm, addmm, bmm, baddbmm, convolution,
-  convolution_backward, scaled-dot-product attention and its backward (view ``op_flops``,
-  ``store/sql/views_ops.sql``); NULL where the trace has no shapes (``record_shapes=False``)
-  or the operator is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
+- ``flop``: FLOP of the operator cost model (view ``op_costs``, ``store/sql/views_op_cost.sql``:
+  torch.utils.flop_counter's formulas from "Input Dims" and "Concrete Inputs"): mm, addmm, bmm,
+  baddbmm, matmul, linear, the convolutions and convolution_backward, scaled-dot-product attention
+  and its backward; NULL where the trace has no shapes (``record_shapes=False``) or the operator
+  is not one of these; ``tflop_per_s`` = flop / gpu_us over the calls with both.
 
 The query is ``analyses/ops/ops.sql``, over the nesting of operators on their threads that
 :func:`~trace_report.analyses.ops.nesting.nesting` finds in one sorted pass (O(n log n)), kept per
 trace beside a database (:mod:`~trace_report.analyses.ops.nesting_kept`). The FLOP
-of nested operators describe the same work (``aten::convolution`` and ``aten::_convolution``):
+of nested operators describe the same work (``aten::linear`` and its ``aten::addmm``):
 never add them up across rows.
 """
 

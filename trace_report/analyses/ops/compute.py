@@ -20,7 +20,7 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
     """
     opts = options or OpsOptions()
     db.check_rank(opts.rank)
-    with materialized(db.con, ("op_flops",)):  # from the file kept beside the database from the 2nd run on
+    with materialized(db.con, ("op_costs",)):  # from the file kept beside the database from the 2nd run on
         frame = _operator_rows(db, opts)
     cols = OPS_COLUMNS[:1] + (["input_dims"] if opts.by_shape else []) + OPS_COLUMNS[1:]
     notes = []
@@ -30,7 +30,7 @@ def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:
         notes.append("no FLOP: the trace has no input shapes of GEMM/convolution/attention operators "
                      "(profile with record_shapes=True)")
     else:
-        notes.append("flop of nested operators (aten::convolution, aten::_convolution) count the same work: "
+        notes.append("flop of nested operators (aten::linear, aten::addmm) count the same work: "
                      "do not add them across rows")
     if not opts.all_ops and not frame.empty:
         notes += _unlisted_gpu_time(db, opts.rank, float(frame["gpu_self_us"].fillna(0.0).sum()))

@@ -1,5 +1,6 @@
 -- Operator view (torch-tb-profiler's Operator view, TraceLens' ops summary): each CPU operator
--- with its self CPU time, the GPU time it launched and its FLOP (view op_flops).
+-- with its self CPU time, the GPU time it launched and its FLOP (view op_costs, the operator cost
+-- model of store/sql/views_op_cost.sql).
 -- Parameters: $rank (NULL = all), $all_ops (else only aten:: operators), $by_shape (one row per
 -- name and "Input Dims").
 -- _ops_nesting is the relation trace_report.analyses.ops.nesting.nesting() computes from
@@ -24,7 +25,7 @@ ops AS (
     SELECT ev.*, greatest(ev.dur_us - n.child_us, 0) AS self_cpu_us, n.gpu_self_us, n.gpu_us, f.flop
     FROM ev
     JOIN _ops_nesting n USING (trace_id, event_id)
-    LEFT JOIN op_flops f USING (trace_id, event_id)
+    LEFT JOIN op_costs f USING (trace_id, event_id)
     WHERE $all_ops OR ev.name LIKE 'aten::%'
 )
 SELECT name, input_dims, count(*) AS count, sum(self_cpu_us) AS self_cpu_us, sum(dur_us) AS cpu_us,

@@ -1,7 +1,7 @@
 -- CUDA launch queue length per trace and stream, as HTA's queue-length analysis
--- (hta/analyzers/trace_counters.py): the queue grows by one at each launch call
--- (cudaLaunchKernel, cudaMemcpyAsync, ...) and shrinks by one when the GPU operation it launched
--- starts on its stream. The series has one value per change; mean and max are over those values
+-- (hta/analyzers/trace_counters.py): the queue grows by one at each launch call (view
+-- launch_calls with hta_queue: cudaLaunchKernel, cudaMemcpyAsync, ...) and shrinks by one when
+-- the GPU operation it launched starts on its stream. The series has one value per change; mean and max are over those values
 -- (HTA's describe()). blocked_us: time the queue stayed at $max_queue_length or more (HTA's
 -- get_time_spent_blocked_on_full_queue; CUDA's queue holds 1024 launches per stream).
 -- Parameters: $rank, $steps_only, $hta_rounding (as overlap.sql), $max_queue_length.
@@ -13,11 +13,7 @@ WITH picked AS (
 launched AS (
     SELECT p.* FROM picked p JOIN traces t USING (trace_id)
     WHERE p.stream IS NOT NULL AND ($rank IS NULL OR t.rank = $rank)
-      AND p.launch_name IN (
-        'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
-        'cudaMemcpyAsync', 'cudaMemsetAsync', 'runFunction - job_prep_and_submit_for_execution',
-        'hipLaunchKernel', 'hipExtModuleLaunchKernel', 'hipMemsetAsync', 'hipMemcpyAsync',
-        'hipMemcpyWithStream')
+      AND p.launch_name IN (SELECT name FROM launch_calls WHERE hta_queue)
 ),
 changes AS (
     SELECT trace_id, stream, CASE WHEN $hta_rounding THEN ceil(launch_ts_us) ELSE launch_ts_us END AS t, 1 AS d

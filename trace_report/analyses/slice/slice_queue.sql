@@ -1,7 +1,7 @@
 -- Counter track of `trace-report slice`: the CUDA launch queue length of each stream, the series
 -- whose mean and max `trace-report queue` prints (analyses/queue/queue.sql, HTA's trace_counters.py:
--- +1 at each launch call, -1 when the operation it launched starts; the same launch calls), over
--- every launched operation of the trace. Only the operations that matter to a range [lo, hi] are
+-- +1 at each launch call, -1 when the operation it launched starts; the same launch calls: view
+-- launch_calls with hta_queue), over every launched operation of the trace. Only the operations that matter to a range [lo, hi] are
 -- read, and each join is built on a few rows (a trace may hold millions); analyses/slice/__init__.py adds
 -- the changes up. TEMP table macros, created by running this file:
 --   slice_queue_pairs(t, lo, hi): stream, pid, start_us, launch_us of every operation of trace t
@@ -14,11 +14,7 @@
 CREATE OR REPLACE TEMP MACRO slice_launch_calls(t) AS TABLE
     SELECT correlation, ts_us, event_id FROM events
     WHERE trace_id = t AND cat IN ('cuda_runtime', 'cuda_driver') AND correlation IS NOT NULL
-      AND name IN (
-        'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
-        'cudaMemcpyAsync', 'cudaMemsetAsync', 'runFunction - job_prep_and_submit_for_execution',
-        'hipLaunchKernel', 'hipExtModuleLaunchKernel', 'hipMemsetAsync', 'hipMemcpyAsync',
-        'hipMemcpyWithStream');
+      AND name IN (SELECT name FROM launch_calls WHERE hta_queue);
 
 CREATE OR REPLACE TEMP MACRO slice_queue_ops(t) AS TABLE
     SELECT correlation, stream, pid, ts_us, event_id FROM events

@@ -145,7 +145,7 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
                         {"rank": opts.rank}).df()
     gpu = gpu_time(con, opts.rank)
     util = gpu_utilization(db, opts.rank)
-    devices = ", ".join(sorted({d for d in traces["device_name"].dropna()})) or "CPU only"
+    devices = _devices(con)
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
              ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
              ("median step", _dur(_scalar_p(con, "SELECT median(dur_us) FROM steps JOIN traces USING (trace_id) "
@@ -169,6 +169,15 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
         sec.notes.append(overlap_note)
     sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
     return sec
+
+
+def _devices(con: duckdb.DuckDBPyConnection) -> str:
+    """The GPUs of the traces (view ``device_arch``): the recorded device names, else the class the
+    kernel names show (``V100-class (from 9,538 volta_* kernels)``); ``CPU only`` when neither."""
+    rows = con.execute("SELECT DISTINCT CASE WHEN source = 'kernel names' THEN "
+                       "regexp_replace(evidence, ', ', ' (', '') || ')' ELSE device_name END "
+                       "FROM device_arch WHERE evidence IS NOT NULL").fetchall()
+    return ", ".join(sorted(str(r[0]) for r in rows)) or "CPU only"
 
 
 def gpu_time(con: duckdb.DuckDBPyConnection, rank: int | None) -> float:

@@ -9,6 +9,13 @@
 -- on it or a later one (a 2080 Ti, sm75, runs cuBLAS's volta_sgemm), so the architecture inferred
 -- is the newest one the names show: a lower bound of the device's, never above it, which keeps
 -- the sm80-only rules (TF32) from firing on an older GPU.
+-- Sources: CUDA C++ Programming Guide, "Binary Compatibility" (a cubin built for compute
+-- capability X.y runs only on X.z, z >= y: the name's architecture is a lower bound); the names in
+-- ../shared/data (V100 volta_*, A100 ampere_*/sm80_xmma_*, H100 sm90_xmma_*, B200 sm100_*/nvjet_*,
+-- MI250 Cijk_*_ISA90a_*, MI300X Cijk_*_ISA942_* and _ZN2ck, tests/analyses/test_device_arch.py);
+-- ROCm Tensile docs, "Nomenclature" and "Kernel parameters" (solution names: Cijk_ contraction,
+-- MT macro tile, MI MatrixInstruction = MFMA, found on CDNA/Instinct, ISA gfx target);
+-- ROCm composable_kernel (C++ namespace ck, include/ck/ck.hpp).
 --
 -- device_arch_rules: token (as the evidence names it), RE2 pattern over the kernel name, vendor,
 -- arch, label (the class of GPU), cc (compute capability as deviceProperties would give it; AMD:

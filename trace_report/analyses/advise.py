@@ -180,11 +180,12 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
 def _startup_facts(db: TraceDB, ids: list[int], facts: dict[int, RankFacts]) -> None:
     """Each rank's one-time work inside its windows (view ``startup_in_windows``) and the calls
     behind it (:func:`trace_report.analyses.startup.startup`)."""
-    found = startup(db, ids)
-    if found.windows.empty:
-        return
-    rows = db.con.execute("SELECT rank, list(trace_id), sum(one_time_us) FROM startup_in_windows "
-                          "WHERE list_contains($ids, trace_id) GROUP BY rank", {"ids": ids}).fetchall()
+    with materialized(db.con, ("startup_evidence",)):  # read by both queries: computed once
+        found = startup(db, ids)
+        if found.windows.empty:
+            return
+        rows = db.con.execute("SELECT rank, list(trace_id), sum(one_time_us) FROM startup_in_windows "
+                              "WHERE list_contains($ids, trace_id) GROUP BY rank", {"ids": ids}).fetchall()
     for r, traces, us in rows:
         if r is not None and int(r) in facts:
             f = facts[int(r)]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from trace_report.store.kept_views import materialized
 from trace_report.store.tracedb import TraceDB
 
 __all__ = ["StartupResult", "evidence_text", "startup"]
@@ -40,12 +41,13 @@ def startup(db: TraceDB, trace_ids: list[int] | None = None) -> StartupResult:
     """The one-time work of the traces ``trace_ids`` (all when None)."""
     params = {"ids": trace_ids}
     where = "WHERE $ids IS NULL OR list_contains($ids, trace_id)"
-    windows = db.con.execute(f"SELECT {', '.join(WINDOW_COLUMNS)} FROM startup_windows {where} ORDER BY trace_id",
-                             params).df()
-    evidence = db.con.execute(
-        f"SELECT {', '.join(EVIDENCE_COLUMNS)} FROM startup_evidence {where} "
-        "AND trace_id IN (SELECT trace_id FROM startup_windows) ORDER BY trace_id, dur_us DESC, event_id",
-        params).df()
+    with materialized(db.con, ("startup_evidence",)):  # read three times below: computed once
+        windows = db.con.execute(f"SELECT {', '.join(WINDOW_COLUMNS)} FROM startup_windows {where} "
+                                 "ORDER BY trace_id", params).df()
+        evidence = db.con.execute(
+            f"SELECT {', '.join(EVIDENCE_COLUMNS)} FROM startup_evidence {where} "
+            "AND list_contains($kept, trace_id) ORDER BY trace_id, dur_us DESC, event_id",
+            {**params, "kept": [int(t) for t in windows["trace_id"]]}).df()
     return StartupResult(windows, evidence)
 
 

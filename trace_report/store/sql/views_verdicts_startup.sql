@@ -100,13 +100,12 @@ islands AS (
                   OVER (PARTITION BY trace_id ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
     FROM ev
 ),
-merged AS (SELECT trace_id, island, min(s) AS s, max(e) AS e FROM islands GROUP BY ALL),
 span AS (SELECT trace_id, min(ts_us) AS window_start_us, max(ts_us + dur_us) AS window_end_us
          FROM events WHERE cat <> 'Trace' GROUP BY trace_id)
 SELECT m.trace_id, p.window_start_us, p.window_end_us, max(m.e) AS startup_end_us,
-       sum(m.e - m.s) AS one_time_us,
-       (SELECT count(*) FROM startup_evidence x WHERE x.trace_id = m.trace_id) AS evidence_rows
-FROM merged m JOIN span p USING (trace_id)
+       sum(m.e - m.s) AS one_time_us, sum(m.rows) AS evidence_rows
+FROM (SELECT trace_id, island, min(s) AS s, max(e) AS e, count(*) AS rows FROM islands GROUP BY ALL) m
+JOIN span p USING (trace_id)
 GROUP BY ALL
 HAVING sum(m.e - m.s) >= 10000;
 

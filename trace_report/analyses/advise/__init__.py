@@ -33,6 +33,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise.checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
+from trace_report.analyses.advise.startup import evidence_text, startup
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.analyses.common.utilization import step_overlap_note
@@ -52,7 +53,6 @@ TC_ELIGIBLE_OPS = (
 )
 # Idle-time findings: their savings are parts of the GPU idle time, the rest is low utilisation's.
 IDLE_FINDINGS = ("data_loading", "host_sync", "launch_bound", "cpu_bound")
-AMD_DEVICE = r"(?i)\bamd\b|instinct|radeon|\bmi[0-9]{3}"
 
 
 @dataclass
@@ -152,9 +152,9 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
     syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
     pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
-    cc = dict(con.execute("SELECT rank, max(try_cast(compute_capability AS DOUBLE)) FROM traces GROUP BY 1").fetchall())
-    amd = dict(con.execute("SELECT rank, bool_or(coalesce(regexp_matches(device_name, $re), false)) FROM traces "
-                           "GROUP BY 1", {"re": AMD_DEVICE}).fetchall())
+    devices = _by_rank(con, "SELECT t.rank, max(a.cc) AS cc, bool_or(coalesce(a.vendor = 'AMD', false)) AS amd, "
+                       "string_agg(DISTINCT a.evidence, '; ') FILTER (WHERE a.source = 'kernel names') AS inferred "
+                       "FROM device_arch a JOIN traces t USING (trace_id) GROUP BY 1")
     eligible = _by_rank(con, "SELECT t.rank, count(*) AS n FROM cpu_ops c JOIN traces t USING (trace_id) "
                         "WHERE list_contains($ids, c.trace_id) AND list_contains($ops, c.name) GROUP BY 1",
                         {"ids": ids, "ops": list(TC_ELIGIBLE_OPS)})
@@ -162,6 +162,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
                                   "GROUP BY ALL").fetchall():
         if r is not None and int(r) in facts:
             facts[int(r)].hta_idle[str(cat)] = float(us or 0.0)
+    _startup_facts(db, ids, facts)
     for r, f in facts.items():
         f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
         f.mean_queue = _busiest_queue(q, busiest.get(r), r)
@@ -171,9 +172,26 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         # the whole trace without them: "% of the trace's span")
         f.data_loading_wall_us = float(bd.loc[(bd["rank"] == r) & (bd["region"] == "data_loading"), "wall_us"].sum())
         f.data_loading_window_us = float(bd.loc[bd["rank"] == r, "wall_us"].sum())
-        f.cc, f.amd = cc.get(r), bool(amd.get(r))
+        dev = devices.get(r, {})
+        f.cc, f.amd, f.device_inferred = dev.get("cc"), bool(dev.get("amd")), dev.get("inferred")
         f.eligible_ops = int(eligible.get(r, {}).get("n") or 0)
     return facts
+
+
+def _startup_facts(db: TraceDB, ids: list[int], facts: dict[int, RankFacts]) -> None:
+    """Each rank's one-time work inside its windows (view ``startup_in_windows``) and the calls
+    behind it (:func:`trace_report.analyses.advise.startup.startup`)."""
+    with materialized(db.con, ("startup_evidence",)):  # read by both queries: computed once
+        found = startup(db, ids)
+        if found.windows.empty:
+            return
+        rows = db.con.execute("SELECT rank, list(trace_id), sum(one_time_us) FROM startup_in_windows "
+                              "WHERE list_contains($ids, trace_id) GROUP BY rank", {"ids": ids}).fetchall()
+    for r, traces, us in rows:
+        if r is not None and int(r) in facts:
+            f = facts[int(r)]
+            f.startup_us = float(us or 0.0)
+            f.startup_evidence = evidence_text(found.evidence[found.evidence["trace_id"].isin(traces)])
 
 
 def _busiest_queue(q: pd.DataFrame, busiest: int | None, rank: int) -> float | None:
@@ -196,6 +214,7 @@ def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
     check.launch_bound(f)
     check.layout(f)
     check.tensor_cores(f)
+    check.startup(f)
     explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
                     if r["finding"] in IDLE_FINDINGS)
     check.utilization(f, explained)
@@ -228,6 +247,8 @@ def _rank_and_filter(frame: pd.DataFrame, th: Thresholds, all_findings: bool) ->
     if not all_findings:
         frame = frame[keep]
     order = frame["est_saving_ms_per_step"].fillna(-1.0)
+    dominant = (frame["finding"] == "startup_in_window") & (frame["value"] > th.startup_dominant_pct)
+    order = order.where(~dominant, math.inf)  # what the window mostly measured comes first
     return frame.assign(_o=order).sort_values("_o", ascending=False, kind="stable").drop(columns="_o") \
         .reset_index(drop=True), dropped
 
@@ -270,7 +291,13 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
             notes.append(f"rank {r}: no GPU activity recorded; GPU checks skipped")
         elif f.cc is None or math.isnan(f.cc):
             notes.append(f"rank {r}: compute capability unknown (no deviceProperties); tensor-core check skipped")
+        elif f.device_inferred:
+            notes.append(f"rank {r}: no deviceProperties; compute capability {f.cc:.1f} inferred from the kernel "
+                         f"names ({f.device_inferred}): a lower bound, the device may be newer")
     notes.extend(check.notes)
+    notes.extend(f"rank {r}: one-time start-up work is {f.pct_of_step(f.startup_us):.3g}% of the analysed time: "
+                 "every other figure here includes it (computed over the whole window, not its steady part)"
+                 for r, f in facts.items() if f.pct_of_step(f.startup_us) > th.startup_dominant_pct)
     overlap_note = step_overlap_note(db, rank)
     if overlap_note:
         notes.append(overlap_note)

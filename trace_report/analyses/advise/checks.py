@@ -28,6 +28,7 @@ LINKS = {
     "tf32": "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices",
     "memory": "https://pytorch.org/docs/stable/checkpoint.html",
     "tuning": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    "schedule": "https://pytorch.org/docs/stable/profiler.html#torch.profiler.schedule",
 }
 
 
@@ -49,6 +50,9 @@ class Thresholds:
       the CPU is ahead of the GPU and the GPU is never waiting for the next launch for long.
     - ``low_utilization_pct``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5).
     - ``memory_pct``: peak allocated > 90% of device memory (tb-profiler memory recommendation).
+    - ``startup_dominant_pct``: one-time start-up work (:mod:`trace_report.analyses.advise.startup`)
+      over half of step time is what the window mostly measured, so ``startup_in_window`` is
+      listed first whatever the other savings; under ``min_saving_pct`` it is left out as noise.
     - ``pinned_speedup``: a copy from pinned memory runs about 2x faster than from pageable memory
       (NVIDIA, "How to Optimize Data Transfers in CUDA C/C++": 5.3 vs 12 GB/s on PCIe; a
       pageable copy is staged through a pinned buffer by the driver), so the saving is half the
@@ -70,6 +74,7 @@ class Thresholds:
     launch_max_mean_queue: float = 10.0
     low_utilization_pct: float = 50.0
     memory_pct: float = 90.0
+    startup_dominant_pct: float = 50.0
     pinned_speedup: float = 2.0
     tensor_core_speedup: float = 2.0
 
@@ -83,7 +88,10 @@ class RankFacts:
     memcpy + memset); ``classes``: flags' per-class totals; ``launch``: view ``launch_bound``;
     ``mean_queue``: the busiest stream's mean launch-queue length (queue.sql); ``comm_us`` /
     ``overlap_us``: overlap.sql; ``syncs``: view ``host_syncs_by_rank``; ``pageable``: view
-    ``pageable_copies_by_rank``; ``data_loading_wall_us``: the breakdown's data_loading region."""
+    ``pageable_copies_by_rank``; ``data_loading_wall_us``: the breakdown's data_loading
+    region; ``startup_us``/``startup_evidence``: one-time work inside the windows (view
+    ``startup_in_windows``) and its longest calls; ``cc``/``amd``/``device_inferred``: view
+    ``device_arch`` (the evidence when the compute capability was inferred from kernel names)."""
 
     rank: int
     windows: int = 0
@@ -105,6 +113,9 @@ class RankFacts:
     data_loading_window_us: float = 0.0
     cc: float | None = None
     amd: bool = False
+    device_inferred: str | None = None
+    startup_us: float = 0.0
+    startup_evidence: str = ""
     eligible_ops: int = 0
     hta_idle: dict = field(default_factory=dict)
 
@@ -115,6 +126,12 @@ class RankFacts:
             return ""
         parts = ", ".join(f"{k.replace('_', ' ')} {100 * v / total:.0f}%" for k, v in sorted(self.hta_idle.items()))
         return f"; HTA's idle breakdown over the streams: {parts}"
+
+    @property
+    def cc_text(self) -> str:
+        """``compute capability 8.0``, with the kernel-name evidence when it was inferred."""
+        inferred = f" (no deviceProperties; inferred: {self.device_inferred})" if self.device_inferred else ""
+        return f"compute capability {self.cc:.1f}{inferred}"
 
     @property
     def step_word(self) -> str:
@@ -232,7 +249,7 @@ class Checker:
             if pct > self.th.fp32_gemm_pct:
                 self._add(f, "fp32_without_tf32", "FP32 GEMM/convolution without TF32", pct, "% of GPU time",
                           self.th.fp32_gemm_pct, us * (1 - 1 / self.th.tensor_core_speedup),
-                          f"compute capability {cc:.1f}; {self._per_step(f, us)} in GEMM/convolution kernels that "
+                          f"{f.cc_text}; {self._per_step(f, us)} in GEMM/convolution kernels that "
                           f"run on CUDA cores ({f.cuda_core_gemm_names})",
                           "Allow TF32: torch.backends.cuda.matmul.allow_tf32 = True (or "
                           "torch.set_float32_matmul_precision('high')) and torch.backends.cudnn.allow_tf32 = True; "
@@ -245,7 +262,7 @@ class Checker:
             pct = 100.0 * eligible / f.gpu_us
             self._add(f, "no_tensor_cores", "No tensor-core (matrix-core) kernels", pct,
                       "% of GPU time in GEMM/conv kernels", 0.0, eligible * (1 - 1 / self.th.tensor_core_speedup),
-                      f"compute capability {cc:.1f}; {self._per_step(f, eligible)} GEMM/convolution kernel time "
+                      f"{f.cc_text}; {self._per_step(f, eligible)} GEMM/convolution kernel time "
                       f"({f.eligible_ops} tensor-core-eligible operator calls), none on tensor cores",
                       "Use automatic mixed precision: torch.autocast(device_type='cuda', dtype=torch.float16) with "
                       "a GradScaler (bf16 where supported)", LINKS["amp"])
@@ -336,6 +353,24 @@ class Checker:
                       "Find the CPU work between launches (trace-report ops, the CPU rows of the timeline; py-spy); "
                       "cut Python overhead with torch.compile, CUDA graphs for static shapes, larger batches",
                       LINKS["tuning"])
+
+    def startup(self, f: RankFacts) -> None:
+        """One-time work (context creation, first calls, compilation, module loading) inside the
+        windows: the profile measured start-up rather than steady steps."""
+        if f.wall_us <= 0 or f.startup_us <= 0:
+            return
+        pct = f.pct_of_step(f.startup_us)
+        where = "step time" if f.basis == "ProfilerStep" else "the first-to-last GPU op span"
+        self.checked.append(f"one-time start-up work {pct_text(pct)} of {where}")
+        if pct <= self.th.min_saving_pct:
+            return
+        self._add(f, "startup_in_window", "One-time start-up work inside the profiled window", pct, f"% of {where}",
+                  self.th.min_saving_pct, f.startup_us,
+                  f"{ms_text(f.startup_us)} of the {ms_text(f.wall_us)} analysed is work a steady step never repeats: "
+                  f"{f.startup_evidence}; the figures of the other findings include it",
+                  "Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
+                  "active=3)) and prof.step() each iteration, or run a few warm-up iterations (and torch.compile's "
+                  "first call) before profiling starts", LINKS["schedule"])
 
     def utilization(self, f: RankFacts, explained_us: float) -> None:
         """Low utilisation as a symptom: its saving is the idle time no other finding explains."""

@@ -116,8 +116,7 @@ by_ext AS (
     WHERE NOT EXISTS (SELECT 1 FROM by_launch b WHERE b.trace_id = o.trace_id AND b.event_id = o.event_id)
 ),
 k AS (SELECT DISTINCT * FROM (SELECT * FROM by_launch UNION ALL SELECT * FROM by_ext)),
-kc AS (SELECT k.*, try_cast(t.compute_capability AS DOUBLE) AS cc
-       FROM k LEFT JOIN traces t ON t.trace_id = k.trace_id),
+kc AS (SELECT k.*, t.cc FROM k LEFT JOIN device_arch t ON t.trace_id = k.trace_id),
 tc AS (SELECT name, cc, {tensor_core} AS tensor_core FROM (SELECT DISTINCT name, cc FROM kc))
 SELECT kc.trace_id, kc.event_id, sum(kc.dur_us) AS kernel_us, count(*) AS n_kernels,
        bool_or(tc.tensor_core) AS tensor_core

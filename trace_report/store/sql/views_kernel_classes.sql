@@ -193,12 +193,14 @@ CREATE OR REPLACE TEMP MACRO kernel_class_matches(kname, kcc) AS (
 );
 
 -- Classes of every GPU operation name (kernels, memcpy, memset) per trace; names that match no
--- rule are left out. classes: sorted, distinct; rules: rule ids in priority order.
+-- rule are left out. The compute capability is the trace's deviceProperties' or, without them,
+-- the one its kernel names show (device_arch_of, views_device_arch.sql: a lower bound).
+-- classes: sorted, distinct; rules: rule ids in priority order.
 -- kernel_classes_of(names): the same for a relation of gpu_op_names' rows (its name).
 CREATE OR REPLACE TEMP MACRO kernel_classes_of(names) AS TABLE
 WITH trace_names AS (
-    SELECT DISTINCT e.trace_id, e.name, try_cast(t.compute_capability AS DOUBLE) AS cc
-    FROM query_table(names) e JOIN traces t ON t.trace_id = e.trace_id
+    SELECT DISTINCT e.trace_id, e.name, t.cc
+    FROM query_table(names) e JOIN device_arch_of(names) t ON t.trace_id = e.trace_id
 ),
 distinct_names AS (SELECT DISTINCT name, cc FROM trace_names),
 matched AS (SELECT name, cc, kernel_class_matches(name, cc) AS m FROM distinct_names)

@@ -52,7 +52,7 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
                         {"rank": opts.rank}).df()
     gpu = gpu_time(con, opts.rank)
     util = gpu_utilization(db, opts.rank)
-    devices = ", ".join(sorted({d for d in traces["device_name"].dropna()})) or "CPU only"
+    devices = _devices(con)
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
              ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
              ("median step", _dur(_scalar_p(con, "SELECT median(dur_us) FROM steps JOIN traces USING (trace_id) "
@@ -117,3 +117,12 @@ def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
 def build(ctx: ReportContext) -> Section | None:
     """:func:`headline_section` of the report's traces, with advise's verdict."""
     return headline_section(ctx.db, ctx.con, ctx.opts, ctx.advice)
+
+
+def _devices(con: duckdb.DuckDBPyConnection) -> str:
+    """The GPUs of the traces (view ``device_arch``): the recorded device names, else the class the
+    kernel names show (``V100-class (from 9,538 volta_* kernels)``); ``CPU only`` when neither."""
+    rows = con.execute("SELECT DISTINCT CASE WHEN source = 'kernel names' THEN "
+                       "regexp_replace(evidence, ', ', ' (', '') || ')' ELSE device_name END "
+                       "FROM device_arch WHERE evidence IS NOT NULL").fetchall()
+    return ", ".join(sorted(str(r[0]) for r in rows)) or "CPU only"

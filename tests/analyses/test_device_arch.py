@@ -12,7 +12,7 @@ from advise_traces import TraceBuilder
 from conftest import TRACES, events_of, load_json, manifest_rows
 
 import trace_report
-from trace_report.present.report import _devices
+from trace_report.present.report.sections.headline import _devices
 
 # token -> (arch, label): the prefixes the libraries write (cuBLAS/cuDNN volta_/turing_/ampere_,
 # sm<NN>_xmma, cuBLAS nvjet_, Tensile Cijk_), counted with plain string tests

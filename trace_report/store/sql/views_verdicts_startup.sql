@@ -11,7 +11,7 @@
 --   cudaMalloc/cudaFree/cudaStreamCreate/cudaGetDevice*/cudaDeviceGetStreamPriorityRange),
 --   lazy module loading or library initialisation.
 -- first_call: an operator or annotation (cpu_op, user_annotation; 3 calls or more) whose first
---   call is longer than 10x the median of its later calls and by more than 10 ms: cuDNN/cuBLAS
+--   call is longer than 10x the middle value of its later calls and by more than 10 ms: cuDNN/cuBLAS
 --   handle creation, cudnn.benchmark autotuning, lazy initialisation, a DataLoader's first
 --   __next__ starting its workers, a compiled region's first call compiling.
 -- compilation: annotations of a compiler at work: TorchDynamo/Inductor (record_function

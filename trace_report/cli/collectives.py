@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trace_report.cli.options import ByRankOpt, FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import ByRankOpt, FormatOpt, LimitOpt, OutputOpt, RankOpt, RawOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
@@ -13,6 +13,7 @@ def collectives_cmd(
     rank: RankOpt = None,
     by_rank: ByRankOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -35,4 +36,4 @@ def collectives_cmd(
         per = per_run(db, lambda d: collectives(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output), title="Collectives")
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, raw=raw), title="Collectives")

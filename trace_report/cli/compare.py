@@ -20,6 +20,7 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     RayAddressOpt,
     err,
     inputs_given,
@@ -85,6 +86,7 @@ def compare_cmd(
                                                callback=output_given)] = None,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
@@ -115,7 +117,7 @@ def compare_cmd(
     from trace_report.present.tables import OutputOptions
 
     rules = [parse_rule(text) for text in fail_if or []]
-    out = OutputOptions(fmt, limit, output, full_names)
+    out = OutputOptions(fmt, limit, output, full_names, raw=raw)
     out.resolve()  # an unknown -o suffix is a usage error before any work
     opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only, match=match.value)
     if engine is EngineName.ray:
@@ -171,16 +173,16 @@ def _show(result: CompareResult, head: Headline, verdicts: list[Verdict], out: O
     title = f"B - A by {by}"
     if fmt in (Format.csv, Format.json):
         notes([*headline_lines(head, verdicts), *where])
-        write_text(out.output, render(frame, fmt, title, full_names=out.full_names))
+        write_text(out.output, render(frame, fmt, title, full_names=out.full_names, raw=out.raw))
         return
     notes(where)
     if fmt is Format.markdown:
         text = markdown_summary(result, head, verdicts, paths, full_names=out.full_names)
-        text += f"\n### {title}\n\n" + render(frame, fmt, full_names=out.full_names)
+        text += f"\n### {title}\n\n" + render(frame, fmt, full_names=out.full_names, raw=out.raw)
     else:
         text = "\n".join(headline_lines(head, verdicts)) + "\n"  # the table's centred title sets them apart
         if out.output is not None or len(frame):  # no empty box on the terminal (as emit)
-            text += render(frame, fmt, title, full_names=out.full_names)
+            text += render(frame, fmt, title, full_names=out.full_names, raw=out.raw)
     write_text(out.output, text)
 
 

@@ -13,6 +13,7 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     TargetsArg,
     load,
     notes,
@@ -41,6 +42,7 @@ def launches_cmd(
     hta_rounding: HtaRoundingOpt = False,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -68,4 +70,5 @@ def launches_cmd(
         per = per_run(db, lambda d: launches(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, full_names), title="Kernel launches")
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, full_names, raw=raw),
+         title="Kernel launches")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, RawOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
@@ -21,6 +21,7 @@ def modules_cmd(
     by_step: Annotated[bool, typer.Option(
         "--by-step", help="One row per module and ProfilerStep (else summed over the trace).")] = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -45,4 +46,4 @@ def modules_cmd(
         per = per_run(db, lambda d: modules(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, False), title="Modules")
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, False, raw=raw), title="Modules")

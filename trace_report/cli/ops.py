@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import FormatOpt, OutputOpt, RankOpt, RawOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
@@ -19,6 +19,7 @@ def ops_cmd(
     all_ops: Annotated[bool, typer.Option("--all", help="Every CPU operator, not only aten::.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Rows.")] = 30,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
     run: RunOpt = None,
@@ -38,4 +39,4 @@ def ops_cmd(
         per = per_run(db, lambda d: ops(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    emit(stacked(per, lambda r: r.frame), OutputOptions(fmt, None, output), title="Operators")
+    emit(stacked(per, lambda r: r.frame), OutputOptions(fmt, None, output, raw=raw), title="Operators")

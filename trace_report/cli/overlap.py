@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, RawOpt, TargetsArg, load, notes
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
@@ -24,6 +24,7 @@ def overlap_cmd(
     steps_only: StepsOnlyOpt = True,
     hta_rounding: HtaRoundingOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -45,5 +46,5 @@ def overlap_cmd(
         per = per_run(db, lambda d: overlap(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output),
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, raw=raw),
          title="Computation/communication overlap")

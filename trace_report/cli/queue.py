@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes
+from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, RawOpt, TargetsArg, load, notes
 from trace_report.cli.overlap import HtaRoundingOpt, StepsOnlyOpt
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
@@ -21,6 +21,7 @@ def queue_cmd(
     steps_only: StepsOnlyOpt = True,
     hta_rounding: HtaRoundingOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -43,4 +44,4 @@ def queue_cmd(
         per = per_run(db, lambda d: queue_length(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output), title="CUDA launch queue")
+    emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, raw=raw), title="CUDA launch queue")

@@ -13,6 +13,7 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     TargetsArg,
     load,
     notes,
@@ -66,6 +67,7 @@ def sequences_cmd(
     steps_only: StepsOnlyOpt = True,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -88,7 +90,7 @@ def sequences_cmd(
     opts = SequenceOptions(rank=rank, operator=operator, min_length=min_length, max_length=max_length,
                            min_count=min_count, steps_only=steps_only)
     check_options(opts)
-    out = OutputOptions(fmt, None, output, full_names)
+    out = OutputOptions(fmt, None, output, full_names, raw=raw)
     with load(targets) as db:
         per = per_run(db, lambda d: sequences(d, opts), run=run, merge=merge_runs)
     report(per)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from trace_report.analyses.ops_nesting_kept import kept_nesting
 from trace_report.analyses.result import Result
+from trace_report.errors import UsageError
 from trace_report.store.kept_views import materialized
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
@@ -46,6 +47,10 @@ class OpsOptions:
     by_shape: bool = False
     all_ops: bool = False
     limit: int | None = 30
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
+            raise UsageError(f"limit {self.limit!r}: give a number of rows, 0 or more (None: all)")
 
 
 def ops(db: TraceDB, options: OpsOptions | None = None) -> Result:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -299,8 +300,8 @@ def _decode_piece(data: bytes) -> Piece:
 def _int_or_none(value: Any) -> int | None:
     """An id as an int64, or None (not a whole number, or outside int64)."""
     whole = (isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-             or (isinstance(value, str) and value.strip().lstrip("-").isdigit()))
-    out = int(value) if whole else None  # bool is an int: True -> 1
+             or (isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40))
+    out = int(value) if whole else None  # bool is an int: True -> 1; 40 digits: beyond int64, not parsed
     return out if out is not None and -(1 << 63) <= out < (1 << 63) else None
 
 
@@ -309,6 +310,8 @@ def _float_or_none(value: Any) -> float | None:
         return None
     try:
         return float(value)
+    except OverflowError:  # an integer beyond a double (400 digits): infinite, excluded as absurd
+        return math.inf if value > 0 else -math.inf
     except (TypeError, ValueError):
         return None
 

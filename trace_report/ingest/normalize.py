@@ -339,7 +339,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     if n_bad:
         first = ac.filter(table, bad).slice(0, 1).to_pylist()[0]
         bad_example = (first["name"], first["ts_us"], first["dur_us"])
-        keep = ac.invert(bad)
+    if n_bad or cols["ts_us"].null_count or cols["dur_us"].null_count:  # no time: dropped, counted as n_missing
+        keep = ac.and_(ac.invert(bad), ac.and_(ac.is_valid(cols["ts_us"]), ac.is_valid(cols["dur_us"])))
         table = ac.filter(table, keep)
         kept = keep.to_numpy(zero_copy_only=False)
         cat_hashes, name_hashes = cat_hashes[kept], name_hashes[kept]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO, complete_events, invoke, shared_or_skip, trace_file
 
@@ -145,3 +146,50 @@ def test_one_bad_event_is_dropped_not_the_trace(tmp_path: Path, bad: str, words:
     assert result.exit_code == 0, result.output
     assert result.stdout.split() == ["name", "k0", "k1", "k2", "k3"]
     assert stored or words in result.stderr
+
+
+# ------------------------------------------------------------------ nn.Module nesting depth
+
+
+def test_deep_module_nesting_in_linear_memory(tmp_path: Path) -> None:
+    """A chain of 20,000 nested nn.Module calls: ``modules`` in a child process under 1.5 GB of
+    peak RSS (a path string per call held 200M names; 5,000 deep took 1.3 GB), each depth once,
+    paths shown whole to 64 names and cut around ``...(N more)...`` below."""
+    n = 20_000
+    events = [{"ph": "X", "cat": "python_function", "name": f"nn.Module: Layer_{i}", "pid": 0, "tid": 1,
+               "ts": float(i), "dur": float(2 * n - 2 * i), "args": {}} for i in range(n)]
+    trace, out = tmp_path / "deep.json", tmp_path / "m.json"
+    trace.write_text(json.dumps({"distributedInfo": {"rank": 0}, "traceEvents": events}))
+    code = ("import resource, sys; from trace_report.cli.app import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, e.code, file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code, "modules", str(trace), "-f", "json", "-o", str(out)],
+                         capture_output=True, text=True, cwd=REPO, timeout=600,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    peak_kb, code_out = run.stderr.split()[-2:]
+    assert code_out in ("0", "None"), run.stderr
+    assert int(peak_kb) < 1.5 * 2**20, peak_kb
+    rows = json.loads(out.read_text())
+    assert [r["depth"] for r in rows] == list(range(1, n + 1))
+    names = [f"Layer_{i}" for i in range(n)]
+    assert rows[63]["path"] == ".".join(names[:64])
+    assert rows[64]["path"] == ".".join(names[:32]) + "...(1 more)..." + ".".join(names[33:65])
+    assert rows[-1]["path"] == ".".join(names[:32]) + f"...({n - 64} more)..." + ".".join(names[n - 32:])
+    assert rows[-1]["cpu_us"] == 2.0 and rows[0]["calls"] == 1
+
+
+def test_module_path_ids_keep_equal_texts_apart() -> None:
+    """Two chains 70 deep, one after the other, differing in one name that deep paths hide: the
+    deepest calls have the same path text and are two paths (ids), as are all below the change."""
+    from trace_report.analyses.modules_tree import _paths
+
+    depth = 70
+    first = [f"M_{i}" for i in range(depth)]
+    second = [*first[:35], "other", *first[36:]]
+    ts = np.r_[np.arange(depth), 1000 + np.arange(depth)].astype(np.float64)
+    end = np.r_[900 - np.arange(depth), 1900 - np.arange(depth)].astype(np.float64)
+    text, path_id, deep = _paths(np.zeros(2 * depth, np.int64), ts, end, first + second)
+    assert deep.tolist() == list(range(1, depth + 1)) * 2
+    assert text[depth - 1] == text[-1] and "...(6 more)..." in text[-1]
+    assert path_id[depth - 1] != path_id[-1]
+    assert len(set(path_id.tolist())) == depth + (depth - 35)

@@ -193,3 +193,36 @@ def test_module_path_ids_keep_equal_texts_apart() -> None:
     assert text[depth - 1] == text[-1] and "...(6 more)..." in text[-1]
     assert path_id[depth - 1] != path_id[-1]
     assert len(set(path_id.tolist())) == depth + (depth - 35)
+
+
+@pytest.mark.parametrize(("bad", "words"), [
+    (KERNEL % (9, "NaN", 2, 9), "excluded 1 event(s)"),
+    (KERNEL % (9, 50, "-Infinity", 9), "excluded 1 event(s)"),
+])
+def test_nan_literal_drops_the_event_not_the_trace(tmp_path: Path, bad: str, words: str) -> None:
+    result = invoke(["sql", _trace(tmp_path / "t.json", bad), "select name from events order by name", "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split() == ["name", "k0", "k1", "k2", "k3"] and words in result.stderr
+
+
+def test_lone_surrogate_is_replaced_and_counted(tmp_path: Path) -> None:
+    bad = KERNEL.replace('"k%d"', '"bad\\ud800x%d"') % (9, 50, 2, 9)
+    result = invoke(["sql", _trace(tmp_path / "t.json", bad), "select name from events order by name", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert [r["name"] for r in json.loads(result.stdout)] == ["bad\ufffdx9", "k0", "k1", "k2", "k3"]
+    assert "replaced 1 invalid UTF-8 sequence(s)" in result.stderr
+
+
+def test_nan_in_the_middle_of_a_big_trace(tmp_path: Path) -> None:
+    """Over 300k events (many pieces, read in parallel): one NaN and one lone surrogate in the
+    middle cost their event alone (the count from a plain pass over the events written)."""
+    n = 300_000
+    events = [KERNEL % (i, 10 * i, 2, i) for i in range(n)]
+    events[n // 2] = KERNEL % (n // 2, "NaN", 2, n // 2)
+    events[n // 3] = KERNEL.replace('"k%d"', '"s\\udc00%d"') % (n // 3, 10 * (n // 3), 2, n // 3)
+    path = tmp_path / "big.json"
+    path.write_text('{"distributedInfo":{"rank":0},"traceEvents":[' + ",\n".join(events) + "]}")
+    result = invoke(["sql", path, "select count(*) AS n, count(*) FILTER (WHERE name LIKE 's%') AS s "
+                                  "from events", "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split() == ["n,s", f"{n - 1},1"]

@@ -144,14 +144,18 @@ class _Paths:
     def __init__(self, names: list[str]) -> None:
         n = len(names)
         self.names = names
-        self.text, self.path_id, self.depth = [""] * n, np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.text, self.path_id, self.depth = [""] * n, [0] * n, [0] * n
         self.ids: dict[tuple, int] = {}
 
-    def set(self, i: int, outer: list[int], key: tuple) -> None:
-        """Row ``i`` inside the rows ``outer`` (outermost first), interned under ``key``."""
+    def set(self, i: int, outer: list[int], key: tuple, nested: bool = False) -> None:
+        """Row ``i`` inside the rows ``outer`` (outermost first), interned under ``key``;
+        ``nested``: ``outer[-1]``'s own path is ``outer[:-1]`` (the stack pass)."""
         self.path_id[i] = self.ids.setdefault(key, len(self.ids))
-        self.depth[i] = len(outer) + 1
-        self.text[i] = path_text([self.names[j] for j in _shown(outer)] + [self.names[i]], len(outer) + 1)
+        depth = self.depth[i] = len(outer) + 1
+        if nested and 1 < depth <= PATH_NAMES:
+            self.text[i] = f"{self.text[outer[-1]]}.{self.names[i]}"
+        else:
+            self.text[i] = path_text([self.names[j] for j in _shown(outer)] + [self.names[i]], depth)
 
 
 def _shown(outer: list[int]) -> list[int]:
@@ -180,7 +184,7 @@ def _paths(thread: np.ndarray, ts: np.ndarray, end: np.ndarray,
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         if not _stack_pass(a, b, ts, end, out):
             _pairwise_pass(a, b, end, out)
-    return out.text, out.path_id, out.depth
+    return out.text, np.array(out.path_id, np.int64), np.array(out.depth, np.int64)
 
 
 def _stack_pass(a: int, b: int, ts: np.ndarray, end: np.ndarray, out: _Paths) -> bool:
@@ -193,8 +197,8 @@ def _stack_pass(a: int, b: int, ts: np.ndarray, end: np.ndarray, out: _Paths) ->
                 return False
             stack.pop()
         i = a + k
-        parent = int(out.path_id[stack[-1]]) if stack else -1
-        out.set(i, stack, (parent, out.names[i]))
+        parent = out.path_id[stack[-1]] if stack else -1
+        out.set(i, stack, (parent, out.names[i]), nested=True)
         stack.append(i)
     return True
 

@@ -181,6 +181,8 @@ class Ingest:
             stats.add(r.stats)
         if stats.n_events == 0:
             raise TraceFormatError(f"{src.label}: the trace has no events")
+        if stats.n_missing_time and not stats.rows:  # one bad event is dropped; a trace of nothing else fails
+            raise TraceFormatError(f"{src.label}: {stats.n_missing_time} complete events have no 'ts' or no 'dur'")
         if stats.n_not_objects:
             raise TraceFormatError(f"{src.label}: traceEvents holds {stats.n_not_objects} entries that are not "
                                    "event objects")

@@ -55,7 +55,7 @@ from trace_report.pathtext import printable
 from trace_report.store.database import atomic_database, clean_leftovers, create_schema
 from trace_report.store.memory import MemoryStore
 from trace_report.store.pieces import ParquetStore, write_parquet
-from trace_report.store.step_numbers import STEP_MAX, unread_steps
+from trace_report.store.step_numbers import STEP_MAX
 from trace_report.store.tracedb import IngestSummary
 from trace_report.store.views import create_views
 
@@ -226,11 +226,10 @@ class Ingest:
                 f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
                 f"(longer than the rest of the trace or over 1e12 us) or time stamp (over a day and ten "
                 f"times the trace's length away from its other events), e.g. {example}")
-        n_steps, step_name = unread_steps(_part_tables(parts, ["cat", "name"]))
-        if n_steps:
+        if stats.n_unread_steps:
             self.summary.warnings.append(
-                f"{src.label}: {n_steps} ProfilerStep event(s) without a step number from 0 to {STEP_MAX} "
-                f"are not steps, e.g. {str(step_name)[:80]!r}")
+                f"{src.label}: {stats.n_unread_steps} ProfilerStep event(s) without a step number from 0 to "
+                f"{STEP_MAX} are not steps, e.g. {str(stats.unread_step)[:80]!r}")
         n_dup = duplicates if duplicates is not None and not overlong else \
             count_duplicates(lambda columns: _part_tables(parts, columns), None if overlong else stats.dup_keys or None)
         if n_dup:

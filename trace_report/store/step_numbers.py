@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from trace_report import arrowcalls as ac
 
 STEP_MAX = 2**31 - 1
 """The largest ProfilerStep number read (a non-negative 32-bit integer)."""
@@ -37,9 +38,9 @@ def unread_steps(tables: Iterable[pa.Table]) -> tuple[int, str | None]:
     :data:`STEP_PREFIX`) of ``tables`` have no step number, and the first such name."""
     count, example = 0, None
     for table in tables:
-        mask = pc.and_(pc.starts_with(table.column("name"), STEP_PREFIX),
-                       pc.is_in(table.column("cat"), pa.array(STEP_CATS)))
-        for name in table.column("name").filter(mask).to_pylist():
+        mask = ac.and_(ac.starts_with(table.column("name"), STEP_PREFIX),
+                       ac.is_in(table.column("cat"), pa.array(STEP_CATS)))
+        for name in ac.filter(table.column("name"), mask).to_pylist():
             if name is not None and step_number(name) is None:
                 count += 1
                 example = example or name

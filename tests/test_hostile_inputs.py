@@ -278,7 +278,7 @@ def test_markdown_cells_are_escaped(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     head, _, row = result.stdout.splitlines()
     assert head == "| x\\|y | name | note |"
-    assert row == "| a\\|b | void k&lt;float, 2&gt;(T&amp;) | two<br>lines |"
+    assert row == "| a\\|b | void k&lt;float, 2&gt;\\(T&amp;\\) | two<br>lines |"
 
 
 # ------------------------------------------------------------------ D: archives, scratch folders, names

@@ -28,7 +28,7 @@ from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
 from trace_report.declare import Command, commands, option_fields
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
-from trace_report.inputs import Resolution, resolve
+from trace_report.inputs import Resolution, as_paths, resolve
 from trace_report.present.slice import write_chrome_trace
 from trace_report.store import tracedb
 from trace_report.store.database import create_schema
@@ -38,7 +38,7 @@ from trace_report.store.notebook import MagicConnection, magic_connection
 from trace_report.store.per_run import Table, tabulate
 from trace_report.store.runs import attach_runs
 
-PathArg = str | PathLike[str]
+PathArg = str | bytes | PathLike[str]
 
 
 RUN_OPTIONS = """``merge_runs``: analyse every trace as one run (else each run apart, with a ``run``
@@ -204,7 +204,7 @@ for _cmd in commands().values():
 
 
 def _as_paths(paths: PathArg | Sequence[PathArg]) -> list[Path]:
-    return [Path(paths)] if isinstance(paths, (str, PathLike)) else [Path(p) for p in paths]
+    return as_paths(paths)
 
 
 def open_resolution(found: Resolution, *, read_only: bool = True, workers: int | None = None,

@@ -14,11 +14,12 @@ opened; names are stored and printed through :func:`~trace_report.pathtext.print
 from __future__ import annotations
 
 import enum
+import os
 import re
 import stat
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath, PurePosixPath
 
@@ -375,6 +376,27 @@ class _Resolver:
             self.out.sources.append(Source(member.path, label, found.kind))
         else:
             self.out.skipped.append((label, found.reason or f"a {found.kind.value}"))
+
+
+def as_paths(paths: object) -> list[Path]:
+    """The paths a caller of :func:`trace_report.open` gave: one path or a sequence of them, each
+    a ``str``, ``bytes`` (decoded as the file system does, :func:`os.fsdecode`) or
+    :class:`os.PathLike`. :class:`InputError` for an empty path (it would name the working
+    folder) and for anything else."""
+    one = isinstance(paths, (str, bytes, os.PathLike))
+    items = [paths] if one else list(paths) if isinstance(paths, Sequence) else None
+    if items is None:
+        raise InputError(f"paths: expected a path or a list of paths, not {type(paths).__name__}")
+    out = []
+    for item in items:
+        if not isinstance(item, (str, bytes, os.PathLike)):
+            raise InputError(f"paths: expected str, bytes or os.PathLike, not {type(item).__name__}")
+        text = os.fsdecode(item)
+        if not text:
+            raise InputError("an empty path names no file: give a trace, folder or database ('.' for the "
+                             "working folder)")
+        out.append(Path(text))
+    return out
 
 
 def resolve(paths: list[Path], *, allow_database: bool = True, max_ratio: float | None = None,

@@ -80,7 +80,7 @@ def test_messages_cannot_drive_the_terminal(tmp_path: Path) -> None:
     code, _, err = run_cli(["ingest", str(missing), "-o", str(tmp_path / "x.duckdb")])
     assert code == 1
     line = err.strip().splitlines()[-1]
-    assert line.startswith("Error: ") and "a[2Jbc.json" in line
+    assert line.startswith("Error: ") and "a\\x1b[2Jb\\x0dc\\x07.json" in line  # shown as escapes
     assert not {"\x1b", "\r", "\x07"} & set(err)
 
 

@@ -10,6 +10,7 @@ from trace_report.cli.options import (
     FormatOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     TargetsArg,
     load,
     notes,
@@ -27,6 +28,7 @@ def advise_cmd(
         bool, typer.Option("--all", help="Also the findings that would save under 2% of step time.")
     ] = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
     run: RunOpt = None,
@@ -49,7 +51,7 @@ def advise_cmd(
                       run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    opts = OutputOptions(fmt, None, output)
+    opts = OutputOptions(fmt, None, output, raw=raw)
     chosen = opts.resolve()
     if chosen in (Format.table, Format.markdown):
         render = render_text if chosen is Format.table else render_markdown

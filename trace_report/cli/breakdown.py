@@ -15,6 +15,7 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     RayAddressOpt,
     TargetsArg,
     load,
@@ -38,6 +39,7 @@ def breakdown_cmd(
     stragglers: Annotated[bool, typer.Option(
         "--stragglers", help="Step time per rank instead: behind the fastest rank, slowest rank per step.")] = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
@@ -73,7 +75,8 @@ def breakdown_cmd(
             per = per_run(db, lambda d: straggler_rows(d, StragglerOptions(rank=rank)), run=run, merge=merge_runs)
             report(per)
             notes(run_notes(per, lambda r: r.notes))
-            emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output), title="Step time per rank")
+            emit(stacked(per, lambda r: r.frame, limit), OutputOptions(fmt, None, output, raw=raw),
+                 title="Step time per rank")
             return
 
         def one(d: TraceDB) -> tuple[BreakdownResult, list[str]]:
@@ -85,4 +88,5 @@ def breakdown_cmd(
         per = per_run(db, one, run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r[1]))
-    emit(stacked(per, lambda r: r[0].frame, limit), OutputOptions(fmt, None, output), title="Step breakdown by region")
+    emit(stacked(per, lambda r: r[0].frame, limit), OutputOptions(fmt, None, output, raw=raw),
+         title="Step breakdown by region")

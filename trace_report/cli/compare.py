@@ -20,6 +20,7 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     RayAddressOpt,
     err,
     inputs_given,
@@ -85,6 +86,7 @@ def compare_cmd(
                                                callback=output_given)] = None,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
@@ -115,7 +117,7 @@ def compare_cmd(
     from trace_report.present.tables import OutputOptions
 
     rules = [parse_rule(text) for text in fail_if or []]
-    out = OutputOptions(fmt, limit, output, full_names)
+    out = OutputOptions(fmt, limit, output, full_names, raw=raw)
     out.resolve()  # an unknown -o suffix is a usage error before any work
     opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only, match=match.value)
     if engine is EngineName.ray:
@@ -171,16 +173,16 @@ def _show(result: CompareResult, head: Headline, verdicts: list[Verdict], out: O
     title = f"B - A by {by}"
     if fmt in (Format.csv, Format.json):
         notes([*headline_lines(head, verdicts), *where])
-        write_text(out.output, render(frame, fmt, title, full_names=out.full_names))
+        write_text(out.output, render(frame, fmt, title, full_names=out.full_names, raw=out.raw))
         return
     notes(where)
     if fmt is Format.markdown:
         text = markdown_summary(result, head, verdicts, paths, full_names=out.full_names)
-        text += f"\n### {title}\n\n" + render(frame, fmt, full_names=out.full_names)
+        text += f"\n### {title}\n\n" + render(frame, fmt, full_names=out.full_names, raw=out.raw)
     else:
         text = "\n".join(headline_lines(head, verdicts)) + "\n"  # the table's centred title sets them apart
         if out.output is not None or len(frame):  # no empty box on the terminal (as emit)
-            text += render(frame, fmt, title, full_names=out.full_names)
+            text += render(frame, fmt, title, full_names=out.full_names, raw=out.raw)
     write_text(out.output, text)
 
 
@@ -225,6 +227,8 @@ def _moved(a: float | None, b: float | None) -> tuple[str, str]:
 
 
 def _rule_change(v: Verdict) -> str:
+    if v.note is not None:
+        return "n/a"
     return _pct(v.change) if v.rule.relative else _us(v.change, signed=True)
 
 
@@ -236,6 +240,9 @@ def headline_lines(head: Headline, verdicts: list[Verdict]) -> list[str]:
              _line("GPU time", head.a.gpu_us, head.b.gpu_us, "no GPU operations", "GPU busy per step" + (
                  "" if timed else " (a trace without ProfilerStep counts as one step: its GPU span)"))]
     for v in verdicts:
+        if v.note is not None:
+            lines.append(f"rule {v.rule.text}: not judged ({v.note})")
+            continue
         matched = f", {v.matched} GPU operation(s) matched" if v.rule.metric == "kernel" else ""
         lines.append(f"rule {v.rule.text}: {'BROKEN' if v.broken else 'pass'}, {_rule_change(v)} "
                      f"(A {_us(v.a_us)} -> B {_us(v.b_us)} per step{matched})")
@@ -256,8 +263,10 @@ def _line(label: str, a: float | None, b: float | None, missing: str, what: str)
 
 def _gate_line(verdicts: list[Verdict]) -> str:
     broken = sum(v.broken for v in verdicts)
-    return (f"gate: FAILED, {broken} of {len(verdicts)} rule(s) broken (exit {GATE_BROKEN})" if broken
-            else f"gate: passed, {len(verdicts)} rule(s) kept")
+    unjudged = sum(v.note is not None for v in verdicts)
+    aside = f", {unjudged} not judged" if unjudged else ""
+    return (f"gate: FAILED, {broken} of {len(verdicts)} rule(s) broken{aside} (exit {GATE_BROKEN})" if broken
+            else f"gate: passed, {len(verdicts) - unjudged} rule(s) kept{aside}")
 
 
 def _code(text: str) -> str:
@@ -287,7 +296,7 @@ def markdown_summary(result: CompareResult, head: Headline, verdicts: list[Verdi
         lines += ["", f"**{_gate_line(verdicts)}**", "", "| rule | A | B | change | verdict |",
                   "|---|---:|---:|---:|---|"]
         lines += [f"| {_code(v.rule.text)} | {_us(v.a_us)} | {_us(v.b_us)} | {_rule_change(v)} | "
-                  f"{'**broken**' if v.broken else 'pass'} |" for v in verdicts]
+                  f"{'**broken**' if v.broken else 'not judged' if v.note else 'pass'} |" for v in verdicts]
     grown = regressions(result, top)
     if len(grown):
         lines += ["", "**Top regressions** (µs per step)", "",

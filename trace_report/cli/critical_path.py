@@ -14,6 +14,7 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     TargetsArg,
     load,
     notes,
@@ -43,6 +44,7 @@ def critical_path_cmd(
     hta_rounding: HtaRoundingOpt = False,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -71,4 +73,4 @@ def critical_path_cmd(
     notes(run_notes(per, lambda r: r.notes))
     table = (lambda r: r.operators) if operators else (lambda r: r.frame)
     title = "Critical path: top operators" if operators else "Critical path"
-    emit(stacked(per, table, limit), OutputOptions(fmt, None, output, full_names), title=title)
+    emit(stacked(per, table, limit), OutputOptions(fmt, None, output, full_names, raw=raw), title=title)

@@ -23,6 +23,7 @@ from trace_report.cli.options import (
     LimitOpt,
     MergeRunsOpt,
     OutputOpt,
+    RawOpt,
     RunOpt,
     TargetsArg,
     load,
@@ -33,7 +34,7 @@ from trace_report.cli.options import (
 from trace_report.cli.registry import app
 from trace_report.declare import Command, Opt, option_fields
 
-FUNNEL = ("targets", "full_names", "fmt", "limit", "output", "merge_runs", "run")
+FUNNEL = ("targets", "full_names", "fmt", "limit", "output", "raw", "merge_runs", "run")
 """The parameters every declared command has beside its options' fields."""
 
 
@@ -66,6 +67,7 @@ def _funnel_parameters(cmd: Command, fields: set[str]) -> list[inspect.Parameter
     if "limit" not in fields:
         params.append(inspect.Parameter("limit", kw, default=None, annotation=LimitOpt))
     params += [inspect.Parameter("output", kw, default=None, annotation=OutputOpt),
+               inspect.Parameter("raw", kw, default=False, annotation=RawOpt),
                inspect.Parameter("merge_runs", kw, default=False, annotation=MergeRunsOpt),
                inspect.Parameter("run", kw, default=None, annotation=RunOpt)]
     return params
@@ -107,7 +109,7 @@ def run_command(cmd: Command, given: dict[str, Any]) -> None:
         warn(message)
     notes(table.notes)
     full_names = given.get("full_names", False)
-    out = OutputOptions(given["fmt"], None, given["output"], full_names)
+    out = OutputOptions(given["fmt"], None, given["output"], full_names, raw=given["raw"])
     display = cmd.display_function()
     frame = table.frame if display is None else display(table.frame, out.resolve(), full_names)
     emit(frame, out, title=cmd.title)

@@ -15,6 +15,7 @@ from trace_report.cli.options import (
     LimitOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     RayAddressOpt,
     TargetsArg,
     err,
@@ -38,6 +39,7 @@ def flags_cmd(
     summary: Annotated[bool, typer.Option("--summary", help="Print only the per-class summary.")] = False,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
@@ -68,7 +70,7 @@ def flags_cmd(
             per = per_run(db, lambda d: flags(d, fopts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: r.notes))
-    opts = OutputOptions(fmt, None, output, full_names)
+    opts = OutputOptions(fmt, None, output, full_names, raw=raw)
     fmt_used = opts.resolve()
     if explain:
         emit(per.results[0][1].explain, opts, title="Kernel class rules")
@@ -79,8 +81,8 @@ def flags_cmd(
         return
     rows = text_lists(stacked(per, lambda r: r.frame), fmt_used, ["classes"])
     if fmt_used in (Format.table, Format.markdown):
-        text = render(rows, fmt_used, "Flagged kernels", full_names=full_names) + "\n" + \
-            render(summaries, fmt_used, "Share of GPU time")
+        text = render(rows, fmt_used, "Flagged kernels", full_names=full_names, raw=raw) + "\n" + \
+            render(summaries, fmt_used, "Share of GPU time", raw=raw)
         write_text(output, text)
         return
     emit(rows, opts)

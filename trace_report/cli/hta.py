@@ -19,6 +19,7 @@ from trace_report.cli.options import (
     FormatOpt,
     LimitOpt,
     OutputOpt,
+    RawOpt,
     inputs_given,
     notes,
 )
@@ -52,6 +53,7 @@ def hta_cmd(
     debug: Annotated[bool, typer.Option("--debug", help="Show HTA's own output (progress, log lines, "
                                                         "warnings) and the traceback of a failure.")] = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -73,7 +75,7 @@ def hta_cmd(
         raise
     if analysis is HtaAnalysis.launch and not len(frame):
         notes([NO_LAUNCHES_NOTE])
-    emit(frame, OutputOptions(fmt, limit, output), title=f"HTA {analysis.value}")
+    emit(frame, OutputOptions(fmt, limit, output, raw=raw), title=f"HTA {analysis.value}")
 
 
 def _analyse(analysis: HtaAnalysis, targets: list[Path], opts: HtaOptions, *, per_launch: bool) -> pd.DataFrame:

@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, LimitOpt, OutputOpt, RankOpt, TargetsArg, load, notes, output_given
+from trace_report.cli.options import (
+    FormatOpt,
+    LimitOpt,
+    OutputOpt,
+    RankOpt,
+    RawOpt,
+    TargetsArg,
+    load,
+    notes,
+    output_given,
+)
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
 
@@ -26,6 +36,7 @@ def memory_cmd(
     chart: Annotated[Path | None, typer.Option(
         "--chart", help="Also write the timeline chart (.html, .png or .svg).", callback=output_given)] = None,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -54,7 +65,7 @@ def memory_cmd(
             save_chart(memory_chart(timelines[0][1].frame), chart)
             if len(timelines) > 1:
                 notes([f"--chart: the timeline of run {timelines[0][0]} only (--run LABEL for another)"])
-    emit(stacked(per, lambda r: r[1].frame, limit), OutputOptions(fmt, None, output),
+    emit(stacked(per, lambda r: r[1].frame, limit), OutputOptions(fmt, None, output, raw=raw),
          title="Memory timeline" if timeline else "Memory peaks")
 
 

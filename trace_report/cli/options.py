@@ -25,6 +25,7 @@ from trace_report.declare import Opt
 from trace_report.errors import UsageError
 from trace_report.present.format import Format
 from trace_report.present.messages import group_warnings
+from trace_report.present.safe_text import terminal_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
 
     from trace_report.inputs import Resolution
     from trace_report.store.tracedb import IngestSummary, TraceDB
-
-_CONTROL = dict.fromkeys([7, 8, 11, 12, 13, 27])
-"""Bell, backspace, vertical tab, form feed, carriage return (what rich strips) and escape: a
-file name or trace string in a message cannot move the cursor or recolour the terminal."""
-
 
 class StderrLines:
     """The command line's stderr. Every command prints plain lines there (errors, warnings, notes,
@@ -58,9 +54,11 @@ class StderrLines:
     def print(self, *objects: object, markup: bool | None = None, **kwargs: object) -> None:
         """``objects`` joined by spaces on one line; with rich markup or options, through rich."""
         if self._console is not None or markup is not False or kwargs:
-            self.console.print(*objects, markup=markup, **kwargs)  # type: ignore[arg-type]
+            shown = [terminal_text(o) if isinstance(o, str) else o for o in objects]
+            self.console.print(*shown, markup=markup, **kwargs)  # type: ignore[arg-type]
             return
-        sys.stderr.write(" ".join(str(o) for o in objects).translate(_CONTROL) + "\n")
+        # a file name or trace string in a message cannot move the cursor or recolour the terminal
+        sys.stderr.write(terminal_text(" ".join(str(o) for o in objects)) + "\n")
 
 
 err = StderrLines()
@@ -72,6 +70,9 @@ FormatOpt = Annotated[
     Format | None,
     typer.Option("--format", "-f", help="Output format (default: table; or from -o's suffix)."),
 ]
+RawOpt = Annotated[bool, typer.Option(
+    "--raw", help="CSV text cells as the trace has them (else a cell starting with = + - @, a tab or a carriage "
+                  "return gets a leading apostrophe, and control characters are escaped: docs/security.md).")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Print at most N rows.")]
 
 

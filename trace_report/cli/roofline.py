@@ -18,6 +18,7 @@ from trace_report.cli.options import (
     FullNamesOpt,
     LimitOpt,
     OutputOpt,
+    RawOpt,
     err,
     inputs_given,
     load,
@@ -181,6 +182,7 @@ def roofline_cmd(
              "(forward, loss, backward, optimizer_step) and print its FLOP per image.")] = None,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
     merge_runs: MergeRunsOpt = False,
@@ -201,7 +203,7 @@ def roofline_cmd(
     from trace_report.present.tables import OutputOptions, emit
 
     if gpu == "list":
-        listing = OutputOptions(fmt, limit, output, keep_order=True)
+        listing = OutputOptions(fmt, limit, output, keep_order=True, raw=raw)
         emit(_peaks_display(listing.resolve()), listing, title="GPU peaks (FLOP/s, OP/s, bytes/s)")
         return
     if not targets:
@@ -229,6 +231,7 @@ def roofline_cmd(
         save_chart(roofline_chart(per.results[0][1]), chart)
         if per.several:
             notes([f"--chart: the roofline of run {per.results[0][0]} only (--run LABEL for another)"])
-    resolved = OutputOptions(fmt, limit, output).resolve()
-    emit(stacked(per, lambda r: _display(r.frame, resolved), limit), OutputOptions(resolved, None, output, full_names),
+    resolved = OutputOptions(fmt, limit, output, raw=raw).resolve()
+    emit(stacked(per, lambda r: _display(r.frame, resolved), limit),
+         OutputOptions(resolved, None, output, full_names, raw=raw),
          title="Roofline")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, hash_ahead, load, warn
+from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, RawOpt, hash_ahead, load, warn
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
 
@@ -29,6 +29,7 @@ def sql_cmd(
         "--unsafe", help="Allow file access, COPY, ATTACH, INSTALL/LOAD and any statement.")] = False,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     limit: LimitOpt = None,
     output: OutputOpt = None,
 ) -> None:
@@ -78,7 +79,7 @@ def sql_cmd(
         if write:
             return
         raise InputError("the statement returned no rows")
-    opts = OutputOptions(fmt, limit, output, keep_order=True)
+    opts = OutputOptions(fmt, limit, output, keep_order=True, raw=raw)
     # the query's values as they are, except in a table on screen (short kernel names unless --full-names)
     emit(frame, replace(opts, full_names=full_names or opts.resolve() is not Format.table))
 

@@ -14,6 +14,7 @@ from trace_report.cli.options import (
     FullNamesOpt,
     OutputOpt,
     RankOpt,
+    RawOpt,
     RayAddressOpt,
     TargetsArg,
     load,
@@ -46,6 +47,7 @@ def top_kernels_cmd(
                                "time); pct_of_gpu_time stays of all GPU time.")] = False,
     full_names: FullNamesOpt = False,
     fmt: FormatOpt = None,
+    raw: RawOpt = False,
     output: OutputOpt = None,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
@@ -75,7 +77,7 @@ def top_kernels_cmd(
         from trace_report.formats.nsys import read_kernsum_csv  # pandas: only for this input
 
         frame = read_kernsum_csv(targets[0]).head(limit)
-        emit(frame, OutputOptions(fmt, None, output, full_names), title="Top kernels")
+        emit(frame, OutputOptions(fmt, None, output, full_names, raw=raw), title="Top kernels")
         return
     opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, steps_only=steps_only,
                              kernels_only=kernels_only)
@@ -90,4 +92,4 @@ def top_kernels_cmd(
             per = per_run(db, lambda d: top_kernels(d, opts), run=run, merge=merge_runs)
     report(per)
     notes(run_notes(per, lambda r: [r.note] if r.note else []))
-    emit(stacked(per, lambda r: r.rows), OutputOptions(fmt, None, output, full_names), title="Top kernels")
+    emit(stacked(per, lambda r: r.rows), OutputOptions(fmt, None, output, full_names, raw=raw), title="Top kernels")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
+import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -222,8 +224,40 @@ def decode_piece(data: bytes) -> Piece:
             piece = _decode_piece(fixed)
             piece.n_bad_utf8 = n_bad
             return piece
+        except msgspec.DecodeError:
+            lenient = lenient_events(data)
+            if lenient is None:
+                raise
+            events, n_bad = lenient
+            piece = _decode_piece_untyped(data, events)
+            piece.n_bad_utf8 = n_bad
+            return piece
     except RecursionError:
         raise TraceFormatError(TOO_DEEP) from None
+
+
+_LENIENT_TOKENS = (b"NaN", b"Infinity", b"\\ud", b"\\uD")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lenient_events(data: bytes) -> tuple[list[Any], int] | None:
+    """The events of ``data`` that strict JSON refuses for a ``NaN`` or ``Infinity`` literal (as
+    Python's ``json.dumps`` writes them) or a lone surrogate escape (``"\\ud800"``), decoded by
+    :func:`json.loads`, which takes both; each lone surrogate becomes U+FFFD (the count comes
+    back). The numbers are NaN or infinite: the ingest drops those events and counts them
+    (:func:`trace_report.ingest.normalize.finalize`). None when ``data`` holds none of these
+    tokens or is no JSON even so (a piece cut inside an event)."""
+    if not any(token in data for token in _LENIENT_TOKENS):
+        return None
+    try:
+        events = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(events, list):
+        return None
+    text = json.dumps(events, ensure_ascii=False)
+    n_bad = len(_SURROGATE.findall(text))
+    return (json.loads(_SURROGATE.sub("\ufffd", text)) if n_bad else events), n_bad
 
 
 def _bitmap(valid: bytes) -> pa.Buffer:
@@ -299,8 +333,8 @@ def _decode_piece(data: bytes) -> Piece:
 def _int_or_none(value: Any) -> int | None:
     """An id as an int64, or None (not a whole number, or outside int64)."""
     whole = (isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-             or (isinstance(value, str) and value.strip().lstrip("-").isdigit()))
-    out = int(value) if whole else None  # bool is an int: True -> 1
+             or (isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40))
+    out = int(value) if whole else None  # bool is an int: True -> 1; 40 digits: beyond int64, not parsed
     return out if out is not None and -(1 << 63) <= out < (1 << 63) else None
 
 
@@ -309,13 +343,16 @@ def _float_or_none(value: Any) -> float | None:
         return None
     try:
         return float(value)
+    except OverflowError:  # an integer beyond a double (400 digits): infinite, excluded as absurd
+        return math.inf if value > 0 else -math.inf
     except (TypeError, ValueError):
         return None
 
 
-def _decode_piece_untyped(data: bytes) -> Piece:
-    """Slow path for pieces whose fields have types the typed decoder does not accept."""
-    events = _DEC_ANY.decode(data)
+def _decode_piece_untyped(data: bytes, events: Any = None) -> Piece:
+    """Slow path for pieces whose fields have types the typed decoder does not accept
+    (``events``: already decoded, :func:`lenient_events`)."""
+    events = _DEC_ANY.decode(data) if events is None else events
     if not isinstance(events, list):
         raise TraceFormatError("traceEvents is not a JSON array")
     rows: dict[str, list[Any]] = {f.name: [] for f in EVENT_SCHEMA}
@@ -457,6 +494,16 @@ def _skip_comma(buf: bytes, start: int) -> int:
     if j < len(buf) and buf[j] == 0x2C:
         j += 1
     return j
+
+
+def _check_events(data: bytes) -> None:
+    """Raise ``msgspec.DecodeError`` unless ``data`` is a JSON array of events (strict JSON, or
+    JSON with the literals and escapes :func:`lenient_events` takes)."""
+    try:
+        _DEC_CHECK.decode(data)
+    except msgspec.DecodeError:
+        if lenient_events(data) is None:
+            raise
 
 
 def _decode_any(text: bytes, path: Path) -> Any:
@@ -654,7 +701,7 @@ class PieceStream:
                 trailer = trailer[1:]
             try:
                 value = _decode_any(b"{" + trailer, self.path) if trailer != b"}" else {}
-                _DEC_CHECK.decode(b"[" + buf[:end] + b"]")
+                _check_events(b"[" + buf[:end] + b"]")
             except (msgspec.DecodeError, msgspec.ValidationError):
                 if end == 0 or buf.rfind(b"]", 0, end) < 0:
                     self._not_objects(buf)

@@ -34,6 +34,7 @@ from trace_report import arrowcalls as ac
 from trace_report.formats.names import demangle
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.redact import PRECHECK_PATTERN, Redaction, could_contain_secret, redact_json_text, redact_text
+from trace_report.store.step_numbers import unread_steps
 
 CATEGORY_NAMES = {
     "Kernel": "kernel",
@@ -116,6 +117,10 @@ class PieceStats:
     """Entries of ``traceEvents`` that are not JSON objects."""
     n_bad_utf8: int = 0
     """Invalid UTF-8 sequences replaced by U+FFFD."""
+    n_unread_steps: int = 0
+    """ProfilerStep events without a step number (:mod:`trace_report.store.step_numbers`), and the
+    first one's name."""
+    unread_step: str | None = None
     dup_keys: list[np.ndarray] = field(default_factory=list)
     """:func:`row_keys` of the piece's rows, sorted (uint64, one array per piece), for
     :func:`count_duplicates`: sorted where the piece is decoded, so that the driver only merges."""
@@ -133,6 +138,8 @@ class PieceStats:
         self.late_ends = sorted(self.late_ends + other.late_ends, key=lambda r: (-r.end, r.event_id))[:EDGE_ROWS]
         self.early_starts = sorted(self.early_starts + other.early_starts, key=lambda r: (r.ts, r.event_id))[:EDGE_ROWS]
         self.n_not_objects += other.n_not_objects
+        self.n_unread_steps += other.n_unread_steps
+        self.unread_step = self.unread_step or other.unread_step
         self.n_bad_utf8 += other.n_bad_utf8
         self.dup_keys.extend(other.dup_keys)
 
@@ -339,12 +346,14 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
     if n_bad:
         first = ac.filter(table, bad).slice(0, 1).to_pylist()[0]
         bad_example = (first["name"], first["ts_us"], first["dur_us"])
-        keep = ac.invert(bad)
+    if n_bad or cols["ts_us"].null_count or cols["dur_us"].null_count:  # no time: dropped, counted as n_missing
+        keep = ac.and_(ac.invert(bad), ac.and_(ac.is_valid(cols["ts_us"]), ac.is_valid(cols["dur_us"])))
         table = ac.filter(table, keep)
         kept = keep.to_numpy(zero_copy_only=False)
         cat_hashes, name_hashes = cat_hashes[kept], name_hashes[kept]
         pid_hashes, tid_hashes = pid_hashes[kept], tid_hashes[kept]
     late_ends, early_starts = _edge_rows(table)
+    n_unread_steps, unread_step = unread_steps([table])
     is_kernel = ac.fill_null(ac.equal(table.column("cat"), "kernel"), False)
     devices = ac.filter(table.column("device"), is_kernel)
     counts = ac.value_counts(ac.drop_null(devices)) if len(devices) else []
@@ -363,6 +372,8 @@ def finalize(raw: pa.Table, trace_id: int, piece_number: int, n_events: int,
         early_starts=early_starts,
         n_not_objects=n_not_objects,
         n_bad_utf8=n_bad_utf8,
+        n_unread_steps=n_unread_steps,
+        unread_step=unread_step,
         dup_keys=[np.sort(row_keys(table, {"cat": cat_hashes, "name": name_hashes, "pid": pid_hashes,
                                            "tid": tid_hashes}))],
     )

@@ -55,6 +55,7 @@ from trace_report.pathtext import printable
 from trace_report.store.database import atomic_database, clean_leftovers, create_schema
 from trace_report.store.memory import MemoryStore
 from trace_report.store.pieces import ParquetStore, write_parquet
+from trace_report.store.step_numbers import STEP_MAX
 from trace_report.store.tracedb import IngestSummary
 from trace_report.store.views import create_views
 
@@ -180,7 +181,7 @@ class Ingest:
             stats.add(r.stats)
         if stats.n_events == 0:
             raise TraceFormatError(f"{src.label}: the trace has no events")
-        if stats.n_missing_time:
+        if stats.n_missing_time and not stats.rows:  # one bad event is dropped; a trace of nothing else fails
             raise TraceFormatError(f"{src.label}: {stats.n_missing_time} complete events have no 'ts' or no 'dur'")
         if stats.n_not_objects:
             raise TraceFormatError(f"{src.label}: traceEvents holds {stats.n_not_objects} entries that are not "
@@ -206,6 +207,9 @@ class Ingest:
         """Drop events longer than the rest of the trace or far outside its span
         (:func:`~trace_report.ingest.normalize.implausible_events`); note what was dropped and the duplicates
         (``duplicates``: as counted by the job, used unless events were dropped here)."""
+        if stats.n_missing_time:  # decode dropped them (normalize.finalize): one event does not fail the trace
+            self.summary.warnings.append(f"{src.label}: dropped {stats.n_missing_time} complete event(s) with no "
+                                         "number in 'ts' or 'dur' (absent, null or not a number)")
         if stats.n_bad_utf8:
             self.summary.warnings.append(f"{src.label}: replaced {stats.n_bad_utf8} invalid UTF-8 sequence(s) "
                                         "with U+FFFD")
@@ -222,6 +226,10 @@ class Ingest:
                 f"{src.label}: excluded {n_bad} event(s) with a negative, non-finite or absurd duration "
                 f"(longer than the rest of the trace or over 1e12 us) or time stamp (over a day and ten "
                 f"times the trace's length away from its other events), e.g. {example}")
+        if stats.n_unread_steps:
+            self.summary.warnings.append(
+                f"{src.label}: {stats.n_unread_steps} ProfilerStep event(s) without a step number from 0 to "
+                f"{STEP_MAX} are not steps, e.g. {str(stats.unread_step)[:80]!r}")
         n_dup = duplicates if duplicates is not None and not overlong else \
             count_duplicates(lambda columns: _part_tables(parts, columns), None if overlong else stats.dup_keys or None)
         if n_dup:

@@ -23,13 +23,16 @@ class OutputOptions:
     """Shared output options: format (None = from ``output``'s suffix, else table), row limit
     and output file (None = stdout); ``full_names``: table and Markdown show whole kernel names
     (else short ones; CSV and JSON always hold the whole names); ``keep_order``: the columns as
-    given (``sql``), else a table shows the name column last, as ``nsys stats`` does."""
+    given (``sql``), else a table shows the name column last, as ``nsys stats`` does; ``raw``: CSV
+    text cells as the trace has them (else a leading ``=``, ``+``, ``-``, ``@``, tab or carriage
+    return gets an apostrophe and control characters are escaped: docs/security.md)."""
 
     fmt: Format | None = None
     limit: int | None = None
     output: Path | None = None
     full_names: bool = False
     keep_order: bool = False
+    raw: bool = False
 
     def resolve(self) -> Format:
         """The format to use: the one asked for, else by the output file's suffix, else table."""

@@ -27,6 +27,7 @@ from trace_report.errors import InputError
 from trace_report.present import box_table, fit
 from trace_report.present.format import Format, OutputOptions
 from trace_report.present.format import si as format_si
+from trace_report.present.safe_text import csv_text, markdown_text, terminal_text
 from trace_report.store.rows import Rows
 
 if TYPE_CHECKING:
@@ -82,28 +83,40 @@ def _numeric(frame: Printable) -> list[bool]:
     return [bool(is_numeric_dtype(frame[c])) for c in frame.columns]
 
 
-def _csv_cell(value: Any) -> Any:
+def _csv_cell(value: Any, raw: bool = False) -> Any:
     """A CSV cell: empty for None/NaN, LIST and STRUCT values as JSON text (``[1, 2, 3]``,
-    ``{"a": 1}``), never a numpy repr (``[1 2 3]``)."""
+    ``{"a": 1}``), never a numpy repr (``[1 2 3]``); text through :func:`csv_text` (no formula,
+    no terminal control) unless ``raw``. Numbers stay numbers (``-1.5``)."""
     value = _clean(value)
     if value is None:
         return ""
-    return json.dumps(value, default=str) if isinstance(value, list | dict) else value
+    if isinstance(value, list | dict):
+        value = json.dumps(value, default=str)
+    return value if raw or not isinstance(value, str) else csv_text(value)
 
 
-def _csv(frame: Printable) -> str:
+def _csv(frame: Printable, raw: bool = False) -> str:
     if not isinstance(frame, Rows):
-        nested = [c for c in frame.columns if frame[c].dtype == object
-                  and frame[c].map(lambda v: isinstance(v, list | tuple | dict) or getattr(v, "ndim", 0) > 0).any()]
-        if nested:
-            frame = frame.assign(**{c: frame[c].map(_csv_cell) for c in nested})
-        return str(frame.to_csv(index=False))
+        text = [c for c in frame.columns if frame[c].dtype == object or str(frame[c].dtype) in ("string", "str")]
+        if text:
+            frame = frame.assign(**{c: frame[c].map(lambda v: _csv_cell(v, raw)) for c in text})
+        header = list(frame.columns) if raw else [csv_text(str(c)) for c in frame.columns]
+        quoting = _quoting(v for c in text for v in frame[c])
+        return str(frame.to_csv(index=False, header=header, quoting=quoting))
+    rows = [[_csv_cell(v, raw) for v in row] for row in frame]
     buf = io.StringIO()  # as pandas' to_csv writes them: repr of floats, empty for None/NaN
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(frame.columns)
-    for row in frame:
-        writer.writerow([_csv_cell(v) for v in row])
+    writer = csv.writer(buf, lineterminator="\n", quoting=_quoting(v for row in rows for v in row))
+    writer.writerow(frame.columns if raw else [csv_text(str(c)) for c in frame.columns])
+    writer.writerows(rows)
     return buf.getvalue()
+
+
+def _quoting(cells: Iterable[Any]) -> int:
+    """Every text cell quoted when one holds a carriage return (``--raw`` only): the csv module
+    quotes a field for the characters of its line terminator, ``\\n`` here, so a lone ``\\r``
+    would end the row for a reader."""
+    cr = any(isinstance(v, str) and "\r" in v for v in cells)
+    return csv.QUOTE_NONNUMERIC if cr else csv.QUOTE_MINIMAL
 
 
 _IEC = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
@@ -137,7 +150,7 @@ def _fmt_cell(value: Any, column: str = "") -> str:
     show no made-up decimals: ``80,756``, not ``80,756.000``)."""
     value = _clean(value)
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return "" if value is None else str(value)
+        return "" if value is None else terminal_text(str(value))
     col = column.lower()
     if col == "bytes" or col.endswith("_bytes"):
         return _iec(float(value))
@@ -153,15 +166,29 @@ def _fmt_cell(value: Any, column: str = "") -> str:
 
 
 def markdown_cell(text: str) -> str:
-    """One Markdown table cell: HTML's ``&``, ``<``, ``>`` as entities (kernel names are full of
-    C++ templates, which a renderer would take for tags), ``|`` escaped, line breaks as ``<br>``."""
+    """One Markdown table cell of our own text (a header, a formatted number, a path): HTML's ``&``,
+    ``<``, ``>`` as entities (kernel names are full of C++ templates, which a renderer would take
+    for tags), ``|`` escaped, line breaks as ``<br>``, controls as escapes (:func:`terminal_text`).
+    Trace text goes through :func:`~trace_report.present.safe_text.markdown_text`."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-    return text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
+    return terminal_text(text.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>"))
+
+
+def _markdown_value(value: Any, column: str) -> str:
+    """A Markdown body cell: text from the trace escaped whole (:func:`markdown_text`), numbers
+    formatted (:func:`_fmt_cell`)."""
+    value = _clean(value)
+    return markdown_text(value) if isinstance(value, str) else markdown_cell(_fmt_cell(value, column))
 
 
 def render(frame: Printable, fmt: Format, title: str | None = None, *, full_names: bool = False,
-           keep_order: bool = False) -> str:
+           keep_order: bool = False, raw: bool = False) -> str:
     """The text of ``frame`` in ``fmt``. JSON is an array of objects keyed by column name.
+
+    Text from the trace is made safe (:mod:`~trace_report.present.safe_text`): JSON escapes it,
+    a table shows control and bidirectional characters as escapes, CSV puts an apostrophe before
+    a leading formula character, Markdown escapes its punctuation; ``raw`` leaves CSV text as
+    the trace has it.
 
     Table and Markdown show short kernel names unless ``full_names`` (:mod:`present.fit`); a
     table fits the terminal width (``COLUMNS`` when piped), at most two lines per row, with the
@@ -169,14 +196,14 @@ def render(frame: Printable, fmt: Format, title: str | None = None, *, full_name
     if fmt is Format.json:
         return json.dumps(records(frame), indent=2, default=str) + "\n"
     if fmt is Format.csv:
-        return _csv(frame)
+        return _csv(frame, raw)
     if not full_names:
         frame = _short_names(frame)
     if fmt is Format.markdown:
         head = "| " + " | ".join(markdown_cell(str(c)) for c in _columns(frame)) + " |"
         sep = "|" + "|".join("---" for _ in _columns(frame)) + "|"
         body = [
-            "| " + " | ".join(markdown_cell(_fmt_cell(v, str(c))) for v, c in zip(row, _columns(frame), strict=True))
+            "| " + " | ".join(_markdown_value(v, str(c)) for v, c in zip(row, _columns(frame), strict=True))
             + " |" for row in _tuples(frame)
         ]
         return "\n".join([head, sep, *body]) + "\n"
@@ -184,7 +211,8 @@ def render(frame: Printable, fmt: Format, title: str | None = None, *, full_name
     if "name" in columns and not keep_order:  # long kernel names read best last, as in `nsys stats`
         columns = [c for c in columns if c != "name"] + ["name"]
         frame = frame.select(columns) if isinstance(frame, Rows) else frame[columns]
-    headers = [str(c) for c in columns]
+    headers = [terminal_text(str(c)) for c in columns]
+    title = None if title is None else terminal_text(title)
     rows = [[_fmt_cell(v, c) for v, c in zip(row, headers, strict=True)] for row in _tuples(frame)]
     numeric = [num or fit.is_quantity([r[i] for r in rows]) for i, num in enumerate(_numeric(frame))]
     widths, width = fit.fit_widths(headers, rows, numeric, fit.table_width())
@@ -375,7 +403,8 @@ def emit(frame: Printable, opts: OutputOptions, title: str | None = None) -> Non
         frame = frame.head(opts.limit)
     if opts.output is None and opts.resolve() is Format.table and not len(frame):
         return
-    text = render(frame, opts.resolve(), title, full_names=opts.full_names, keep_order=opts.keep_order)
+    text = render(frame, opts.resolve(), title, full_names=opts.full_names, keep_order=opts.keep_order,
+                  raw=opts.raw)
     write_text(opts.output, text)
 
 

@@ -9,6 +9,7 @@ analyses in :mod:`trace_report.analyses` are functions ``fn(db: TraceDB, options
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,17 +35,41 @@ class IngestSummary:
     stored_events: dict[int, int] = field(default_factory=dict)
 
 
+CLOSED = "this TraceDB is closed: open the traces again with trace_report.open(...)"
+
+
 class TraceDB:
     """Traces in DuckDB behind one connection.
 
     ``con`` is the duckdb connection itself; :meth:`sql` returns a DuckDB relation
     (``.df()``, ``.arrow()``, ``.fetchall()``); ``summary`` says what was read to make it.
+    After :meth:`close` every use raises :class:`~trace_report.errors.UsageError` saying so.
+
+    Threads: a DuckDB connection runs one call at a time and a cursor (``con.cursor()``) is a
+    new connection, which does not see this one's TEMP views (``events``, the analysis views).
+    So :meth:`sql` called from a thread other than the one that opened the handle runs its
+    query whole under a lock and returns a relation over the fetched rows (on a cursor of its
+    own); the opening thread's relations stay lazy. Analyses run from several threads at once
+    need a handle each (``trace_report.open`` per thread).
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, summary: IngestSummary | None = None) -> None:
-        self.con = con
+        self._con: duckdb.DuckDBPyConnection | None = con
         self.summary = summary or IngestSummary()
         self._runs: list[Run] | None = None
+        self._thread = threading.get_ident()
+        self._lock = threading.RLock()
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection; :class:`~trace_report.errors.UsageError` once closed."""
+        if self._con is None:
+            raise UsageError(CLOSED)
+        return self._con
+
+    @con.setter
+    def con(self, value: duckdb.DuckDBPyConnection) -> None:
+        self._con = value
 
     def runs(self) -> list[Run]:
         """The runs of these traces (:mod:`trace_report.store.run_identity`: run.json, one
@@ -68,16 +93,31 @@ class TraceDB:
         """This handle with ``traces`` and ``events`` narrowed to ``trace_ids`` inside the block
         (:func:`trace_report.store.run_scope.scoped`): every analysis then sees those traces alone.
         A run's traces: ``with db.scope(db.run(label).trace_ids) as part: ...``."""
+        known = {int(t) for (t,) in self.con.execute("SELECT trace_id FROM traces").fetchall()}
+        unknown = [t for t in trace_ids if t not in known]
+        if unknown:
+            raise UsageError(f"no trace with id {', '.join(map(str, unknown[:10]))} "
+                             f"(trace ids: {_id_ranges(sorted(known)) or 'none'})")
         with scoped(self.con, trace_ids):
             yield self
 
     def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
-        """Run ``query`` against the schema and return the relation."""
-        return self.con.sql(query, params=params)
+        """Run ``query`` against the schema and return the relation (None for a statement
+        without rows). From another thread than the opening one: the rows fetched whole under
+        a lock, as a relation on a cursor of their own (the class docstring says why)."""
+        con = self.con
+        if threading.get_ident() == self._thread:
+            return con.sql(query, params=params)
+        with self._lock:
+            rel = con.sql(query, params=params)
+            table = rel.to_arrow_table() if rel is not None else None
+        return con.cursor().from_arrow(table) if table is not None else None  # type: ignore[return-value]
 
     def scalar(self, query: str, params: object = None) -> object:
         """The first column of the first row of ``query`` (None when it returns no row)."""
-        row = self.con.execute(query, params).fetchone()
+        con = self.con
+        with self._lock:
+            row = con.execute(query, params).fetchone()
         return row[0] if row else None
 
     def has_table(self, name: str) -> bool:
@@ -110,7 +150,7 @@ class TraceDB:
                 "string_agg(DISTINCT device_name, ', ' ORDER BY device_name) FROM traces").fetchone()
             steps = self.scalar("SELECT count(*) FROM steps")
             runs = len(self.runs())
-        except (duckdb.Error, TypeError):
+        except (duckdb.Error, TypeError, UsageError):
             return f"<{type(self).__name__}: closed>"
         if ranks == 0:
             rank_text = "no rank"
@@ -123,10 +163,24 @@ class TraceDB:
                 f"{gpus or 'no GPU'}, {steps} ProfilerStep{'s' * (steps != 1)}>")
 
     def close(self) -> None:
-        self.con.close()
+        """Close the connection; closing again does nothing."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def __enter__(self) -> TraceDB:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _id_ranges(ids: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``"1-3, 7"``."""
+    out: list[str] = []
+    for n in ids:
+        if out and n == int(out[-1].rsplit("-", 1)[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ", ".join(out)

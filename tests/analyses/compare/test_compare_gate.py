@@ -212,3 +212,19 @@ def test_markdown_summary_for_a_pull_request(dbs, plain):
     assert order == sorted(order)
     top = md[md.index("**Top regressions**"):md.index("### B - A")]
     assert "| other | more |" in top and "| loss |" not in top  # loss shrank: not a regression
+
+
+def test_gpu_time_rule_without_gpu_operations_on_one_side_is_not_judged():
+    """A CPU-only trace (A) against a GPU trace (B): the GPU time rule is not judged (a note, exit
+    0), where it broke at +inf %; a rule that can be judged still is."""
+    cpu_only, gpu = SHARED / "data" / "traces" / "hta_cpu_only", SHARED / "data" / "traces" / "hta_amd_mi250"
+    if not cpu_only.is_dir():
+        pytest.skip("../shared/data is not present")
+    res = invoke(["compare", cpu_only, gpu, "-n", "1", "-f", "json", "--fail-if", "gpu_time>+5%",
+                  "--fail-if", "step_time>+1%"])
+    assert res.exit_code == 0, res.output
+    assert "rule gpu_time>+5%: not judged (A has no GPU operations: its GPU time cannot be compared)" in res.stderr
+    assert "rule step_time>+1%: pass" in res.stderr and "gate: passed, 1 rule(s) kept, 1 not judged" in res.stderr
+    assert "inf" not in res.stderr.lower().replace("info", "")
+    swapped = invoke(["compare", gpu, cpu_only, "-n", "1", "-f", "markdown", "--fail-if", "gpu_time<-5%"])
+    assert swapped.exit_code == 0 and "| not judged |" in swapped.stdout

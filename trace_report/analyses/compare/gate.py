@@ -20,6 +20,9 @@ step, the step breakdown's). ``CHANGE`` is relative (``+5%``: 100 * (B - A) / A)
 ``gpu_time<-10%`` when it dropped by more than 10 %. A metric that is 0 in A and not in B has an
 infinite relative change. A rule whose metric neither side has (no ProfilerStep, no GPU
 operation, a pattern that matches nothing) cannot be judged: :class:`InputError`, never a pass.
+A ``gpu_time`` rule where one side has no GPU operation at all (a CPU-only trace) is not judged
+either: its verdict says so in ``note`` and neither breaks nor passes the gate (a GPU time that
+does not exist is no 0 µs to compare with).
 """
 
 from __future__ import annotations
@@ -82,7 +85,8 @@ class Headline:
 class Verdict:
     """A judged rule: the metric on each side (µs per step), the change (percent when the rule is
     relative, else µs; ``inf`` when A is 0 and B is not), whether the rule is ``broken``, and
-    ``matched``: the GPU operation names a ``kernel:`` pattern matched (0 for other metrics)."""
+    ``matched``: the GPU operation names a ``kernel:`` pattern matched (0 for other metrics);
+    ``note``: why the rule was not judged (``change`` NaN, not ``broken``), None when it was."""
 
     rule: Rule
     a_us: float
@@ -90,6 +94,7 @@ class Verdict:
     change: float
     broken: bool
     matched: int = 0
+    note: str | None = None
 
 
 def parse_rule(text: str) -> Rule:
@@ -190,7 +195,11 @@ def evaluate(rules: list[Rule], head: Headline, kernels: CompareResult | None = 
     :class:`ValueError` when a comparison the rules need is not given."""
     out = []
     for rule in rules:
-        if rule.metric in ("step_time", "gpu_time"):
+        if rule.metric == "gpu_time" and (head.a.gpu_us is None) != (head.b.gpu_us is None):
+            missing = "A" if head.a.gpu_us is None else "B"
+            out.append(Verdict(rule, head.a.gpu_us or 0.0, head.b.gpu_us or 0.0, math.nan, False,
+                               note=f"{missing} has no GPU operations: its GPU time cannot be compared"))
+        elif rule.metric in ("step_time", "gpu_time"):
             out.append(judge(rule, *_headline_values(rule, head)))
         elif rule.metric == "kernel":
             if kernels is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trace_report.analyses.common.result import Result, drop_single_trace_ids
 from trace_report.analyses.modules import COLUMNS, PROFILE_HINT, ModuleOptions
-from trace_report.analyses.modules.tree import module_calls
+from trace_report.analyses.modules.tree import PATH_NAMES, module_calls
 from trace_report.errors import UsageError
 from trace_report.store.tracedb import TraceDB
 
@@ -21,12 +21,13 @@ def module_query(by_step: bool) -> str:
     step_key = "step" if by_step else "NULL::BIGINT"
     steps = "NULL::BIGINT" if by_step else "count(DISTINCT step)"
     return f"""WITH calls AS (SELECT * FROM {CALLS_TABLE})
-SELECT rank, trace_id, {step_key} AS step, path, depth, any_value(name) AS name, any_value(kind) AS kind,
+SELECT rank, trace_id, {step_key} AS step, any_value(path) AS path, depth, any_value(name) AS name,
+       any_value(kind) AS kind,
        count(*) AS calls, {steps} AS steps, sum(cpu_us) AS cpu_us, sum(gpu_ops) AS gpu_ops,
        sum(gpu_us) AS gpu_us, sum(flop) AS flop, min(ts_us) AS first_ts_us
 FROM calls
 WHERE $depth IS NULL OR depth <= $depth
-GROUP BY rank, trace_id, {step_key}, path, depth
+GROUP BY rank, trace_id, {step_key}, path_id, depth
 ORDER BY rank, trace_id, step NULLS LAST, first_ts_us, depth, path"""
 
 
@@ -55,8 +56,10 @@ def _notes(db: TraceDB, opts: ModuleOptions, has_flop: bool) -> list[str]:
 
 
 def _indent(frame):  # type: ignore[no-untyped-def]
-    """``module``: the last name of the path, indented two spaces per level below the first."""
-    return [("  " * (int(d) - 1)) + str(n) for d, n in zip(frame["depth"], frame["name"], strict=True)]
+    """``module``: the last name of the path, indented two spaces per level below the first, at
+    most as deep as a path shows names (:data:`~trace_report.analyses.modules_tree.PATH_NAMES`:
+    the text stays linear in the depth of the tree)."""
+    return [("  " * (min(int(d), PATH_NAMES) - 1)) + str(n) for d, n in zip(frame["depth"], frame["name"], strict=True)]
 
 
 def modules(db: TraceDB, options: ModuleOptions | None = None) -> Result:

@@ -9,7 +9,10 @@ stack from which every call ending before C's end has been popped (TraceLens' ho
 ``Trace2Tree/trace_to_tree.py``). A thread where a popped call overlaps the call popping it (its
 end at or after that call's start) is done by comparing each call with every earlier one
 (O(n^2) for that thread only; profilers do not write such module events). ``path`` is the names
-of the enclosing calls in that order, then the call's own, joined by ``.``.
+of the enclosing calls in that order, then the call's own, joined by ``.``; ``path_id`` numbers
+the distinct paths (interned as (parent's path_id, name)), so that calls are grouped without
+comparing texts. A path deeper than :data:`PATH_NAMES` names shows its first and last names
+around ``...(N more)...``: a path string per call of a chain n deep would hold n^2/2 names.
 
 The GPU operations of a call are those whose launch call starts in ``[ts, end)`` on its thread,
 and its FLOP those of the operators starting there that no other FLOP-counted operator of the
@@ -32,11 +35,17 @@ DERIVED_KIND = "module_calls"
 """The name of a trace's module calls among a database's derived tables."""
 
 TYPES = {"trace_id": pa.types.is_integer, "event_id": pa.types.is_integer, "step": pa.types.is_integer,
-         "path": pa.types.is_string, "depth": pa.types.is_integer, "name": pa.types.is_string,
+         "path": pa.types.is_string, "path_id": pa.types.is_integer, "depth": pa.types.is_integer,
+         "name": pa.types.is_string,
          "kind": pa.types.is_string, "ts_us": pa.types.is_floating, "cpu_us": pa.types.is_floating,
          "gpu_ops": pa.types.is_integer, "gpu_us": pa.types.is_floating, "flop_ops": pa.types.is_integer,
          "flop": pa.types.is_floating}
 """The columns of :func:`trace_calls`, as a kept file must have them."""
+
+PATH_NAMES = 64
+"""The most names a ``path`` shows: deeper paths keep their first :data:`PATH_HEAD` and their last
+``PATH_NAMES - PATH_HEAD`` names around ``...(N more)...``."""
+PATH_HEAD = 32
 
 MARKS_TABLE = "module_marks"
 """The name under which the calls are registered on the connection while the launches and
@@ -63,14 +72,15 @@ def module_calls(con: duckdb.DuckDBPyConnection, rank: int | None) -> pa.Table:
 
 def trace_calls(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
     """One row per module call of the traces ``ids``, in (trace, thread, start) order:
-    ``trace_id``, ``event_id``, ``step``, ``path``, ``depth``, ``name``, ``kind``, ``ts_us``,
+    ``trace_id``, ``event_id``, ``step``, ``path``, ``path_id`` (the same number for the same
+    path within one call of this function), ``depth``, ``name``, ``kind``, ``ts_us``,
     ``cpu_us``, ``gpu_ops``, ``gpu_us`` (µs), ``flop_ops``, ``flop`` (None where no operator of
     the call has a FLOP estimate). The rule: ``analyses/modules/modules.sql``."""
     cols = con.execute(sql_text("modules.sql", __package__), {"ids": list(ids)}).fetchnumpy()
     marks = pa.table({k: _array(v) for k, v in cols.items()})
     if marks.num_rows == 0:
-        return _calls_table(marks, [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
-                            np.zeros(0))
+        empty = np.zeros(0, np.int64)
+        return _calls_table(marks, ([], empty, empty), empty, np.zeros(0), empty, np.zeros(0))
     con.register(MARKS_TABLE, marks)
     try:
         launches = con.execute(sql_text("modules_launches.sql", __package__)).fetchnumpy()
@@ -81,13 +91,13 @@ def trace_calls(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
     keys = _thread_keys(m["trace_id"], m["pid"], m["tid"])
     thread = _lookup(keys, m["trace_id"], m["pid"], m["tid"])
     names = marks.column("name").to_pylist()
-    paths, depth = _paths(thread, m["ts_us"].astype(np.float64), m["end_us"].astype(np.float64), names)
+    tree = _paths(thread, m["ts_us"].astype(np.float64), m["end_us"].astype(np.float64), names)
     l_thread = _lookup(keys, launches["trace_id"], launches["pid"], launches["tid"])
     gpu_ops, gpu_us = _inside(thread, m["ts_us"], m["end_us"], l_thread, launches["ts_us"], launches["dur_us"])
     o_thread = _lookup(keys, ops["trace_id"], ops["pid"], ops["tid"])
     outer = _outermost(o_thread, ops["ts_us"], ops["end_us"], ops["event_id"])
     flop_ops, flop = _inside(thread, m["ts_us"], m["end_us"], o_thread[outer], ops["ts_us"][outer], ops["flop"][outer])
-    return _calls_table(marks, paths, depth, gpu_ops, gpu_us, flop_ops, flop)
+    return _calls_table(marks, tree, gpu_ops, gpu_us, flop_ops, flop)
 
 
 def _array(values: np.ndarray) -> pa.Array:
@@ -97,12 +107,14 @@ def _array(values: np.ndarray) -> pa.Array:
     return pa.array(values)
 
 
-def _calls_table(marks: pa.Table, paths: list[str], depth: np.ndarray, gpu_ops: np.ndarray, gpu_us: np.ndarray,
-                 flop_ops: np.ndarray, flop: np.ndarray) -> pa.Table:
+def _calls_table(marks: pa.Table, tree: tuple[list[str], np.ndarray, np.ndarray], gpu_ops: np.ndarray,
+                 gpu_us: np.ndarray, flop_ops: np.ndarray, flop: np.ndarray) -> pa.Table:
+    paths, path_id, depth = tree
     flop_col = pa.array(flop, type=pa.float64(), mask=np.asarray(flop_ops) == 0)
     return pa.table({
         "trace_id": marks.column("trace_id"), "event_id": marks.column("event_id"),
         "step": marks.column("step"), "path": pa.array(paths, type=pa.string()),
+        "path_id": pa.array(path_id, type=pa.int64()),
         "depth": pa.array(depth, type=pa.int64()), "name": marks.column("name"), "kind": marks.column("kind"),
         "ts_us": marks.column("ts_us"), "cpu_us": marks.column("dur_us"),
         "gpu_ops": pa.array(gpu_ops, type=pa.int64()), "gpu_us": pa.array(gpu_us, type=pa.float64()),
@@ -124,19 +136,57 @@ def _lookup(keys: dict[tuple, int], trace_id: np.ndarray, pid: np.ndarray, tid: 
                        dtype=np.int64, count=len(trace_id))
 
 
-def _paths(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, names: list[str]) -> tuple[list[str], np.ndarray]:
-    """Path and depth of each call (rows sorted per thread by ts, end descending, event_id)."""
-    n = len(names)
-    paths, depth = [""] * n, np.zeros(n, np.int64)
+class _Paths:
+    """Per call: its path text (:func:`path_text`), path number and depth; the numbers interned
+    by (parent's number, name), or by the names themselves for a thread of overlapping calls."""
+
+    def __init__(self, names: list[str]) -> None:
+        n = len(names)
+        self.names = names
+        self.text, self.path_id, self.depth = [""] * n, [0] * n, [0] * n
+        self.ids: dict[tuple, int] = {}
+
+    def set(self, i: int, outer: list[int], key: tuple, nested: bool = False) -> None:
+        """Row ``i`` inside the rows ``outer`` (outermost first), interned under ``key``;
+        ``nested``: ``outer[-1]``'s own path is ``outer[:-1]`` (the stack pass)."""
+        self.path_id[i] = self.ids.setdefault(key, len(self.ids))
+        depth = self.depth[i] = len(outer) + 1
+        if nested and 1 < depth <= PATH_NAMES:
+            self.text[i] = f"{self.text[outer[-1]]}.{self.names[i]}"
+        else:
+            self.text[i] = path_text([self.names[j] for j in _shown(outer)] + [self.names[i]], depth)
+
+
+def _shown(outer: list[int]) -> list[int]:
+    """The enclosing rows whose names a path shows (:data:`PATH_NAMES`)."""
+    if len(outer) < PATH_NAMES:
+        return outer
+    return outer[:PATH_HEAD] + outer[len(outer) - (PATH_NAMES - PATH_HEAD - 1):]
+
+
+def path_text(names: list[str], depth: int) -> str:
+    """``names`` (all of a path's, or those :func:`_shown` keeps, the call's own last) joined by
+    ``.``; a path of ``depth`` above :data:`PATH_NAMES` with ``...(N more)...`` after the first
+    :data:`PATH_HEAD`."""
+    if depth <= PATH_NAMES:
+        return ".".join(names)
+    hidden = depth - PATH_NAMES
+    return ".".join(names[:PATH_HEAD]) + f"...({hidden} more)..." + ".".join(names[PATH_HEAD:])
+
+
+def _paths(thread: np.ndarray, ts: np.ndarray, end: np.ndarray,
+           names: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Path, path number and depth of each call (rows sorted per thread by ts, end descending,
+    event_id). Memory: linear in the calls (a path text holds at most :data:`PATH_NAMES` names)."""
+    out = _Paths(names)
     bounds = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1], True])
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        if not _stack_pass(a, b, ts, end, names, paths, depth):
-            _pairwise_pass(a, b, end, names, paths, depth)
-    return paths, depth
+        if not _stack_pass(a, b, ts, end, out):
+            _pairwise_pass(a, b, end, out)
+    return out.text, np.array(out.path_id, np.int64), np.array(out.depth, np.int64)
 
 
-def _stack_pass(a: int, b: int, ts: np.ndarray, end: np.ndarray, names: list[str], paths: list[str],
-                depth: np.ndarray) -> bool:
+def _stack_pass(a: int, b: int, ts: np.ndarray, end: np.ndarray, out: _Paths) -> bool:
     """The stack pass over rows [a, b) of one thread; False when two calls partly overlap."""
     t_list, e_list = ts[a:b].tolist(), end[a:b].tolist()
     stack: list[int] = []  # row indices, innermost last
@@ -146,22 +196,18 @@ def _stack_pass(a: int, b: int, ts: np.ndarray, end: np.ndarray, names: list[str
                 return False
             stack.pop()
         i = a + k
-        if stack:
-            top = stack[-1]
-            paths[i], depth[i] = f"{paths[top]}.{names[i]}", depth[top] + 1
-        else:
-            paths[i], depth[i] = names[i], 1
+        parent = out.path_id[stack[-1]] if stack else -1
+        out.set(i, stack, (parent, out.names[i]), nested=True)
         stack.append(i)
     return True
 
 
-def _pairwise_pass(a: int, b: int, end: np.ndarray, names: list[str], paths: list[str], depth: np.ndarray) -> None:
+def _pairwise_pass(a: int, b: int, end: np.ndarray, out: _Paths) -> None:
     """Rows [a, b) of a thread with partly overlapping calls: each row's enclosing calls are the
     earlier rows ending no earlier than it (module doc)."""
     for i in range(a, b):
-        outer = np.flatnonzero(end[a:i] >= end[i]) + a
-        paths[i] = ".".join([*(names[j] for j in outer.tolist()), names[i]])
-        depth[i] = len(outer) + 1
+        outer = (np.flatnonzero(end[a:i] >= end[i]) + a).tolist()
+        out.set(i, outer, ("pairwise", *(out.names[j] for j in outer), out.names[i]))
 
 
 def _outermost(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, event_id: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from trace_report.declare import RANK, Command, Opt, computed
+from trace_report.errors import UsageError
 
 OPS_COLUMNS = ["name", "count", "self_cpu_us", "cpu_us", "gpu_self_us", "gpu_us", "flop", "tflop_per_s"]
 
@@ -41,6 +42,10 @@ class OpsOptions:
     by_shape: Annotated[bool, Opt("One row per operator and input shapes.")] = False
     all_ops: Annotated[bool, Opt("Every CPU operator, not only aten::.", ("--all",))] = False
     limit: Annotated[int | None, Opt("Rows.", ("--limit", "-n"), min=1)] = 30
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
+            raise UsageError(f"limit {self.limit!r}: give a number of rows, 0 or more (None: all)")
 
 
 COMMAND = Command(

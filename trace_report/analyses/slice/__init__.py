@@ -34,6 +34,7 @@ Spec: Trace Event Format (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUm
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -45,6 +46,7 @@ import msgspec
 
 from trace_report.analyses.slice.source import FlowIndex, SourceEvents, read_source
 from trace_report.errors import InputError, UsageError
+from trace_report.store.step_numbers import STEP_MAX
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -111,24 +113,36 @@ class SliceResult:
 
 
 def parse_steps(text: str) -> tuple[int, int]:
-    """``"3-4"`` -> ``(3, 4)``, ``"5"`` -> ``(5, 5)``; :class:`UsageError` otherwise."""
+    """``"3-4"`` -> ``(3, 4)``, ``"5"`` -> ``(5, 5)``; :class:`UsageError` otherwise, and for a
+    number above :data:`STEP_MAX` (checked on the digits: a range is never listed)."""
     m = _STEPS.fullmatch(text or "")
     if m is None:
         raise UsageError(f"--steps {text!r}: give a ProfilerStep number or a range, e.g. 3 or 3-4")
-    lo = int(m.group(1))
-    hi = int(m.group(2)) if m.group(2) is not None else lo
+    digits = [g.lstrip("0") or "0" for g in m.groups() if g is not None]
+    if any(len(d) > len(str(STEP_MAX)) or int(d) > STEP_MAX for d in digits):
+        raise UsageError(f"--steps {_shown(text)}: ProfilerStep numbers are 0 to {STEP_MAX}")
+    lo = int(digits[0])
+    hi = int(digits[1]) if len(digits) > 1 else lo
     if hi < lo:
         raise UsageError(f"--steps {text!r}: the range ends before it starts")
     return lo, hi
 
 
+def _shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted, cut to ``limit`` characters (an option may be thousands of digits long)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def parse_window(text: str) -> tuple[float | None, float | None]:
-    """``"T0:T1"`` (µs; either side may be empty) -> ``(t0, t1)``; :class:`UsageError` otherwise."""
+    """``"T0:T1"`` (µs; either side may be empty) -> ``(t0, t1)``; :class:`UsageError` otherwise,
+    and for a bound that is no finite float (``1e400``)."""
     m = _WINDOW.fullmatch(text or "")
     if m is None or (m.group(1) is None and m.group(2) is None):
-        raise UsageError(f"--window {text!r}: give T0:T1 in µs on the trace's clock (as ts_us), e.g. "
+        raise UsageError(f"--window {_shown(text)}: give T0:T1 in µs on the trace's clock (as ts_us), e.g. "
                          "1712195495609361:1712195495705059; T0: or :T1 leave a side open")
     t0, t1 = (float(g) if g is not None else None for g in m.groups())
+    if any(t is not None and not math.isfinite(t) for t in (t0, t1)):
+        raise UsageError(f"--window {_shown(text)}: a bound is too large for a time in µs")
     if t0 is not None and t1 is not None and t1 <= t0:
         raise UsageError(f"--window {text!r}: T1 must be after T0")
     return t0, t1
@@ -180,6 +194,18 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
+def _gaps(asked: tuple[int, int], found: tuple[int, ...]) -> str:
+    """The numbers of ``asked`` (inclusive bounds) missing from ``found`` (sorted, inside them), as
+    ranges: ``(1, 9), (3, 4)`` -> ``"1-2, 5-9"``; from the bounds, never a list of the range."""
+    out: list[str] = []
+    nxt = asked[0]
+    for n in [*found, asked[1] + 1]:
+        if n > nxt:
+            out.append(str(nxt) if n - 1 == nxt else f"{nxt}-{n - 1}")
+        nxt = max(nxt, n + 1)
+    return ", ".join(out)
+
+
 def plan_slice(db: TraceDB, options: SliceOptions) -> SlicePlan:
     """Choose the trace and the window of a slice.
 
@@ -197,10 +223,9 @@ def plan_slice(db: TraceDB, options: SliceOptions) -> SlicePlan:
     notes: list[str] = []
     if options.steps is not None:
         t0, t1, steps = _step_window(db, trace_id, options.steps)
-        missing = sorted(set(range(options.steps[0], options.steps[1] + 1)) - set(steps))
+        missing = _gaps(options.steps, steps)
         if missing:
-            notes.append(f"the trace has no ProfilerStep#{_ranges(missing)}: "
-                         f"the slice holds steps {_ranges(list(steps))}")
+            notes.append(f"the trace has no ProfilerStep#{missing}: the slice holds steps {_ranges(list(steps))}")
     if options.window is not None:
         w0, w1 = options.window
         t0 = max(t0, w0) if w0 is not None else t0

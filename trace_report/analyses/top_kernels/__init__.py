@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from trace_report.errors import InputError
+from trace_report.errors import InputError, UsageError
 from trace_report.store.rows import Rows
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
@@ -43,6 +43,10 @@ class TopKernelsOptions:
     steps_only: bool = False
     trace_ids: tuple[int, ...] | None = None
     kernels_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
+            raise UsageError(f"limit {self.limit!r}: give a number of rows, 0 or more (None: all)")
 
 
 @dataclass

@@ -77,7 +77,8 @@ def compare_cmd(
     fail_if: Annotated[list[str] | None, typer.Option(
         "--fail-if", metavar="RULE",
         help="Exit 3 when B breaks this rule against A (repeatable): METRIC OP CHANGE. METRIC: step_time (mean "
-             "ProfilerStep wall time), gpu_time (GPU busy time per step), kernel:GLOB (time per step of the GPU "
+             "step time: the longer of the ProfilerStep's CPU span and the GPU's step period), gpu_time (GPU busy "
+             "time per step, in the GPU's step period), kernel:GLOB (time per step of the GPU "
              "operations whose name matches, case-insensitive), region:NAME (wall time per step); OP: > or <; "
              "CHANGE: +5%, -3% (of A) or +2ms, +500us (B - A). A rule that cannot be judged is an error (exit 1).")]
     = None,
@@ -98,7 +99,8 @@ def compare_cmd(
     """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
     largest time difference first. Regions are compared per step by default.
 
-    First a headline: step time (mean ProfilerStep wall time) and GPU time (GPU busy per step),
+    First a headline: step time (mean step time: the longer of the ProfilerStep's CPU span and the
+    GPU's step period, the work launched in the step) and GPU time (GPU busy per step),
     A -> B, and the --fail-if rules with their verdicts: before the rows in table and markdown
     (markdown adds the top regressions: a summary for a pull-request comment), as note lines on
     stderr with csv and json. Exit status: 0, 3 when a --fail-if rule is broken, 1 for bad
@@ -232,7 +234,8 @@ def headline_lines(head: Headline, verdicts: list[Verdict]) -> list[str]:
     """The headline as text lines: step time and GPU time A -> B, each rule's verdict, the gate."""
     timed = head.a.step_us is not None and head.b.step_us is not None
     lines = [_line("step time", head.a.step_us, head.b.step_us, "no ProfilerStep",
-                   f"mean ProfilerStep wall time (steps: A {head.a.steps}, B {head.b.steps})"),
+                   "mean step time, the longer of the ProfilerStep's CPU span and the GPU's step period "
+                   f"(steps: A {head.a.steps}, B {head.b.steps})"),
              _line("GPU time", head.a.gpu_us, head.b.gpu_us, "no GPU operations", "GPU busy per step" + (
                  "" if timed else " (a trace without ProfilerStep counts as one step: its GPU span)"))]
     for v in verdicts:
@@ -279,7 +282,7 @@ def markdown_summary(result: CompareResult, head: Headline, verdicts: list[Verdi
 
     lines = ["## trace-report compare: B against A", "", f"A: {_code(paths[0])}  ", f"B: {_code(paths[1])}", "",
              "| per step | A | B | B - A | change |", "|---|---:|---:|---:|---:|"]
-    for label, a, b in (("step time (mean ProfilerStep wall time)", head.a.step_us, head.b.step_us),
+    for label, a, b in (("step time (the longer of CPU span and GPU period)", head.a.step_us, head.b.step_us),
                         ("GPU time (GPU busy)", head.a.gpu_us, head.b.gpu_us)):
         lines.append(f"| {label} | {_us(a)} | {_us(b)} | {' | '.join(_moved(a, b))} |")
     lines.append(f"| ProfilerSteps | {head.a.steps} | {head.b.steps} | | |")

@@ -56,6 +56,7 @@ from trace_report.analyses.regions import (
     compute_region_parts,
     merge_region_tables,
     selected_traces,
+    step_spans,
     trace_ids,
 )
 from trace_report.analyses.regions_kept import RegionPart, empty_part, kept_region_parts
@@ -240,7 +241,7 @@ def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> Break
 
     parts = kept_region_parts(db.con, ids, in_tasks, CODE_VERSION)  # only traces without kept rows go to Ray
     table, facts = merge_region_tables([parts[t] for t in ids])
-    return breakdown_from(table, facts, traces, opts)
+    return breakdown_from(table, facts, traces, opts, step_spans(db.con, ids))
 
 
 def flags_ray(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:

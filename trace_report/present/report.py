@@ -148,8 +148,7 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     devices = ", ".join(sorted({d for d in traces["device_name"].dropna()})) or "CPU only"
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
              ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
-             ("median step", _dur(_scalar_p(con, "SELECT median(dur_us) FROM steps JOIN traces USING (trace_id) "
-                                          "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}))),
+             ("median step", _median_step(con, opts.rank)),
              ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
              ("GPU kernel time", _dur(gpu) if gpu else "n/a"),
              *_utilization_items(util)]
@@ -169,6 +168,20 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
         sec.notes.append(overlap_note)
     sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
     return sec
+
+
+def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None) -> str:
+    """The median step time as the GPU sees it (view ``step_time``: the longer of the ProfilerStep's
+    CPU span and the GPU's step period), with the CPU span's median and the GPU-bound steps when
+    the two differ."""
+    row = con.execute("SELECT median(step_us), median(cpu_us), count(*) FILTER (WHERE bound_by = 'gpu'), count(*) "
+                      "FROM step_time WHERE $rank IS NULL OR rank = $rank", {"rank": rank}).fetchone()
+    step, cpu, gpu_bound, n = row if row else (None, None, 0, 0)
+    if not n or step is None:
+        return _dur(None)
+    if not gpu_bound:
+        return _dur(step)
+    return f"{_dur(step)} (CPU span {_dur(cpu)}; {gpu_bound} of {n} steps GPU-bound)"
 
 
 def gpu_time(con: duckdb.DuckDBPyConnection, rank: int | None) -> float:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from trace_report.analyses.compare import CompareResult
+from trace_report.analyses.compare import CompareResult, mismatch_warnings
 from trace_report.analyses.regions import REGIONS
 from trace_report.analyses.utilization import gpu_utilization, step_times
 from trace_report.errors import InputError, UsageError
@@ -78,10 +78,12 @@ class Side:
 
 @dataclass(frozen=True)
 class Headline:
-    """Step time and GPU time of A and of B (see the module docstring)."""
+    """Step time and GPU time of A and of B (see the module docstring); ``warnings``: why A and B
+    may not be two runs of one workload (:func:`~trace_report.analyses.compare.mismatch_warnings`)."""
 
     a: Side
     b: Side
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,8 @@ def side(db: TraceDB, rank: int | None = None) -> Side:
 
 
 def headline(a: TraceDB, b: TraceDB, rank: int | None = None) -> Headline:
-    """Step time and GPU time of A and B (:func:`side`)."""
-    return Headline(side(a, rank), side(b, rank))
+    """Step time and GPU time of A and B (:func:`side`), and the warnings of :func:`mismatch_warnings`."""
+    return Headline(side(a, rank), side(b, rank), tuple(mismatch_warnings(a, b, rank)))
 
 
 def needs(rules: list[Rule]) -> set[str]:

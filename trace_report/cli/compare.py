@@ -28,6 +28,7 @@ from trace_report.cli.options import (
     output_given,
     ray_load,
     ray_session,
+    warn,
 )
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt
@@ -132,6 +133,8 @@ def compare_cmd(
             _one_run(stack, da, "A", run_a, merge_runs)
             _one_run(stack, db, "B", run_b, merge_runs)
             result, head, verdicts = _judged(da, db, opts, rules, compare)
+    for text in head.warnings:
+        warn(text)
     _show(result, head, verdicts, out, by.value, (str(a), str(b)))
     if chart is not None:
         from trace_report.present.charts import compare_chart, save_chart
@@ -172,7 +175,7 @@ def _show(result: CompareResult, head: Headline, verdicts: list[Verdict], out: O
     frame = result.frame if out.limit is None else result.frame.head(out.limit)
     title = f"B - A by {by}"
     if fmt in (Format.csv, Format.json):
-        notes([*headline_lines(head, verdicts), *where])
+        notes([*headline_lines(head, verdicts, warnings=False), *where])
         write_text(out.output, render(frame, fmt, title, full_names=out.full_names))
         return
     notes(where)
@@ -230,14 +233,16 @@ def _rule_change(v: Verdict) -> str:
     return _pct(v.change) if v.rule.relative else _us(v.change, signed=True)
 
 
-def headline_lines(head: Headline, verdicts: list[Verdict]) -> list[str]:
-    """The headline as text lines: step time and GPU time A -> B, each rule's verdict, the gate."""
+def headline_lines(head: Headline, verdicts: list[Verdict], *, warnings: bool = True) -> list[str]:
+    """The headline as text lines: step time and GPU time A -> B, the warnings (unless not
+    ``warnings``: on stderr they are the ``warning:`` lines already), each rule's verdict, the gate."""
     timed = head.a.step_us is not None and head.b.step_us is not None
     lines = [_line("step time", head.a.step_us, head.b.step_us, "no ProfilerStep",
                    "mean step time, the longer of the ProfilerStep's CPU span and the GPU's step period "
                    f"(steps: A {head.a.steps}, B {head.b.steps})"),
              _line("GPU time", head.a.gpu_us, head.b.gpu_us, "no GPU operations", "GPU busy per step" + (
                  "" if timed else " (a trace without ProfilerStep counts as one step: its GPU span)"))]
+    lines += [f"warning: {text}" for text in head.warnings] if warnings else []
     for v in verdicts:
         matched = f", {v.matched} GPU operation(s) matched" if v.rule.metric == "kernel" else ""
         lines.append(f"rule {v.rule.text}: {'BROKEN' if v.broken else 'pass'}, {_rule_change(v)} "
@@ -278,7 +283,7 @@ def markdown_summary(result: CompareResult, head: Headline, verdicts: list[Verdi
     and their verdicts, the ``top`` regressions (rows whose time grew most)."""
     from trace_report.analyses.compare import regressions
     from trace_report.present.format import Format
-    from trace_report.present.tables import render
+    from trace_report.present.tables import markdown_cell, render
 
     lines = ["## trace-report compare: B against A", "", f"A: {_code(paths[0])}  ", f"B: {_code(paths[1])}", "",
              "| per step | A | B | B - A | change |", "|---|---:|---:|---:|---:|"]
@@ -286,6 +291,8 @@ def markdown_summary(result: CompareResult, head: Headline, verdicts: list[Verdi
                         ("GPU time (GPU busy)", head.a.gpu_us, head.b.gpu_us)):
         lines.append(f"| {label} | {_us(a)} | {_us(b)} | {' | '.join(_moved(a, b))} |")
     lines.append(f"| ProfilerSteps | {head.a.steps} | {head.b.steps} | | |")
+    for text in head.warnings:  # a blank line apart: each its own quote
+        lines += ["", f"> **warning:** {markdown_cell(text)}"]
     if verdicts:
         lines += ["", f"**{_gate_line(verdicts)}**", "", "| rule | A | B | change | verdict |",
                   "|---|---:|---:|---:|---|"]

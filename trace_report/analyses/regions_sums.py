@@ -95,8 +95,7 @@ def _sums(t: pd.DataFrame, keys: list[str], steps_from: str, steps_how: str) -> 
     return agg.reset_index()
 
 
-def _step_spans(spans: pd.DataFrame | None, traces: pd.DataFrame, opts: BreakdownOptions,
-                group: list[str]) -> pd.DataFrame:
+def _step_spans(spans: pd.DataFrame | None, traces: pd.DataFrame, group: list[str]) -> pd.DataFrame:
     """:data:`STEP_SPAN_COLUMNS` per group of the breakdown (``group``: its keys)."""
     cols = ["trace_id", "window_id", "step", "cpu_us", "gpu_us", "step_us"]
     s = (spans[cols] if spans is not None else pd.DataFrame(columns=cols)).merge(
@@ -122,7 +121,7 @@ def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions
     group = (["rank"] if opts.by_rank else []) + (["step"] if opts.by_step else [])
     agg["wall_pct"] = _pct(agg, "wall_us", group)
     agg["gpu_pct"] = _pct(agg, "gpu_us", group)
-    step_spans = _step_spans(spans, traces, opts, group)
+    step_spans = _step_spans(spans, traces, group)
     if group:
         agg = agg.astype({"step": float}).merge(step_spans, on=group, how="left")
     else:

@@ -181,7 +181,7 @@ def test_deep_module_nesting_in_linear_memory(tmp_path: Path) -> None:
 def test_module_path_ids_keep_equal_texts_apart() -> None:
     """Two chains 70 deep, one after the other, differing in one name that deep paths hide: the
     deepest calls have the same path text and are two paths (ids), as are all below the change."""
-    from trace_report.analyses.modules_tree import _paths
+    from trace_report.analyses.modules.tree import _paths
 
     depth = 70
     first = [f"M_{i}" for i in range(depth)]

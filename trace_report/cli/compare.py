@@ -1,5 +1,5 @@
 """``trace-report compare A B``: kernel or region differences B - A, after a headline (step time and
-GPU time, A -> B); ``--fail-if`` rules exit 3 when broken (:mod:`trace_report.analyses.gate`)."""
+GPU time, A -> B); ``--fail-if`` rules exit 3 when broken (:mod:`trace_report.analyses.compare.gate`)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from trace_report.cli.options import (
     output_given,
     ray_load,
     ray_session,
+    warn,
 )
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt
@@ -78,7 +79,8 @@ def compare_cmd(
     fail_if: Annotated[list[str] | None, typer.Option(
         "--fail-if", metavar="RULE",
         help="Exit 3 when B breaks this rule against A (repeatable): METRIC OP CHANGE. METRIC: step_time (mean "
-             "ProfilerStep wall time), gpu_time (GPU busy time per step), kernel:GLOB (time per step of the GPU "
+             "step time: the longer of the ProfilerStep's CPU span and the GPU's step period), gpu_time (GPU busy "
+             "time per step, in the GPU's step period), kernel:GLOB (time per step of the GPU "
              "operations whose name matches, case-insensitive), region:NAME (wall time per step); OP: > or <; "
              "CHANGE: +5%, -3% (of A) or +2ms, +500us (B - A). A rule that cannot be judged is an error (exit 1).")]
     = None,
@@ -100,7 +102,8 @@ def compare_cmd(
     """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
     largest time difference first. Regions are compared per step by default.
 
-    First a headline: step time (mean ProfilerStep wall time) and GPU time (GPU busy per step),
+    First a headline: step time (mean step time: the longer of the ProfilerStep's CPU span and the
+    GPU's step period, the work launched in the step) and GPU time (GPU busy per step),
     A -> B, and the --fail-if rules with their verdicts: before the rows in table and markdown
     (markdown adds the top regressions: a summary for a pull-request comment), as note lines on
     stderr with csv and json. Exit status: 0, 3 when a --fail-if rule is broken, 1 for bad
@@ -132,6 +135,8 @@ def compare_cmd(
             _one_run(stack, da, "A", run_a, merge_runs)
             _one_run(stack, db, "B", run_b, merge_runs)
             result, head, verdicts = _judged(da, db, opts, rules, compare)
+    for text in head.warnings:
+        warn(text)
     _show(result, head, verdicts, out, by.value, (str(a), str(b)))
     if chart is not None:
         from trace_report.present.charts import compare_chart, save_chart
@@ -172,7 +177,7 @@ def _show(result: CompareResult, head: Headline, verdicts: list[Verdict], out: O
     frame = result.frame if out.limit is None else result.frame.head(out.limit)
     title = f"B - A by {by}"
     if fmt in (Format.csv, Format.json):
-        notes([*headline_lines(head, verdicts), *where])
+        notes([*headline_lines(head, verdicts, warnings=False), *where])
         write_text(out.output, render(frame, fmt, title, full_names=out.full_names, raw=out.raw))
         return
     notes(where)
@@ -232,13 +237,16 @@ def _rule_change(v: Verdict) -> str:
     return _pct(v.change) if v.rule.relative else _us(v.change, signed=True)
 
 
-def headline_lines(head: Headline, verdicts: list[Verdict]) -> list[str]:
-    """The headline as text lines: step time and GPU time A -> B, each rule's verdict, the gate."""
+def headline_lines(head: Headline, verdicts: list[Verdict], *, warnings: bool = True) -> list[str]:
+    """The headline as text lines: step time and GPU time A -> B, the warnings (unless not
+    ``warnings``: on stderr they are the ``warning:`` lines already), each rule's verdict, the gate."""
     timed = head.a.step_us is not None and head.b.step_us is not None
     lines = [_line("step time", head.a.step_us, head.b.step_us, "no ProfilerStep",
-                   f"mean ProfilerStep wall time (steps: A {head.a.steps}, B {head.b.steps})"),
+                   "mean step time, the longer of the ProfilerStep's CPU span and the GPU's step period "
+                   f"(steps: A {head.a.steps}, B {head.b.steps})"),
              _line("GPU time", head.a.gpu_us, head.b.gpu_us, "no GPU operations", "GPU busy per step" + (
                  "" if timed else " (a trace without ProfilerStep counts as one step: its GPU span)"))]
+    lines += [f"warning: {text}" for text in head.warnings] if warnings else []
     for v in verdicts:
         if v.note is not None:
             lines.append(f"rule {v.rule.text}: not judged ({v.note})")
@@ -284,14 +292,16 @@ def markdown_summary(result: CompareResult, head: Headline, verdicts: list[Verdi
     and their verdicts, the ``top`` regressions (rows whose time grew most)."""
     from trace_report.analyses.compare import regressions
     from trace_report.present.format import Format
-    from trace_report.present.tables import render
+    from trace_report.present.tables import markdown_cell, render
 
     lines = ["## trace-report compare: B against A", "", f"A: {_code(paths[0])}  ", f"B: {_code(paths[1])}", "",
              "| per step | A | B | B - A | change |", "|---|---:|---:|---:|---:|"]
-    for label, a, b in (("step time (mean ProfilerStep wall time)", head.a.step_us, head.b.step_us),
+    for label, a, b in (("step time (the longer of CPU span and GPU period)", head.a.step_us, head.b.step_us),
                         ("GPU time (GPU busy)", head.a.gpu_us, head.b.gpu_us)):
         lines.append(f"| {label} | {_us(a)} | {_us(b)} | {' | '.join(_moved(a, b))} |")
     lines.append(f"| ProfilerSteps | {head.a.steps} | {head.b.steps} | | |")
+    for text in head.warnings:  # a blank line apart: each its own quote
+        lines += ["", f"> **warning:** {markdown_cell(text)}"]
     if verdicts:
         lines += ["", f"**{_gate_line(verdicts)}**", "", "| rule | A | B | change | verdict |",
                   "|---|---:|---:|---:|---|"]

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 KEEP_AT_INGEST_MIN_EVENTS = 1_000_000
 """``trace-report ingest`` computes the breakdown's rows of each trace it writes that stores at
 least this many events (``traces.n_complete_events``) and keeps them beside the database
-(:func:`trace_report.analyses.regions.keep_region_rows`; ``--keep-breakdown`` /
+(:func:`trace_report.analyses.breakdown.keep_region_rows`; ``--keep-breakdown`` /
 ``--no-keep-breakdown`` decide otherwise). Computing them costs a fixed time per stored event
 (docs/benchmarks.md): from here on a first ``breakdown`` would wait half a second or more,
 and the ingest, which already takes seconds, pays it once. Smaller traces compute theirs on first
@@ -181,7 +181,7 @@ def _clean_leftovers(db_path: Path) -> list[str]:
 
 def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
     """Compute and keep the breakdown's rows of the traces ``ids`` of the database just written
-    (:func:`trace_report.analyses.regions.keep_region_rows`). The database is complete by now: a
+    (:func:`trace_report.analyses.breakdown.keep_region_rows`). The database is complete by now: a
     failure is a warning, and an interrupt says that only the kept rows are missing."""
     import time
 

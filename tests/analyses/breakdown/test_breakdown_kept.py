@@ -58,7 +58,8 @@ def computed(db_path: Path, opts: BreakdownOptions) -> regions.BreakdownResult:
     with tr.open(db_path) as db:
         traces = regions.breakdown_traces(db.con, opts)
         table, facts = region_table(db.con, traces, keep=False)
-        return regions.breakdown_from(table, facts, traces, opts)
+        spans = regions.step_spans(db.con, regions.trace_ids(traces))
+        return regions.breakdown_from(table, facts, traces, opts, spans)
 
 
 def test_kept_tables_give_the_computed_breakdown(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -128,6 +128,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
             f = facts[r]
             f.windows, f.wall_us, f.busy_us, f.basis = int(row["windows"]), float(row["wall_us"] or 0), \
                 float(row["busy_us"] or 0), str(row["basis"])
+            f.step_us = float(row["step_us"] or 0)
             f.idle = row
     for r, row in _by_rank(con, "SELECT rank, sum(gpu_op_us) AS gpu_us FROM gpu_time GROUP BY rank").items():
         if r in facts:
@@ -261,7 +262,7 @@ def _verdict(frame: pd.DataFrame, facts: dict[int, RankFacts], th: Thresholds) -
             return (f"Biggest saving: {top['title']} ({top['finding']}), about {ms_text(saving * 1e3)} per step "
                     f"({pct_text(top['saving_pct_of_step'])} of step time).")
         return f"Finding: {top['title']} ({top['finding']})."
-    busy = [f.pct_of_step(f.busy_us) for f in facts.values() if f.wall_us > 0 and f.idle]
+    busy = [f.util_pct for f in facts.values() if f.wall_us > 0 and f.idle]
     if not busy:
         return "No finding: no GPU activity to judge."
     if min(busy) >= 100 - th.low_utilization_pct:

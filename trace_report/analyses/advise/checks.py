@@ -84,7 +84,9 @@ class RankFacts:
     """One rank's numbers, each read from its view (µs unless named otherwise).
 
     ``windows``/``wall_us``/``busy_us``/``basis``: view ``analysis_windows`` (ProfilerSteps or the
-    GPU span); ``idle``: view ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels +
+    GPU span); ``step_us``: step time as the GPU sees it (view ``step_time``, summed), the
+    denominator of every "% of step time" (a CPU running ahead of the GPU makes the steps longer
+    than their CPU spans); ``idle``: view ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels +
     memcpy + memset); ``classes``: flags' per-class totals; ``launch``: view ``launch_bound``;
     ``mean_queue``: the busiest stream's mean launch-queue length (queue.sql); ``comm_us`` /
     ``overlap_us``: overlap.sql; ``syncs``: view ``host_syncs_by_rank``; ``pageable``: view
@@ -97,6 +99,7 @@ class RankFacts:
     windows: int = 0
     wall_us: float = 0.0
     busy_us: float = 0.0
+    step_us: float = 0.0
     basis: str = "ProfilerStep"
     idle: dict = field(default_factory=dict)
     gpu_us: float = 0.0
@@ -141,7 +144,14 @@ class RankFacts:
         return us / max(self.windows, 1) / 1e3
 
     def pct_of_step(self, us: float) -> float:
-        return 100.0 * us / self.wall_us if self.wall_us > 0 else 0.0
+        """``us`` in % of step time as the GPU sees it (``step_us``; ``wall_us`` when unknown)."""
+        step = self.step_us or self.wall_us
+        return 100.0 * us / step if step > 0 else 0.0
+
+    @property
+    def util_pct(self) -> float:
+        """GPU utilisation (view ``gpu_utilization``): busy time / wall time of the same windows."""
+        return 100.0 * self.busy_us / self.wall_us if self.wall_us > 0 else 0.0
 
 
 def ms_text(us: float) -> str:
@@ -376,7 +386,7 @@ class Checker:
         """Low utilisation as a symptom: its saving is the idle time no other finding explains."""
         if f.wall_us <= 0 or not f.idle:
             return
-        busy_pct = f.pct_of_step(f.busy_us)
+        busy_pct = f.util_pct
         basis = "step time" if f.basis == "ProfilerStep" else "the first-to-last GPU op span"
         self.checked.append(f"GPU busy {pct_text(busy_pct)} of {basis}")
         if busy_pct >= self.th.low_utilization_pct:

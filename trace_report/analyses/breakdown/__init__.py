@@ -52,6 +52,7 @@ from trace_report.analyses.breakdown.sums import (  # noqa: F401  (the names bre
     BEFORE_FIRST_STEP,
     BREAKDOWN_COLUMNS,
     REGIONS,
+    STEP_SPAN_COLUMNS,
     BreakdownOptions,
     BreakdownResult,
     breakdown_from,
@@ -515,7 +516,15 @@ def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> Breakdown
     opts = options or BreakdownOptions()
     traces = breakdown_traces(db.con, opts)
     table, facts = region_table(db.con, traces)
-    return breakdown_from(table, facts, traces, opts)
+    return breakdown_from(table, facts, traces, opts, step_spans(db.con, trace_ids(traces)))
+
+
+def step_spans(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:
+    """The rows of view ``step_time`` of the traces of ``ids`` (``trace_id``, ``window_id``,
+    ``step``, ``cpu_us``, ``gpu_us``, ``step_us``): breakdown's step columns."""
+    return con.execute("SELECT trace_id, window_id, step, cpu_us, gpu_us, step_us FROM step_time "
+                       "WHERE list_contains($ids, trace_id) ORDER BY trace_id, cpu_start_us, window_id",
+                       {"ids": ids}).df()  # in order: sums over them are the same every time
 
 
 CODE_VERSION = derived_code_version((sys.modules[__name__], _intervals_module, _columns_module, _kept_module,

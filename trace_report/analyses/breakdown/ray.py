@@ -15,6 +15,7 @@ from trace_report.analyses.breakdown import (
     breakdown_traces,
     compute_region_parts,
     merge_region_tables,
+    step_spans,
 )
 from trace_report.analyses.breakdown.kept import RegionPart, empty_part, kept_region_parts
 from trace_report.analyses.common.distributed import map_partitions
@@ -43,4 +44,4 @@ def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> Break
 
     parts = kept_region_parts(db.con, ids, in_tasks, CODE_VERSION)  # only traces without kept rows go to Ray
     table, facts = merge_region_tables([parts[t] for t in ids])
-    return breakdown_from(table, facts, traces, opts)
+    return breakdown_from(table, facts, traces, opts, step_spans(db.con, ids))

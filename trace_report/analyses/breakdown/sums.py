@@ -15,6 +15,11 @@ BEFORE_FIRST_STEP = "before_first_step"
 no wall time of their own, never counted in the first step (view ``kernel_steps``)."""
 BREAKDOWN_COLUMNS = ["step", "region", "wall_us", "wall_pct", "gpu_us", "gpu_pct", "kernels",
                      "idle_us", "cpu_us"]
+STEP_SPAN_COLUMNS = ["step_cpu_us", "step_gpu_us", "step_us"]
+"""The group's steps as the GPU sees them (view ``step_time``, summed like ``wall_us``): their
+ProfilerStep CPU spans, the GPU's step periods (the work launched in each step, by correlation
+id) and step time, the longer of the two per step; the same on every row of a group, NULL for a
+trace without ProfilerStep."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,21 @@ def _sums(t: pd.DataFrame, keys: list[str], steps_from: str, steps_how: str) -> 
     return agg.reset_index()
 
 
-def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions) -> pd.DataFrame:
+def _step_spans(spans: pd.DataFrame | None, traces: pd.DataFrame, group: list[str]) -> pd.DataFrame:
+    """:data:`STEP_SPAN_COLUMNS` per group of the breakdown (``group``: its keys)."""
+    cols = ["trace_id", "window_id", "step", "cpu_us", "gpu_us", "step_us"]
+    s = (spans[cols] if spans is not None else pd.DataFrame(columns=cols)).merge(
+        traces[["trace_id", "rank"]], on="trace_id")
+    s = s.rename(columns={"cpu_us": "step_cpu_us", "gpu_us": "step_gpu_us"})
+    s[STEP_SPAN_COLUMNS] = s[STEP_SPAN_COLUMNS].astype(float)
+    if not group:
+        return pd.DataFrame({c: [s[c].sum(min_count=1)] for c in STEP_SPAN_COLUMNS})
+    s["step"] = s["step"].astype(float)
+    return s.groupby(group, dropna=False, sort=False)[STEP_SPAN_COLUMNS].sum(min_count=1).reset_index()
+
+
+def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions,
+               spans: pd.DataFrame | None = None) -> pd.DataFrame:
     t = table.merge(traces[["trace_id", "rank"]], on="trace_id")
     t["window"] = t["trace_id"].astype(str) + ":" + t["window_id"].astype(str)
     keys = (["rank"] if opts.by_rank else []) + (["trace_id", "window_id", "step"] if opts.by_step else [])
@@ -103,9 +122,15 @@ def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions
     group = (["rank"] if opts.by_rank else []) + (["step"] if opts.by_step else [])
     agg["wall_pct"] = _pct(agg, "wall_us", group)
     agg["gpu_pct"] = _pct(agg, "gpu_us", group)
+    step_spans = _step_spans(spans, traces, group)
+    if group:
+        agg = agg.astype({"step": float}).merge(step_spans, on=group, how="left")
+    else:
+        agg = agg.assign(**{c: step_spans[c].iloc[0] for c in STEP_SPAN_COLUMNS})
     agg["region_order"] = agg["region"].map({r: i for i, r in enumerate(REGIONS)}).fillna(-1)
     agg = agg.sort_values(group + ["region_order"], na_position="first", kind="stable")
-    cols = (["rank"] if opts.by_rank else []) + BREAKDOWN_COLUMNS + ([] if opts.by_step else ["steps"])
+    cols = (["rank"] if opts.by_rank else []) + BREAKDOWN_COLUMNS + ([] if opts.by_step else ["steps"]) \
+        + STEP_SPAN_COLUMNS
     out = agg[cols].reset_index(drop=True)
     out["kernels"] = out["kernels"].astype("int64")
     out["step"] = out["step"].astype("Int64")  # a step number, NULL for whole-trace and before_first_step rows
@@ -113,10 +138,11 @@ def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions
 
 
 def breakdown_from(table: pd.DataFrame, facts: dict, traces: pd.DataFrame,
-                   opts: BreakdownOptions) -> BreakdownResult:
+                   opts: BreakdownOptions, spans: pd.DataFrame | None = None) -> BreakdownResult:
     """The breakdown of :func:`region_table`'s per-window rows and facts (of one part of the traces,
-    or of several parts joined with :func:`merge_region_tables`)."""
-    return BreakdownResult(_aggregate(table, traces, opts), breakdown_notes(traces, facts))
+    or of several parts joined with :func:`merge_region_tables`); ``spans``: the traces' rows of
+    view ``step_time`` (:data:`STEP_SPAN_COLUMNS`; None: NULL there)."""
+    return BreakdownResult(_aggregate(table, traces, opts, spans), breakdown_notes(traces, facts))
 
 
 def merge_region_tables(parts: list[tuple[pd.DataFrame, dict]]) -> tuple[pd.DataFrame, dict]:

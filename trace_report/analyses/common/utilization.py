@@ -7,6 +7,10 @@ docs/analysis.md "Definitions"); the report headline, ``advise`` and the noteboo
   memset, union of their intervals) / ProfilerStep wall time, per step and rank; traces without
   ProfilerStep use their first-to-last GPU operation span (``basis = 'gpu_span'``, HTA's
   temporal-breakdown denominator).
+- Step time (view ``step_time``, ``store/sql/views_step_time.sql``): per ProfilerStep its CPU span,
+  the GPU's step period (the work launched in the step, by correlation id, as HTA and
+  torch-tb-profiler assign it) and ``step_us``, the longer of the two: the denominator of every
+  "% of step time".
 - Launch-bound (view ``launch_bound``): GPU operations (kernels + memcpy + memset) launched inside
   ProfilerSteps that ran shorter than the CPU call that launched them (HTA
   ``get_cuda_kernel_launch_stats``, ``include_memory_events=True``).
@@ -24,6 +28,8 @@ from trace_report.store.tracedb import TraceDB
 
 UTILIZATION_COLUMNS = ["rank", "trace_id", "step", "basis", "wall_us", "busy_us", "gpu_util_pct"]
 RANK_COLUMNS = ["rank", "basis", "steps", "wall_us", "busy_us", "gpu_util_pct"]
+STEP_TIME_COLUMNS = ["rank", "trace_id", "step", "window_id", "cpu_start_us", "cpu_end_us", "cpu_us", "gpu_start_us",
+                     "gpu_end_us", "gpu_us", "step_us", "bound_by", "gpu_ops", "gpu_busy_us"]
 
 
 def gpu_utilization(db: TraceDB, rank: int | None = None, *, by_step: bool = False) -> pd.DataFrame:
@@ -39,6 +45,17 @@ def gpu_utilization(db: TraceDB, rank: int | None = None, *, by_step: bool = Fal
     return db.con.execute(
         f"SELECT {', '.join(RANK_COLUMNS)} FROM gpu_utilization_by_rank WHERE $rank IS NULL OR rank = $rank "
         "ORDER BY rank", {"rank": rank}).df()
+
+
+def step_times(db: TraceDB, rank: int | None = None) -> pd.DataFrame:
+    """One row per ProfilerStep (:data:`STEP_TIME_COLUMNS`, µs) in start order: its CPU span, the
+    GPU's step period, ``step_us`` (the longer), ``bound_by`` (``cpu``/``gpu``) and the GPU busy
+    time inside the GPU's period; traces without ProfilerStep have no row. Source: view
+    ``step_time`` (the rule and its sources are in its SQL)."""
+    db.check_rank(rank)
+    return db.con.execute(
+        f"SELECT {', '.join(STEP_TIME_COLUMNS)} FROM step_time WHERE $rank IS NULL OR rank = $rank "
+        "ORDER BY rank, trace_id, cpu_start_us, window_id", {"rank": rank}).df()
 
 
 def step_overlap_note(db: TraceDB, rank: int | None = None) -> str | None:

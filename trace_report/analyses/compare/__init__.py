@@ -23,6 +23,7 @@ The headline ``compare`` prints first (step time and GPU time, A -> B) and the r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import duckdb
@@ -256,3 +257,59 @@ def compare(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> Co
     if opts.match not in MATCHES:
         raise UsageError(f"unknown --match {opts.match!r} (choices: {', '.join(MATCHES)})")
     return compare_kernels(a, b, opts) if opts.by == "kernel" else compare_regions(a, b, opts)
+
+
+AMD_DEVICE = re.compile(r"(?i)\bamd\b|instinct|radeon|\bmi[0-9]{3}")
+NVIDIA_DEVICE = re.compile(r"(?i)\bnvidia\b|\btesla\b|\bquadro\b|\bgeforce\b|\btitan\b")
+AMD_KERNELS = re.compile(r"^Cijk_|__amd_rocclr|^naive_conv|miopen|^rccl|hipblaslt|ck_tile", re.IGNORECASE)
+"""Kernel names only ROCm's libraries give: Tensile/hipBLASLt GEMMs (``Cijk_``), ROCclr's copy and
+fill kernels, MIOpen, RCCL, composable kernel."""
+NVIDIA_KERNELS = re.compile(r"^(sm[0-9]{2,3}_|volta_|ampere_|turing_|maxwell_|hopper_)|cutlass|nvjet|cudnn|^nccl"
+                            r"|void cudnn|ncclDevKernel|ncclKernel", re.IGNORECASE)
+"""Kernel names only CUDA's libraries give: cuBLAS's architecture-prefixed GEMMs, CUTLASS, nvjet,
+cuDNN, NCCL."""
+MIN_SHARED_KERNEL_PCT = 50.0
+"""Below this share of B's kernel time under names A also has, A and B ran different work."""
+
+
+def _vendor(devices: list[str], kernels: list[str]) -> str | None:
+    """``AMD`` or ``NVIDIA`` from the device names, else from the kernel names; None when unknown."""
+    for rule, name in ((AMD_DEVICE, "AMD"), (NVIDIA_DEVICE, "NVIDIA")):
+        if any(rule.search(d) for d in devices):
+            return name
+    amd = sum(bool(AMD_KERNELS.search(k)) for k in kernels)
+    nvidia = sum(bool(NVIDIA_KERNELS.search(k)) for k in kernels)
+    return None if amd == nvidia else ("AMD" if amd > nvidia else "NVIDIA")
+
+
+def _side_facts(db: TraceDB, rank: int | None) -> tuple[list[str], pd.DataFrame]:
+    devices = [d for (d,) in db.con.execute(
+        "SELECT DISTINCT device_name FROM traces WHERE ($rank IS NULL OR rank = $rank) AND device_name <> '' "
+        "ORDER BY 1", {"rank": rank}).fetchall() if d]
+    kernels = db.con.execute(
+        "SELECT g.name, sum(g.dur_us) AS total_us FROM gpu_op_names g JOIN traces t USING (trace_id) "
+        "WHERE g.cat = 'kernel' AND ($rank IS NULL OR t.rank = $rank) GROUP BY g.name", {"rank": rank}).df()
+    return devices, kernels
+
+
+def mismatch_warnings(a: TraceDB, b: TraceDB, rank: int | None = None) -> list[str]:
+    """Why A and B may not be two runs of one workload, one sentence each (none when they look alike):
+    another GPU vendor (AMD or NVIDIA, from ``traces.device_name``, else from kernel names only
+    ROCm's or CUDA's libraries give) or model (the device names differ), or less than
+    :data:`MIN_SHARED_KERNEL_PCT` of B's kernel time under kernel names that A has too (exact
+    names; the share of B's kernel time, not a symmetric measure, so that new kernels in B count)."""
+    (da, ka), (db_, kb) = _side_facts(a, rank), _side_facts(b, rank)
+    out = []
+    va, vb = _vendor(da, ka["name"].tolist()), _vendor(db_, kb["name"].tolist())
+    if va and vb and va != vb:
+        out.append(f"A runs on {va} ({', '.join(da) or 'device not named'}), B on {vb} "
+                   f"({', '.join(db_) or 'device not named'}): kernel names and times differ by vendor")
+    elif da and db_ and set(da) != set(db_):
+        out.append(f"A runs on {', '.join(da)}, B on {', '.join(db_)}: another GPU model")
+    total = float(kb["total_us"].sum())
+    if total > 0 and len(ka):
+        shared = 100.0 * float(kb.loc[kb["name"].isin(set(ka["name"])), "total_us"].sum()) / total
+        if shared < MIN_SHARED_KERNEL_PCT:
+            out.append(f"only {shared:.1f}% of B's kernel time is in kernels whose names A has too (under "
+                       f"{MIN_SHARED_KERNEL_PCT:g}%): A and B may run different workloads")
+    return out

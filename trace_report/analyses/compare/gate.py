@@ -1,14 +1,18 @@
 """The headline of ``compare`` and the performance gate of ``compare --fail-if`` (docs/analysis.md).
 
-Headline, per ProfilerStep of each side, each number from the one view that defines it
-(``gpu_utilization_by_rank``, read through :func:`~trace_report.analyses.common.utilization.gpu_utilization`,
-the figure of the report headline and ``advise``):
+Headline, per ProfilerStep of each side, each number from the one view that defines it (view
+``step_time``, read through :func:`~trace_report.analyses.common.utilization.step_times`: the step as
+the GPU sees it, the denominator of advise's and the report's "% of step time"):
 
-- step time: mean ProfilerStep wall time (µs) = the view's summed step ``wall_us`` / ``steps``
-  (steps that overlap count each instant once); None on a side without ProfilerStep.
-- GPU time: GPU busy time per step (µs) = the view's ``busy_us`` (union of the GPU operations'
-  intervals, kernels + memcpy + memset, clipped to the steps) / ``steps``; None without GPU
-  operations. Summed over ranks (``rank`` None), both are means over every rank's steps.
+- step time: mean step time (µs) = the view's summed ``step_us`` / steps, where a step lasts the
+  longer of its ProfilerStep's CPU span and the GPU's step period (the work launched in the step,
+  by correlation id), so that a GPU that falls behind a CPU running ahead makes steps longer;
+  None on a side without ProfilerStep.
+- GPU time: GPU busy time per step (µs) = the view's ``gpu_busy_us`` (union of the GPU operations'
+  intervals, kernels + memcpy + memset, inside each step's GPU period) / steps; a trace without
+  ProfilerStep counts as one step, its busy time over its first-to-last GPU operation span (view
+  ``gpu_utilization``); None without GPU operations. Summed over ranks (``rank`` None), both are
+  means over every rank's steps.
 
 Rules: ``METRIC OP CHANGE`` (:data:`GRAMMAR`). ``METRIC`` is ``step_time``, ``gpu_time``,
 ``kernel:GLOB`` (the per-step time of the GPU operations whose name matches the shell pattern,
@@ -32,9 +36,11 @@ import math
 import re
 from dataclasses import dataclass
 
+import pandas as pd
+
 from trace_report.analyses.common.regions import REGIONS
-from trace_report.analyses.common.utilization import gpu_utilization
-from trace_report.analyses.compare import CompareResult
+from trace_report.analyses.common.utilization import gpu_utilization, step_times
+from trace_report.analyses.compare import CompareResult, mismatch_warnings
 from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 
@@ -64,9 +70,9 @@ class Rule:
 
 @dataclass(frozen=True)
 class Side:
-    """One side's headline: ``steps`` (step windows of view ``gpu_utilization_by_rank``),
-    ``step_us`` (mean ProfilerStep wall time, µs; None without ProfilerStep) and ``gpu_us`` (GPU
-    busy time per step, µs; None without GPU operations)."""
+    """One side's headline: ``steps`` (ProfilerSteps, and one per trace without them), ``step_us``
+    (mean step time as the GPU sees it, µs; None without ProfilerStep) and ``gpu_us`` (GPU busy
+    time per step, µs; None without GPU operations)."""
 
     steps: int
     step_us: float | None
@@ -75,10 +81,12 @@ class Side:
 
 @dataclass(frozen=True)
 class Headline:
-    """Step time and GPU time of A and of B (see the module docstring)."""
+    """Step time and GPU time of A and of B (see the module docstring); ``warnings``: why A and B
+    may not be two runs of one workload (:func:`~trace_report.analyses.compare.mismatch_warnings`)."""
 
     a: Side
     b: Side
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,21 +123,22 @@ def parse_rule(text: str) -> Rule:
 
 
 def side(db: TraceDB, rank: int | None = None) -> Side:
-    """The headline numbers of one side (view ``gpu_utilization_by_rank``, see the module docstring).
-    Raises :class:`UsageError` for an unknown rank."""
-    util = gpu_utilization(db, rank)
-    steps = int(util["steps"].sum()) if len(util) else 0
+    """The headline numbers of one side (views ``step_time`` and ``gpu_utilization``, see the module
+    docstring). Raises :class:`UsageError` for an unknown rank."""
+    util = gpu_utilization(db, rank, by_step=True)
+    spans = util[util["basis"] == "gpu_span"]
+    timed = step_times(db, rank)
+    steps = len(timed) + len(spans)
     if not steps:
         return Side(0, None, None)
-    timed = bool((util["basis"] == "ProfilerStep").all())
-    busy = util["busy_us"].dropna()
-    return Side(steps, float(util["wall_us"].sum()) / steps if timed else None,
+    busy = pd.concat([timed["gpu_busy_us"], spans["busy_us"]]).dropna()
+    return Side(steps, float(timed["step_us"].sum()) / steps if spans.empty else None,
                 float(busy.sum()) / steps if len(busy) else None)
 
 
 def headline(a: TraceDB, b: TraceDB, rank: int | None = None) -> Headline:
-    """Step time and GPU time of A and B (:func:`side`)."""
-    return Headline(side(a, rank), side(b, rank))
+    """Step time and GPU time of A and B (:func:`side`), and the warnings of :func:`mismatch_warnings`."""
+    return Headline(side(a, rank), side(b, rank), tuple(mismatch_warnings(a, b, rank)))
 
 
 def needs(rules: list[Rule]) -> set[str]:

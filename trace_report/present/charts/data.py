@@ -116,7 +116,7 @@ def _cpu_items(con: duckdb.DuckDBPyConnection, w: pd.Series, part: Partition, la
 def step_timeline(db: TraceDB, *, trace_id: int | None = None, step: int | None = None,
                   max_items: int = MAX_ITEMS) -> Timeline:
     """GPU timeline of one step: kernels, memcpy and memset per stream (kernels colored by the
-    region their launch is attributed to, :func:`~trace_report.analyses.regions.kernel_regions`),
+    region their launch is attributed to, :func:`~trace_report.analyses.breakdown.kernel_regions`),
     under a lane of the CPU-side regions. A CPU-only trace shows its outermost CPU operators per
     thread instead. Defaults: the first trace with kernels (lowest rank), its step of median
     duration. At most ``max_items`` items (the longest) are kept; a note says so."""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from trace_report.present.charts.data import Timeline
 
 REGION_COLORS = ["#4c78a8", "#e45756", "#f58518", "#54a24b", "#b279a2", "#bab0ac"]
-"""One color per region of :data:`~trace_report.analyses.regions.REGIONS`, in that order."""
+"""One color per region of :data:`~trace_report.analyses.common.regions.REGIONS`, in that order."""
 STATUS_COLORS = {"new": "#d62728", "more": "#ff9896", "same": "#bbbbbb", "less": "#98df8a", "vanished": "#2ca02c"}
 LABEL_CHARS = 90
 LABEL_PX = 8 * LABEL_CHARS  # the axis never truncates a label (Vega's labelLimit would cut its end)

@@ -133,11 +133,15 @@ WHERE q.e > q.s;
 
 -- Per rank: step time, windows, and the GPU idle split by cause (idle during data loading first,
 -- then host_sync / launch / other for the rest of each period). One definition for advise's
--- data_loading, host_sync, launch_bound and low_gpu_utilization savings.
+-- data_loading, host_sync, launch_bound and low_gpu_utilization savings. step_us: step time as
+-- the GPU sees it (view step_time: the longer of the CPU span and the GPU's step period), the
+-- denominator of advise's "% of step time"; a window without ProfilerStep counts its wall_us.
 CREATE OR REPLACE TEMP VIEW gpu_idle_by_cause AS
 WITH w AS (
-    SELECT rank, count(*) AS windows, sum(wall_us) AS wall_us, sum(busy_us) AS busy_us, min(basis) AS basis
-    FROM analysis_windows WHERE busy_us IS NOT NULL GROUP BY rank
+    SELECT a.rank, count(*) AS windows, sum(a.wall_us) AS wall_us, sum(a.busy_us) AS busy_us, min(a.basis) AS basis,
+           sum(coalesce(s.step_us, a.wall_us)) AS step_us
+    FROM analysis_windows a LEFT JOIN step_time s ON s.trace_id = a.trace_id AND s.window_id = a.window_id
+    WHERE a.busy_us IS NOT NULL GROUP BY a.rank
 ),
 i AS (
     SELECT rank, sum(idle_us) AS idle_us, sum(data_loading_us) AS data_loading_us,
@@ -148,7 +152,7 @@ i AS (
            count(*) FILTER (WHERE cause = 'launch' AND idle_us > data_loading_us) AS launch_periods
     FROM gpu_idle_causes GROUP BY rank
 )
-SELECT w.rank, w.basis, w.windows, w.wall_us, w.busy_us,
+SELECT w.rank, w.basis, w.windows, w.wall_us, w.busy_us, w.step_us,
        coalesce(i.idle_us, 0.0) AS idle_us, coalesce(i.data_loading_us, 0.0) AS data_loading_idle_us,
        coalesce(i.host_sync_us, 0.0) AS host_sync_idle_us, coalesce(i.launch_us, 0.0) AS launch_idle_us,
        coalesce(i.other_us, 0.0) AS other_idle_us,

@@ -55,8 +55,7 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     devices = _devices(con)
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
              ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
-             ("median step", _dur(_scalar_p(con, "SELECT median(dur_us) FROM steps JOIN traces USING (trace_id) "
-                                          "WHERE $rank IS NULL OR rank = $rank", {"rank": opts.rank}))),
+             ("median step", _median_step(con, opts.rank)),
              ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
              ("GPU kernel time", _dur(gpu) if gpu else "n/a"),
              *_utilization_items(util)]
@@ -126,3 +125,17 @@ def _devices(con: duckdb.DuckDBPyConnection) -> str:
                        "regexp_replace(evidence, ', ', ' (', '') || ')' ELSE device_name END "
                        "FROM device_arch WHERE evidence IS NOT NULL").fetchall()
     return ", ".join(sorted(str(r[0]) for r in rows)) or "CPU only"
+
+
+def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None) -> str:
+    """The median step time as the GPU sees it (view ``step_time``: the longer of the ProfilerStep's
+    CPU span and the GPU's step period), with the CPU span's median and the GPU-bound steps when
+    the two differ."""
+    row = con.execute("SELECT median(step_us), median(cpu_us), count(*) FILTER (WHERE bound_by = 'gpu'), count(*) "
+                      "FROM step_time WHERE $rank IS NULL OR rank = $rank", {"rank": rank}).fetchone()
+    step, cpu, gpu_bound, n = row if row else (None, None, 0, 0)
+    if not n or step is None:
+        return _dur(None)
+    if not gpu_bound:
+        return _dur(step)
+    return f"{_dur(step)} (CPU span {_dur(cpu)}; {gpu_bound} of {n} steps GPU-bound)"

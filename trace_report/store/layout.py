@@ -19,28 +19,12 @@ from trace_report.errors import DatabaseError
 
 DERIVED_FOLDER = "derived"
 """The folder, inside the events folder, of the tables a query keeps per trace
-(:mod:`trace_report.store.derived`)."""
+(:mod:`trace_report.store.cache`)."""
 
 
 def events_dir_for(db_path: Path) -> Path:
     """The folder holding a database's event files: ``<db file name>.events`` beside it."""
     return db_path.with_name(db_path.name + ".events")
-
-
-def unlink_all(folder: Path, pattern: str, keep: Path | None = None) -> None:
-    """Delete the files of ``folder`` matching ``pattern`` but ``keep``; a folder or file that is
-    gone or may not be touched is left alone (another process may be pruning it)."""
-    with suppress(OSError):
-        for old in list(folder.glob(pattern)):
-            if old != keep:
-                with suppress(OSError):
-                    old.unlink()
-
-
-def forget_traces(events_folder: Path, trace_ids: list[int]) -> None:
-    """Delete every derived file of these traces (their events were replaced or removed)."""
-    for trace_id in trace_ids:
-        unlink_all(events_folder / DERIVED_FOLDER, f"*-t{trace_id:06d}-*.parquet")
 
 
 def database_path(path: Path) -> Path:

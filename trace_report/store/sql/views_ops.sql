@@ -25,7 +25,7 @@ FROM (SELECT trace_id, event_id, name, args::JSON AS a FROM cpu_ops
                      'aten::_scaled_dot_product_flash_attention_backward',
                      'aten::_scaled_dot_product_cudnn_attention_backward'));
 
-CREATE OR REPLACE TEMP VIEW op_flops AS
+CREATE OR REPLACE TEMP VIEW op_flops AS  -- kept per trace
 WITH d AS (
     SELECT *,
            TRY_CAST(conc[4] AS BIGINT[]) AS c4, TRY_CAST(conc[5] AS BIGINT[]) AS c5,
@@ -63,7 +63,7 @@ FROM d;
 -- ESTIMATED_OPS, the same names, checked by tests/analyses/roofline/test_roofline_estimate_view.py) with the
 -- args it reads (_COUNTED_ARGS) as JSON text, NULL when absent: one row per call with a duration.
 -- The estimate itself (shapes to FLOP and bytes) runs in Python on these rows.
-CREATE OR REPLACE TEMP VIEW estimate_op_args AS
+CREATE OR REPLACE TEMP VIEW estimate_op_args AS  -- kept per trace
 SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id,
        try(json_extract(args, '$."Input Dims"')) AS a0, try(json_extract(args, '$."Input dims"')) AS a1,
        try(json_extract(args, '$."Input type"')) AS a2, try(json_extract(args, '$."Concrete Inputs"')) AS a3

@@ -150,3 +150,22 @@ def test_a_read_only_folder_keeps_nothing(many: Path, tmp_path: Path, monkeypatc
         got = GPU_OP_NAMES.rows(db.con, [3])
     assert isinstance(got, pa.Table) and got.num_rows > 0 and set(got["trace_id"].to_pylist()) == {3}
     assert _derived_files(db_path) == []
+
+
+def test_the_views_a_table_reads_are_tables_while_it_computes(many: Path) -> None:
+    from trace_report.store.kept_views import kept_as_table
+
+    seen: list[bool] = []
+
+    def compute(con: object, ids: list[int]) -> pa.Table:
+        seen.append(kept_as_table(con, "steps"))  # type: ignore[arg-type]
+        return pa.table({"trace_id": pa.array(ids, pa.int64())})
+
+    probe = cache.PerTrace("probe_reads", compute, __name__, reads=("steps",))
+    with tr.open(many) as db:
+        assert probe.rows(db.con, [1, 2])["trace_id"].to_pylist() == [1, 2]
+        assert seen == [True] and not kept_as_table(db.con, "steps")  # a table for the computation only
+        probe.rows(db.con, [1, 2])
+    assert seen == [True]  # the second read the part
+    shutil.rmtree(many.with_name(many.name + ".events") / DERIVED_FOLDER / "probe_reads")
+

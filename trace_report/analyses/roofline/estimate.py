@@ -402,6 +402,6 @@ def _estimate_table(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
     return pa.Table.from_pandas(_estimate(con, None, ids), preserve_index=False)
 
 
-KEPT = PerTrace("roofline_estimate", _estimate_table, __name__)
+KEPT = PerTrace("roofline_estimate", _estimate_table, __name__, reads=("estimate_op_args",))
 """The estimate rows without a region, kept per trace beside a database
 (:class:`~trace_report.store.cache.PerTrace`)."""

@@ -169,3 +169,19 @@ def test_the_views_a_table_reads_are_tables_while_it_computes(many: Path) -> Non
     assert seen == [True]  # the second read the part
     shutil.rmtree(many.with_name(many.name + ".events") / DERIVED_FOLDER / "probe_reads")
 
+
+
+@pytest.mark.parametrize("command", ["breakdown", "ops", "modules", "sequences", "flags"])
+def test_a_command_gives_the_same_rows_on_first_and_second_run(many: Path, tmp_path: Path, command: str) -> None:
+    db = tmp_path / "fresh.duckdb"
+    shutil.copyfile(many, db)
+    shutil.copytree(many.with_name(many.name + ".events"), db.with_name(db.name + ".events"),
+                    ignore=shutil.ignore_patterns(DERIVED_FOLDER))
+    first = run_cli([command, str(db), "-f", "json"])
+    assert first[0] == 0, first[2]
+    kept = _derived_files(db)
+    second = run_cli([command, str(db), "-f", "json"])
+    assert second[0] == 0 and second[1] == first[1]
+    assert _derived_files(db) == kept  # read back, nothing written again
+    if command == "breakdown":  # its rows: one per region, the kernels of every trace
+        assert kept and sum(r["kernels"] for r in json.loads(first[1])) == sum(r % 5 + 1 for r in range(N_TRACES))

@@ -19,8 +19,13 @@ trace file runs: every run ingests it into memory and computes every table it re
 kept between runs); ``both`` times the database, then the trace. The JSON files stay in --work
 (0.32 GB at x 485).
 
+``--cache`` times what the per-trace tables kept beside a database (trace_report.store.cache)
+cost and save instead: the ingest's CPU without and with ``--precompute``, and ``breakdown``'s
+first run on a database (nothing kept: it computes and keeps its tables) against its second
+(reads them), each on a fresh database per run.
+
 Usage: python benchmarks/commands.py [--runs 5] [--copies 485 | --copies 1,121,242,485] [--input database|trace|both]
-       [--work DIR]
+       [--cache] [--work DIR]
 """
 
 from __future__ import annotations
@@ -106,6 +111,41 @@ def time_commands(cli: str, db: Path, html: Path, runs: int, step: int) -> dict[
     return got
 
 
+def time_cache(cli: str, work: Path, copies: int, runs: int) -> dict[str, list[tuple[float, float]]]:
+    """``(wall, CPU)`` per run of the ingest without and with ``--precompute`` and of ``breakdown``'s
+    first and second run on the database ingested without it (a fresh database each run)."""
+    trace = trace_file(work, copies)
+    db = work / f"cache-bert-x{copies}.duckdb"
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in (
+        "ingest", "ingest --precompute", "breakdown, first run", "breakdown, second run")}
+    for _ in range(runs):
+        for flags in (["--precompute"], []):
+            _remove_database(db)
+            got[" ".join(["ingest", *flags])].append(timed([cli, "ingest", str(trace), "-o", str(db), "-q", *flags]))
+        got["breakdown, first run"].append(timed([cli, "breakdown", str(db)]))
+        got["breakdown, second run"].append(timed([cli, "breakdown", str(db)]))
+    _remove_database(db)
+    return got
+
+
+def _remove_database(db: Path) -> None:
+    """The database file and its events folder (with the tables kept beside it), when there."""
+    import shutil
+
+    db.unlink(missing_ok=True)
+    shutil.rmtree(db.with_name(db.name + ".events"), ignore_errors=True)
+
+
+def print_cache(runs: dict[str, list[tuple[float, float]]], label: str) -> None:
+    print(f"{label}\n")
+    print("| step | median wall | median CPU |")
+    print("|---|---|---|")
+    for name, got in runs.items():
+        print(f"| `{name}` | {statistics.median(w for w, _ in got):.2f} s | "
+              f"{statistics.median(c for _, c in got):.2f} s |")
+    print()
+
+
 def print_runs(runs: dict[str, list[tuple[float, float]]], label: str, step: int) -> None:
     base = statistics.median(w for w, _ in runs["breakdown"])
     print(f"{label}\n")
@@ -139,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", choices=("database", "trace", "both"), default="database",
                         help="what the commands read: the ingested database (default), the JSON trace (each "
                              "run ingests it), or both")
+    parser.add_argument("--cache", action="store_true",
+                        help="time the ingest without and with --precompute and breakdown's first and second run")
     args = parser.parse_args(argv)
     copies = list(dict.fromkeys(int(c) for c in str(args.copies).split(",")))  # each size once, in order
     cli = prepared(SOURCE, args.work)
@@ -148,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     print(f"Machine: {os.uname().nodename}, {os.cpu_count()} cores; Python {sys.version.split()[0]}. "
           f"Date: {dt.date.today()}. {args.runs} interleaved runs of each command after one warm-up.\n")
+    if args.cache:
+        for n in copies:
+            runs = time_cache(cli, args.work, n, args.runs)
+            print_cache(runs, f"BERT x {n}: the tables kept per trace, {args.runs} run(s) each")
+        print(f"\nLoad average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after.")
+        return 0
     inputs = ("database", "trace") if args.input == "both" else (args.input,)
     for kind in inputs:
         sizes = []

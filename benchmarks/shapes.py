@@ -92,7 +92,7 @@ TraceAnalysis(trace_dir=sys.argv[1])
 QUERY_SNIPPET = """
 import shutil, sys, time
 import trace_report as tr
-db = tr.open(sys.argv[1])  # as ingested: a trace of 1 M events or more has its breakdown kept
+db = tr.open(sys.argv[1])  # as ingested (no --precompute): the first call computes and keeps the tables
 for name, call in [("top-kernels", lambda: db.top_kernels(limit=20)), ("breakdown", lambda: db.breakdown()),
                    ("flags", lambda: db.flags())]:
     t = time.perf_counter()
@@ -325,7 +325,7 @@ def queries(db: Path, cli: str) -> list[tuple[str, float, float, float]]:
     """(command, first call, later calls, whole command wall) on ``db``: the query time alone of the
     first call in an open process on the database as ingested and the best of the next 3, then
     the median of 3 whole commands; last, the breakdown's first call with nothing kept (computed
-    from the events, what a trace under 1 M events or ``--no-keep-breakdown`` costs)."""
+    from the events, what a first query costs on a database ingested without ``--precompute``)."""
     out = subprocess.run([sys.executable, "-c", QUERY_SNIPPET, str(db)], capture_output=True, text=True, check=True)
     alone = {name: (float(a), float(b)) for name, a, b in (line.split() for line in out.stdout.splitlines())}
     rows = []

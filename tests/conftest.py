@@ -241,25 +241,35 @@ def h100_db(h100_pristine: Path, tmp_path: Path) -> Path:
 
 
 def kept_files(db_path: Path, kind: str) -> list[Path]:
-    """The files of one derived ``kind`` kept beside the database (:mod:`trace_report.store.derived`)."""
-    from trace_report.store import derived
+    """The parts of one derived ``kind`` kept beside the database (:mod:`trace_report.store.cache`:
+    ``derived/<kind>/<key>/part-*.parquet``), oldest first."""
     from trace_report.store.events_view import events_dir_for
+    from trace_report.store.layout import DERIVED_FOLDER
 
-    folder = events_dir_for(db_path) / derived.FOLDER
-    return sorted(folder.glob(f"{kind}-*.parquet")) if folder.is_dir() else []
+    folder = events_dir_for(db_path) / DERIVED_FOLDER / kind
+    return sorted(folder.glob("*/part-*.parquet")) if folder.is_dir() else []
+
+
+def kept_traces(path: Path) -> dict[int, str]:
+    """``{trace_id: pieces}`` of the traces a kept part holds (its Parquet metadata)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    return {int(t): p for t, p in json.loads(pq.read_schema(path).metadata[b"trace_report.cache"])["traces"].items()}
 
 
 def empty_kept_file(path: Path) -> None:
-    """Replace a kept Parquet file by one with the same columns and no row: what reads it then finds
-    nothing, which shows that it reads the file and not the events. Its key-value metadata (whom
-    it was kept for: ``trace_report.store.derived.OWNER_KEY``) is kept."""
-    import duckdb
+    """Replace a kept part by one with the same columns, traces and metadata and no row: what reads
+    it then finds nothing, which shows that it reads the file and not the events."""
+    import json
 
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[b"trace_report.cache"])
+    meta["rows"] = dict.fromkeys(meta["rows"], 0)  # what the part says it holds: no row
     new = path.with_name(path.name + ".new")
-    with duckdb.connect() as con:
-        pairs = con.execute(f"SELECT decode(key), decode(value) FROM parquet_kv_metadata('{path}') "
-                            "WHERE decode(key) <> 'ARROW:schema'").fetchall()
-        kv = ", ".join(f"{k}: '{v}'" for k, v in pairs)
-        options = f"FORMAT parquet, KV_METADATA {{{kv}}}" if kv else "FORMAT parquet"
-        con.execute(f"COPY (SELECT * FROM read_parquet('{path}') LIMIT 0) TO '{new}' ({options})")
+    pq.write_table(table.slice(0, 0).replace_schema_metadata(
+        {**table.schema.metadata, b"trace_report.cache": json.dumps(meta).encode()}), new)
     new.replace(path)

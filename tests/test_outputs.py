@@ -55,7 +55,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     lone = root / "t.json.gz"
     shutil.copy(trace, lone)
     db = root / "runs.duckdb"
-    result = invoke(["ingest", lone, "-o", db, "--no-keep-breakdown"])
+    result = invoke(["ingest", lone, "-o", db])
     assert result.exit_code == 0, result.output
     return {"root": root, "run": run, "run_trace": trace, "trace": lone, "db": db,
             "events": db.with_name(db.name + ".events")}

@@ -1,17 +1,18 @@
-"""Analysis rows kept per trace beside a database through store/derived.py's kept_tables: the
+"""Analysis rows kept per trace beside a database through store/cache.py's PerTrace: the
 module calls (analyses/modules/tree.py, module_calls), the launching operator calls of the kernel
 sequences (analyses/sequences/__init__.py, call_rows) and the roofline estimate's operators
 (analyses/roofline/estimate.py, estimate_ops). The Operator view's nesting rows, kept the same way,
 are tested on this project's own captures (test_ops_nesting_kept.py).
 
 Two shared traces in one database: the H100 BERT trace (nn.Module events, one ProfilerStep) and
-the MI250 trace (no nn.Module event, so its kept file of module calls has no row). Each command from
+the MI250 trace (no nn.Module event, so it has no row among the kept module calls). Each command from
 kept rows against the same command computed from the events, the kept rows against a plain pass
 over the JSON, and the files' life cycle.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
@@ -24,19 +25,20 @@ from conftest import (
     complete_events,
     empty_kept_file,
     kept_files,
+    kept_traces,
     run_cli,
     shared_or_skip,
     trace_file,
 )
 
 import trace_report as tr
-from trace_report.analyses import sequences as sequences_module
 from trace_report.analyses.modules import ModuleOptions, modules
 from trace_report.analyses.modules import tree as modules_tree
 from trace_report.analyses.roofline import estimate as estimate_module
 from trace_report.analyses.roofline.estimate import estimate_ops
 from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.sequences import SequenceOptions, sequence_calls, sequences
+from trace_report.store import cache
 
 TRACES = ("tracelens_h100_bert_small", "hta_amd_mi250")
 OPTIONS = [ModuleOptions(), ModuleOptions(by_step=True), ModuleOptions(depth=2), ModuleOptions(rank=0)]
@@ -52,13 +54,18 @@ def db_path(tmp_path: Path) -> Path:
 
 
 def files(db_path: Path) -> list[Path]:
-    return kept_files(db_path, modules_tree.DERIVED_KIND)
+    return kept_files(db_path, modules_tree.KEPT.kind)
+
+
+def nothing_kept(m: pytest.MonkeyPatch) -> None:
+    """Every declared table computed from the events, nothing read or kept."""
+    m.setattr(cache.PerTrace, "rows", lambda self, con, ids, **_: self.compute(con, ids))
 
 
 def computed(db_path: Path, opts: ModuleOptions, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
     """`modules` with the calls computed from the events: no kept file read or written."""
     with monkeypatch.context() as m, tr.open(db_path) as db:
-        m.setattr(modules_tree, "kept_tables", lambda *a: None)
+        nothing_kept(m)
         return modules(db, opts).frame
 
 
@@ -77,19 +84,20 @@ def test_kept_calls_give_the_computed_tree(db_path: Path, monkeypatch: pytest.Mo
         for opts, frame in zip(OPTIONS, want, strict=True):
             with tr.open(db_path) as db:
                 pd.testing.assert_frame_equal(modules(db, opts).frame, frame)
-        assert len(files(db_path)) == len(TRACES)
+        (part,) = files(db_path)  # the traces computed together: one part
+        assert len(kept_traces(part)) == len(TRACES)
 
 
 def test_each_file_holds_its_traces_calls(db_path: Path) -> None:
     with tr.open(db_path) as db:
         modules(db, ModuleOptions())
         ids = {str(p): int(t) for t, p in db.con.execute("SELECT trace_id, path FROM traces").fetchall()}
+    (path,) = files(db_path)
+    kept_ids = pq.read_table(path)["trace_id"].to_pylist()
+    assert set(kept_traces(path)) == set(ids.values())
     for name in TRACES:
         trace_id = next(t for p, t in ids.items() if name in p)
-        (path,) = [f for f in files(db_path) if f"-t{trace_id:06d}-" in f.name]
-        table = pq.read_table(path)
-        assert table.num_rows == json_calls(name)
-        assert set(table["trace_id"].to_pylist()) <= {trace_id}
+        assert kept_ids.count(trace_id) == json_calls(name)
     assert json_calls(TRACES[0]) > 0 and json_calls(TRACES[1]) == 0
 
 
@@ -138,7 +146,9 @@ def test_a_damaged_file_is_computed_and_written_again(db_path: Path, monkeypatch
         path.write_bytes(b"PAR1 damaged")
     with tr.open(db_path) as db:
         pd.testing.assert_frame_equal(modules(db, ModuleOptions()).frame, want)
-    assert all(pq.read_table(p).column_names == list(modules_tree.TYPES) for p in files(db_path))
+    (part,) = files(db_path)  # the damaged part replaced
+    assert pq.read_table(part).column_names == ["trace_id", "event_id", "step", "path", "depth", "name", "kind",
+                                                 "ts_us", "cpu_us", "gpu_ops", "gpu_us", "flop_ops", "flop"]
 
 
 # ---------------------------------------------------------------- kernel sequences
@@ -153,7 +163,7 @@ def sequence_files(db_path: Path) -> list[Path]:
 
 def computed_sequences(db_path: Path, opts: SequenceOptions, monkeypatch: pytest.MonkeyPatch) -> tuple:
     with monkeypatch.context() as m, tr.open(db_path) as db:
-        m.setattr(sequences_module, "kept_tables", lambda *a: None)
+        nothing_kept(m)
         got = sequences(db, opts)
         return got.frame, got.notes
 
@@ -175,8 +185,8 @@ def test_kept_calls_give_the_computed_sequences(db_path: Path, monkeypatch: pyte
                 got = sequences(db, opts)
             pd.testing.assert_frame_equal(got.frame, frame)
             assert got.notes == notes
-        # one file per trace for the steps-only calls and one for every step's; none for --operator
-        assert len(kept_files(db_path, "sequence_calls")) == len(kept_files(db_path, "sequence_calls_all")) == 2
+        # one part for the steps-only calls and one for every step's; none for --operator
+        assert len(kept_files(db_path, "sequence_calls")) == len(kept_files(db_path, "sequence_calls_all")) == 1
 
 
 def test_kept_calls_hold_every_launched_gpu_operation_once(db_path: Path) -> None:
@@ -185,9 +195,9 @@ def test_kept_calls_hold_every_launched_gpu_operation_once(db_path: Path) -> Non
     with tr.open(db_path) as db:
         (bert,) = [t for t, p in db.con.execute("SELECT trace_id, path FROM traces").fetchall() if TRACES[0] in p]
         sequences(db, SequenceOptions())
-    (path,) = [p for p in kept_files(db_path, "sequence_calls") if f"-t{bert:06d}-" in p.name]
-    table = pq.read_table(path)
-    assert sum(table["length"].to_pylist()) == launched_gpu_ops(TRACES[0]) > 0
+    (path,) = kept_files(db_path, "sequence_calls")
+    table = pq.read_table(path).to_pandas()
+    assert table.loc[table["trace_id"] == bert, "length"].sum() == launched_gpu_ops(TRACES[0]) > 0
     with tr.open(db_path) as db:
         calls = sequence_calls(db)
     assert not calls.dropna(subset=["op_event_id"]).duplicated(["trace_id", "op_event_id"]).any()
@@ -212,25 +222,30 @@ ROOFLINE_OPTIONS = [RooflineOptions(), RooflineOptions(by_name=True), RooflineOp
 
 def computed_roofline(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
     with monkeypatch.context() as m, tr.open(db_path) as db:
-        m.setattr(estimate_module, "kept_tables", lambda *a: None)
+        nothing_kept(m)
         return estimate_ops(db.con), [roofline(db, o).frame for o in ROOFLINE_OPTIONS]
 
 
 def test_kept_estimate_gives_the_computed_roofline(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rows, frames = computed_roofline(db_path, monkeypatch)
-    assert kept_files(db_path, estimate_module.DERIVED_KIND) == [] and rows["flop"].notna().any()
+    assert kept_files(db_path, estimate_module.KEPT.kind) == [] and rows["flop"].notna().any()
     for _ in ("computed and kept", "read back"):
         with tr.open(db_path) as db:
             pd.testing.assert_frame_equal(estimate_ops(db.con), rows)
             for opts, frame in zip(ROOFLINE_OPTIONS, frames, strict=True):
                 pd.testing.assert_frame_equal(roofline(db, opts).frame, frame)
-        assert len(kept_files(db_path, estimate_module.DERIVED_KIND)) == len(TRACES)
+        assert len(kept_files(db_path, estimate_module.KEPT.kind)) == 1
 
 
 def test_the_estimate_files_are_what_is_read(db_path: Path) -> None:
     with tr.open(db_path) as db:
         assert not estimate_ops(db.con).empty
-    for path in kept_files(db_path, estimate_module.DERIVED_KIND):
-        pq.write_table(pq.read_table(path).slice(0, 1), path)  # one operator per trace left
+    for path in kept_files(db_path, estimate_module.KEPT.kind):  # one operator per trace left
+        table = pq.read_table(path)
+        first = table.to_pandas().groupby("trace_id").head(1).index.tolist()
+        meta = json.loads(table.schema.metadata[b"trace_report.cache"])
+        meta["rows"] = dict.fromkeys(meta["rows"], 1)
+        pq.write_table(table.take(first).replace_schema_metadata(
+            {**table.schema.metadata, b"trace_report.cache": json.dumps(meta).encode()}), path)
     with tr.open(db_path) as db:
         assert len(estimate_ops(db.con)) == len(TRACES)

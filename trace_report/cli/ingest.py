@@ -29,16 +29,6 @@ if TYPE_CHECKING:
     from trace_report.store.tracedb import IngestSummary
 
 
-KEEP_AT_INGEST_MIN_EVENTS = 1_000_000
-"""``trace-report ingest`` computes the breakdown's rows of each trace it writes that stores at
-least this many events (``traces.n_complete_events``) and keeps them beside the database
-(:func:`trace_report.analyses.breakdown.keep_region_rows`; ``--keep-breakdown`` /
-``--no-keep-breakdown`` decide otherwise). Computing them costs a fixed time per stored event
-(docs/benchmarks.md): from here on a first ``breakdown`` would wait half a second or more,
-and the ingest, which already takes seconds, pays it once. Smaller traces compute theirs on first
-use, where paying at ingest would make their ingest half again as long or longer."""
-
-
 KEEP_MEMORY_LIMIT = "512MB"
 """DuckDB's memory limit while the ingest computes the breakdown. Without it the kernel-to-launch
 join held ~0.7 GB for a 9.5 M-event trace and that ingest peaked at 1.38 GB; with it (and the
@@ -82,13 +72,11 @@ def ingest_cmd(
         "--max-ratio", min=0, callback=check_max_ratio,
         help="Refuse a .gz trace, or an archive member, that decompresses to more than this many times its size, as a "
              "decompression bomb (default 300; real traces are under 30). 0: no limit.")] = None,
-    keep_breakdown: Annotated[bool | None, typer.Option(
-        "--keep-breakdown/--no-keep-breakdown",
-        help="Compute the step breakdown of the traces read now and keep it beside the database, so "
-             "that the first `breakdown` or `report` answers at once (default: for traces of "
-             f"{KEEP_AT_INGEST_MIN_EVENTS:,} stored events or more, whose first breakdown takes half a "
-             "second or more; with --engine ray only when asked). The GPU operations per name, "
-             "which `flags` reads, are kept with it.")] = None,
+    precompute: Annotated[bool, typer.Option(
+        "--precompute",
+        help="Also compute the step breakdown and the GPU operations per name of the traces read now "
+             "and keep them beside the database, so that the first `breakdown`, `flags` or `report` "
+             "reads them (by default the first query computes and keeps them).")] = False,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
@@ -148,11 +136,8 @@ def ingest_cmd(
               f"{len(summary.skipped)} skipped", markup=False)
     if len(summary.ingested) > 1:
         _say_runs(output)
-    if keep_breakdown is not False and (keep_breakdown or engine is not EngineName.ray):
-        min_events = 0 if keep_breakdown else KEEP_AT_INGEST_MIN_EVENTS
-        ids = [t for t, _ in summary.ingested if summary.stored_events.get(t, 0) >= min_events]
-        if ids:
-            _keep_breakdown(output, ids, bar is not None)
+    if precompute and summary.ingested:
+        _keep_breakdown(output, [t for t, _ in summary.ingested], bar is not None)
 
 
 def _say_runs(output: Path) -> None:
@@ -181,7 +166,8 @@ def _clean_leftovers(db_path: Path) -> list[str]:
 
 def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
     """Compute and keep the breakdown's rows of the traces ``ids`` of the database just written
-    (:func:`trace_report.analyses.breakdown.keep_region_rows`). The database is complete by now: a
+    (:func:`trace_report.analyses.breakdown.keep_region_rows`) and the GPU operations per name
+    (:func:`trace_report.analyses.common.gpu_op_names.kept_rows`). The database is complete by now: a
     failure is a warning, and an interrupt says that only the kept rows are missing."""
     import time
 
@@ -189,7 +175,7 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
 
     from trace_report.analyses.breakdown import keep_region_rows, views_read  # pandas: only for large traces
     from trace_report.analyses.common.gpu_op_names import VIEW as GPU_OP_NAMES
-    from trace_report.analyses.common.gpu_op_names import keep_gpu_op_names
+    from trace_report.analyses.common.gpu_op_names import kept_rows
     from trace_report.store.handle import open_database
     from trace_report.sysutil import trim_heap
 
@@ -202,7 +188,7 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
         with open_database(output, views=views, settings={"memory_limit": KEEP_MEMORY_LIMIT}) as db, \
                 (err.console.status(f"computing the {what}") if spinner else contextlib.nullcontext()):
             kept = keep_region_rows(db.con, ids)
-            keep_gpu_op_names(db.con, kept)  # flags' rows: one scan more, only where the breakdown was kept
+            kept_rows(db.con, kept)  # flags' rows: one scan more
     except (InputError, DatabaseError, duckdb.Error, OSError) as exc:
         warn(f"{output}: the {what} was not kept ({exc}); the first `breakdown` computes it")
         return
@@ -210,12 +196,8 @@ def _keep_breakdown(output: Path, ids: list[int], spinner: bool) -> None:
         err.print(f"{output}: the traces are ingested; the {what} was not kept (the first "
                   "`breakdown` computes it)", markup=False)
         raise
-    if kept:
-        err.print(f"kept the breakdown of {_traces(kept)} ({time.perf_counter() - start:.1f} s): "
-                  "`breakdown` and `flags` read it", markup=False)
-    if len(kept) < len(ids):
-        warn(f"{output}: the breakdown of {_traces([t for t in ids if t not in kept])} could not be kept "
-             "(its folder cannot be written); the first `breakdown` computes it")
+    err.print(f"computed the {what} ({time.perf_counter() - start:.1f} s): `breakdown` and `flags` read "
+              "it where the database's folder can be written", markup=False)
 
 
 def _traces(ids: list[int]) -> str:

@@ -16,7 +16,7 @@ import duckdb
 
 from trace_report.errors import DatabaseError
 from trace_report.pathtext import printable
-from trace_report.store.derived import prune as prune_derived
+from trace_report.store.cache import prune as prune_derived
 from trace_report.store.events_view import create_events_view_from_files, empty_events_view, events_dir_for
 from trace_report.store.layout import (
     database_path,

@@ -4,54 +4,57 @@ alone (:data:`PER_TRACE_VIEWS`), beside the database too, so that the next comma
 
 A view read several times by one analysis (``steps`` by the region views, the GPU busy intervals
 by the idle causes...) is computed once into a TEMP table ``<name>_materialized`` and the view
-pointed at it. On a database file whose views are those trace-report made
-(:func:`~trace_report.store.derived.derived_store`), the rows of each trace of a
-:data:`PER_TRACE_VIEWS` view are also written to ``<db>.events/derived/view_<name>-t<id>-<pieces>-<version>.parquet``
-(:mod:`trace_report.store.derived`: keyed by the trace's event files and by :data:`CODE_VERSION`),
-and a later connection fills the table from those files instead of the events. Traces without a
-file are computed (in one query) and kept; a file that cannot be read means the view is computed
-whole and kept again; a folder that cannot be written keeps nothing. Reading a view's rows back is
-several times cheaper than computing them from the events, and the first command, which writes the
-files, is no slower for it (``benchmarks/commands.py``; the views kept so far save ``report``,
-``advise``, ``ops`` and ``roofline`` their largest repeated queries; the FLOP and bytes of operators
-are ``op_costs``, the operator cost model).
-Files are written by DuckDB (``COPY ... (FORMAT parquet)``)
-and read into a table made with the view's own column types, so the rows are the view's
-(``tests/store/test_kept_views.py``).
+pointed at it. A view whose SQL marks it ``-- kept per trace`` (after its ``AS``) is also kept
+per trace beside a database file (:class:`~trace_report.store.cache.PerTrace`, kind
+``view_<name>``, keyed by the trace's event files and by the code: this module and every SQL
+artifact), and a later connection fills the table from those rows instead of the events. Reading
+a view's rows back is several times cheaper than computing them from the events
+(``benchmarks/commands.py``; the views kept so far save ``report``, ``advise``, ``ops`` and
+``roofline`` their largest repeated queries). The kept rows are inserted into a table made with
+the view's own column types, so the rows are the view's (``tests/store/test_kept_views.py``).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from functools import cache
+from typing import TYPE_CHECKING
 
 import duckdb
 
-import trace_report.store.views as views_module
-from trace_report.store import events_view
-from trace_report.store.derived import DerivedStore, code_version, derived_store
+from trace_report.store.cache import PerTrace, set_view_tables, trace_pieces
 from trace_report.store.run_scope import catalog_traces
-from trace_report.store.sql_quote import identifier, literal, literal_list
+from trace_report.store.sql_quote import identifier
 from trace_report.store.views import record_views, statements, views_as_created
 
-PER_TRACE_VIEWS = frozenset({"gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_op_launches",
-                             "memory_events", "region_markers", "op_costs",
-                             "data_loading_intervals"})
-"""Views whose rows of a trace depend on that trace's events alone, so that a trace's rows can be
-kept per trace and read back under any scope (:mod:`trace_report.store.run_scope`): each reads
-``events`` and code-defined views (``region_rules``, ``gpu_op_kinds``...) only, never ``traces``
-or another table (checked by the tests), and joins or windows only within a ``trace_id``
-(``store/sql/views.sql``, ``views_step_numbers.sql``, ``views_regions.sql``, ``views_memory.sql``,
-``views_op_cost.sql``).
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+MARKER = "-- kept per trace"
+"""What a view's SQL says, on its ``CREATE ... AS`` line, to be kept per trace."""
+
+PER_TRACE_VIEWS = frozenset(st.name for st in statements() if MARKER in st.sql.partition("\n")[0])
+"""Views whose rows of a trace depend on that trace's events alone (marked :data:`MARKER` in
+``store/sql/``), so that a trace's rows can be kept per trace and read back under any scope
+(:mod:`trace_report.store.run_scope`): each reads ``events`` and code-defined views only, never
+``traces`` or another table (checked by the tests), and joins or windows only within a ``trace_id``.
 ``gpu_utilization`` reads ``traces`` (the rank) and stays computed, from the kept copies."""
 
 KIND_PREFIX = "view_"
 """A kept view's kind among the derived tables: ``view_<name>``."""
 
-CODE_VERSION = code_version((sys.modules[__name__], views_module, events_view), (duckdb.__version__,))
-"""This module, the view registry and every SQL view (:func:`~trace_report.store.derived.code_version`),
-the ``events`` view's making, and DuckDB, which computes, writes and reads the rows."""
+
+@cache
+def kept_view(name: str) -> PerTrace:
+    """The declaration of the per-trace view ``name`` (one of :data:`PER_TRACE_VIEWS`)."""
+    sql = {st.name: st.sql for st in statements()}[name]
+    query = f"SELECT * FROM {name} WHERE list_contains($ids, trace_id) ORDER BY trace_id"
+
+    def compute(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
+        return con.sql(query, params={"ids": ids}).to_arrow_table()
+
+    return PerTrace(KIND_PREFIX + name, compute, __name__, sql=sql + query, in_memory=False)
 
 
 def _kept_as_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> dict[str, bool]:
@@ -94,60 +97,44 @@ def _make_tables(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> None
     created = {st.name: i for i, st in enumerate(statements())}
     names = sorted(names, key=lambda n: created.get(n, len(created)))
     as_created = views_as_created(con)
-    store = derived_store(con) if as_created and CODE_VERSION and PER_TRACE_VIEWS.intersection(names) else None
-    ids = _trace_ids(con, store) if store is not None else None
+    ids = _trace_ids(con) if as_created and PER_TRACE_VIEWS.intersection(names) else None
     for name in names:
-        if store is None or ids is None or name not in PER_TRACE_VIEWS:
+        if ids is None or name not in PER_TRACE_VIEWS:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {name}_materialized AS SELECT * FROM {name}")
         else:
-            _from_kept(con, store, name, ids)
+            _from_kept(con, name, ids)
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {name}_materialized")
     if as_created:  # the same rows, read once: still the views trace-report made
         record_views(con)
 
 
-def _trace_ids(con: duckdb.DuckDBPyConnection, store: DerivedStore) -> list[int] | None:
+def _trace_ids(con: duckdb.DuckDBPyConnection) -> list[int] | None:
     """The traces in view (``traces``, narrowed by a scope), whose kept rows make up a per-trace
     view's; None when the database lists event files of a trace that its ``traces`` table lacks (a
-    row deleted by hand): ``events``, and so the view, has rows of that trace, which no kept file
+    row deleted by hand): ``events``, and so the view, has rows of that trace, which no kept row
     would give."""
     known = {int(t) for (t,) in con.execute(f"SELECT trace_id FROM {catalog_traces(con)}").fetchall()}
-    if not set(store.keys) <= known:
+    if not set(trace_pieces(con)) <= known:
         return None
     return [int(t) for (t,) in con.execute("SELECT trace_id FROM traces ORDER BY 1").fetchall()]
 
 
-def _from_kept(con: duckdb.DuckDBPyConnection, store: DerivedStore, name: str, ids: list[int]) -> None:
-    """Make ``<name>_materialized`` from the files kept for the traces ``ids``, computing and
-    keeping the rows of the traces without one; when a kept file cannot be read as the view's
-    rows, every trace is computed and kept again (the unreadable files replaced)."""
-    kind = KIND_PREFIX + name
-    paths = store.owned(con, kind, CODE_VERSION,
-                        {t: p for t in ids if (p := store.existing(kind, t, CODE_VERSION)) is not None})
-    kept = list(paths)
+_ROWS = "trace_report_kept_view_rows"
+
+
+def _from_kept(con: duckdb.DuckDBPyConnection, name: str, ids: list[int]) -> None:
+    """Make ``<name>_materialized`` from the rows kept for the traces ``ids`` (those without kept
+    rows computed and kept), each of the view's columns cast to its type."""
+    rows = kept_view(name).rows(con, ids, as_created=True)
     table = f"{name}_materialized"
     # the view's columns and types, no rows (DuckDB plans LIMIT 0 as an empty result)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {name} LIMIT 0")
-    if kept:
-        columns = ", ".join(identifier(d[0]) for d in con.execute(f"SELECT * FROM {table}").description)
-        files = literal_list(paths.values())
-        try:  # each of the view's columns by name, cast to its type
-            con.execute(f"INSERT INTO {table} SELECT {columns} FROM read_parquet({files})")
-        except duckdb.InterruptException:
-            raise
-        except duckdb.Error:  # unreadable, or not the view's columns (the failed INSERT added no row)
-            kept = []
-    missing = [t for t in ids if t not in kept]
-    if not missing:
-        return
-    where = "" if len(missing) == len(ids) else " WHERE list_contains($ids, trace_id)"
-    # in trace order, so that each trace's COPY below reads its own row groups alone
-    order = " ORDER BY trace_id" if len(missing) > 1 else ""
-    con.execute(f"INSERT INTO {table} SELECT * FROM {name}{where}{order}", {"ids": missing} if where else None)
-    for t in missing:
-        store.save_with(kind, t, CODE_VERSION, lambda tmp, t=t: con.execute(
-            f"COPY (SELECT * FROM {table} WHERE trace_id = {int(t)}) TO {literal(tmp)} "
-            f"(FORMAT parquet, COMPRESSION lz4, {store.owner_sql(kind, t, CODE_VERSION)})"))
+    columns = ", ".join(identifier(d[0]) for d in con.execute(f"SELECT * FROM {table}").description)
+    con.register(_ROWS, rows)
+    try:
+        con.execute(f"INSERT INTO {table} SELECT {columns} FROM {_ROWS}")
+    finally:
+        con.unregister(_ROWS)
 
 
 SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches",
@@ -216,3 +203,6 @@ def materialized(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> Iter
             con.execute(f"DROP TABLE IF EXISTS {name}_materialized")
         if as_created:
             record_views(con)
+
+
+set_view_tables(materialized)

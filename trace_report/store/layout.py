@@ -19,7 +19,7 @@ from trace_report.errors import DatabaseError
 
 DERIVED_FOLDER = "derived"
 """The folder, inside the events folder, of the tables a query keeps per trace
-(:mod:`trace_report.store.derived`)."""
+(:mod:`trace_report.store.cache`)."""
 
 
 def events_dir_for(db_path: Path) -> Path:
@@ -59,25 +59,6 @@ def unlink_inside(path: Path, folder: Path) -> None:
     if inside(path, os.path.realpath(folder)) and not path.is_dir():
         with suppress(FileNotFoundError):
             path.unlink()
-
-
-def unlink_all(folder: Path, pattern: str, keep: Path | None = None) -> None:
-    """Delete the files of ``folder`` matching ``pattern`` but ``keep``; a folder or file that is
-    gone or may not be touched is left alone (another process may be pruning it), and so is a
-    folder that is a symbolic link or resolves elsewhere (:func:`own_subfolder`)."""
-    if own_subfolder(folder.parent, folder.name) is None:
-        return
-    with suppress(OSError):
-        for old in list(folder.glob(pattern)):
-            if old != keep:
-                with suppress(OSError):
-                    old.unlink()
-
-
-def forget_traces(events_folder: Path, trace_ids: list[int]) -> None:
-    """Delete every derived file of these traces (their events were replaced or removed)."""
-    for trace_id in trace_ids:
-        unlink_all(events_folder / DERIVED_FOLDER, f"*-t{trace_id:06d}-*.parquet")
 
 
 def database_path(path: Path) -> Path:

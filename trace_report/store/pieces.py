@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trace_report.store.layout import events_dir_for, forget_traces, unlink_inside
+from trace_report.store.layout import events_dir_for, unlink_inside
 
 if TYPE_CHECKING:  # DuckDB is not imported here: the ingest starts writing pieces before it loads
     import duckdb
@@ -41,14 +41,12 @@ class ParquetStore:
         self.token = secrets.token_hex(4)
         self.written: list[Path] = []
         self.retired: list[Path] = []
-        self.retired_traces: list[int] = []
 
     def sibling(self) -> ParquetStore:
         """A store writing into the same folder under the same token, with nothing recorded: what
         a job that writes a whole file's pieces itself (possibly on another machine) is given."""
         other = object.__new__(ParquetStore)
         other.folder, other.token, other.written, other.retired = self.folder, self.token, [], []
-        other.retired_traces = []
         return other
 
     def path_for(self, trace_id: int, piece: int) -> Path:
@@ -79,16 +77,14 @@ class ParquetStore:
         files = [f for (f,) in con.execute("SELECT file FROM event_files WHERE trace_id = ?", [trace_id]).fetchall()]
         con.execute("DELETE FROM event_files WHERE trace_id = ?", [trace_id])
         self.retired += [self.folder / f for f in files]
-        self.retired_traces.append(trace_id)
 
     def commit(self) -> None:
-        """After the new database replaced the old one: delete the pieces it no longer lists, and
-        the tables derived from them (:mod:`trace_report.store.derived`)."""
+        """After the new database replaced the old one: delete the pieces it no longer lists (rows
+        derived from them and kept beside the database no longer count: their pieces changed, so
+        :mod:`trace_report.store.cache` ignores them and removes them on its next write)."""
         for path in self.retired:
             unlink_inside(path, self.folder)  # event_files may have been changed to name any file
         self.retired.clear()
-        forget_traces(self.folder, self.retired_traces)
-        self.retired_traces.clear()
 
     def rollback(self) -> None:
         """Delete every piece this ingest wrote: those it named, and those its jobs named

@@ -11,7 +11,7 @@ How: a TEMP view ``traces`` over the catalog's own table (a TEMP object is found
 database's), and ``events`` made again over the same source filtered by ``trace_id``. Views
 kept as tables (:func:`trace_report.store.kept_views.materialize`) are made plain again on entry and
 on exit, so no copy outlives the scope. Results kept beside a database
-(:mod:`trace_report.store.derived`) are per trace, so they stay valid and are still used.
+(:mod:`trace_report.store.cache`) are per trace, so they stay valid and are still used.
 """
 
 from __future__ import annotations

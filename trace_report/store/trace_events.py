@@ -26,7 +26,7 @@ def own_events_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
     """The folder of the pieces behind ``con``'s ``events`` where they are the database's own: a
     database file whose folder exists, on a connection whose views are those trace-report made (a
     notebook that redefined ``events`` or a rule view gets None); else None. What the derived
-    tables kept beside a database (:func:`~trace_report.store.derived.derived_store`) and
+    tables kept beside a database (:mod:`trace_report.store.cache`) and
     :func:`trace_event_sources` both need."""
     path = database_file(con)
     if path is None:

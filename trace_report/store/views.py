@@ -180,8 +180,10 @@ def views_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     string: every ``CREATE OR REPLACE`` gives a view a new id. (Ids, not the views' SQL: rendering
     every view's SQL costs several times more on every open; the TEMP catalog alone: see
     :data:`CATALOGS`.)"""
-    row = con.execute("SELECT string_agg(view_oid::VARCHAR, ',' ORDER BY view_oid) FROM duckdb_views() "
-                      "WHERE database_name = 'temp' AND temporary").fetchone()
+    # fetchall, not fetchone: no unfinished result left on the connection for a relation to trip on
+    rows = con.execute("SELECT string_agg(view_oid::VARCHAR, ',' ORDER BY view_oid) FROM duckdb_views() "
+                       "WHERE database_name = 'temp' AND temporary").fetchall()
+    row = rows[0] if rows else None
     return str(row[0]) if row and row[0] else ""
 
 
@@ -193,9 +195,10 @@ def record_views(con: duckdb.DuckDBPyConnection) -> None:
 def views_as_created(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether this connection's views are still the ones trace-report made (none redefined from a
     notebook, say ``events`` filtered to a time range): results derived through them are then the
-    database's own and may be kept beside it (:mod:`trace_report.store.derived`)."""
+    database's own and may be kept beside it (:mod:`trace_report.store.cache`)."""
     try:
-        row = con.execute(f"SELECT getvariable('{VIEWS_VARIABLE}')").fetchone()
+        rows = con.execute(f"SELECT getvariable('{VIEWS_VARIABLE}')").fetchall()
     except duckdb.Error:
         return False
+    row = rows[0] if rows else None
     return bool(row and row[0]) and row[0] == views_fingerprint(con)

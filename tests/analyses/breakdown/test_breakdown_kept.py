@@ -1,4 +1,4 @@
-"""The breakdown's per-trace tables kept beside a database (trace_report.store.derived): a query
+"""The breakdown's per-trace rows kept beside a database (trace_report.store.cache): a query
 that reads them gives exactly what computing from the events gives, and a kept table is never
 read once the events or the code it came from changed.
 
@@ -18,17 +18,15 @@ import pytest
 from conftest import H100_CAPTURES as H100
 from conftest import H100_RUNS as RUNS
 from conftest import kept_files as kept_of_kind
-from conftest import run_cli
+from conftest import kept_traces, run_cli
 
 import trace_report as tr
 from trace_report.analyses import breakdown as regions
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown, region_table, selected_traces
-from trace_report.analyses.breakdown.kept import DERIVED_KIND
-from trace_report.cli import ingest as ingest_cli_module
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
-from trace_report.store import derived
+from trace_report.store import cache
 from trace_report.store.events_view import events_dir_for
-from trace_report.store.kept_views import KIND_PREFIX
+from trace_report.store.layout import DERIVED_FOLDER
 
 OPTIONS = [BreakdownOptions(), BreakdownOptions(by_step=True), BreakdownOptions(by_rank=True),
            BreakdownOptions(by_step=True, by_rank=True), BreakdownOptions(trace_ids=(2,))]
@@ -42,15 +40,19 @@ def db_path(h100_db: Path) -> Path:
     return h100_db
 
 
-def not_views(db_path: Path) -> list[Path]:
-    """The files of the derived folder but the kept views' (written by DuckDB, not by the Parquet
-    writer these tests make fail: store/kept_views.py)."""
-    folder = events_dir_for(db_path) / derived.FOLDER
-    return [p for p in sorted(folder.iterdir()) if not p.name.startswith(KIND_PREFIX)] if folder.is_dir() else []
+def derived_files(db_path: Path) -> list[Path]:
+    """Every file of the derived folder (kept parts and temporary files)."""
+    folder = events_dir_for(db_path) / DERIVED_FOLDER
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
 
 
 def kept_files(db_path: Path) -> list[Path]:
-    return kept_of_kind(db_path, DERIVED_KIND)
+    return kept_of_kind(db_path, regions.KEPT.kind)
+
+
+def current_pieces(db_path: Path) -> dict[int, str]:
+    with tr.open(db_path) as db:
+        return cache.trace_pieces(db.con)
 
 
 def computed(db_path: Path, opts: BreakdownOptions) -> regions.BreakdownResult:
@@ -68,7 +70,7 @@ def test_kept_tables_give_the_computed_breakdown(db_path: Path, monkeypatch: pyt
     with tr.open(db_path) as db:  # read-only, as every query opens it
         first = breakdown(db, BreakdownOptions())
     files = kept_files(db_path)
-    assert [f.name.split("-")[1] for f in files] == ["t000001", "t000002", "t000003"]
+    assert len(files) == 1 and kept_traces(files[0]) == current_pieces(db_path)  # one part: the 3 traces
     pd.testing.assert_frame_equal(first.frame, expected[repr(BreakdownOptions())].frame, check_exact=True)
 
     def no_events(*_: object) -> None:
@@ -86,10 +88,11 @@ def test_kept_tables_give_the_computed_breakdown(db_path: Path, monkeypatch: pyt
 def test_a_changed_trace_or_code_is_computed_again(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with tr.open(db_path) as db:
         breakdown(db)
-    before = {f.name for f in kept_files(db_path)}
+    (part,) = kept_files(db_path)
     ingest_to_database([H100 / "baseline"], db_path, IngestOptions(workers=1, force=True))  # new pieces for trace 1
-    after_ingest = {f.name for f in kept_files(db_path)}
-    assert len(after_ingest) == 2 and after_ingest < before  # the replaced trace's table went with its pieces
+    assert kept_files(db_path) == [part]  # it still holds two current traces
+    stale = {t for t, p in kept_traces(part).items() if current_pieces(db_path).get(t) != p}
+    assert len(stale) == 1  # the replaced trace's rows no longer count
 
     calls: list[list[int]] = []
     compute = regions.compute_region_parts
@@ -103,12 +106,18 @@ def test_a_changed_trace_or_code_is_computed_again(db_path: Path, monkeypatch: p
         ids = selected_traces(db.con, None)["trace_id"].tolist()
         breakdown(db)
     assert len(calls) == 1 and sorted(calls[0]) == [ids[-1]]  # only the re-ingested trace
-    monkeypatch.setattr(regions, "CODE_VERSION", "0123456789ab")  # another trace-report
-    with tr.open(db_path) as db:
-        breakdown(db)
+    assert len(kept_files(db_path)) == 2
+    read = cache._read_source
+    monkeypatch.setattr(cache, "_read_source", lambda path: read(path) + b"# another trace-report")
+    cache._cached_key.cache_clear()
+    try:
+        with tr.open(db_path) as db:
+            breakdown(db)
+    finally:
+        cache._cached_key.cache_clear()
     assert sorted(calls[1]) == sorted(ids)
-    assert all(f.name.endswith("-0123456789ab.parquet") for f in kept_files(db_path))  # one version kept per trace
-    assert len(kept_files(db_path)) == 3
+    (again,) = kept_files(db_path)  # one key kept: the older key's folder removed
+    assert again.parent.name != part.parent.name and kept_traces(again) == current_pieces(db_path)
 
 
 def test_damaged_or_unwritable_kept_tables_are_ignored(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,9 +129,10 @@ def test_damaged_or_unwritable_kept_tables_are_ignored(db_path: Path, monkeypatc
     with tr.open(db_path) as db:
         got = breakdown(db)
     pd.testing.assert_frame_equal(got.frame, expected.frame, check_exact=True)
-    assert victim.stat().st_size > 100  # computed again and kept again
+    (again,) = kept_files(db_path)  # computed again and kept again, the damaged part removed
+    assert again != victim and not victim.exists() and pq.read_table(again).num_rows > 0
 
-    shutil.rmtree(events_dir_for(db_path) / derived.FOLDER)
+    shutil.rmtree(events_dir_for(db_path) / DERIVED_FOLDER)
 
     def refused(*_: object, **__: object) -> None:
         raise PermissionError(13, "Read-only file system")
@@ -134,7 +144,7 @@ def test_damaged_or_unwritable_kept_tables_are_ignored(db_path: Path, monkeypatc
                 got = breakdown(db)
         pd.testing.assert_frame_equal(got.frame, expected.frame, check_exact=True)
         assert kept_files(db_path) == []
-        assert not_views(db_path) == []  # no temporary file left behind
+        assert derived_files(db_path) == []  # no temporary file left behind
 
 
 def test_redefined_views_neither_read_nor_keep_rows(db_path: Path) -> None:
@@ -150,7 +160,7 @@ def test_redefined_views_neither_read_nor_keep_rows(db_path: Path) -> None:
         mine = breakdown(db).frame.set_index("region")
     assert mine.loc["forward", "wall_pct"] > 90 > expected.frame.set_index("region").loc["forward", "wall_pct"]
     assert {f: f.stat().st_mtime_ns for f in kept_files(db_path)} == before
-    shutil.rmtree(events_dir_for(db_path) / derived.FOLDER)
+    shutil.rmtree(events_dir_for(db_path) / DERIVED_FOLDER)
     with tr.open(db_path) as db:
         db.con.execute("CREATE OR REPLACE TEMP VIEW region_rules AS SELECT 'all' AS rule_id, 1 AS priority, "
                        "'forward' AS region, '.*' AS pattern, 'any' AS scope, '' AS rationale, '' AS source")
@@ -160,24 +170,40 @@ def test_redefined_views_neither_read_nor_keep_rows(db_path: Path) -> None:
         pd.testing.assert_frame_equal(breakdown(db).frame, expected.frame, check_exact=True)
 
 
-def test_the_next_ingest_removes_tables_of_pieces_no_longer_listed(db_path: Path) -> None:
+def test_the_next_ingest_removes_parts_of_pieces_no_longer_listed(db_path: Path) -> None:
     with tr.open(db_path) as db:
         breakdown(db)
-    folder = events_dir_for(db_path) / derived.FOLDER
-    stale = folder / "breakdown-t000001-deadbeef-0123456789ab.parquet"  # pieces this database never had
-    leftover = folder / ".breakdown-t000002-x.parquet.tmp-1-abc"  # a write that was killed
-    shutil.copyfile(kept_files(db_path)[0], stale)
+    (current,) = kept_files(db_path)
+    table = pq.read_table(current)
+    meta = {**table.schema.metadata,
+            b"trace_report.cache": table.schema.metadata[b"trace_report.cache"].replace(b'": "', b'": "dead')}
+    stale = current.with_name("part-0-stale.parquet")  # pieces this database never had
+    pq.write_table(table.replace_schema_metadata(meta), stale)
+    leftover = current.with_name(".part-1.parquet.tmp-1")  # a write that was killed
     leftover.write_bytes(b"partial")
-    current = set(kept_files(db_path)) - {stale}
+    assert set(kept_traces(stale).values()).isdisjoint(current_pieces(db_path).values())
     ingest_to_database([H100 / "baseline"], db_path, IngestOptions(workers=1))  # skipped: already ingested
-    assert set(kept_files(db_path)) == current
+    assert kept_files(db_path) == [current]
     assert not leftover.exists()
 
 
-def test_a_database_in_memory_keeps_nothing(tmp_path: Path) -> None:
+def test_a_database_in_memory_keeps_rows_for_its_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[int]] = []
+    compute = regions.compute_region_parts
+
+    def counting(con: object, ids: list[int]) -> dict:
+        calls.append(ids)
+        return compute(con, ids)
+
+    monkeypatch.setattr(regions, "compute_region_parts", counting)
     with tr.open([H100 / "baseline"]) as db:
-        assert derived.derived_store(db.con) is None
-        assert breakdown(db).frame["kernels"].sum() > 0
+        first = breakdown(db).frame
+        assert first["kernels"].sum() > 0
+        pd.testing.assert_frame_equal(breakdown(db).frame, first, check_exact=True)
+    assert len(calls) == 1  # the second read the connection's rows
+    with tr.open([H100 / "baseline"]) as db:
+        pd.testing.assert_frame_equal(breakdown(db).frame, first, check_exact=True)
+    assert len(calls) == 2  # a new connection computes again
 
 
 # ------------------------------------------------------------------ kept by the ingest
@@ -191,40 +217,31 @@ def ingest_cli(targets: list[Path], db: Path, *flags: str) -> tuple[int, str]:
     return code, err
 
 
-def test_ingest_keeps_the_rows_of_large_traces_and_they_are_the_computed_ones(
-        db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with tr.open(db_path) as probe:
-        stored = dict(probe.con.execute("SELECT trace_id, n_complete_events FROM traces").fetchall())
-    threshold = max(stored.values())  # the threshold between the traces' sizes
-    large = sorted(t for t, n in stored.items() if n >= threshold)
-    assert 0 < len(large) < len(stored)
-    monkeypatch.setattr(ingest_cli_module, "KEEP_AT_INGEST_MIN_EVENTS", threshold)
+def test_ingest_precompute_keeps_the_rows_and_they_are_the_computed_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "k.duckdb"
-    code, err = ingest_cli([H100 / r for r in RUNS], db)
+    code, err = ingest_cli([H100 / r for r in RUNS], db, "--precompute")
     assert code == 0, err
-    assert [int(f.name.split("-")[1][1:]) for f in kept_files(db)] == large
-    assert f"kept the breakdown of trace {large[0]}" in err and len(large) == 1
+    (part,) = kept_files(db)
+    assert kept_traces(part) == current_pieces(db) and len(kept_traces(part)) == len(RUNS)
+    assert "computed the breakdown of traces 1, 2, 3" in err
 
     expected = {repr(o): computed(db, o) for o in OPTIONS}
 
-    def only_small(con: object, ids: list[int]) -> dict:
-        assert not set(ids) & set(large), "the rows kept at ingest were not read"
-        return compute(con, ids)
+    def nothing(con: object, ids: list[int]) -> dict:
+        raise AssertionError("the rows kept at ingest were not read")
 
-    monkeypatch.setattr(regions, "compute_region_parts", only_small)
+    monkeypatch.setattr(regions, "compute_region_parts", nothing)
     with tr.open(db) as handle:
         for o in OPTIONS:
             pd.testing.assert_frame_equal(breakdown(handle, o).frame, expected[repr(o)].frame, check_exact=True)
 
 
-
-def test_ingest_keeps_rows_when_asked_and_never_when_told_not_to(tmp_path: Path) -> None:
-    code, err = ingest_cli([H100 / "baseline"], tmp_path / "a.duckdb")  # 1 M events: far above this trace
-    assert code == 0 and kept_files(tmp_path / "a.duckdb") == [] and "kept the" not in err
-    code, err = ingest_cli([H100 / "baseline"], tmp_path / "b.duckdb", "--keep-breakdown")
-    assert code == 0 and len(kept_files(tmp_path / "b.duckdb")) == 1 and "kept the breakdown of trace 1" in err
-    code, _ = ingest_cli([H100 / "baseline"], tmp_path / "c.duckdb", "--no-keep-breakdown")
-    assert code == 0 and kept_files(tmp_path / "c.duckdb") == []
+def test_ingest_keeps_rows_only_when_asked(tmp_path: Path) -> None:
+    code, err = ingest_cli([H100 / "baseline"], tmp_path / "a.duckdb")
+    assert code == 0 and derived_files(tmp_path / "a.duckdb") == [] and "computed the" not in err
+    code, err = ingest_cli([H100 / "baseline"], tmp_path / "b.duckdb", "--precompute")
+    assert code == 0 and len(kept_files(tmp_path / "b.duckdb")) == 1 and "computed the breakdown of trace 1" in err
 
 
 def test_a_failed_or_interrupted_keep_leaves_the_ingested_database(
@@ -235,17 +252,17 @@ def test_a_failed_or_interrupted_keep_leaves_the_ingested_database(
         db = tmp_path / f"{code_wanted}.duckdb"
 
         def fail_kept(table: object, where: object, *a: object, exc: BaseException = failure, **k: object) -> None:
-            if derived.FOLDER not in Path(str(where)).parts:  # the events' pieces are written
+            if DERIVED_FOLDER not in Path(str(where)).parts:  # the events' pieces are written
                 return write(table, where, *a, **k)
             Path(str(where)).write_bytes(b"PAR1")  # half a kept table, then the failure
             raise exc
 
         with monkeypatch.context() as m:
             m.setattr(pq, "write_table", fail_kept)
-            code, err = ingest_cli([H100 / "baseline"], db, "--keep-breakdown")
+            code, err = ingest_cli([H100 / "baseline"], db, "--precompute")
         assert code == code_wanted, err
-        assert ("the traces are ingested" in err) if code_wanted else ("warning:" in err)
-        assert not_views(db) == []  # no temporary file left behind
+        assert ("the traces are ingested" in err) if code_wanted else ("Traceback" not in err)
+        assert derived_files(db) == []  # no temporary file left behind
         results.append(computed(db, BreakdownOptions()))  # the database is whole and answers
     pd.testing.assert_frame_equal(results[0].frame, results[1].frame, check_exact=True)
     pd.testing.assert_frame_equal(results[0].frame, computed_from(H100 / "baseline").frame, check_exact=True)

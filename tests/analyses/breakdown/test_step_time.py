@@ -14,9 +14,9 @@ import json
 import pytest
 from conftest import TRACES, invoke, shared_or_skip
 from gpu_steps_plain import load, steps, stretch_gpu
-from trace_report.analyses.common.utilization import step_times
 
 import trace_report as tr
+from trace_report.analyses.common.utilization import step_times
 
 DEEP_QUEUE = "hta_ns_resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 CPU_BOUND = "hta_trace_diff/control.json.gz"

@@ -21,7 +21,7 @@ import pytest
 from conftest import H100_CAPTURES as H100
 from conftest import H100_RUNS as RUNS
 from conftest import kept_files as kept_of_kind
-from conftest import run_cli
+from conftest import kept_traces, run_cli
 
 import trace_report as tr
 from trace_report.analyses.common import gpu_op_names
@@ -42,7 +42,7 @@ def db_path(h100_db: Path) -> Path:
 
 
 def kept_files(db_path: Path) -> list[Path]:
-    return kept_of_kind(db_path, gpu_op_names.DERIVED_KIND)
+    return kept_of_kind(db_path, gpu_op_names.KEPT.kind)
 
 
 def json_names(run: str) -> dict[tuple[str, str], tuple[int, float]]:
@@ -61,7 +61,7 @@ def json_names(run: str) -> dict[tuple[str, str], tuple[int, float]]:
 def computed_flags(db_path: Path, opts: FlagsOptions, monkeypatch: pytest.MonkeyPatch) -> FlagsResult:
     """flags from the events: the kept rows neither read nor written."""
     with monkeypatch.context() as m, tr.open(db_path) as db:
-        m.setattr(gpu_op_names, "kept_rows", lambda con, ids: None)
+        m.setattr(gpu_op_names, "kept_rows", gpu_op_names._compute)
         return flags(db, opts)
 
 
@@ -101,7 +101,8 @@ def test_flags_from_kept_rows_equal_flags_from_the_events(db_path: Path, opts: F
             "SELECT trace_id FROM traces WHERE ($r IS NULL OR rank = $r) "
             "AND ($ids IS NULL OR list_contains($ids, trace_id))",
             {"r": opts.rank, "ids": None if opts.trace_ids is None else list(opts.trace_ids)}).fetchall()
-        assert len(kept_files(db_path)) == len(selected) > 0
+        (part,) = kept_files(db_path)  # one part: the selected traces computed together
+        assert len(kept_traces(part)) == len(selected) > 0
     with tr.open(db_path) as db:
         again = flags(db, opts)  # reads them
     assert_same(first, expected)
@@ -115,7 +116,7 @@ def test_a_second_flags_reads_the_kept_rows(db_path: Path) -> None:
     (path,) = kept_files(db_path)
     kept = pq.read_table(path)
     doubled = kept.set_column(4, "dur_us", pc.multiply(kept["dur_us"], 2.0))
-    pq.write_table(doubled, path)
+    pq.write_table(doubled.replace_schema_metadata(kept.schema.metadata), path)
     with tr.open(db_path) as db:
         after = flags(db, FlagsOptions(trace_ids=(1,)))
     pd.testing.assert_series_equal(after.frame["total_us"], 2 * before.frame["total_us"], rtol=1e-12)
@@ -134,21 +135,23 @@ def test_a_damaged_kept_file_is_computed_again(db_path: Path, damage: str, monke
     else:
         kept = pq.read_table(path)
         kept = (kept.rename_columns(["trace_id", "cat", "name", "ops", "us"]) if damage == "other columns"
-                else kept.set_column(0, "trace_id", pa.array([3] * kept.num_rows, pa.int32())))
+                else kept.set_column(0, "trace_id", pa.array([3] * kept.num_rows, kept["trace_id"].type)))
         pq.write_table(kept, path)
     with tr.open(db_path) as db:
         assert_same(flags(db, opts), expected)
-    assert pq.read_table(path).column_names == ["trace_id", "cat", "name", "ops", "dur_us"]  # kept again
+    (again,) = kept_files(db_path)  # kept again
+    assert pq.read_table(again).column_names == ["trace_id", "cat", "name", "ops", "dur_us"]
+    assert pq.read_table(again)["trace_id"].to_pylist() == [2] * pq.read_table(again).num_rows
 
 
 def test_ingest_keeps_the_rows_with_the_breakdown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "k.duckdb"
-    code, _, err = run_cli(["ingest", str(H100 / "baseline"), "-o", str(db), "--no-progress", "--keep-breakdown"])
+    code, _, err = run_cli(["ingest", str(H100 / "baseline"), "-o", str(db), "--no-progress", "--precompute"])
     assert code == 0, err
     assert len(kept_files(db)) == 1 and "`breakdown` and `flags` read it" in err
     expected = computed_flags(db, FlagsOptions(), monkeypatch)
     with tr.open(db) as handle:
         assert_same(flags(handle, FlagsOptions()), expected)
     code, _, err = run_cli(["ingest", str(H100 / "baseline"), "-o", str(tmp_path / "n.duckdb"), "--no-progress",
-                            "--no-keep-breakdown"])
+                            ])
     assert code == 0 and kept_files(tmp_path / "n.duckdb") == []

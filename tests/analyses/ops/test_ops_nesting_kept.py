@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import H100_CAPTURES as H100
 from conftest import H100_RUNS as RUNS
-from conftest import empty_kept_file
+from conftest import empty_kept_file, kept_traces
 from conftest import kept_files as kept_of_kind
 
 import trace_report as tr
@@ -24,7 +25,7 @@ from trace_report.analyses.ops import OpsOptions, ops
 from trace_report.analyses.ops import nesting_kept as ops_nesting_kept
 from trace_report.analyses.ops.nesting import nesting
 from trace_report.analyses.ops.nesting_kept import kept_nesting
-from trace_report.store.derived import traces_of_rank
+from trace_report.store.cache import traces_of_rank
 
 OPTIONS = [OpsOptions(limit=None), OpsOptions(all_ops=True, limit=None), OpsOptions(by_shape=True, limit=None),
            OpsOptions(rank=0, limit=None)]
@@ -39,13 +40,14 @@ def db_path(h100_db: Path) -> Path:
 
 
 def kept_files(db_path: Path) -> list[Path]:
-    return kept_of_kind(db_path, ops_nesting_kept.DERIVED_KIND)
+    return kept_of_kind(db_path, ops_nesting_kept.KEPT.kind)
 
 
 def computed_ops(db_path: Path, opts: OpsOptions, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
     """`ops` with the nesting computed from the events: no kept file read or written."""
     with monkeypatch.context() as m, tr.open(db_path) as db:
-        m.setattr(ops_nesting_kept, "kept_tables", lambda *a: None)
+        m.setattr(sys.modules["trace_report.analyses.ops"], "kept_nesting",
+                  lambda con, rank: nesting(con, traces_of_rank(con, rank)))
         return ops(db, opts).frame
 
 
@@ -64,19 +66,20 @@ def test_kept_rows_give_the_computed_operator_view(db_path: Path, monkeypatch: p
         for i, opts in enumerate(OPTIONS):
             with tr.open(db_path) as db:
                 pd.testing.assert_frame_equal(ops(db, opts).frame, want[i])
-        assert len(kept_files(db_path)) == len(RUNS)
+        (part,) = kept_files(db_path)  # the traces computed together, in one part
+        assert len(kept_traces(part)) == len(RUNS)
 
 
 def test_each_file_holds_its_traces_operators(db_path: Path) -> None:
     with tr.open(db_path) as db:
         ops(db, OpsOptions())
         sources = dict(db.con.execute("SELECT trace_id, path FROM traces").fetchall())
-    for path in kept_files(db_path):
-        table = pq.read_table(path)
-        trace_id = int(path.name.split("-t")[1].split("-")[0])
+    (path,) = kept_files(db_path)
+    ids = pq.read_table(path)["trace_id"].to_pylist()
+    assert set(kept_traces(path)) == set(ids) == set(sources)
+    for trace_id in sources:
         run = next(r for r in RUNS if f"/{r}/" in sources[trace_id])
-        assert set(table["trace_id"].to_pylist()) == {trace_id}
-        assert table.num_rows == json_operators(run)
+        assert ids.count(trace_id) == json_operators(run)
 
 
 def test_the_files_are_what_is_read(db_path: Path) -> None:
@@ -115,7 +118,8 @@ def test_a_damaged_file_is_computed_and_written_again(db_path: Path, monkeypatch
         pq.write_table(pq.read_table(first).drop_columns(["gpu_us"]), first)
     with tr.open(db_path) as db:
         pd.testing.assert_frame_equal(ops(db, OpsOptions(limit=None)).frame, want)
-    assert pq.read_table(first).column_names == list(ops_nesting_kept.TYPES)
+    (again,) = kept_files(db_path)  # the damaged part replaced
+    assert pq.read_table(again).column_names == ["trace_id", "event_id", "child_us", "gpu_self_us", "gpu_us"]
 
 
 def test_a_trace_given_directly_keeps_nothing(tmp_path: Path) -> None:

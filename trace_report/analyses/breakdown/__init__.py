@@ -26,14 +26,13 @@ partitions time between them (:class:`~trace_report.analyses.common.intervals.Pa
 first) and attributes kernels (:func:`kernel_regions`).
 
 The rows per (trace, step, region) depend on the trace's events alone: the ingest of a large
-trace (:func:`keep_region_rows`) or else the first query keeps them beside the database
-(:mod:`trace_report.store.derived`, ``<db>.events/derived/``) and later queries read them
+trace (:func:`keep_region_rows`, ``ingest --precompute``) or else the first query keeps them
+beside the database (:data:`KEPT`, ``<db>.events/derived/breakdown/``) and later queries read them
 (:func:`region_table`).
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import duckdb
@@ -41,13 +40,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-import trace_report.analyses.breakdown.kept as _kept_module
-import trace_report.analyses.breakdown.sums as _sums_module
-import trace_report.analyses.common.columns as _columns_module
-import trace_report.analyses.common.intervals as _intervals_module
-import trace_report.analyses.common.regions as _regions_module
-import trace_report.analyses.common.selection as _selection_module
-from trace_report.analyses.breakdown.kept import DERIVED_KIND, RegionPart, bases_frame, kept_region_parts
+from trace_report.analyses.breakdown.kept import RegionPart, bases_frame, parts_from_arrow, parts_to_arrow
 from trace_report.analyses.breakdown.sums import (  # noqa: F401  (the names breakdown's callers import from here)
     BEFORE_FIRST_STEP,
     BREAKDOWN_COLUMNS,
@@ -62,9 +55,7 @@ from trace_report.analyses.common.columns import Columns, numpy_column, text_cod
 from trace_report.analyses.common.intervals import BusyTime, Partition, positions_by_key, positions_by_pair
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.errors import InputError
-from trace_report.store.block_memo import recall_each
-from trace_report.store.derived import code_version as derived_code_version
-from trace_report.store.derived import derived_store
+from trace_report.store.cache import PerTrace
 from trace_report.store.kept_views import materialize
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import views_named_in
@@ -396,30 +387,23 @@ def region_table(con: duckdb.DuckDBPyConnection, traces: pd.DataFrame, *, keep: 
     ``trace_id`` order.
 
     Also returns facts for notes: kernel bases, kernels outside steps, traces without GPU activity.
-    Each trace's rows and facts depend on that trace's events alone: they are read from the
-    database's derived tables where a query has kept them (:mod:`trace_report.store.derived`,
-    keyed by the trace's event files and this code's version), else computed and, with ``keep``,
-    kept there for the next query (:func:`~trace_report.analyses.breakdown.kept.kept_region_parts`).
+    Each trace's rows and facts depend on that trace's events alone: they are read from the rows
+    kept beside the database (:data:`KEPT`), else computed and kept for the next query; ``keep``
+    False computes them all and keeps nothing.
     """
     ids = trace_ids(traces)
-    parts = recall_each(con, (DERIVED_KIND, CODE_VERSION), ids, lambda need: kept_region_parts(
-        con, need, lambda missing: compute_region_parts(con, missing), CODE_VERSION if keep else None))
+    parts = parts_from_arrow(KEPT.rows(con, ids), ids) if keep else compute_region_parts(con, ids)
     return merge_region_tables([parts[t] for t in ids])
 
 
 def keep_region_rows(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[int]:
     """Compute and keep (:func:`region_table`) the rows of the traces of ``ids`` that have none
-    kept for this code version yet, so that the first ``breakdown`` reads them: what ``trace-report
-    ingest`` does for large traces (:data:`~trace_report.cli.ingest.KEEP_AT_INGEST_MIN_EVENTS`).
-    Returns the ids whose rows are kept now, by ``trace_id``: none where the database keeps
-    nothing (:func:`~trace_report.store.derived.derived_store`) or its folder cannot be written.
-    Raises :class:`InputError` when none of ``ids`` is in the database."""
-    store = derived_store(con)
-    if store is None:
-        return []
+    kept for this code yet, so that the first ``breakdown`` reads them: what ``trace-report ingest
+    --precompute`` does. Returns the ids by ``trace_id``. Raises :class:`InputError` when none of
+    ``ids`` is in the database."""
     traces = breakdown_traces(con, BreakdownOptions(trace_ids=tuple(int(t) for t in ids)))
     region_table(con, traces)
-    return [t for t in trace_ids(traces) if (p := store.path(DERIVED_KIND, t, CODE_VERSION)) and p.is_file()]
+    return trace_ids(traces)
 
 
 def compute_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, RegionPart]:
@@ -527,10 +511,10 @@ def step_spans(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:
                        {"ids": ids}).df()  # in order: sums over them are the same every time
 
 
-CODE_VERSION = derived_code_version((sys.modules[__name__], _intervals_module, _columns_module, _kept_module,
-                                     _sums_module, _regions_module, _selection_module),
-                                    (pa.__version__, np.__version__, pd.__version__, duckdb.__version__))
-"""The version of the code behind the kept rows: this module, the modules it computes them with,
-the SQL views, and the libraries that compute and store them; hashed from their files when this
-module is imported, so that a process still running older code after an upgrade keeps its rows
-under the older version."""
+def _kept_parts(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
+    return parts_to_arrow(compute_region_parts(con, ids))
+
+
+KEPT = PerTrace("breakdown", _kept_parts, __name__)
+"""The rows and facts of :func:`region_table`, kept per trace beside a database
+(:mod:`~trace_report.analyses.breakdown.kept` gives their form)."""

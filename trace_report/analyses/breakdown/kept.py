@@ -1,57 +1,32 @@
-"""The step breakdown's rows per trace, kept beside a database by the ingest (traces of
-:data:`~trace_report.cli.ingest.KEEP_AT_INGEST_MIN_EVENTS` events or more) or by the first query that computes them
-(:mod:`trace_report.store.derived`: ``<db>.events/derived/breakdown-t<id>-<pieces>-<version>.parquet``).
+"""The step breakdown's rows per trace as one Arrow table, the form in which they are kept beside
+a database (:class:`~trace_report.store.cache.PerTrace`, kind ``breakdown``).
 
-One kept file per trace: the rows of :func:`~trace_report.analyses.breakdown.region_table` for that
-trace (columns :data:`TABLE_COLUMNS`: µs and kernel counts per (window, region)) with its facts
-(kernels and their summed ``dur_us`` per attribution basis, whether the trace has no GPU activity
-or no ProfilerStep, its forward spans) as JSON in the Parquet schema's metadata. The rows are read
-back exactly (float64 in, float64 out), so a breakdown from kept rows equals the computed one
+The rows of :func:`~trace_report.analyses.breakdown.region_table` for each trace (columns
+:data:`TABLE_COLUMNS`: µs and kernel counts per (window, region)), then one row per trace holding
+its facts (kernels and their summed ``dur_us`` per attribution basis, whether the trace has no GPU
+activity or no ProfilerStep, its forward spans) as JSON in the ``facts`` column, every other column
+NULL, so that a trace without a window is kept too. The rows are read back exactly (float64 in,
+float64 out), so a breakdown from kept rows equals the computed one
 (``tests/analyses/breakdown/test_breakdown_kept.py``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-
-from trace_report.store.derived import derived_store
+import pyarrow.compute as pc
 
 RegionPart = tuple[pd.DataFrame, dict]
 """One trace's :func:`~trace_report.analyses.breakdown.region_table` rows and facts."""
 
-DERIVED_KIND = "breakdown"
-"""The name of the breakdown's per-trace tables among a database's derived tables."""
 TABLE_COLUMNS = ["trace_id", "window_id", "step", "region", "wall_us", "idle_us", "cpu_us", "kernels", "gpu_us"]
-_FACTS_KEY = b"trace_report.breakdown_facts"
-
-
-def kept_region_parts(con: duckdb.DuckDBPyConnection, ids: list[int],
-                      compute: Callable[[list[int]], dict[int, RegionPart]], version: str | None
-                      ) -> dict[int, RegionPart]:
-    """The rows and facts of each trace of ``ids``: those kept beside the database behind ``con``
-    for this code ``version``, the others from ``compute(missing ids)`` (in this process or in Ray
-    tasks), then kept. ``version`` None: nothing is read or kept (everything computed)."""
-    store = derived_store(con) if version else None
-    if store is None or not version:
-        return compute(ids)
-    parts: dict[int, RegionPart] = {}
-    for t in ids:
-        kept = store.load(DERIVED_KIND, t, version)
-        if kept is not None and (part := part_from_arrow(kept, t)) is not None:
-            parts[t] = part
-    missing = [t for t in ids if t not in parts]
-    if missing:
-        computed = compute(missing)
-        for t in missing:
-            parts[t] = computed[t]
-            store.save(DERIVED_KIND, t, version, part_to_arrow(*computed[t]))
-    return parts
+_INTEGERS = ("trace_id", "window_id", "kernels")
+SCHEMA = pa.schema([(c, pa.int64() if c in _INTEGERS else pa.string() if c == "region" else pa.float64())
+                    for c in TABLE_COLUMNS] + [("facts", pa.string())])
+"""The kept table's columns: :data:`TABLE_COLUMNS` then ``facts`` (JSON, on each trace's facts row)."""
 
 
 def bases_frame(names: list, kernels: list, dur_us: list) -> pd.DataFrame:
@@ -68,48 +43,46 @@ def empty_part(trace_id: int) -> RegionPart:
                    "overlaps": [0, 0]}
 
 
-def part_to_arrow(table: pd.DataFrame, facts: dict) -> pa.Table:
-    """One trace's rows with its facts as JSON in the schema's metadata."""
+def parts_to_arrow(parts: dict[int, RegionPart]) -> pa.Table:
+    """The rows of every trace of ``parts``, then one facts row per trace (module docstring)."""
+    tables = [pa.Table.from_pandas(table[TABLE_COLUMNS].assign(facts=None), schema=SCHEMA, preserve_index=False)
+              for table, _ in parts.values() if len(table)]
+    facts = pa.table({"trace_id": pa.array(list(parts), pa.int64()),
+                      "facts": [_facts_json(f) for _, f in parts.values()]})
+    tables.append(pa.table([facts["trace_id"] if c == "trace_id" else facts["facts"] if c == "facts"
+                            else pa.nulls(len(parts), SCHEMA.field(c).type) for c in SCHEMA.names], schema=SCHEMA))
+    return pa.concat_tables(tables)
+
+
+def parts_from_arrow(kept: pa.Table, ids: list[int]) -> dict[int, RegionPart]:
+    """The rows and facts of each of ``ids`` in a table :func:`parts_to_arrow` made; a trace
+    without a facts row gets :func:`empty_part`."""
+    is_facts = pc.is_valid(kept["facts"])
+    rows = kept.filter(pc.invert(is_facts)).select(TABLE_COLUMNS).cast(SCHEMA.remove(len(TABLE_COLUMNS)))
+    frame = rows.to_pandas()
+    facts = kept.filter(is_facts)
+    meta = dict(zip(facts["trace_id"].to_pylist(), facts["facts"].to_pylist(), strict=True))
+    by_trace = dict(tuple(frame.groupby("trace_id", sort=False))) if len(frame) else {}
+    out: dict[int, RegionPart] = {}
+    for t in ids:
+        if t not in meta:
+            out[t] = empty_part(t)
+            continue
+        table = by_trace.get(t, empty_part(t)[0]).reset_index(drop=True)
+        out[t] = table, _facts_from_json(meta[t], t)
+    return out
+
+
+def _facts_json(facts: dict) -> str:
     bases = {str(b): [int(r["kernels"]), float(r["dur_us"])] for b, r in facts["bases"].iterrows()}
-    meta = {"bases": bases, "no_gpu": bool(facts["no_gpu"]), "no_steps": bool(facts["no_steps"]),
-            "fwd_spans": int(facts["fwd_spans"]), "overlaps": [int(n) for n in facts["overlaps"]]}
-    out = pa.Table.from_pandas(table[TABLE_COLUMNS], preserve_index=False)
-    return out.replace_schema_metadata({_FACTS_KEY: json.dumps(meta).encode()})
+    return json.dumps({"bases": bases, "no_gpu": bool(facts["no_gpu"]), "no_steps": bool(facts["no_steps"]),
+                       "fwd_spans": int(facts["fwd_spans"]), "overlaps": [int(n) for n in facts["overlaps"]]})
 
 
-def part_from_arrow(kept: pa.Table, trace_id: int) -> RegionPart | None:
-    """The rows and facts :func:`part_to_arrow` kept for ``trace_id``; None for a table that is
-    not one (another layout, or another trace's rows)."""
-    raw = (kept.schema.metadata or {}).get(_FACTS_KEY)
-    if raw is None or kept.column_names != TABLE_COLUMNS or not _types_ok(kept.schema):
-        return None
-    try:
-        table = kept.to_pandas()
-        if len(table) and not (table["trace_id"] == trace_id).all():
-            return None
-        meta = json.loads(raw)
-        bases = bases_frame(list(meta["bases"]), [k for k, _ in meta["bases"].values()],
-                            [us for _, us in meta["bases"].values()])
-        facts = {"bases": bases, "no_gpu": [trace_id] if meta["no_gpu"] else [],
-                 "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": int(meta["fwd_spans"]),
-                 "overlaps": [int(n) for n in meta["overlaps"]]}
-    except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException):
-        return None
-    return table, facts
-
-
-_INTEGERS = ("trace_id", "window_id", "kernels")
-
-
-def _types_ok(schema: pa.Schema) -> bool:
-    """Integer ids and counts, floating-point times and step, text region: what part_to_arrow writes."""
-    for f in schema:
-        if f.name in _INTEGERS:
-            ok = pa.types.is_integer(f.type)
-        elif f.name == "region":
-            ok = pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-        else:
-            ok = pa.types.is_floating(f.type)
-        if not ok:
-            return False
-    return True
+def _facts_from_json(raw: str, trace_id: int) -> dict:
+    meta = json.loads(raw)
+    bases = bases_frame(list(meta["bases"]), [k for k, _ in meta["bases"].values()],
+                        [us for _, us in meta["bases"].values()])
+    return {"bases": bases, "no_gpu": [trace_id] if meta["no_gpu"] else [],
+            "no_steps": [trace_id] if meta["no_steps"] else [], "fwd_spans": int(meta["fwd_spans"]),
+            "overlaps": [int(n) for n in meta["overlaps"]]}

@@ -5,10 +5,13 @@ go to tasks; their rows are kept in turn."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
+
 from trace_report.analyses.breakdown import (
-    CODE_VERSION,
+    KEPT,
     BreakdownOptions,
     BreakdownResult,
     breakdown_from,
@@ -17,7 +20,7 @@ from trace_report.analyses.breakdown import (
     merge_region_tables,
     step_spans,
 )
-from trace_report.analyses.breakdown.kept import RegionPart, empty_part, kept_region_parts
+from trace_report.analyses.breakdown.kept import RegionPart, empty_part, parts_from_arrow, parts_to_arrow
 from trace_report.analyses.common.distributed import map_partitions
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.store.tracedb import TraceDB
@@ -35,13 +38,14 @@ def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> Break
     traces = breakdown_traces(db.con, opts)
     ids = trace_ids(traces)
 
-    def in_tasks(missing: list[int]) -> dict[int, RegionPart]:
+    def in_tasks(_con: object, missing: list[int]) -> pa.Table:
         partials = map_partitions(db, regions_task, {}, trace_ids=tuple(missing))
         got = {t: part for parts in partials for t, part in parts.items()}
         # a trace without events has no partition (an exported dataset holds no folder for it): its
         # part is what the local engine computes for it, no window and no GPU activity
-        return {t: got.get(t) or empty_part(t) for t in missing}
+        return parts_to_arrow({t: got.get(t) or empty_part(t) for t in missing})
 
-    parts = kept_region_parts(db.con, ids, in_tasks, CODE_VERSION)  # only traces without kept rows go to Ray
+    # the same kind and key as the local engine's; only traces without kept rows go to Ray
+    parts = parts_from_arrow(replace(KEPT, compute=in_tasks).rows(db.con, ids), ids)
     table, facts = merge_region_tables([parts[t] for t in ids])
     return breakdown_from(table, facts, traces, opts, step_spans(db.con, ids))

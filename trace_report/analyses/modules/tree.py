@@ -22,25 +22,12 @@ prefix sums. Time: O(n log n) in calls, launches and operators.
 
 from __future__ import annotations
 
-import sys
-
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from trace_report.store.derived import code_version, kept_tables, traces_of_rank, with_ranks
+from trace_report.store.cache import PerTrace, traces_of_rank, with_ranks
 from trace_report.store.views import sql_text
-
-DERIVED_KIND = "module_calls"
-"""The name of a trace's module calls among a database's derived tables."""
-
-TYPES = {"trace_id": pa.types.is_integer, "event_id": pa.types.is_integer, "step": pa.types.is_integer,
-         "path": pa.types.is_string, "path_id": pa.types.is_integer, "depth": pa.types.is_integer,
-         "name": pa.types.is_string,
-         "kind": pa.types.is_string, "ts_us": pa.types.is_floating, "cpu_us": pa.types.is_floating,
-         "gpu_ops": pa.types.is_integer, "gpu_us": pa.types.is_floating, "flop_ops": pa.types.is_integer,
-         "flop": pa.types.is_floating}
-"""The columns of :func:`trace_calls`, as a kept file must have them."""
 
 PATH_NAMES = 64
 """The most names a ``path`` shows: deeper paths keep their first :data:`PATH_HEAD` and their last
@@ -51,23 +38,13 @@ MARKS_TABLE = "module_marks"
 """The name under which the calls are registered on the connection while the launches and
 operators of their threads are read (``modules_launches.sql``, ``modules_flop_ops.sql``)."""
 
-CODE_VERSION = code_version((sys.modules[__name__],), (np.__version__, pa.__version__, duckdb.__version__))
-"""This module, every SQL artifact (``modules*.sql`` and the views they read) and the libraries
-that compute and store the calls (:func:`~trace_report.store.derived.code_version`)."""
-
-
 def module_calls(con: duckdb.DuckDBPyConnection, rank: int | None) -> pa.Table:
     """One row per module call of the selection (``rank`` None: every trace in view): ``rank``,
     then :func:`trace_calls`' columns. Each trace's calls from the file kept beside the database
-    (``<db>.events/derived/module_calls-t<id>-<pieces>-<version>.parquet``,
-    :func:`~trace_report.store.derived.kept_tables`), else computed and kept: a trace's calls come
+    (:data:`KEPT`), else computed and kept: a trace's calls come
     from its own events alone, and reading them back is much cheaper than computing them.
     ``rank`` is read from ``traces`` (not kept)."""
-    ids = traces_of_rank(con, rank)
-    calls = kept_tables(con, DERIVED_KIND, CODE_VERSION, ids, lambda missing: trace_calls(con, missing), TYPES)
-    if calls is None:
-        calls = trace_calls(con, ids)
-    return with_ranks(con, calls)
+    return with_ranks(con, KEPT.rows(con, traces_of_rank(con, rank)))
 
 
 def trace_calls(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
@@ -247,3 +224,7 @@ def _inside(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, item_thread: np
         sums = np.add.reduceat(w, np.column_stack((lo, hi)).ravel())[0::2]  # w[lo:hi] (w[lo] when empty)
         total[rows] = np.where(hi > lo, sums, 0.0)
     return count, total
+
+
+KEPT = PerTrace("module_calls", trace_calls, __name__)
+"""The module calls, kept per trace beside a database (:class:`~trace_report.store.cache.PerTrace`)."""

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
 
 from trace_report.errors import InputError
-from trace_report.store.derived import code_version, kept_tables, traces_of_rank
+from trace_report.store.cache import PerTrace, traces_of_rank
 from trace_report.store.kept_views import materialized
 
 REGIONS = ("forward", "loss", "backward", "optimizer_step")
@@ -137,30 +136,6 @@ QUALIFY row_number() OVER (PARTITION BY o.trace_id, o.event_id ORDER BY r.ts_us 
 """
 
 
-DERIVED_KIND = "roofline_estimate"
-"""The name of a trace's estimate rows among a database's derived tables."""
-
-CODE_VERSION = code_version((sys.modules[__name__],), (pa.__version__, pd.__version__, duckdb.__version__))
-"""This module, every SQL artifact (the views it reads, the cost model among them) and the
-libraries that compute and store the rows (:func:`~trace_report.store.derived.code_version`)."""
-
-
-def _text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
-
-
-def _number(t: pa.DataType) -> bool:
-    return pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t)
-
-
-ESTIMATE_TYPES = {"trace_id": pa.types.is_integer, "event_id": pa.types.is_integer, "op": _text, "input_dims": _text,
-                  "dtype": _text, "precision": _text, "flop": _number, "bytes": _number, "time_s": _number,
-                  "n_kernels": pa.types.is_integer, "ai_flop_per_byte": _number, "achieved_flop_per_s": _number,
-                  "source": _text, "note": _text}
-"""The columns of :data:`ESTIMATE_COLUMNS` as a kept file must have them (a column of no value
-is typed null)."""
-
-
 def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> pd.DataFrame:
     """One row per outermost GEMM/convolution/attention operator: :data:`ESTIMATE_COLUMNS`.
 
@@ -171,19 +146,14 @@ def estimate_ops(con: duckdb.DuckDBPyConnection, region: str | None = None) -> p
     -1 for a trace without steps), ``step`` and ``region``.
 
     Without ``region``, each trace's rows are kept beside the database
-    (``derived/roofline_estimate-t...``, :func:`~trace_report.store.derived.kept_tables`): a
+    (:data:`KEPT`): a
     trace's rows come from its own operators and kernels alone, and computing them is a visible
     part of ``roofline`` and of the report on a large trace.
     """
     if region is not None and region not in REGIONS:
         raise InputError(f"unknown region {region!r}: choose one of {', '.join(REGIONS)}")
     if region is None:
-        ids = traces_of_rank(con, None)
-        kept = kept_tables(con, DERIVED_KIND, CODE_VERSION, ids,
-                           lambda missing: pa.Table.from_pandas(_estimate(con, None, missing), preserve_index=False),
-                           ESTIMATE_TYPES)
-        if kept is not None:
-            return kept.to_pandas()
+        return KEPT.rows(con, traces_of_rank(con, None)).to_pandas()
     return _estimate(con, region, None)
 
 
@@ -260,3 +230,12 @@ def _estimate_columns(ops: pd.DataFrame, extra: list[str]) -> dict[str, list]:
     cols.update(trace_id=ops["trace_id"].tolist(), event_id=ops["event_id"].tolist(), source=["estimate"] * n,
                 **{c: ops[c].tolist() for c in extra})
     return cols
+
+
+def _estimate_table(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pa.Table:
+    return pa.Table.from_pandas(_estimate(con, None, ids), preserve_index=False)
+
+
+KEPT = PerTrace("roofline_estimate", _estimate_table, __name__, reads=("op_costs",))
+"""The estimate rows without a region, kept per trace beside a database
+(:class:`~trace_report.store.cache.PerTrace`)."""

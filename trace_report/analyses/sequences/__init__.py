@@ -95,4 +95,4 @@ COMMAND = Command(
     report=ReportTable("Repeated kernel sequences (trace-report sequences)", notes=False),
 )
 
-__getattr__ = computed(__name__, ('sequences', 'sequence_calls', 'call_query', 'call_rows'))
+__getattr__ = computed(__name__, ("sequences", "sequence_calls", "call_query", "call_rows"))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import duckdb
 import pandas as pd
 import pyarrow as pa
@@ -14,7 +12,7 @@ from trace_report.analyses.sequences import (
     SequenceOptions,
     check_options,
 )
-from trace_report.store.derived import code_version, kept_tables, traces_of_rank, with_ranks
+from trace_report.store.cache import PerTrace, traces_of_rank, with_ranks
 from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
@@ -25,16 +23,6 @@ def _params(opts: SequenceOptions) -> dict[str, object]:
 
 CALLS_RELATION = "_sequence_calls"
 """The name ``sequence_stats.sql`` reads the calls under (registered for that query only)."""
-
-CODE_VERSION = code_version((sys.modules[__name__],), (pa.__version__, duckdb.__version__))
-"""This module, every SQL artifact (``sequences.sql`` and the views it reads) and the libraries
-that compute and store the calls (:func:`~trace_report.store.derived.code_version`)."""
-
-CALL_TYPES = {"trace_id": pa.types.is_integer, "op_event_id": pa.types.is_integer, "operator": pa.types.is_string,
-              "op_ts_us": pa.types.is_floating, "cpu_us": pa.types.is_floating, "length": pa.types.is_integer,
-              "gpu_us": pa.types.is_floating, "fusible_kernels": pa.types.is_integer, "kernels": pa.types.is_list}
-"""The columns of ``sequences.sql``, as a kept file must have them."""
-
 
 def call_query() -> str:
     """The SQL of one row per launching operator call of the traces ``$ids`` (``trace_id``,
@@ -47,21 +35,25 @@ def call_query() -> str:
 def call_rows(db: TraceDB, opts: SequenceOptions) -> pa.Table:
     """:func:`call_query`'s rows of the traces of ``opts.rank`` (all in view when None), with
     ``rank`` (from ``traces``) first. Without ``operator`` each trace's rows are kept beside the
-    database (``derived/sequence_calls-t...``, or ``sequence_calls_all-t...`` without
-    ``steps_only``: :func:`~trace_report.store.derived.kept_tables`): a trace's calls come from its
-    own events alone, and computing them is a visible part of the report on a large trace."""
+    database (:data:`KEPT_CALLS`, by ``steps_only``): a trace's calls come from its own events
+    alone, and computing them is a visible part of the report on a large trace."""
     con = db.con
     ids = traces_of_rank(con, opts.rank)
-
-    def compute(chosen: list[int]) -> pa.Table:
-        return con.sql(call_query(), params={"ids": chosen, "operator": opts.operator,
-                                             "steps_only": opts.steps_only}).to_arrow_table()
-
-    kind = "sequence_calls" if opts.steps_only else "sequence_calls_all"
-    calls = kept_tables(con, kind, CODE_VERSION, ids, compute, CALL_TYPES) if opts.operator is None else None
-    if calls is None:
-        calls = compute(ids)
+    if opts.operator is None:
+        calls = KEPT_CALLS[opts.steps_only].rows(con, ids)
+    else:
+        calls = _calls(con, ids, opts.operator, opts.steps_only)
     return with_ranks(con, calls)
+
+
+def _calls(con: duckdb.DuckDBPyConnection, ids: list[int], operator: str | None, steps_only: bool) -> pa.Table:
+    return con.sql(call_query(), params={"ids": ids, "operator": operator, "steps_only": steps_only}).to_arrow_table()
+
+
+KEPT_CALLS = {True: PerTrace("sequence_calls", lambda con, ids: _calls(con, ids, None, True), __name__),
+              False: PerTrace("sequence_calls_all", lambda con, ids: _calls(con, ids, None, False), __name__)}
+"""The calls of every operator, kept per trace beside a database, by ``steps_only``
+(:class:`~trace_report.store.cache.PerTrace`)."""
 
 
 def sequence_query() -> str:

@@ -44,7 +44,6 @@ from trace_report.present.report.sections import (
     runs as run_list,
 )
 from trace_report.present.tables import write_atomic
-from trace_report.store.block_memo import remembering
 from trace_report.store.kept_views import REPORT_VIEWS, materialized
 from trace_report.store.tracedb import TraceDB
 
@@ -120,7 +119,7 @@ def _trace_sections(db: TraceDB, opts: ReportOptions, done: Callable[[Section], 
     """The sections computed from the traces in view (all, or one run's inside a scope), each
     given to ``done`` as it is complete."""
     # the views read by the headline, advise, the timeline, memory...; per-trace rows asked for twice
-    with materialized(db.con, REPORT_VIEWS), remembering(db.con):
+    with materialized(db.con, REPORT_VIEWS):
         return _sections_of(db, opts, experiments, done)
 
 

@@ -24,7 +24,7 @@ CREATE OR REPLACE TEMP VIEW gpu_time AS SELECT * FROM gpu_time_of('gpu_op_names'
 
 -- Union of the GPU operations' [ts, ts + dur) intervals per trace (all streams and devices of
 -- the trace): the time during which the GPU did something. Gaps-and-islands over start order.
-CREATE OR REPLACE TEMP VIEW gpu_busy_intervals AS
+CREATE OR REPLACE TEMP VIEW gpu_busy_intervals AS  -- kept per trace
 WITH o AS (
     SELECT trace_id, ts_us AS s, ts_us + dur_us AS e FROM gpu_ops WHERE dur_us > 0
 ),

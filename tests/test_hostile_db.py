@@ -301,8 +301,8 @@ def test_a_kept_file_of_another_database_renamed_into_place_is_ignored(db: Path,
     first = invoke(["breakdown", db, "-f", "json"])
     assert first.exit_code == 0 and invoke(["breakdown", other / "o.duckdb", "-f", "json"]).exit_code == 0
     derived = tmp_path / "db.duckdb.events" / "derived"
-    ours = sorted(derived.glob("breakdown-t000001-*.parquet"))
-    theirs = sorted((other / "o.duckdb.events" / "derived").glob("breakdown-t000001-*.parquet"))
+    ours = sorted(derived.glob("breakdown/*/part-*.parquet"))
+    theirs = sorted((other / "o.duckdb.events" / "derived").glob("breakdown/*/part-*.parquet"))
     assert len(ours) == 1 and len(theirs) == 1
     shutil.copyfile(theirs[0], ours[0])  # the other database's rows under this one's name
     again = invoke(["breakdown", db, "-f", "json"])

@@ -147,8 +147,8 @@ def test_a_damaged_file_is_computed_and_written_again(db_path: Path, monkeypatch
     with tr.open(db_path) as db:
         pd.testing.assert_frame_equal(modules(db, ModuleOptions()).frame, want)
     (part,) = files(db_path)  # the damaged part replaced
-    assert pq.read_table(part).column_names == ["trace_id", "event_id", "step", "path", "depth", "name", "kind",
-                                                 "ts_us", "cpu_us", "gpu_ops", "gpu_us", "flop_ops", "flop"]
+    assert pq.read_table(part).column_names == ["trace_id", "event_id", "step", "path", "path_id", "depth", "name",
+                                                 "kind", "ts_us", "cpu_us", "gpu_ops", "gpu_us", "flop_ops", "flop"]
 
 
 # ---------------------------------------------------------------- kernel sequences

@@ -46,7 +46,7 @@ def kept_files(db_path: Path) -> list[Path]:
 def computed_ops(db_path: Path, opts: OpsOptions, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
     """`ops` with the nesting computed from the events: no kept file read or written."""
     with monkeypatch.context() as m, tr.open(db_path) as db:
-        m.setattr(sys.modules["trace_report.analyses.ops"], "kept_nesting",
+        m.setattr(sys.modules["trace_report.analyses.ops.compute"], "kept_nesting",
                   lambda con, rank: nesting(con, traces_of_rank(con, rank)))
         return ops(db, opts).frame
 

@@ -35,7 +35,16 @@ def _plain(path: Path) -> tuple[str | None, Counter[str]]:
 FILES = sorted(p for p in TRACES.glob("*/*") if p.name.endswith((".json", ".json.gz"))) if TRACES.is_dir() else []
 
 
-@pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES])
+DEFAULT_FOLDERS = {"kineto_rn50_autograd_api_nw0", "kineto_rn50_nw4_2021feb", "hta_a100_ddp_nccl", "hta_amd_mi250"}
+"""The default run: both traces without deviceProperties, an NVIDIA and an AMD one with it; slow: every trace."""
+
+
+def _param(p: Path) -> object:
+    marks = () if p.parent.name in DEFAULT_FOLDERS else (pytest.mark.slow,)
+    return pytest.param(p, id=f"{p.parent.name}/{p.name}", marks=marks)
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in FILES])
 def test_every_trace(path: Path, shared: object) -> None:
     device, counts = _plain(path)
     row = trace_report.open(path).con.execute("SELECT * FROM device_arch").df().iloc[0]

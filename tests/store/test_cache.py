@@ -171,7 +171,8 @@ def test_the_views_a_table_reads_are_tables_while_it_computes(many: Path) -> Non
 
 
 
-@pytest.mark.parametrize("command", ["breakdown", "ops", "modules", "sequences", "flags"])
+@pytest.mark.parametrize("command", ["breakdown", "flags", *(pytest.param(c, marks=pytest.mark.slow)
+                                                            for c in ("ops", "modules", "sequences"))])
 def test_a_command_gives_the_same_rows_on_first_and_second_run(many: Path, tmp_path: Path, command: str) -> None:
     db = tmp_path / "fresh.duckdb"
     shutil.copyfile(many, db)

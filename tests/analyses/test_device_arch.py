@@ -65,6 +65,7 @@ def test_every_trace(path: Path, shared: object) -> None:
             assert row["evidence"].startswith(label)
 
 
+@pytest.mark.slow  # every trace; test_every_trace covers four in the default run
 def test_inferred_never_above_the_device(shared: object) -> None:
     """On traces that record the device, the inference is a lower bound of the same vendor (a 2080 Ti,
     sm75, runs cuBLAS's volta_sgemm: sm70)."""

@@ -1,9 +1,9 @@
 """No share exceeds 100%: every table command's JSON (``-f json``) on shared traces, every column
 named ``pct*``, ``*_pct``, ``*share`` or ``*_pct_of_*`` is at most 100 (+1e-6). A "% of step time" divides by step
 time as the GPU sees it (view ``step_time``), which a CPU running ahead of its GPU (a deep launch
-queue) cannot make shorter than the work it measures. The default run covers a deep launch queue
-and the MI300 DDP training trace; ``slow``: every other trace of ``../shared/data/traces`` under
-2 MB (an MI300 step, NCCL and 8 ranks among them)."""
+queue) cannot make shorter than the work it measures. The default run covers a deep launch queue;
+``slow``: every other trace of ``../shared/data/traces`` under 2 MB (the MI300 DDP training trace,
+an MI300 step, NCCL and 8 ranks among them) and the deep queue's GPU made 3x slower."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ COMMANDS = [["top-kernels"], ["top-kernels", "--by-rank"], ["breakdown"], ["brea
             ["breakdown", "--by-rank"], ["flags"], ["flags", "--summary"], ["advise", "--all"], ["ops"], ["overlap"],
             ["queue"], ["launches"], ["sequences"], ["modules"], ["critical-path"], ["collectives"], ["memory"],
             ["kernel-variance"], ["roofline"]]
-SUBSET = ["hta_ns_resolution", "tracelens_mi300_resnet18_ddp_train"]
+SUBSET = ["hta_ns_resolution"]
 MAX_BYTES = 2 << 20
 
 
@@ -81,6 +81,7 @@ def test_no_share_exceeds_100_on_every_small_trace(databases, folder, tmp_path_f
     _check(_database(databases, folder, tmp_path_factory.getbasetemp()))
 
 
+@pytest.mark.slow
 def test_no_share_exceeds_100_when_the_gpu_falls_far_behind(tmp_path):
     shared_or_skip()
     slow = tmp_path / "slow_gpu.json.gz"

@@ -185,7 +185,7 @@ def declared_method(cmd: Command) -> Callable[..., pd.DataFrame]:
         bound.apply_defaults()
         values = dict(bound.arguments)
         db: TraceDB = values.pop("self")  # type: ignore[assignment]
-        options = cmd.options(**{n: values[n] for n in names})
+        options = cmd.make_options(values)
         analysis = cmd.function()
         limit = None if "limit" in names else values["limit"]  # a limit field is the analysis' own
         return db.table(lambda d: analysis(d, options), merge_runs=bool(values["merge_runs"]),

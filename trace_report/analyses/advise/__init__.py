@@ -18,6 +18,8 @@ estimates ``est_saving_ms_per_step``:
   ``fp32_without_tf32`` / ``no_tensor_cores`` half the GEMM/convolution time on CUDA cores.
   These are upper bounds where the GPU is not the bottleneck.
 - ``memory_near_capacity`` has no time saving (NaN) and is listed after the ranked findings.
+- The rules of other tools (nsys analyze, PyTorch's pattern matcher, HTA/TraceLens):
+  :mod:`trace_report.analyses.advise.anchors`, with their thresholds and savings.
 
 Findings are sorted by saving; those under ``min_saving_pct`` (2%) of step time are left out
 unless ``all_findings``. :attr:`AdviceResult.verdict` names the biggest.
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
+from trace_report.analyses.advise.anchors import check_anchors, load_anchor_facts
 from trace_report.analyses.advise.checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
 from trace_report.analyses.advise.startup import evidence_text, startup
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
@@ -164,6 +167,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         if r is not None and int(r) in facts:
             facts[int(r)].hta_idle[str(cat)] = float(us or 0.0)
     _startup_facts(db, ids, facts)
+    load_anchor_facts(con, ids, facts)
     for r, f in facts.items():
         f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
         f.mean_queue = _busiest_queue(q, busiest.get(r), r)
@@ -216,6 +220,7 @@ def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
     check.layout(f)
     check.tensor_cores(f)
     check.startup(f)
+    check_anchors(check, f)
     explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
                     if r["finding"] in IDLE_FINDINGS)
     check.utilization(f, explained)

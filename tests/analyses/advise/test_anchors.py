@@ -7,7 +7,10 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import sqlite3
 import statistics
+import tarfile
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -260,3 +263,85 @@ def test_small_synchronous_host_to_device_copies_are_no_sync_memcpy(shared):
     events = _events(path)
     assert any(e.get("name") == "cudaMemcpy" for e in events)
     assert "sync_memcpy" not in _found(path)[0]
+
+
+# --- stragglers (HTA/TraceLens: step time across ranks) ----------------------------------------
+
+@pytest.mark.parametrize(("slow_step_us", "fires"), [(1020.0, False), (1100.0, True)])
+def test_a_rank_behind_the_fastest_by_over_2_percent_is_a_straggler(tmp_path, slow_step_us, fires):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for rank, step in ((0, 1000.0), (1, slow_step_us)):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for k in range(3):
+            b.step(k, k * step, step)
+            b.launch(k * step, 5, k * step + 10, 500)
+        b.write(folder / f"rank{rank}.json")
+    found, _ = _found(folder)
+    assert ("stragglers" in found) == fires
+    if fires:
+        row = found["stragglers"]
+        assert row["ranks"] == [1]
+        assert row["value"] == pytest.approx(100.0 * (slow_step_us - 1000.0) / 1000.0, abs=1e-3)
+        assert row["est_saving_ms_per_step"] == pytest.approx((slow_step_us - 1000.0) / 1e3, abs=1e-3)
+
+
+def test_stragglers_on_the_dlrm_ranks(shared):
+    """DLRM on 8 V100s: one ProfilerStep per rank; the slowest rank's step is the finding's."""
+    steps: dict[int, float] = {}
+    with tarfile.open(DATA / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz") as tar:
+        for member in tar.getmembers():
+            if member.isfile() and member.name.endswith(".json"):
+                doc = json.load(tar.extractfile(member))
+                rank = doc["distributedInfo"]["rank"]
+                steps[rank] = sum(e["dur"] for e in doc["traceEvents"]
+                                  if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X")
+    slowest = max(steps, key=steps.get)
+    behind = steps[slowest] - min(steps.values())
+    found, _ = _found(DATA / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz")
+    row = found["stragglers"]
+    assert row["ranks"] == [slowest]
+    assert row["value"] == pytest.approx(100.0 * behind / min(steps.values()), abs=1e-2)
+    assert f"the others waited {behind / 1e3:.3g} ms in all" in row["evidence"]
+
+
+# --- kernel variance and synchronous copies on real data -----------------------------------------
+
+def _variable_share(events: list[dict]) -> float:
+    """% of GPU time (kernels, copies, memsets) in kernels with >= 10 calls and CV > 1."""
+    durs: dict[str, list[float]] = {}
+    total = 0.0
+    for e in events:
+        cat = str(e.get("cat", "")).lower()
+        if e.get("ph") == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"):
+            total += e["dur"]
+            if cat == "kernel":
+                durs.setdefault(e["name"], []).append(e["dur"])
+    variable = [d for d in durs.values()
+                if len(d) >= 10 and statistics.mean(d) > 0 and statistics.stdev(d) / statistics.mean(d) > 1]
+    return 100.0 * sum(map(sum, variable)) / total
+
+
+@pytest.mark.parametrize(("trace", "fires"), [("kineto_rn50_autograd_api_nw0", True),
+                                              ("tracelens_h100_bert_small", False)])
+def test_kernel_variance_on_real_traces(shared, trace, fires):
+    path = next((DATA / trace).glob("*.json.gz"))
+    share = _variable_share(_events(path))
+    found, _ = _found(path)
+    assert (share > 2.0) == fires == ("kernel_variance" in found)
+    if fires:
+        assert found["kernel_variance"]["value"] == pytest.approx(share, abs=1e-2)
+
+
+def test_sync_memcpy_on_an_nsys_export(shared):
+    """CloverLeaf's cudaMemcpy calls, counted in the export's own tables: every device-to-host copy
+    and the host-to-device copies over 64 KB (nsys' cuda_memcpy_sync)."""
+    path = SHARED / "data" / "nsys" / "pipit_nsys_a100_cloverleaf" / "perlmutter-cloverleaf-cuda.sqlite"
+    with closing(sqlite3.connect(path)) as con:
+        (expected,) = con.execute(
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "ON r.correlationId = m.correlationId AND r.globalTid / 16777216 = m.globalPid / 16777216 "
+            "JOIN StringIds s ON s.id = r.nameId "
+            "WHERE s.value LIKE 'cudaMemcpy\\_v%' ESCAPE '\\' AND NOT (m.copyKind = 1 AND m.bytes <= 65536)").fetchone()
+    found, _ = _found(path)
+    assert expected > 0 and found["sync_memcpy"]["value"] == expected

@@ -32,6 +32,7 @@ import duckdb
 
 from trace_report.analyses.advise.checks import LINKS, Checker, RankFacts, most_text, ms_text, pct_text
 from trace_report.analyses.common.variance import CV_THRESHOLD, MIN_CALLS
+from trace_report.formats.names import short_kernel_name
 from trace_report.store.views import sql_text
 
 H2D_MIN_BYTES = 64 * 1024
@@ -192,11 +193,12 @@ def _variance(check: Checker, f: RankFacts, a: AnchorFacts) -> None:
         return
     above = sum(max(0.0, float(v["total_us"]) - int(v["calls"]) * float(v["p50_us"])) for v in a.variable)
     top = a.variable[0]
+    most = most_text(short_kernel_name(str(top["name"])), top["calls"], top["total_us"], None)
     check._add(f, "kernel_variance", "Kernels whose duration varies from call to call", pct, "% of GPU time",
                check.th.min_saving_pct, above,
                f"{len(a.variable)} kernel names with CV > {CV_THRESHOLD:g} over >= {MIN_CALLS} calls (TraceLens' rule) "
                f"take {pct_text(pct)} of GPU time, {ms_text(above)} of it above their median "
-               f"({most_text(str(top['name'])[:80], top['calls'], top['total_us'], None)}, CV {float(top['cv']):.2f}); "
+               f"({most}, CV {float(top['cv']):.2f}); "
                "trace-report kernel-variance lists them",
                "Look at the slow calls in the timeline: dynamic shapes (pad or bucket them), a collective waiting "
                "for a peer, clocks or a concurrent stream", LINKS["tuning"])

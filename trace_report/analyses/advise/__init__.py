@@ -153,8 +153,10 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         "SELECT rank, arg_max(stream, n) FROM (SELECT t.rank, g.stream, count(*) AS n FROM gpu_ops g "
         "JOIN traces t USING (trace_id) WHERE g.stream IS NOT NULL GROUP BY ALL) GROUP BY rank").fetchall())
     ov = overlap(db, OverlapOptions(rank=rank, steps_only=False)).frame
-    syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
-    pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
+    with materialized(con, ("host_sync_calls", "host_call_where")):  # read by three queries: computed once
+        syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
+        pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
+        load_anchor_facts(con, ids, facts)
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
     devices = _by_rank(con, "SELECT t.rank, max(a.cc) AS cc, bool_or(coalesce(a.vendor = 'AMD', false)) AS amd, "
                        "string_agg(DISTINCT a.evidence, '; ') FILTER (WHERE a.source = 'kernel names') AS inferred "
@@ -167,7 +169,6 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         if r is not None and int(r) in facts:
             facts[int(r)].hta_idle[str(cat)] = float(us or 0.0)
     _startup_facts(db, ids, facts)
-    load_anchor_facts(con, ids, facts)
     for r, f in facts.items():
         f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
         f.mean_queue = _busiest_queue(q, busiest.get(r), r)

@@ -18,6 +18,8 @@ estimates ``est_saving_ms_per_step``:
   ``fp32_without_tf32`` / ``no_tensor_cores`` half the GEMM/convolution time on CUDA cores.
   These are upper bounds where the GPU is not the bottleneck.
 - ``memory_near_capacity`` has no time saving (NaN) and is listed after the ranked findings.
+- The rules of other tools (nsys analyze, PyTorch's pattern matcher, HTA/TraceLens):
+  :mod:`trace_report.analyses.advise.anchors`, with their thresholds and savings.
 
 Findings are sorted by saving; those under ``min_saving_pct`` (2%) of step time are left out
 unless ``all_findings``. :attr:`AdviceResult.verdict` names the biggest.
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
+from trace_report.analyses.advise.anchors import check_anchors, load_anchor_facts
 from trace_report.analyses.advise.checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
 from trace_report.analyses.advise.startup import evidence_text, startup
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
@@ -150,8 +153,10 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         "SELECT rank, arg_max(stream, n) FROM (SELECT t.rank, g.stream, count(*) AS n FROM gpu_ops g "
         "JOIN traces t USING (trace_id) WHERE g.stream IS NOT NULL GROUP BY ALL) GROUP BY rank").fetchall())
     ov = overlap(db, OverlapOptions(rank=rank, steps_only=False)).frame
-    syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
-    pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
+    with materialized(con, ("host_sync_calls", "host_call_where")):  # read by three queries: computed once
+        syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
+        pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
+        load_anchor_facts(con, ids, facts)
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
     devices = _by_rank(con, "SELECT t.rank, max(a.cc) AS cc, bool_or(coalesce(a.vendor = 'AMD', false)) AS amd, "
                        "string_agg(DISTINCT a.evidence, '; ') FILTER (WHERE a.source = 'kernel names') AS inferred "
@@ -216,6 +221,7 @@ def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
     check.layout(f)
     check.tensor_cores(f)
     check.startup(f)
+    check_anchors(check, f)
     explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
                     if r["finding"] in IDLE_FINDINGS)
     check.utilization(f, explained)

@@ -121,6 +121,7 @@ class RankFacts:
     startup_evidence: str = ""
     eligible_ops: int = 0
     hta_idle: dict = field(default_factory=dict)
+    anchors: object = None  # advise.anchors.AnchorFacts: the rules of other tools
 
     def hta_idle_text(self) -> str:
         """HTA's per-stream idle breakdown summed over the rank's streams (view gpu_idle_breakdown)."""
@@ -166,6 +167,15 @@ def pct_text(x: float) -> str:
     return f"{x:.3g}%" if x < 10 else f"{x:.1f}%"
 
 
+def most_text(name: object, count: object, us: object, where: object, what: str = "calls") -> str:
+    """``most: NAME (N calls, T) in WHERE``: the name with the most time, its count and time, and
+    the user annotation or module it sat in most (left out when none encloses it)."""
+    if not name:
+        return "most: unknown"
+    inside = f" in {str(where)[:80]}" if where else ""
+    return f"most: {name} ({int(count or 0)} {what}, {ms_text(float(us or 0.0))} in all){inside}"
+
+
 class Checker:
     """Runs the checks on one rank's :class:`RankFacts` and collects finding rows."""
 
@@ -201,10 +211,12 @@ class Checker:
         if pct <= self.th.pageable_pct:
             return
         n = int(f.pageable.get("copies") or 0)
+        p = f.pageable
+        most = most_text(p.get("top_name"), p.get("top_copies"), p.get("top_us"), p.get("top_where"), "copies")
         self._add(f, "pageable_memcpy", "Pageable host<->device copies", pct, "% of GPU time", self.th.pageable_pct,
                   us * (1 - 1 / self.th.pinned_speedup),
                   f"{n / max(f.windows, 1):.3g} copies and {self._per_step(f, us)} from or to pageable host memory "
-                  f"(most: {f.pageable.get('common_name')}); {pct_text(f.pct_of_step(us))} of step time; the driver "
+                  f"({most}); {pct_text(f.pct_of_step(us))} of step time; the driver "
                   "stages each through a pinned buffer, blocking the CPU, at about half the bandwidth",
                   "Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) (or "
                   "tensor.pin_memory()), then .to(device, non_blocking=True); keep data already on the GPU "
@@ -306,10 +318,12 @@ class Checker:
         if pct <= self.th.min_saving_pct:
             return
         blocked = float(f.syncs.get("blocked_us") or 0.0)
+        y = f.syncs
+        most = most_text(y.get("top_call"), y.get("top_calls"), y.get("top_us"), y.get("top_where"))
         self._add(f, "host_sync", "CPU-GPU synchronisation in the loop", pct, "% of step time",
                   self.th.min_saving_pct, idle,
                   f"{calls / max(f.windows, 1):.3g} synchronising calls per "
-                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'} (most: {f.syncs.get('common_call')}) blocked "
+                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'} ({most}) blocked "
                   f"the CPU {pct_text(f.pct_of_step(blocked))} of step time; "
                   f"{int(f.idle.get('host_sync_periods') or 0)} times the GPU ran out of work during one and stayed "
                   f"idle {self._per_step(f, idle)} until the CPU launched again",

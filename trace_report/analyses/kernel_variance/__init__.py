@@ -16,12 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
+from trace_report.analyses.common.variance import CV_THRESHOLD, MIN_CALLS
 from trace_report.declare import BY_RANK, RANK, Command, Opt, ReportTable
-
-MIN_CALLS = 10
-"""TraceLens' rule: a kernel needs this many calls before its CV says anything."""
-CV_THRESHOLD = 1.0
-"""TraceLens' rule: a CV above this marks a variable kernel (the standard deviation exceeds the mean)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +43,7 @@ COMMAND = Command(
          "A note gives the share of GPU time in variable kernels. Most GPU time first.",
     examples=("trace-report kernel-variance traces/run-42 --limit 10",
               "trace-report kernel-variance trace.json.gz --min-calls 100 -f csv -o variance.csv"),
-    views=("gpu_ops",),
+    views=("kernel_variance_of",),
     full_names=True,
     report=ReportTable("Kernel duration variance (trace-report kernel-variance)"),
 )

@@ -1,19 +1,7 @@
--- Step time per rank and how far each rank is behind the fastest on the same ProfilerStep
--- (same step number, same run). step_us: the ProfilerStep's duration on the CPU (what the
--- training loop waited for, collectives included). Parameters: $rank (NULL = all; the
--- comparison always uses every rank).
-WITH s AS (
-    SELECT t.rank, coalesce(t.run_id, '') AS job, s.step, s.dur_us AS step_us, s.trace_id
-    FROM steps s JOIN traces t USING (trace_id)
-),
-w AS (
-    SELECT *, min(step_us) OVER g AS fastest_us, max(step_us) OVER g AS slowest_us, count(*) OVER g AS ranks
-    FROM s WINDOW g AS (PARTITION BY job, step)
-)
-SELECT step, rank, step_us, step_us - fastest_us AS behind_us,
-       100.0 * (step_us - fastest_us) / nullif(fastest_us, 0) AS behind_pct,
-       slowest_us - fastest_us AS spread_us, 100.0 * (slowest_us - fastest_us) / nullif(fastest_us, 0) AS spread_pct,
-       ranks > 1 AND step_us = slowest_us AS slowest, ranks, trace_id
-FROM w
+-- Step time per rank and how far each rank is behind the fastest on the same ProfilerStep: the
+-- rows of view step_stragglers (store/sql/views_stragglers.sql, which advise reads too).
+-- Parameters: $rank (NULL = all; the comparison always uses every rank).
+SELECT step, rank, step_us, behind_us, behind_pct, spread_us, spread_pct, slowest, ranks, trace_id
+FROM step_stragglers
 WHERE $rank IS NULL OR rank = $rank
 ORDER BY job, step, rank, trace_id;

@@ -159,24 +159,76 @@ SELECT w.rank, w.basis, w.windows, w.wall_us, w.busy_us, w.step_us,
        coalesce(i.host_sync_periods, 0) AS host_sync_periods, coalesce(i.launch_periods, 0) AS launch_periods
 FROM w LEFT JOIN i USING (rank);
 
+-- Where a host call was made: the innermost user annotation (record_function, such as TorchRec's
+-- '## sparse_data_dist ##'; ProfilerStep#N left out) or nn.Module event that encloses it on its
+-- own thread; NULL when none does. For the calls of host_sync_calls and the launches of pageable
+-- copies alone: a range join of every runtime call to every annotation costs their product.
+CREATE OR REPLACE TEMP VIEW host_call_where AS
+WITH c AS (
+    SELECT trace_id, event_id, pid, tid, ts_us FROM host_sync_calls
+    UNION
+    SELECT l.trace_id, l.launch_event_id, l.launch_pid, l.launch_tid, l.launch_ts_us FROM gpu_op_launches l
+    WHERE l.cat = 'gpu_memcpy' AND l.name LIKE '%Pageable%'
+),
+m AS (
+    SELECT trace_id, pid, tid, ts_us, ts_us + dur_us AS end_us, name FROM events
+    WHERE (cat = 'user_annotation' AND name NOT LIKE 'ProfilerStep#%')
+       OR (cat = 'python_function' AND name LIKE 'nn.Module: %')
+)
+SELECT c.trace_id, c.event_id, arg_max(m.name, m.ts_us) AS enclosing
+FROM c JOIN m ON m.trace_id = c.trace_id AND m.pid = c.pid AND m.tid = c.tid
+             AND m.ts_us <= c.ts_us AND m.end_us >= c.ts_us
+GROUP BY ALL;
+
 -- Synchronising calls per rank inside the analysis windows: how many, and the CPU time they
 -- blocked (the evidence of host_sync; the cost is the GPU idle that follows, gpu_idle_by_cause).
+-- top_call: the call name with the most blocked time (the first by name among equals), with its
+-- calls (top_calls), time (top_us) and where it was made most (top_where: host_call_where's
+-- annotation with the most of that time; NULL when none encloses it).
 CREATE OR REPLACE TEMP VIEW host_syncs_by_rank AS
-SELECT w.rank, count(*) AS calls, sum(least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us)) AS blocked_us,
-       (list_sort(list_transform(map_entries(histogram(c.name)),
-                            lambda x: {'n': -CAST(x.value AS BIGINT), 'k': x.key}))[1]).k AS common_call
-       -- the most frequent name, the first by name among equals (mode() picks any: not reproducible)
-FROM host_sync_calls c JOIN analysis_windows w
-  ON w.trace_id = c.trace_id AND c.ts_us >= w.ts_us AND c.ts_us < w.end_us
-GROUP BY w.rank;
+WITH c AS (
+    SELECT w.rank, c.name, least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us) AS us, h.enclosing
+    FROM host_sync_calls c
+    JOIN analysis_windows w ON w.trace_id = c.trace_id AND c.ts_us >= w.ts_us AND c.ts_us < w.end_us
+    LEFT JOIN host_call_where h ON h.trace_id = c.trace_id AND h.event_id = c.event_id
+),
+n AS (SELECT rank, name, count(*) AS n, sum(us) AS us FROM c GROUP BY ALL),
+top AS (SELECT rank, arg_max(name, (us, name)) AS top_call FROM n GROUP BY rank),
+wh AS (
+    SELECT c.rank, arg_max(c.enclosing, (c.us, c.enclosing)) AS top_where
+    FROM (SELECT rank, name, enclosing, sum(us) AS us FROM c WHERE enclosing IS NOT NULL GROUP BY ALL) c
+    SEMI JOIN top t ON t.rank = c.rank AND t.top_call = c.name
+    GROUP BY c.rank
+)
+SELECT n.rank, sum(n.n) AS calls, sum(n.us) AS blocked_us, t.top_call,
+       any_value(n.n) FILTER (WHERE n.name = t.top_call) AS top_calls,
+       any_value(n.us) FILTER (WHERE n.name = t.top_call) AS top_us, wh.top_where
+FROM n JOIN top t USING (rank) LEFT JOIN wh USING (rank)
+GROUP BY n.rank, t.top_call, wh.top_where;
 
 -- Pageable host<->device copies per rank (CUPTI names a copy's host side Pageable when the host
 -- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), over the whole trace as
--- the GPU time (view gpu_time) is.
+-- the GPU time (view gpu_time) is. top_name: the copy name with the most GPU time, with its
+-- copies (top_copies), time (top_us) and where its launches were made most (top_where, as
+-- host_syncs_by_rank's).
 CREATE OR REPLACE TEMP VIEW pageable_copies_by_rank AS
-SELECT t.rank, count(*) AS copies, sum(g.dur_us) AS pageable_us, (list_sort(list_transform(map_entries(histogram(g.name)),
-                            lambda x: {'n': -CAST(x.value AS BIGINT), 'k': x.key}))[1]).k AS common_name
-       -- the most frequent name, the first by name among equals (mode() picks any: not reproducible)
-FROM gpu_ops g JOIN traces t USING (trace_id)
-WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
-GROUP BY t.rank;
+WITH c AS (
+    SELECT t.rank, g.name, g.dur_us AS us, h.enclosing
+    FROM gpu_ops g JOIN traces t USING (trace_id)
+    LEFT JOIN gpu_op_launches l ON l.trace_id = g.trace_id AND l.event_id = g.event_id
+    LEFT JOIN host_call_where h ON h.trace_id = l.trace_id AND h.event_id = l.launch_event_id
+    WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
+),
+n AS (SELECT rank, name, count(*) AS n, sum(us) AS us FROM c GROUP BY ALL),
+top AS (SELECT rank, arg_max(name, (us, name)) AS top_name FROM n GROUP BY rank),
+wh AS (
+    SELECT c.rank, arg_max(c.enclosing, (c.us, c.enclosing)) AS top_where
+    FROM (SELECT rank, name, enclosing, sum(us) AS us FROM c WHERE enclosing IS NOT NULL GROUP BY ALL) c
+    SEMI JOIN top t ON t.rank = c.rank AND t.top_name = c.name
+    GROUP BY c.rank
+)
+SELECT n.rank, sum(n.n) AS copies, sum(n.us) AS pageable_us, t.top_name,
+       any_value(n.n) FILTER (WHERE n.name = t.top_name) AS top_copies,
+       any_value(n.us) FILTER (WHERE n.name = t.top_name) AS top_us, wh.top_where
+FROM n JOIN top t USING (rank) LEFT JOIN wh USING (rank)
+GROUP BY n.rank, t.top_name, wh.top_where;

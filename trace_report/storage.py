@@ -45,7 +45,7 @@ ARROW_SCHEMES = frozenset({"s3", "gs", "gcs", "abfs", "abfss"})
 """Schemes opened by pyarrow's file systems (``FileSystem.from_uri``); others go through fsspec."""
 STREAM_BUFFER_BYTES = 8 << 20
 """Read-ahead of a stream from object storage: 1 MB reads of a random-access S3 file made one GET
-each (a 140 MB trace took 16-21 s; one stream with an 8 MB buffer, 2.5 s)."""
+each, several times slower than one stream with this buffer (docs/scaling.md, "Object storage")."""
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 _ENV_PREFIXES = ("AWS_", "GOOGLE_", "GCS_", "AZURE_", "CLOUDSDK_")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +65,7 @@ def bucket(s3_server: S3Server) -> str:
     return f"s3://{s3_server.bucket()}"
 
 
-def upload(local: Path, url: str) -> str:
-    """Copy a local file, or a folder's files (relative names kept), to ``url``; returns ``url``."""
+def _upload(local: Path, url: str) -> str:
     from trace_report import storage
 
     if local.is_dir():
@@ -76,3 +75,10 @@ def upload(local: Path, url: str) -> str:
     else:
         storage.write_file(url, local)
     return url
+
+
+@pytest.fixture
+def upload(s3_server: S3Server) -> Callable[[Path, str], str]:
+    """``upload(local, url)``: copy a local file, or a folder's files (relative names kept), to
+    ``url``; returns ``url``."""
+    return _upload

@@ -12,11 +12,13 @@ from trace_report.cli.options import RankOpt, err, hash_ahead, load, output_give
 from trace_report.cli.options import check_output as options_check_output
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt
+from trace_report.storage import location
 
 InputsArg = Annotated[
-    list[Path],
+    list[str],  # each a Path, or a URL kept as text (storage.location)
     typer.Argument(help="Run folders (traces/<run-id>), trace files (.json, .json.gz), directories of ranks, "
-                        "tar archives, or one .duckdb database / exported Parquet dataset.", callback=hash_ahead),
+                        "tar archives, or one .duckdb database / exported Parquet dataset; local paths or "
+                        "s3://, gs://, abfs:// URLs.", callback=hash_ahead, parser=location),
 ]
 
 

@@ -275,9 +275,9 @@ def _mtime_ns(info: Any, meta: dict[bytes | str, bytes | str]) -> int:
 
 
 def list_prefix(loc: Location) -> list[ObjectInfo]:
-    """Every file under the folder or prefix ``loc`` (recursively), sorted by location; ETags are
-    not listed (:func:`stat` asks for one). Raises :class:`InputError` for a missing bucket,
-    denied access or an unreachable endpoint."""
+    """Every file under the folder or prefix ``loc`` (recursively), sorted by location; none for a
+    prefix without objects; ETags are not listed (:func:`stat` asks for one). Raises
+    :class:`InputError` for a missing bucket, denied access or an unreachable endpoint."""
     if not is_url(loc):
         root = Path(loc)
         return sorted((ObjectInfo(p, st.st_size, st.st_mtime_ns) for p in root.rglob("*")
@@ -287,7 +287,7 @@ def list_prefix(loc: Location) -> list[ObjectInfo]:
     url = str(loc).rstrip("/")
     fs, path = filesystem(url)
     with _errors(url):
-        infos = fs.get_file_info(FileSelector(path, recursive=True))
+        infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
     base = url[: len(url) - len(path)] if url.endswith(path) else url.split("://", 1)[0] + "://"
     return sorted((ObjectInfo(base + i.path, int(i.size), int(i.mtime_ns or 0)) for i in infos
                    if i.type is FileType.File), key=lambda o: str(o.location))

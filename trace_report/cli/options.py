@@ -127,7 +127,9 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
     ``<db>.events/``) or write-ahead log, a trace recorded in a database input (``traces.path``:
     ``slice`` and ``hta`` read it again), anything inside any database's events folder, a trace
     (or run file) the command reads inside an input folder, anything inside an input dataset, or a
-    folder holding an input."""
+    folder holding an input. A URL output conflicts with a URL input it equals, lies under or holds."""
+    if is_url(output):
+        return _url_conflict(str(output), [str(g) for g in inputs], option)
     out = _real(output)
     exists = os.path.lexists(out)
     for given in inputs:
@@ -164,6 +166,21 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
         if os.path.isfile(given) and (trace := _recorded_trace(out, _real(given))) is not None:
             return f"{option} {output} is the trace {trace} recorded in the input database {given}: give " \
                    "another output path"
+    return None
+
+
+def _url_conflict(output: str, inputs: list[str], option: str) -> str | None:
+    """:func:`output_conflict` where a URL is involved: by the text of the URLs (a local path and a
+    URL never conflict)."""
+    out = output.rstrip("/")
+    for given in inputs:
+        name = given.rstrip("/")
+        if not is_url(given):
+            continue
+        if out == name or out.startswith(name + "/"):
+            return f"{option} {output} is or lies inside the input {given}: give another output path"
+        if name.startswith(out + "/"):
+            return f"{option} {output} holds the input {given}: give another output path"
     return None
 
 

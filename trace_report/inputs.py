@@ -329,11 +329,13 @@ class _Resolver:
 
     def remote(self, url: str) -> None:
         """The object, prefix or archive at ``url``, copied to a scratch folder and read as local."""
+        before = len(self.stager.skipped)
         try:
             local = self.stager.stage(url)
         finally:
             if self.stager.scratch is not None and self.stager.scratch not in self.out.scratch:
                 self.out.scratch.append(self.stager.scratch)
+        self.out.skipped.extend(self.stager.skipped[before:])
         if local.is_dir():
             self.folder(local)
         else:

@@ -9,7 +9,9 @@ the URL is what the user sees and ``traces.path`` stores, and an object whose id
 once it has been read was changed during the ingest (:meth:`Staged.identity_now`).
 
 Objects under a hidden name (a part starting with ``.``) and Parquet files (a database's or a
-dataset's own) are not copied, as the folder search would not read them.
+dataset's own) are not copied, as the folder search would not read them; nor, under a prefix, an
+object whose first bytes are none of an input's (:func:`may_be_input`): a run's prefix may hold
+checkpoints of gigabytes, which the folder search reads only the start of.
 """
 
 from __future__ import annotations
@@ -20,8 +22,21 @@ from pathlib import Path
 from trace_report import storage
 from trace_report.archives import Scratch
 from trace_report.errors import InputError
+from trace_report.formats.magic import GZIP_MAGIC
 
 _SKIPPED_SUFFIXES = (".parquet", ".duckdb.wal")
+SNIFF_BYTES = 512
+"""Bytes of an object under a prefix read (one ranged request) to decide whether to copy it."""
+_TEXT_SUFFIXES = (".json", ".csv", ".txt", ".ncu-rep", ".sqlite")
+
+
+def may_be_input(name: str, head: bytes) -> bool:
+    """Whether an object named ``name`` whose content starts with ``head`` could be an input
+    (:func:`trace_report.inputs.detect` decides once it is copied): JSON (``{`` or ``[``), gzip,
+    SQLite, a tar archive (``ustar`` at offset 257), or a name that ncu, nsys or a run folder uses."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return (text[:1] in (b"{", b"[") or head.startswith((GZIP_MAGIC, b"SQLite format 3\x00"))
+            or head[257:262] == b"ustar" or name.lower().endswith(_TEXT_SUFFIXES))
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,8 @@ class Stager:
 
     scratch: Scratch | None = None
     by_path: dict[Path, Staged] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(URL, reason) of each object under a prefix that was not copied."""
     roots: dict[str, Path] = field(default_factory=dict)
     """Each URL given (an object or a prefix) and its local copy (a file or a folder)."""
 
@@ -86,6 +103,9 @@ class Stager:
         for obj in objects:
             rel = str(obj.location)[len(root) + 1:]
             if not rel or any(part.startswith(".") for part in rel.split("/")) or rel.endswith(_SKIPPED_SUFFIXES):
+                continue
+            if not may_be_input(rel, storage.read_range(obj.location, 0, SNIFF_BYTES)):
+                self.skipped.append((str(obj.location), "not a trace, archive or Nsight export (by its first bytes)"))
                 continue
             dest = local.joinpath(*rel.split("/"))
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -166,3 +166,23 @@ def test_url_with_credentials_refused() -> None:
     result = invoke(["top-kernels", "s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI@bkt/run-42/"])
     assert result.exit_code == 1 and "may not hold credentials" in result.stderr
     assert "AKIA" not in result.output and "wJalr" not in result.output
+
+
+def test_prefix_copies_only_what_may_be_an_input(tmp_path: Path, mirror: Mirror,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint beside the traces is listed as skipped, never downloaded."""
+    import zipfile
+
+    from trace_report import staging, storage
+
+    local, url = mirror(GZ)
+    with zipfile.ZipFile(tmp_path / "model.pt", "w") as zf:  # torch.save's format
+        zf.writestr("archive/data.pkl", b"\0" * 4096)
+    storage.write_file(f"{url}/checkpoints/model.pt", tmp_path / "model.pt")
+    fetched: list[str] = []
+    download = storage.download
+    monkeypatch.setattr(staging.storage, "download", lambda loc, dest: fetched.append(loc) or download(loc, dest))
+    result = invoke(["ingest", url, "-o", tmp_path / "runs.duckdb"])
+    assert result.exit_code == 0, result.output
+    assert f"skipped: {url}/checkpoints/model.pt (not a trace, archive or Nsight export" in result.stderr
+    assert fetched == [f"{url}/{p.name}" for p in local.iterdir()]

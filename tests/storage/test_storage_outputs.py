@@ -71,6 +71,7 @@ def test_export_output_may_not_be_the_input_prefix(bucket: str, upload: object) 
     assert result.exit_code == 2 and "inside the input" in result.stderr
 
 
+@pytest.mark.slow
 def test_report_to_object(bucket: str) -> None:
     trace = TRACES / GZ if shared_or_skip() else None
     url = f"{bucket}/reports/vit.html"
@@ -79,5 +80,11 @@ def test_report_to_object(bucket: str) -> None:
     with storage.open_stream(url) as fh:
         page = fh.read()
     assert page.lstrip().lower().startswith(b"<!doctype html") and b"sm90" in page
+
+
+def test_report_to_object_needs_html_suffix(bucket: str) -> None:
+    trace = TRACES / GZ if shared_or_skip() else None
     bad = invoke(["report", trace, "-o", f"{bucket}/reports/vit.txt"])
-    assert bad.exit_code == 1 and "ending in .html" in bad.stderr
+    assert bad.exit_code == 1 and bad.stderr.strip() == (f"Error: {bucket}/reports/vit.txt: the report is an HTML "
+                                                         "page: give a URL ending in .html")
+    assert storage.list_prefix(bucket) == []

@@ -72,3 +72,25 @@ def test_fsspec_fallback(tmp_path: Path) -> None:
     assert storage.stat("memory://traces/t.json").size == 2
     with storage.open_stream("memory://traces/t.json") as fh:
         assert fh.read() == b"[]"
+
+
+def test_parquet_piece_and_sandbox(bucket: str, tmp_path: Path) -> None:
+    """A Parquet piece written to a bucket reads back through DuckDB; a sandboxed connection
+    (trace_report.store.sandbox) reads neither it nor a local file outside its folders, though
+    the file system is registered on it."""
+    import duckdb
+    import pyarrow as pa
+
+    from trace_report.store.sandbox import sandbox
+
+    url = storage.join(bucket, "pieces", "p0.parquet")
+    storage.write_parquet(pa.table({"x": [1, 2, 3]}), url)
+    (tmp_path / "allowed").mkdir()
+    storage.write_parquet(pa.table({"x": [4]}), tmp_path / "outside.parquet")
+    con = duckdb.connect()
+    storage.register(con, bucket)
+    assert con.execute(f"SELECT sum(x) FROM read_parquet('{url}')").fetchall() == [(6,)]
+    sandbox(con, [str(tmp_path / "allowed")])
+    for target in (url, tmp_path / "outside.parquet"):
+        with pytest.raises(duckdb.Error):
+            con.execute(f"SELECT * FROM read_parquet('{target}')").fetchall()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TRACES, events_of, invoke, kernel_stats, load_json, shared_or_skip
+from tests.conftest import SHARED, TRACES, events_of, invoke, kernel_stats, load_json, shared_or_skip
 
 Upload = Callable[[Path, str], str]
 
@@ -62,6 +62,15 @@ def test_plain_object_same_as_local(mirror: Mirror) -> None:
 def test_tar_of_ranks_same_as_local(mirror: Mirror) -> None:
     local, url = mirror(TAR)
     _same_output(["top-kernels", "--by-rank"], local / "dlrm_kineto.tar.gz", f"{url}/dlrm_kineto.tar.gz")
+
+
+def test_ncu_report_object_same_as_local(tmp_path: Path, bucket: str, upload: Upload) -> None:
+    """roofline on an Nsight Compute report in a bucket (its kind is known once it is copied)."""
+    report = SHARED / "data" / "ncu" / "indexspaces_ncu_a40_frb" / "profile.ncu-rep" if shared_or_skip() else None
+    pytest.importorskip("ncu_report")
+    local = tmp_path / "profile.ncu-rep"
+    shutil.copyfile(report, local)
+    _same_output(["roofline"], local, upload(local, f"{bucket}/ncu/profile.ncu-rep"))
 
 
 @pytest.mark.slow

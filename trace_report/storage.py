@@ -288,9 +288,9 @@ def list_prefix(loc: Location) -> list[ObjectInfo]:
     fs, path = filesystem(url)
     with _errors(url):
         infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
-    base = url[: len(url) - len(path)] if url.endswith(path) else url.split("://", 1)[0] + "://"
-    return sorted((ObjectInfo(base + i.path, int(i.size), int(i.mtime_ns or 0)) for i in infos
-                   if i.type is FileType.File), key=lambda o: str(o.location))
+    root = path.rstrip("/") + "/"  # names below it keep the URL's own spelling (an abfs account, say)
+    return sorted((ObjectInfo(join(url, i.path[len(root):]), int(i.size), int(i.mtime_ns or 0)) for i in infos
+                   if i.type is FileType.File and i.path.startswith(root)), key=lambda o: str(o.location))
 
 
 @contextmanager

@@ -37,7 +37,8 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (the dev extra)")
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (the dev extra)",
+                                   exc_type=ImportError)
     from moto import settings
 
     keys = {"AWS_ENDPOINT_URL": "", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

@@ -203,15 +203,16 @@ def _lock_held(path: Path) -> bool:
 # ------------------------------------------------------------------ unpacking
 
 
-def unpack(archive: Path, into: Path, limits: ArchiveLimits | None = None) -> list[Member]:
-    """Unpack the members of the tar archive ``archive`` (plain or gzip) into the folder ``into``.
+def unpack(archive: Path, into: Path, limits: ArchiveLimits | None = None, label: str | None = None) -> list[Member]:
+    """Unpack the members of the tar archive ``archive`` (plain or gzip) into the folder ``into``;
+    errors name it as ``label`` (default: its path; a copied object's URL).
 
     Returns every member but folders, in archive order. Raises :class:`InputError` (naming
     ``archive!member``) when a limit of ``limits`` is passed, for a damaged archive, a
     compression other than gzip, or a write that fails (a full disk); what was written stays in
     ``into`` for the caller to remove (:class:`Scratch`)."""
     limits = limits or ArchiveLimits()
-    label = printable(archive)
+    label = label or printable(archive)
     try:
         with open(archive, "rb") as raw:
             guard = _Guard(label, raw, archive.stat().st_size, into, limits)

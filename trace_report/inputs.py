@@ -5,10 +5,12 @@ neighbours: a Chrome/Kineto trace is a JSON object with ``traceEvents`` or a top
 events (plain or gzip); an nsys export is SQLite with nsys' tables; an Nsight Compute report is
 an ``.ncu-rep`` or a CSV whose header is ncu's; a database starts with DuckDB's magic bytes; a
 dataset is a folder written by ``trace-report export``. :func:`resolve` expands what a user
-typed into typed :class:`Source` files, listing every file seen and not used with its reason,
-and dropping repeats (the same file given twice, a file and its folder) with a note. Tar
-archives are unpacked with limits by :mod:`trace_report.archives`; FIFOs and devices are never
-opened; names are stored and printed through :func:`~trace_report.pathtext.printable`.
+typed (local paths, and URLs of objects, prefixes and archives in object storage, copied to a
+scratch folder first by :mod:`trace_report.staging`) into typed :class:`Source` files, listing
+every file seen and not used with its reason, and dropping repeats (the same file given twice,
+a file and its folder) with a note. Tar archives are unpacked with limits by
+:mod:`trace_report.archives`; FIFOs and devices are never opened; names are stored and printed
+through :func:`~trace_report.pathtext.printable`.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath, PurePosixPath
 
+from trace_report import storage
 from trace_report.archives import ArchiveLimits, Member, Scratch, unpack
 from trace_report.errors import InputError
 from trace_report.formats.magic import GZIP_MAGIC
 from trace_report.pathtext import printable
+from trace_report.staging import Staged, Stager, identity_of
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEAD_BYTES = 4 << 20
@@ -227,24 +231,32 @@ def _is_tar(path: Path) -> bool:
 @dataclass(frozen=True)
 class Source:
     """One file to ingest. ``label`` is what the user sees and ``traces.path`` stores
-    (``archive!member`` for a tar member, whose ``path`` is an extracted temporary copy), with the
-    bytes of a name that are not UTF-8 as backslash escapes (:func:`~trace_report.pathtext.printable`)."""
+    (``archive!member`` for a tar member, whose ``path`` is an extracted temporary copy; the URL of
+    an object in object storage, whose ``path`` is a copy: ``staged``), with the bytes of a name
+    that are not UTF-8 as backslash escapes (:func:`~trace_report.pathtext.printable`)."""
 
     path: Path
     label: str
     kind: InputKind
     run_dir: Path | None = None
-    identity: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
+    identity: tuple[int | str, int, int, int] | None = field(default=None, compare=False, repr=False)
     """(device, inode, size, modification time in ns) of ``path`` when it was found, before any of it
-    is read: an ingest stores a file only when it is still this one once read
+    is read (for an object: its ETag, 0, size and time, :func:`~trace_report.staging.identity_of`):
+    an ingest stores a file only when it is still this one once read
     (:func:`trace_report.ingest.files.check_unchanged`)."""
+    staged: Staged | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.identity is None:
-            object.__setattr__(self, "identity", file_identity(self.path))
+            found = identity_of(self.staged.info) if self.staged is not None else file_identity(self.path)
+            object.__setattr__(self, "identity", found)
+
+    def identity_now(self) -> tuple[int | str, int, int, int] | None:
+        """:attr:`identity` as it is now (None: gone or unreadable)."""
+        return self.staged.identity_now() if self.staged is not None else file_identity(self.path)
 
 
-def file_identity(path: Path) -> tuple[int, int, int, int] | None:
+def file_identity(path: Path) -> tuple[int | str, int, int, int] | None:
     """(device, inode, size, modification time in ns) of the file at ``path``; None when it cannot be read."""
     try:
         st = path.stat()
@@ -309,6 +321,25 @@ class _Resolver:
         self.out = Resolution()
         self.seen: dict[Path, str] = {}
         self.limits = limits
+        self.stager = Stager()
+
+    def label(self, path: Path) -> str:
+        """What ``path`` is shown and stored as: its URL for a copy of an object, else its name."""
+        return self.stager.label(path) or printable(path)
+
+    def remote(self, url: str) -> None:
+        """The object, prefix or archive at ``url``, copied to a scratch folder and read as local."""
+        before = len(self.stager.skipped)
+        try:
+            local = self.stager.stage(url)
+        finally:
+            if self.stager.scratch is not None and self.stager.scratch not in self.out.scratch:
+                self.out.scratch.append(self.stager.scratch)
+        self.out.skipped.extend(self.stager.skipped[before:])
+        if local.is_dir():
+            self.folder(local)
+        else:
+            self.file(local, explicit=True)
 
     def file(self, path: Path, *, explicit: bool) -> None:
         real = _real(path)
@@ -316,21 +347,26 @@ class _Resolver:
             if explicit:
                 self.out.notes.append(f"{printable(path)}: given more than once (as {self.seen[real]}); read once")
             return
-        self.seen[real] = printable(path)
+        label = self.label(path)
+        self.seen[real] = label
         found = detect(path)
         if found.kind in INGESTED:
-            self.out.sources.append(Source(path, printable(path), found.kind, _run_dir_of(path)))
+            staged = self.stager.by_path.get(path)
+            self.out.sources.append(Source(path, label, found.kind, _run_dir_of(path), staged=staged))
         elif found.kind is InputKind.archive:
             self.archive(path)
         elif explicit and found.kind in (InputKind.database, InputKind.dataset):
             self.single(path, found.kind)
         elif explicit:
             reason = found.reason or f"a {found.kind.value}, which is not read here"
-            raise InputError(f"{printable(path)}: {reason}")
+            raise InputError(f"{label}: {reason}")
         elif path.name != "run.json" and not path.name.startswith("run-rank"):
-            self.out.skipped.append((printable(path), found.reason or f"a {found.kind.value}"))
+            self.out.skipped.append((label, found.reason or f"a {found.kind.value}"))
 
     def single(self, path: Path, kind: InputKind) -> None:
+        if (url := self.stager.label(path)) is not None:
+            raise InputError(f"{storage.shown(url)}: a {kind.value} in object storage is not read in place; "
+                             "copy it to a local folder")
         if kind is InputKind.database:
             self.out.database = path
         else:
@@ -342,13 +378,13 @@ class _Resolver:
         files = sorted(p for p in entries if p.is_file())
         for p in sorted(entries):
             if not p.is_file() and not p.is_dir() and (special := _special_file(p)):
-                self.out.skipped.append((printable(p), special))
+                self.out.skipped.append((self.label(p), special))
         present: set[PurePath] = set(files)
         for p in files:
             if p.name.endswith((".duckdb.wal", ".parquet")) or ".duckdb.events" in p.parent.name:
                 continue  # a database's own files
             if why := _export_skipped(p, present):
-                self.out.skipped.append((printable(p), why))
+                self.out.skipped.append((self.label(p), why))
                 continue
             self.file(p, explicit=False)
 
@@ -356,10 +392,10 @@ class _Resolver:
         scratch = Scratch()
         self.out.scratch.append(scratch)
         before = len(self.out.sources)
-        members = unpack(archive, scratch.path, self.limits)
+        members = unpack(archive, scratch.path, self.limits, self.label(archive))
         present: set[PurePath] = {PurePosixPath(m.name) for m in members if m.path is not None}
         for m in members:
-            label = f"{printable(archive)}!{printable(m.name)}"
+            label = f"{self.label(archive)}!{printable(m.name)}"
             if m.path is None:
                 self.out.skipped.append((label, m.reason))
             elif why := _export_skipped(PurePosixPath(m.name), present):
@@ -367,7 +403,7 @@ class _Resolver:
             else:
                 self.member(m, label)
         if len(self.out.sources) == before:
-            raise InputError(f"{printable(archive)}: no traces in this archive")
+            raise InputError(f"{self.label(archive)}: no traces in this archive")
 
     def member(self, member: Member, label: str) -> None:
         assert member.path is not None
@@ -378,11 +414,11 @@ class _Resolver:
             self.out.skipped.append((label, found.reason or f"a {found.kind.value}"))
 
 
-def as_paths(paths: object) -> list[Path]:
+def as_paths(paths: object) -> list[storage.Location]:
     """The paths a caller of :func:`trace_report.open` gave: one path or a sequence of them, each
     a ``str``, ``bytes`` (decoded as the file system does, :func:`os.fsdecode`) or
-    :class:`os.PathLike`. :class:`InputError` for an empty path (it would name the working
-    folder) and for anything else."""
+    :class:`os.PathLike`; a URL (``s3://...``) stays text (:func:`trace_report.storage.location`).
+    :class:`InputError` for an empty path (it would name the working folder) and for anything else."""
     one = isinstance(paths, (str, bytes, os.PathLike))
     items = [paths] if one else list(paths) if isinstance(paths, Sequence) else None
     if items is None:
@@ -395,18 +431,20 @@ def as_paths(paths: object) -> list[Path]:
         if not text:
             raise InputError("an empty path names no file: give a trace, folder or database ('.' for the "
                              "working folder)")
-        out.append(Path(text))
+        out.append(storage.location(text))
     return out
 
 
-def resolve(paths: list[Path], *, allow_database: bool = True, max_ratio: float | None = None,
+def resolve(paths: Sequence[storage.Location], *, allow_database: bool = True, max_ratio: float | None = None,
             archive_limits: ArchiveLimits | None = None) -> Resolution:
     """Expand ``paths`` (files, folders searched recursively, tar archives, one database or
-    exported dataset) into typed sources, in a stable order.
+    exported dataset; local paths, or URLs of objects, prefixes and archives) into typed
+    sources, in a stable order.
 
     Archives are unpacked under ``archive_limits`` (default :class:`~trace_report.archives.ArchiveLimits`);
     ``max_ratio``, when given, replaces its ratio (``trace-report ingest --max-ratio``; 0: none).
-    Raises :class:`InputError` for a missing path, an explicit file that is no input (a FIFO or
+    Raises :class:`InputError` for a missing path, object or bucket, denied access to one or an
+    unreachable storage endpoint, a database or dataset in object storage, an explicit file that is no input (a FIFO or
     device among them), a database or dataset mixed with other inputs (or at all, unless
     ``allow_database``), an archive past a limit, and for paths holding nothing to read. The
     caller closes the result (temporary files).
@@ -419,7 +457,10 @@ def resolve(paths: list[Path], *, allow_database: bool = True, max_ratio: float 
     r = _Resolver(limits)
     try:
         for path in paths:
-            _one(r, Path(path))
+            if storage.is_url(path):
+                r.remote(str(path))
+            else:
+                _one(r, Path(path))
         out = r.out
         single = out.database or out.dataset
         if single is not None and (len(paths) > 1 or out.sources):
@@ -427,7 +468,7 @@ def resolve(paths: list[Path], *, allow_database: bool = True, max_ratio: float 
         if single is not None and not allow_database:
             raise InputError(f"{printable(single)}: a database or dataset cannot be ingested; "
                              "give trace files or folders")
-        out.run_folders = _run_folders(paths)
+        out.run_folders = _run_folders([Path(p) for p in paths if not storage.is_url(p)])
         if single is None and not out.sources and not out.run_folders:
             raise InputError(_nothing_message(paths, out.skipped))
     except BaseException:
@@ -452,8 +493,8 @@ def _one(r: _Resolver, path: Path) -> None:
     r.file(path, explicit=True)
 
 
-def _nothing_message(paths: list[Path], skipped: list[tuple[str, str]]) -> str:
-    where = ", ".join(map(printable, paths))
+def _nothing_message(paths: Sequence[storage.Location], skipped: list[tuple[str, str]]) -> str:
+    where = ", ".join(storage.shown(p) if storage.is_url(p) else printable(p) for p in paths)
     if skipped:
         return f"{where}: no traces or Nsight exports here ({len(skipped)} file(s) skipped, e.g. " \
                f"{skipped[0][0]}: {skipped[0][1]})"

@@ -34,6 +34,7 @@ from trace_report.cli.options import (
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt
 from trace_report.errors import UsageError
+from trace_report.storage import location
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -61,9 +62,11 @@ class Level(str, enum.Enum):
 
 @app.command("compare")
 def compare_cmd(
-    a: Annotated[Path, typer.Argument(help="A (the reference): a trace, run folder, database or dataset.",
+    a: Annotated[str, typer.Argument(help="A (the reference): a trace, run folder, database or dataset (a "
+                                          "local path, or an s3://, gs://, abfs:// URL of traces).", parser=location,
                                       callback=inputs_given)],
-    b: Annotated[Path, typer.Argument(help="B (compared with A), of any of the same kinds.", callback=inputs_given)],
+    b: Annotated[str, typer.Argument(help="B (compared with A), of any of the same kinds.", callback=inputs_given,
+                                     parser=location)],
     by: Annotated[Level, typer.Option("--by", help="kernel: per GPU operation name; region: per step region.")]
     = Level.kernel,
     rank: RankOpt = None,

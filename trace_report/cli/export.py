@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from trace_report.cli.options import err, inputs_given, load, output_given
 from trace_report.cli.registry import app
+from trace_report.storage import location
 
 
 @app.command("export")
 def export_cmd(
-    target: Annotated[list[Path], typer.Argument(
+    target: Annotated[list[str], typer.Argument(  # each a Path, or a URL kept as text (storage.location)
         help="A .duckdb database written by 'trace-report ingest' (or traces / run folders to export).",
-        callback=inputs_given)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to create for the Parquet dataset.",
-                                                callback=output_given)],
+        callback=inputs_given, parser=location)],
+    output: Annotated[str, typer.Option(
+        "--output", "-o", help="Folder to create for the Parquet dataset, or an s3://, gs://, abfs:// prefix "
+        "(its manifest _trace_report_files.txt is written last).", callback=output_given, parser=location)],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing folder.")] = False,
 ) -> None:
     """Write the schema as a Parquet dataset partitioned by run and rank (Hive layout:

@@ -24,6 +24,7 @@ from trace_report.cli.options import (
 )
 from trace_report.cli.registry import app
 from trace_report.errors import DatabaseError, InputError
+from trace_report.storage import is_url, location
 
 if TYPE_CHECKING:
     from trace_report.store.tracedb import IngestSummary
@@ -50,9 +51,10 @@ def check_max_ratio(value: float | None) -> float | None:
 
 @app.command("ingest")
 def ingest_cmd(
-    targets: Annotated[list[Path], typer.Argument(
+    targets: Annotated[list[str], typer.Argument(  # each a Path, or a URL kept as text (storage.location)
         help="Trace files, folders (searched recursively; files are recognised by their content), tar "
-             "archives, Nsight Compute reports and Nsight Systems SQLite exports.")],
+             "archives, Nsight Compute reports and Nsight Systems SQLite exports; local paths or s3://, gs://, "
+             "abfs:// URLs of objects and prefixes (docs/scaling.md).", parser=location)],
     output: Annotated[Path, typer.Option("--output", "-o", help="DuckDB file to create or add to.")],
     workers: Annotated[int | None, typer.Option(
         min=1, help="Decoding workers (default: the CPUs this process may use, at most one per piece or file): "
@@ -99,10 +101,11 @@ def ingest_cmd(
     from trace_report.ingest.digests import start_hashing, stop_hashing
     from trace_report.sysutil import decoding_settings, skip_pandas_probe
 
-    check_database_output(output, targets)  # not an input trace, not a FIFO or device (/dev/null)
+    local = [Path(t) for t in targets if not is_url(t)]
+    check_database_output(output, local)  # not an input trace, not a FIFO or device (/dev/null)
 
     if engine is not EngineName.ray:
-        start_hashing(targets)  # plain traces' SHA-256 on the idle core while pyarrow and DuckDB load
+        start_hashing(local)  # plain traces' SHA-256 on the idle core while pyarrow and DuckDB load
     decoding_settings()  # before numpy and pyarrow load
     from trace_report.ingest.start import IngestOptions, begin_ingest  # pyarrow, not DuckDB
 

@@ -26,6 +26,7 @@ from trace_report.errors import UsageError
 from trace_report.present.format import Format
 from trace_report.present.messages import group_warnings
 from trace_report.present.safe_text import terminal_text
+from trace_report.storage import is_url, location
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -126,7 +127,9 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
     ``<db>.events/``) or write-ahead log, a trace recorded in a database input (``traces.path``:
     ``slice`` and ``hta`` read it again), anything inside any database's events folder, a trace
     (or run file) the command reads inside an input folder, anything inside an input dataset, or a
-    folder holding an input."""
+    folder holding an input. A URL output conflicts with a URL input it equals, lies under or holds."""
+    if is_url(output):
+        return _url_conflict(str(output), [str(g) for g in inputs], option)
     out = _real(output)
     exists = os.path.lexists(out)
     for given in inputs:
@@ -163,6 +166,21 @@ def output_conflict(output: Path, inputs: list[Path], option: str = "--output") 
         if os.path.isfile(given) and (trace := _recorded_trace(out, _real(given))) is not None:
             return f"{option} {output} is the trace {trace} recorded in the input database {given}: give " \
                    "another output path"
+    return None
+
+
+def _url_conflict(output: str, inputs: list[str], option: str) -> str | None:
+    """:func:`output_conflict` where a URL is involved: by the text of the URLs (a local path and a
+    URL never conflict)."""
+    out = output.rstrip("/")
+    for given in inputs:
+        name = given.rstrip("/")
+        if not is_url(given):
+            continue
+        if out == name or out.startswith(name + "/"):
+            return f"{option} {output} is or lies inside the input {given}: give another output path"
+        if name.startswith(out + "/"):
+            return f"{option} {output} holds the input {given}: give another output path"
     return None
 
 
@@ -268,7 +286,8 @@ def hash_ahead(ctx: typer.Context, targets: list[Path] | Path | None) -> list[Pa
     takes their digests then. Not for databases (``.duckdb``: no trace to hash; the hashing
     module loads ``hashlib``, which a command on a small database would feel)."""
     inputs_given(ctx, targets)
-    paths = targets if isinstance(targets, list) else [targets] if targets else []
+    given = targets if isinstance(targets, list) else [targets] if targets else []
+    paths = [Path(p) for p in given if not is_url(p)]  # an object in object storage is hashed once copied
     if paths and not ctx.resilient_parsing and not all(p.name.endswith(".duckdb") for p in paths):
         from trace_report.ingest.digests import start_hashing
 
@@ -277,9 +296,11 @@ def hash_ahead(ctx: typer.Context, targets: list[Path] | Path | None) -> list[Pa
 
 
 TargetsArg = Annotated[
-    list[Path],
+    list[str],  # each a Path, or a URL kept as text (storage.location)
     typer.Argument(help="Trace files (.json, .json.gz), directories of ranks, tar archives, Nsight exports, "
-                        "or one .duckdb database written by 'trace-report ingest'.", callback=hash_ahead),
+                        "or one .duckdb database written by 'trace-report ingest'; local paths or s3://, gs://, "
+                        "abfs:// URLs of objects and prefixes (docs/scaling.md).", callback=hash_ahead,
+                   parser=location),
 ]
 def typer_option(meta: Opt, **extra: object) -> typer.models.OptionInfo:
     """The Typer option of a declared option (:class:`~trace_report.declare.Opt`): its flags,
@@ -408,7 +429,8 @@ def load(targets: list[Path], progress: bool | None = None, *, read_only: bool =
 def _open_traces(found: Resolution, targets: list[Path], progress: bool | None, read_only: bool) -> TraceDB:
     from trace_report.api import open_resolution  # pandas, pyarrow and the ingest load only here
 
-    total = sum(p.stat().st_size for p in targets if p.is_file())
+    local = [Path(p) for p in targets if not is_url(p)]
+    total = sum(p.stat().st_size for p in local if p.is_file())
     bar = make_progress(progress if progress is not None else (None if total >= PROGRESS_MIN_BYTES else False))
     if bar is None:
         return open_resolution(found, read_only=read_only)

@@ -29,6 +29,7 @@ from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, PerRun, RunOpt, per_run, report, stacked
 from trace_report.errors import InputError
 from trace_report.present.format import Format
+from trace_report.storage import is_url, location
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -163,9 +164,10 @@ def _missing(value: object) -> bool:
 
 @app.command("roofline")
 def roofline_cmd(
-    targets: Annotated[list[Path] | None, typer.Argument(
+    targets: Annotated[list[str] | None, typer.Argument(  # each a Path, or a URL kept as text (storage.location)
         help="Nsight Compute reports (.ncu-rep, ncu --csv exports), or traces / one .duckdb database "
-             "(then FLOPs are estimated from operator shapes).", callback=inputs_given)] = None,
+             "(then FLOPs are estimated from operator shapes); local paths or s3://, gs://, abfs:// URLs.",
+        callback=inputs_given, parser=location)] = None,
     gpu: Annotated[str | None, typer.Option(
         help="GPU whose peaks to use (key or device name, e.g. a100-sxm4-80gb; words that fit several GPUs, "
              "such as a100, are an error listing them); 'list' prints the table.")] = None,
@@ -211,9 +213,11 @@ def roofline_cmd(
     several = len(targets) > 1
     opts = RooflineOptions(gpu=gpu, peak_flops=parse_si(peak_flops, "--peak-flops"),
                            peak_bw=parse_si(peak_bw, "--peak-bw"),
-                           batch_size=batch_size or (None if several else batch_size_near(targets[0])),
+                           batch_size=batch_size or (None if several or is_url(targets[0])
+                                                     else batch_size_near(Path(targets[0]))),
                            by_name=by_name, region=region, by_run=several)
-    reports = [detect(p).kind in (InputKind.ncu_report, InputKind.ncu_csv) for p in targets]
+    local = [Path(p) for p in targets if not is_url(p)]  # a URL's kind is known once it is copied
+    reports = [detect(p).kind in (InputKind.ncu_report, InputKind.ncu_csv) for p in local]
     if any(reports) and not all(reports):
         raise InputError("give either Nsight Compute reports or traces/a database, not both")
     with load(targets) as db:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import suppress
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,6 +11,7 @@ import typer
 from trace_report.cli.options import FormatOpt, FullNamesOpt, LimitOpt, OutputOpt, RawOpt, hash_ahead, load, warn
 from trace_report.cli.registry import app
 from trace_report.errors import InputError
+from trace_report.storage import location
 
 if TYPE_CHECKING:
     import duckdb
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 @app.command("sql")
 def sql_cmd(
-    target: Annotated[Path, typer.Argument(help="A trace file, directory, archive or .duckdb database.",
-                                           callback=hash_ahead)],
+    target: Annotated[str, typer.Argument(  # a Path, or a URL kept as text (storage.location)
+        help="A trace file, directory, archive or .duckdb database; or an s3://, gs://, abfs:// URL of traces.",
+        callback=hash_ahead, parser=location)],
     query: Annotated[str, typer.Argument(help="SQL over the schema (docs/schema.md).")],
     write: Annotated[bool, typer.Option(
         "--write", help="Open a database read-write (waits for no one: refused while an ingest writes it).")] = False,

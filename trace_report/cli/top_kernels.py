@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -24,6 +25,7 @@ from trace_report.cli.options import (
 )
 from trace_report.cli.registry import app
 from trace_report.cli.runs import MergeRunsOpt, RunOpt, per_run, report, run_notes, stacked
+from trace_report.storage import is_url
 
 VIEWS: tuple[str, ...] | None = ("gpu_ops",)
 """The analysis views top-kernels reads (``top_kernels.sql``; the CPU fallback reads ``events``):
@@ -73,7 +75,7 @@ def top_kernels_cmd(
     from trace_report.inputs import InputKind, detect
     from trace_report.present.tables import OutputOptions, emit
 
-    if len(targets) == 1 and detect(targets[0]).kind is InputKind.nsys_kernsum:
+    if len(targets) == 1 and not is_url(targets[0]) and detect(Path(targets[0])).kind is InputKind.nsys_kernsum:
         from trace_report.formats.nsys import read_kernsum_csv  # pandas: only for this input
 
         frame = read_kernsum_csv(targets[0]).head(limit)

@@ -10,21 +10,23 @@ from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import MAX_RATIO, PieceStream, TailBytes, TraceEnvelope, is_gzip
 from trace_report.formats.kineto_pieces import plan_ranges
 from trace_report.ingest.digests import claim, sha256_file
-from trace_report.inputs import Source, file_identity
+from trace_report.inputs import Source
 
 
 def _hash_file(path: Path, out: list[str]) -> None:
     out.append(sha256_file(path))
 
 
-def check_unchanged(src: Source) -> tuple[int, int, int, int]:
-    """The identity (:func:`~trace_report.inputs.file_identity`) of ``src``'s file once it has been
-    read. Raises :class:`InputError` when it is not the identity it had when it was found: the file
-    was written to or replaced (an atomic rename) while it was read, so its events, its SHA-256
-    and its size may come from different versions; nothing of it is stored."""
-    now = file_identity(src.path)
+def check_unchanged(src: Source) -> tuple[int | str, int, int, int]:
+    """The identity (:func:`~trace_report.inputs.file_identity`; for an object in object storage
+    its ETag, size and time, :func:`~trace_report.staging.identity_of`) of ``src``'s file once it
+    has been read. Raises :class:`InputError` when it is not the identity it had when it was found:
+    the file was written to or replaced (an atomic rename, a new upload) while it was read, so its
+    events, its SHA-256 and its size may come from different versions; nothing of it is stored."""
+    now = src.identity_now()
     if now is None or (src.identity is not None and now != src.identity):
-        raise InputError(f"{src.label}: the file changed while it was read (its size, time or inode differ); "
+        what = "ETag, size or time" if src.staged is not None else "size, time or inode"
+        raise InputError(f"{src.label}: the file changed while it was read (its {what} differ); "
                          "nothing was stored: ingest it again once it is complete")
     return now
 

@@ -11,7 +11,7 @@ once the jobs run, so that the other cores decode meanwhile.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +23,7 @@ from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
 from trace_report.ingest.engine import Engine, JobFuture, local_engine
 from trace_report.ingest.files import decoded_size
 from trace_report.inputs import InputKind, Resolution, Source, resolve
+from trace_report.storage import Location, location
 from trace_report.store.layout import database_lock, database_path, may_have_leftovers
 from trace_report.store.pieces import ParquetStore
 from trace_report.sysutil import available_cpus
@@ -216,9 +217,10 @@ class Started:
 
 
 @contextmanager
-def begin_ingest(paths: list[Path], db_path: Path, clean_leftovers: Callable[[Path], list[str]],
+def begin_ingest(paths: Sequence[Location], db_path: Path, clean_leftovers: Callable[[Path], list[str]],
                  options: IngestOptions | None = None, engine: Engine | None = None) -> Iterator[Started]:
-    """Resolve ``paths``, hold the database's lock, remove what a killed writer left
+    """Resolve ``paths`` (local paths, or URLs: :func:`trace_report.storage.location`), hold the
+    database's lock, remove what a killed writer left
     (``clean_leftovers``: :func:`trace_report.store.database.clean_leftovers`, which reads an
     existing database's ``event_files`` with DuckDB; called only where there may be leftovers,
     :func:`~trace_report.store.layout.may_have_leftovers`) and, into a new database decoded on
@@ -231,7 +233,7 @@ def begin_ingest(paths: list[Path], db_path: Path, clean_leftovers: Callable[[Pa
     """
     db_path = database_path(db_path)
     limit = (options or IngestOptions()).max_ratio  # --max-ratio covers archive members too
-    with resolve([Path(p) for p in paths], allow_database=False, max_ratio=limit) as found, \
+    with resolve([location(p) for p in paths], allow_database=False, max_ratio=limit) as found, \
             database_lock(db_path, "writing"):
         notes = clean_leftovers(db_path) if may_have_leftovers(db_path) else []
         store = ParquetStore(db_path)

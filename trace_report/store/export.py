@@ -12,7 +12,10 @@ Layout (Hive partitioning, as Spark, Hive, DuckDB and pyarrow read it)::
 Partition values are URL-encoded; a trace without a run id goes to
 ``run_id=__HIVE_DEFAULT_PARTITION__`` (read back as NULL). The partition columns are not
 repeated inside the event files. The dataset is written to a temporary folder beside ``DIR``
-and renamed into place, so ``DIR`` is either complete or absent.
+and renamed into place, so ``DIR`` is either complete or absent. An object store has no rename:
+there (``DIR`` an ``s3://``, ``gs://`` or ``abfs://`` prefix) the dataset is written locally, then
+uploaded with ``_SUCCESS`` and the manifest last, the manifest of an older export removed first,
+so a reader that waits for the manifest never reads half a dataset (:func:`_upload`).
 
 Readers (docs/scaling.md has the Trino table definition)::
 
@@ -34,6 +37,7 @@ from typing import Any
 
 import duckdb
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.inputs import is_dataset
@@ -58,7 +62,7 @@ MANIFEST = "_trace_report_files.txt"
 class ExportSummary:
     """What an export wrote: the folder, rows per table, event rows and partitions."""
 
-    path: Path
+    path: storage.Location
     tables: dict[str, int] = field(default_factory=dict)
     events: int = 0
     partitions: int = 0
@@ -144,13 +148,16 @@ def _replaceable(folder: Path) -> bool:
 
 def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False) -> ExportSummary:
     """Write every table of ``db`` and its events as a Parquet
-    dataset in ``out_dir`` (layout in the module docstring), atomically.
+    dataset in ``out_dir`` (layout in the module docstring), atomically; ``out_dir`` may be a
+    URL of a prefix in object storage (:func:`_export_to_url`).
 
     Raises :class:`InputError` when ``out_dir`` exists (unless ``overwrite``: then it is
     replaced only once the new dataset is complete, and only if it is empty or an earlier
     export's dataset) or its parent folder does not.
     """
     con = db.con
+    if storage.is_url(out_dir):
+        return _export_to_url(con, str(out_dir).rstrip("/"), overwrite)
     out = Path(out_dir).absolute()
     if not out.parent.is_dir():
         raise InputError(f"{out.parent}: no such directory")
@@ -176,6 +183,60 @@ def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return report
+
+
+def _export_to_url(con: duckdb.DuckDBPyConnection, url: str, overwrite: bool) -> ExportSummary:
+    """:func:`export_parquet` to the prefix ``url``: written to a local scratch folder, then
+    uploaded (:func:`_upload`). The rules of an existing folder hold for an existing prefix."""
+    from trace_report.archives import Scratch
+
+    present = {str(o.location)[len(url) + 1:] for o in storage.list_prefix(url)}
+    if present and not overwrite:
+        raise InputError(f"{url}: already exists (choose another prefix, or --overwrite)")
+    if present and not _replaceable_prefix(url, present):
+        raise InputError(f"{url}: --overwrite replaces only a dataset written by trace-report export, with no "
+                         "object added to it; this prefix holds other objects: choose another prefix")
+    report = ExportSummary(url)
+    scratch = Scratch()
+    try:
+        folder = scratch.path / "dataset"
+        folder.mkdir()
+        try:
+            _write_dataset(con, folder, report)
+        except (OSError, duckdb.IOException) as exc:
+            raise InputError(f"{url}: cannot write the dataset, nothing was written ({exc})") from exc
+        _upload(folder, url, present)
+    finally:
+        scratch.cleanup()
+    return report
+
+
+def _replaceable_prefix(url: str, present: set[str]) -> bool:
+    """Whether the objects under ``url`` (``present``, relative names) are an earlier export's and no more."""
+    if MANIFEST not in present:
+        return False
+    try:
+        with storage.open_stream(storage.join(url, MANIFEST)) as fh:
+            listed = fh.read().decode("utf-8").splitlines()
+    except (InputError, UnicodeDecodeError):
+        return False
+    return present == set(listed) | {MANIFEST}
+
+
+def _upload(folder: Path, url: str, present: set[str]) -> None:
+    """Upload the dataset in ``folder`` to ``url``: the old manifest removed first (from then on
+    no reader takes the prefix for a complete dataset), the data, the old objects the new
+    dataset does not have removed, then ``_SUCCESS``, then the manifest."""
+    files = sorted(_files(folder))
+    last = ["_SUCCESS", MANIFEST]
+    if MANIFEST in present:
+        storage.delete(storage.join(url, MANIFEST))
+    for name in [f for f in files if f not in last]:
+        storage.write_file(storage.join(url, name), folder / name)
+    for stale in sorted(present - set(files)):
+        storage.delete(storage.join(url, stale))
+    for name in last:
+        storage.write_file(storage.join(url, name), folder / name)
 
 
 def _replace(tmp: Path, out: Path) -> None:

@@ -176,6 +176,26 @@ def match_gpu(device_name: str | None) -> GpuPeaks | None:
     return None
 
 
+AMD_BY_PROPERTIES = {(9, 0, 104): "mi250-gcd", (9, 0, 110): "mi250x-gcd", (9, 4, 304): "mi300x"}
+"""ROCm device properties (``computeMajor``, ``computeMinor``, ``numSms``: compute units) to a
+table row, for traces that name the device only ``AMD Radeon Graphics``: gfx90a with 104 CUs is
+one MI250 GCD (an MI210 has the same CUs, clocks and HBM2e bandwidth: the same peaks within 0.3%),
+with 110 CUs one MI250X GCD; gfx942 with 304 CUs an MI300X."""
+
+
+def match_amd_properties(props: dict[str, object]) -> GpuPeaks | None:
+    """The row of an AMD device from a trace's ``deviceProperties`` entry
+    (:data:`AMD_BY_PROPERTIES`), None when the name is not AMD's or the properties fit no row."""
+    if "amd" not in str(props.get("name", "")).lower():
+        return None
+    try:
+        key = AMD_BY_PROPERTIES.get((int(str(props["computeMajor"])), int(str(props["computeMinor"])),
+                                     int(str(props["numSms"]))))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return next((p for p in PEAKS if p.key == key), None)
+
+
 def choose_gpu(gpu: str) -> GpuPeaks | None:
     """The table row a user names with ``--gpu``: a key, or words that only one row's key or
     name holds (``a100 pcie 80gb``, ``NVIDIA A100 80GB PCIe``), else the row whose device-name

@@ -56,7 +56,7 @@ def test_peak_table_covers_the_gpus_with_sources() -> None:
         assert p.fp32_flop_per_s and p.fp64_flop_per_s and p.dram_bytes_per_s, p.key
         assert p.fp16_tensor_flop_per_s, p.key
         assert p.fp64_flop_per_s <= p.fp32_flop_per_s
-        assert (p.tf32_tensor_flop_per_s is None) == (p.key.startswith(("v100", "t4"))), p.key
+        assert (p.tf32_tensor_flop_per_s is None) == (p.key.startswith(("v100", "t4", "mi250"))), p.key
     assert len(peaks_table()) == len(PEAKS)
 
 
@@ -67,7 +67,8 @@ def test_peak_table_covers_the_gpus_with_sources() -> None:
     ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"), ("Tesla V100-SXM2-32GB", "v100-sxm2"),
     ("Tesla V100-DGXS-32GB", "v100-sxm2"), ("Tesla V100-PCIE-32GB", "v100-pcie"), ("Tesla T4", "t4"),
     ("NVIDIA L4", "l4"), ("NVIDIA GeForce RTX 3060", "rtx3060"), ("NVIDIA GeForce RTX 4090", "rtx4090"),
-    ("a100-sxm4-80gb", "a100-sxm4-80gb"),
+    ("a100-sxm4-80gb", "a100-sxm4-80gb"), ("AMD Instinct MI300X", "mi300x"), ("AMD Instinct MI300X VF", "mi300x"),
+    ("AMD Instinct MI250X", "mi250x-gcd"), ("AMD Instinct MI250", "mi250-gcd"),
 ])
 def test_device_names_match_peak_rows(device: str, key: str) -> None:
     match = match_gpu(device)
@@ -75,9 +76,25 @@ def test_device_names_match_peak_rows(device: str, key: str) -> None:
 
 
 @pytest.mark.parametrize("device", ["NVIDIA GeForce RTX 3060 Ti", "NVIDIA GeForce RTX 2080 Ti", "NVIDIA B200",
-                                    "AMD Instinct MI300X", "", None])
+                                    "AMD Radeon Graphics", "", None])
 def test_unknown_devices_do_not_match(device: str | None) -> None:
     assert match_gpu(device) is None
+
+
+@pytest.mark.parametrize(("key", "package"), [
+    # AMD datasheets (MI200: amd-instinct-mi200-datasheet.pdf; MI300X: amd-instinct-mi300x-data-sheet.pdf),
+    # TFLOP/s: FP64 vector, FP32 vector, FP64 matrix, FP16 matrix (dense), TB/s HBM; one GCD of two on MI250(X)
+    ("mi250x-gcd", (47.9, 47.9, 95.7, 383.0, 3.2768, 2)),
+    ("mi250-gcd", (45.3, 45.3, 90.5, 362.1, 3.2768, 2)),
+    ("mi300x", (81.7, 163.4, 163.4, 1307.4, 5.3, 1)),
+])
+def test_amd_rows_are_the_datasheet_figures_per_device(key: str, package: tuple[float, ...]) -> None:
+    fp64, fp32, fp64_matrix, fp16_matrix, tb_s, devices = package
+    p = next(p for p in PEAKS if p.key == key)
+    got = (p.fp64_flop_per_s, p.fp32_flop_per_s, p.fp64_tensor_flop_per_s, p.fp16_tensor_flop_per_s)
+    assert got == pytest.approx(tuple(v * 1e12 / devices for v in (fp64, fp32, fp64_matrix, fp16_matrix)))
+    assert p.dram_bytes_per_s == pytest.approx(tb_s * 1e12 / devices)
+    assert any("amd.com" in s for s in p.sources)
 
 
 def test_resolve_peaks_overrides() -> None:

@@ -233,3 +233,20 @@ def test_cli_on_a_trace(tmp_path: Path) -> None:
     assert {r["precision"] for r in rows} == {"fp16_tensor"} and {r["bound"] for r in rows} <= {"memory", "compute"}
     assert "estimates from operator shapes" in res.stderr
     assert (tmp_path / "est.html").stat().st_size > 10000
+
+
+@pytest.mark.parametrize(("name", "key"), [("hta_amd_mi250", "mi250-gcd"), ("tracelens_mi300_bert_small", "mi300x")])
+def test_amd_traces_get_their_mi_series_peaks(name: str, key: str) -> None:
+    """The MI250 trace names its device "AMD Radeon Graphics": its deviceProperties (gfx 9.0, 104
+    compute units, read here from the JSON) make it one MI250 GCD; the MI300X VF matches by name."""
+    path = next(trace_dir(name).glob("*.json.gz"))
+    with gzip.open(path, "rt") as f:
+        props = json.load(f)["deviceProperties"][0]
+    if name == "hta_amd_mi250":
+        assert (props["name"], props["computeMajor"], props["computeMinor"], props["numSms"]) == \
+            ("AMD Radeon Graphics", 9, 0, 104)
+    with tr.open(trace_dir(name)) as db:
+        result = roofline(db, RooflineOptions(by_name=True))
+    assert result.peaks is not None and result.peaks.key == key
+    with tr.open(trace_dir(name)) as db:
+        assert roofline(db, RooflineOptions(by_name=True, gpu="h100-sxm")).peaks.key == "h100-sxm"  # --gpu wins

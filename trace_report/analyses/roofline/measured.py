@@ -8,6 +8,7 @@ Formulas and sources: ``docs/roofline.md``. Units: FLOP, byte, second, FLOP/byte
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.roofline.estimate import estimate_ops
-from trace_report.analyses.roofline.peaks import GpuPeaks, resolve_peaks
+from trace_report.analyses.roofline.peaks import GpuPeaks, match_amd_properties, resolve_peaks
 from trace_report.errors import InputError
 from trace_report.manifest import read_manifest
 from trace_report.store.run_identity import identify_runs
@@ -369,6 +370,17 @@ def ncu_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = 
                           roofs_by_precision(con, peaks, opts.peak_flops), None, per_run)
 
 
+def _amd_by_properties(con: duckdb.DuckDBPyConnection) -> GpuPeaks | None:
+    """The peaks of the first trace's first device from its ``deviceProperties`` (trace metadata),
+    for an AMD device whose name matches no row (:func:`match_amd_properties`)."""
+    row = con.execute("SELECT metadata FROM traces WHERE device_name IS NOT NULL ORDER BY trace_id LIMIT 1").fetchone()
+    try:
+        props = json.loads(row[0]).get("deviceProperties") if row and row[0] else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return match_amd_properties(props[0]) if isinstance(props, list) and props and isinstance(props[0], dict) else None
+
+
 def estimate_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | None = None) -> RooflineResult:
     """Roofline estimated from operator shapes of the Chrome traces in ``con``
     (:mod:`trace_report.analyses.roofline.estimate`); with ``opts.region`` only the operators of
@@ -380,10 +392,16 @@ def estimate_roofline(con: duckdb.DuckDBPyConnection, opts: RooflineOptions | No
     if names:
         device = names[0][0]
     peaks = resolve_peaks(device, gpu=opts.gpu, peak_flops=opts.peak_flops, peak_bw=opts.peak_bw)
+    by_properties = None if peaks is not None or opts.gpu else _amd_by_properties(con)
+    if by_properties is not None:
+        peaks = resolve_peaks(by_properties.key, peak_flops=opts.peak_flops, peak_bw=opts.peak_bw)
     runs = trace_runs(con)
     frame = rows.rename(columns={"op": "kernel"}).assign(launches=1, int_ops=math.nan)
     frame = frame.merge(runs[["trace_id", "run"]], on="trace_id", how="left")
     notes = ["FLOP and bytes are estimates from operator shapes (record_shapes=True), not measurements"]
+    if by_properties is not None:
+        notes.append(f"device {device!r}: the peaks of {by_properties.name}, from its deviceProperties (compute "
+                     "capability and compute units; --gpu overrides)")
     if rows.empty and opts.region:
         raise InputError(
             f"no GEMM/convolution operator with shapes inside a {opts.region!r} region of the traces: "

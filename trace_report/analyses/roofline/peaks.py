@@ -1,4 +1,4 @@
-"""Peak throughput per GPU for rooflines, each figure with the NVIDIA document it comes from.
+"""Peak throughput per GPU for rooflines, each figure with the NVIDIA or AMD document it comes from.
 
 Units: FLOP/s (``*_flop_per_s``, integer tensor: OP/s) and byte/s (``dram_bytes_per_s``).
 Tensor figures are *dense* (NVIDIA datasheets print sparse figures with an asterisk; those are
@@ -6,6 +6,10 @@ halved here). ``fp16_tensor`` is FP16/BF16 inputs with FP32 accumulation, the mo
 uses; on GeForce cards that is half the FP16-accumulate rate. ``None`` = not published / not
 supported. Where a datasheet omits a figure, the note says how it follows from the
 architecture whitepaper (e.g. GA10x FP64 = 1/64 of FP32).
+
+AMD Instinct: ``*_tensor`` is the Matrix Core figure, the plain FP64/FP32 figures are the vector
+ones. An MI250/MI250X package holds two GCDs that ROCm (and a trace) shows as two devices, so
+their rows are one GCD: the datasheet's package figures halved.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ RTX3060_PAGE = "https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rt
 ADA_WHITEPAPER = "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
 TURING_WHITEPAPER = ("https://images.nvidia.com/aem-dam/en-zz/Solutions/design-visualization/technologies/"
                      "turing-architecture/NVIDIA-Turing-Architecture-Whitepaper.pdf")
+MI200_DATASHEET = "https://www.amd.com/system/files/documents/amd-instinct-mi200-datasheet.pdf"
+MI300X_DATASHEET = ("https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/"
+                    "amd-instinct-mi300x-data-sheet.pdf")
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,16 @@ class GpuPeaks:
         row["sources"] = " ".join(self.sources)
         row.pop("pattern")
         return row
+
+
+def _mi250_gcd(key: str, name: str, pattern: str, vector_t: float, matrix_t: float, fp16_t: float) -> GpuPeaks:
+    """One GCD of an MI250 or MI250X: the MI200 datasheet's package figures (TFLOP/s) halved."""
+    return GpuPeaks(key, name, pattern, vector_t / 2 * T, vector_t / 2 * T, 3276.8 / 2 * G, (MI200_DATASHEET,),
+                    fp64_tensor_flop_per_s=matrix_t / 2 * T, fp16_tensor_flop_per_s=fp16_t / 2 * T,
+                    int8_tensor_op_per_s=fp16_t / 2 * T,
+                    note=f"one of the two GCDs (a device in ROCm): datasheet package figures halved (FP64/FP32 "
+                         f"vector {vector_t} TFLOP/s, FP64 matrix {matrix_t}, FP16/BF16 and INT8 matrix {fp16_t}, "
+                         f"HBM2e 3.2768 TB/s); no TF32")
 
 
 def _a100(key: str, name: str, pattern: str, bw_gb: float) -> GpuPeaks:
@@ -123,6 +140,13 @@ PEAKS: tuple[GpuPeaks, ...] = (
     GpuPeaks("rtx4090", "NVIDIA GeForce RTX 4090", r"rtx\s*4090", 1.29 * T, 82.6 * T, 1008 * G, (ADA_WHITEPAPER,),
              fp16_flop_per_s=82.6 * T, tf32_tensor_flop_per_s=82.6 * T, fp16_tensor_flop_per_s=165.2 * T,
              int8_tensor_op_per_s=660.6 * T, note="Ada whitepaper appendix, table 2 (dense figures)"),
+    _mi250_gcd("mi250x-gcd", "AMD Instinct MI250X (one GCD)", r"mi250x", 47.9, 95.7, 383.0),
+    _mi250_gcd("mi250-gcd", "AMD Instinct MI250 (one GCD)", r"mi250(?!x)", 45.3, 90.5, 362.1),
+    GpuPeaks("mi300x", "AMD Instinct MI300X", r"mi300x", 81.7 * T, 163.4 * T, 5300 * G, (MI300X_DATASHEET,),
+             fp64_tensor_flop_per_s=163.4 * T, tf32_tensor_flop_per_s=653.7 * T, fp16_tensor_flop_per_s=1307.4 * T,
+             int8_tensor_op_per_s=2614.9 * T,
+             note="datasheet dense figures (sparsity doubles the matrix ones); also used for the MI300X VF "
+                  "(SR-IOV virtual function)"),
 )
 """The peak table. Every figure's source is in ``sources`` (and ``note`` for derived ones)."""
 
@@ -150,6 +174,26 @@ def match_gpu(device_name: str | None) -> GpuPeaks | None:
         if re.search(peaks.pattern, norm):
             return peaks
     return None
+
+
+AMD_BY_PROPERTIES = {(9, 0, 104): "mi250-gcd", (9, 0, 110): "mi250x-gcd", (9, 4, 304): "mi300x"}
+"""ROCm device properties (``computeMajor``, ``computeMinor``, ``numSms``: compute units) to a
+table row, for traces that name the device only ``AMD Radeon Graphics``: gfx90a with 104 CUs is
+one MI250 GCD (an MI210 has the same CUs, clocks and HBM2e bandwidth: the same peaks within 0.3%),
+with 110 CUs one MI250X GCD; gfx942 with 304 CUs an MI300X."""
+
+
+def match_amd_properties(props: dict[str, object]) -> GpuPeaks | None:
+    """The row of an AMD device from a trace's ``deviceProperties`` entry
+    (:data:`AMD_BY_PROPERTIES`), None when the name is not AMD's or the properties fit no row."""
+    if "amd" not in str(props.get("name", "")).lower():
+        return None
+    try:
+        key = AMD_BY_PROPERTIES.get((int(str(props["computeMajor"])), int(str(props["computeMinor"])),
+                                     int(str(props["numSms"]))))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return next((p for p in PEAKS if p.key == key), None)
 
 
 def choose_gpu(gpu: str) -> GpuPeaks | None:

@@ -35,17 +35,24 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
 h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-top: 2em;
      border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
 .table-wrap, .chart { max-width: 100%; overflow-x: auto; }
-table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.45em; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; } th { background: #f5f5f5; }
-td { max-width: 40em; }
-.name { font-family: ui-monospace, monospace; word-break: break-all; min-width: 18em; max-width: 60em; }
+td { max-width: 26em; }
+.name { font-family: ui-monospace, monospace; word-break: break-all; min-width: 14em; max-width: 32em; }
 .note { color: #666; font-size: 0.9em; } .chart { margin: 1em 0; }
 a { color: #1a5fb4; }
 .chart-error { color: #b00; font-family: monospace; }
 .headline { display: flex; flex-wrap: wrap; gap: 0.8em; }
 .headline div { border: 1px solid #ddd; border-radius: 6px; padding: 0.5em 0.9em; min-width: 9em; }
 .headline b { display: block; font-size: 1.3em; }
+.verdict { border: 2px solid #1a5fb4; border-radius: 6px; padding: 0.5em 1em; margin: 0.6em 0 0.8em;
+           background: #f5f9fe; }
+.verdict-line { font-size: 1.15em; font-weight: 600; margin: 0.2em 0; }
+.todo { margin: 0.3em 0; padding-left: 1.5em; } .todo li { margin: 0.3em 0; } .do { margin-top: 0.1em; }
+table.wide { font-size: 0.75em; } .wide th, .wide td { padding: 0.2em 0.3em; } .wide .name { min-width: 10em; }
+td a { overflow-wrap: anywhere; }
+details.more-rows > summary { cursor: pointer; color: #1a5fb4; font-size: 0.9em; }
 """
 
 EMBED_SCRIPT = """

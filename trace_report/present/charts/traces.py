@@ -29,6 +29,18 @@ LABEL_CHARS = 90
 LABEL_PX = 8 * LABEL_CHARS  # the axis never truncates a label (Vega's labelLimit would cut its end)
 TOOLTIP_CHARS = 200  # timeline tooltips: thousands of rows, keep the page small
 WIDTH = 620
+PAGE_PX = 1100
+"""Pixels a chart may take, labels and legend included: the report's column (1180 px less its
+padding) with room to spare, so that no chart is cut at the right."""
+LABEL_CHAR_PX = 6.2  # Vega's default 10 px sans-serif label, per character (generous)
+LEGEND_PX = 140
+
+
+def fit_width(labels: list[str], *, legend: bool = True) -> int:
+    """The plot width that leaves room, within :data:`PAGE_PX`, for the longest of ``labels`` on
+    the y axis and a legend on the right; at most :data:`WIDTH`, at least 280 px."""
+    label_px = LABEL_CHAR_PX * max((len(s) for s in labels), default=0) + 20
+    return int(max(280, min(WIDTH, PAGE_PX - label_px - (LEGEND_PX if legend else 0))))
 
 
 def short_name(name: object, limit: int = LABEL_CHARS, *, identity: bool = False) -> str:
@@ -83,7 +95,7 @@ def top_kernels_chart(frame: pd.DataFrame, *, limit: int = 20, title: str | None
         tooltip=[*([alt.Tooltip("run:N")] if by_run else []), alt.Tooltip("name:N", title="name"),
                  alt.Tooltip("count:Q"), alt.Tooltip("total_us:Q", format=",.1f"),
                  alt.Tooltip("mean_us:Q", format=",.2f"), alt.Tooltip(f"{pct}:Q", format=".2f")],
-    ).properties(width=WIDTH)
+    ).properties(width=fit_width(list(labels.values())))
 
 
 def regions_chart(frame: pd.DataFrame, *, title: str | None = None) -> alt.Chart:

@@ -1,6 +1,7 @@
 """The report page's building blocks: :class:`Section` and :func:`table_html` (every header and
-cell escaped, URLs as links, long names folded away). Shared by the page
-(:mod:`~trace_report.present.report.page`) and its sections."""
+cell escaped, URLs as links, long names shortened with the whole name on hover, long tables
+folded to their top rows). Shared by the page (:mod:`~trace_report.present.report.page`) and its
+sections."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ from trace_report.errors import TraceReportError
 from trace_report.present.charts import html as chart_html
 from trace_report.present.charts.traces import short_name
 
-NAME_CHARS = 100
+NAME_CHARS = 60
+"""A name in a table is shortened to this many characters (:func:`short_name`); the whole name is
+its ``title`` (shown on hover)."""
+NAME_COLUMNS = ("name", "kernel", "kernel_name", "kernels")
+"""Columns that hold kernel or operator names (a list of names in ``kernels``)."""
+WIDE_COLUMNS = 12
+"""A table of more columns is set smaller (class ``wide``), so that it fits the page."""
+TOP_ROWS = 5
+"""Rows a long table shows before its ``<details>`` (:func:`table_html` ``top``)."""
 
 
 @dataclass
@@ -52,17 +61,23 @@ def _cell(value: Any) -> tuple[str, bool]:
 
 
 def _name_cell(value: Any) -> str:
-    """A (kernel) name: shortened, with the whole name in a ``<details>`` when it is long."""
-    full = str(value)
-    if len(full) <= NAME_CHARS:
+    """A (kernel) name, or a list of names: each longer than :data:`NAME_CHARS` shortened
+    (:func:`short_name`: the kernel function and its innermost functor kept), the whole text in
+    the cell's ``title`` (hover) when anything was cut."""
+    names = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+    full = ", ".join(names)
+    shown = ", ".join(n if len(n) <= NAME_CHARS else short_name(n, NAME_CHARS) for n in names)
+    if shown == full:
         return html.escape(full)
-    return f"<details><summary>{html.escape(short_name(full, NAME_CHARS))}</summary>{html.escape(full)}</details>"
+    return f'<span title="{html.escape(full, quote=True)}">{html.escape(shown)}</span>'
 
 
-def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = ("name",)) -> str:
-    """A frame as an HTML table in its own horizontally scrolling box (a wide table never widens
-    the page), every header and cell escaped, URLs as links; long names fold away."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+def _header(column: object) -> str:
+    """An escaped header that may wrap after each ``_`` (``launch_<wbr>overhead_<wbr>ms``)."""
+    return f"<th>{html.escape(str(column)).replace('_', '_<wbr>')}</th>"
+
+
+def _rows_html(frame: pd.DataFrame, name_columns: tuple[str, ...]) -> list[str]:
     rows = []
     for rec in frame.to_dict("records"):
         cells = []
@@ -73,7 +88,29 @@ def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = ("name",)
             cls = "num" if num else ("name" if col in name_columns else "")
             cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    return rows
+
+
+def _table(head: str, rows: list[str], columns: int) -> str:
+    wide = ' class="wide"' if columns > WIDE_COLUMNS else ""
+    return (f'<div class="table-wrap"><table{wide}><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def table_html(frame: pd.DataFrame, *, name_columns: tuple[str, ...] = NAME_COLUMNS, top: int | None = None) -> str:
+    """A frame as an HTML table in its own box, every header and cell escaped, URLs as links,
+    headers wrapping at ``_``, names shortened (:func:`_name_cell`), set smaller past
+    :data:`WIDE_COLUMNS` columns. ``top``: a table of more rows
+    shows its first ``top`` and the rest in a second table of the same columns inside a
+    ``<details class="more-rows">`` (closed)."""
+    head = "".join(_header(c) for c in frame.columns)
+    rows = _rows_html(frame, name_columns)
+    n = len(frame.columns)
+    if top is None or len(rows) <= top:
+        return _table(head, rows, n)
+    rest = len(rows) - top
+    return (_table(head, rows[:top], n) + f'<details class="more-rows"><summary>{rest} more row{"s" * (rest > 1)}'
+            f"</summary>{_table(head, rows[top:], n)}</details>")
 
 
 def attempt(sec: Section, what: str, build: Callable[[], Any]) -> Any:

@@ -14,11 +14,12 @@ import pandas as pd
 from trace_report.analyses.critical_path import CriticalPathOptions, critical_path
 from trace_report.declare import Command, commands, option_names
 from trace_report.present.report.context import ReportContext
-from trace_report.present.report.parts import Section, attempt, table_html
+from trace_report.present.report.parts import TOP_ROWS, Section, attempt, table_html
 from trace_report.store.tracedb import TraceDB
 
 ROWS = 10
-"""Rows of each table (the commands give all of them)."""
+"""Rows of each table (the commands give all of them); the first :data:`TOP_ROWS` show, the rest
+are folded into a ``<details>``."""
 
 
 def median_step(db: TraceDB, rank: int | None) -> int | None:
@@ -36,15 +37,16 @@ def _critical_path(sec: Section, db: TraceDB, rank: int | None, step: int | None
     result = critical_path(db, CriticalPathOptions(rank=rank, step=chosen, top=5))
     if result.frame.empty:
         return
-    sec.tail += f"<h3>Critical path (step {chosen if chosen is not None else 'all'})</h3>" + table_html(result.frame)
+    title = f"<h3>Critical path (step {chosen if chosen is not None else 'all'})</h3>"
+    sec.tail += title + table_html(result.frame, top=TOP_ROWS)
     if not result.operators.empty:
-        sec.tail += "<h4>Operators on the path</h4>" + table_html(result.operators.head(ROWS))
+        sec.tail += "<h4>Operators on the path</h4>" + table_html(result.operators.head(ROWS), top=TOP_ROWS)
     sec.notes += [f"critical path: {n}" for n in result.notes]
 
 
 def _table(sec: Section, title: str, frame: pd.DataFrame | None, notes: list[str], what: str) -> None:
     if frame is not None and not frame.empty:
-        sec.tail += f"<h3>{title}</h3>" + table_html(frame.head(ROWS))
+        sec.tail += f"<h3>{title}</h3>" + table_html(frame.head(ROWS), top=TOP_ROWS)
         sec.notes += [f"{what}: {n}" for n in notes]
 
 

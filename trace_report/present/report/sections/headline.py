@@ -1,4 +1,5 @@
-"""The report's headline numbers: advise's verdict, traces, ranks, steps, step time, GPU time,
+"""The report's headline: advise's verdict with its top findings (saving and what to do: the
+answer, on the page's first screen), then traces, ranks, steps, step time, GPU time,
 utilisation, top GPU operation, and the table of traces."""
 
 from __future__ import annotations
@@ -14,15 +15,59 @@ from trace_report.analyses.advise import AdviceResult
 from trace_report.analyses.common.utilization import gpu_utilization, step_overlap_note
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
 from trace_report.errors import TraceReportError
+from trace_report.present.charts.html import linkify
 from trace_report.present.charts.traces import short_name
 from trace_report.present.report.context import ReportContext, ReportOptions
-from trace_report.present.report.parts import Section, table_html
+from trace_report.present.report.parts import TOP_ROWS, Section, table_html
 from trace_report.store.tracedb import TraceDB
+
+TOP_FINDINGS = 3
+"""Findings the headline lists (the Advice section lists them all)."""
 
 
 def _headline_html(items: list[tuple[str, str]]) -> str:
     cells = "".join(f"<div><b>{html.escape(v)}</b>{html.escape(k)}</div>" for k, v in items)
     return f'<div class="headline">{cells}</div>'
+
+
+def _saving(row: pd.Series) -> str:
+    ms, pct = row.get("est_saving_ms_per_step"), row.get("saving_pct_of_step")
+    if ms is None or pd.isna(ms):
+        return ""
+    share = "" if pct is None or pd.isna(pct) else f" ({pct:.1f}% of step time)"
+    return f"saves about {ms:,.2f} ms per step{share}"
+
+
+def _on_ranks(frame: pd.DataFrame, row: pd.Series) -> str:
+    """`` on N ranks`` when the finding holds on several (a ``ranks`` list, or one row per ``rank``)."""
+    if "ranks" in frame.columns and isinstance(row["ranks"], (list, tuple)):
+        n = len(row["ranks"])
+    elif "rank" in frame.columns:
+        n = frame.loc[frame["finding"] == row["finding"], "rank"].nunique()
+    else:
+        n = 1
+    return f" on {n} ranks" if n > 1 else ""
+
+
+def verdict_html(advice: AdviceResult) -> str:
+    """advise's verdict, then its top :data:`TOP_FINDINGS` findings (one per ``finding``, the
+    rank of the largest saving: advise's frame is sorted by ``est_saving_ms_per_step``) with
+    their title, saving and ``recommendation`` as "Do:"; escaped, URLs as links."""
+    frame = advice.frame
+    items = []
+    if len(frame):
+        for _, row in frame.drop_duplicates("finding").head(TOP_FINDINGS).iterrows():
+            on = _on_ranks(frame, row)
+            saving = _saving(row)
+            items.append(f'<li><b>{html.escape(str(row["title"]))}</b> <code>{html.escape(str(row["finding"]))}'
+                         f'</code>{html.escape(on)}{": " + html.escape(saving) if saving else ""}'
+                         f'<div class="do"><b>Do:</b> {linkify(str(row["recommendation"]))}</div></li>')
+    more = len(frame.drop_duplicates("finding")) - len(items) if len(frame) else 0
+    where = f"{more} more finding{'s' * (more > 1)}, and the" if more else "The"
+    tail = f'<p class="note">{where} evidence and thresholds of each: the Advice section below.</p>'
+    tail = tail if len(frame) else ""
+    listed = f'<ol class="todo">{"".join(items)}</ol>' if items else ""
+    return f'<div class="verdict"><p class="verdict-line">{html.escape(advice.verdict)}</p>{listed}{tail}</div>'
 
 
 def _dur(us: float | None) -> str:
@@ -42,8 +87,9 @@ def _trace_facts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
                      advice: AdviceResult | TraceReportError | None = None) -> Section | None:
-    """Headline numbers: advise's verdict (the biggest finding), traces, ranks, steps, step time, GPU
-    time, utilisation, top GPU operation."""
+    """Headline numbers: advise's verdict and top findings with what to do (:func:`verdict_html`),
+    traces, ranks, steps, step time, GPU time, utilisation, top GPU operation; the traces table
+    (its first :data:`TOP_ROWS` rows, the rest folded)."""
     traces = _trace_facts(con)
     if traces.empty:
         return None
@@ -67,13 +113,12 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
         pct = row.get("pct_of_gpu_time", row.get("pct_of_cpu_self_time"))
         where = "CPU self time" if row["kind"] == "cpu_op" else "GPU time"
         items.append((what, f"{pct:.1f}% of {where}: {short_name(row['name'], 60, identity=True)}"))
-    if isinstance(advice, AdviceResult) and advice.verdict:
-        items.insert(0, ("biggest finding" if len(advice.frame) else "verdict", advice.verdict))
-    sec = Section("Headline numbers", _headline_html(items))
+    lead = verdict_html(advice) if isinstance(advice, AdviceResult) and advice.verdict else ""
+    sec = Section("Headline numbers", lead + _headline_html(items))
     overlap_note = step_overlap_note(db, opts.rank)
     if overlap_note:
         sec.notes.append(overlap_note)
-    sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",))
+    sec.body += "<h3>Traces</h3>" + table_html(traces, name_columns=("path",), top=TOP_ROWS)
     return sec
 
 

@@ -11,7 +11,7 @@ from trace_report.analyses.ops import OpsOptions, ops
 from trace_report.errors import TraceReportError
 from trace_report.present.format import si
 from trace_report.present.report.context import ReportContext
-from trace_report.present.report.parts import Section, table_html
+from trace_report.present.report.parts import TOP_ROWS, Section, table_html
 from trace_report.store.tracedb import TraceDB
 
 OPS_ROWS = 15
@@ -36,7 +36,8 @@ def ops_section(db: TraceDB, rank: int | None) -> Section | None:
     body = (f"<p>Top {len(shown)} <code>aten::</code> operators by GPU time (<code>gpu_us</code>: the kernels, "
             "copies and memsets they launched, with those of the operators nested in them; "
             "<code>gpu_self_us</code>: their own launches only).</p>"
-            + table_html(shown) + "<p>Every operator, by input shape: <code>trace-report ops --by-shape</code>.</p>")
+            + table_html(shown, top=TOP_ROWS)
+            + "<p>Every operator, by input shape: <code>trace-report ops --by-shape</code>.</p>")
     return Section("Operators", body, notes=list(result.notes))
 
 

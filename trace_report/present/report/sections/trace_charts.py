@@ -14,7 +14,7 @@ from trace_report.analyses.roofline.measured import RooflineOptions, roofline
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
 from trace_report.present import charts
 from trace_report.present.report.context import ReportContext, ReportOptions, flags_by_run, per_run, scalar, trace_runs
-from trace_report.present.report.parts import Section, attempt, table_html
+from trace_report.present.report.parts import TOP_ROWS, Section, attempt, table_html
 from trace_report.store.tracedb import TraceDB
 
 
@@ -80,7 +80,19 @@ def _top_kernels(sec: Section, db: TraceDB, opts: ReportOptions, runs: dict[str,
     sec.notes += list(dict.fromkeys(notes))
     if len(frame):
         sec.charts.append(("top-kernels", charts.top_kernels_chart(frame, limit=opts.limit)))
-        sec.tail += "<h3>Top kernels</h3>" + table_html(frame)
+        sec.tail += "<h3>Top kernels</h3>" + table_html(frame, top=TOP_ROWS)
+
+
+UNNAMED_REGIONS = {"other", "before_first_step"}
+"""Regions of a trace without forward/backward/optimizer/data-loading ranges: a chart of them alone
+is one grey bar."""
+
+
+def named_regions(frame: pd.DataFrame) -> set[str]:
+    """The regions of a ``breakdown(by_step=True)`` frame with wall or GPU time, other than
+    :data:`UNNAMED_REGIONS` (breakdown lists every region of a step, with zeros)."""
+    timed = frame[frame["wall_us"].fillna(0).gt(0) | frame["gpu_us"].fillna(0).gt(0)]
+    return set(timed["region"]) - UNNAMED_REGIONS
 
 
 def _regions(sec: Section, db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOptions,
@@ -96,6 +108,10 @@ def _regions(sec: Section, db: TraceDB, con: duckdb.DuckDBPyConnection, opts: Re
         return result.frame
 
     frame = attempt(sec, "regions", lambda: per_run(runs, build))
+    if frame is not None and len(frame) and not named_regions(frame):
+        sec.notes.append("regions: no forward, backward, optimizer or data-loading region in the trace "
+                         "(no record_function ranges that name them): no region chart")
+        return
     if frame is not None and len(frame):
         sec.charts.append(("regions", charts.regions_chart(frame)))
         sec.notes += list(dict.fromkeys(notes))

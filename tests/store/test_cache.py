@@ -186,3 +186,14 @@ def test_a_command_gives_the_same_rows_on_first_and_second_run(many: Path, tmp_p
     assert _derived_files(db) == kept  # read back, nothing written again
     if command == "breakdown":  # its rows: one per region, the kernels of every trace
         assert kept and sum(r["kernels"] for r in json.loads(first[1])) == sum(r % 5 + 1 for r in range(N_TRACES))
+
+
+def test_split_gives_each_trace_its_rows_in_table_order() -> None:
+    """Rows of interleaved traces, a NULL trace id and an id without rows: each id gets exactly its
+    rows, in the order the table has them (the reference: a plain pass over the rows)."""
+    ids = [3, 1, None, 3, 2, 1, 3]
+    table = pa.table({"trace_id": pa.array(ids, pa.int32()), "row": list(range(len(ids)))})
+    split = cache._split(table, [1, 2, 3, 4])
+    for t in (1, 2, 3, 4):
+        assert split[t]["row"].to_pylist() == [r for r, i in enumerate(ids) if i == t]
+        assert split[t].schema == table.schema

@@ -207,3 +207,43 @@ def test_stacked_rows_keep_each_runs_columns() -> None:
     out = stacked(PerRun([("a", gpu), ("b", cpu)]), lambda t: t)
     assert out.columns == ["run", "name", "pct_of_gpu_time", "pct_of_cpu_self_time"]
     assert out.data == [("a", "k", 60.0, None), ("b", "aten::mm", None, 100.0)]
+
+
+def _components_by_pairs(traces: list, spans: dict) -> list[set[int]]:
+    """Components by testing every pair (the rule as stated: same folder or overlapping spans)."""
+    parent = {t.trace_id: t.trace_id for t in traces}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for a in traces:
+        for b in traces:
+            sa, sb = spans.get(a.trace_id), spans.get(b.trace_id)
+            if a.folder == b.folder or (sa and sb and sa[0] < sb[1] and sb[0] < sa[1]):
+                parent[root(a.trace_id)] = root(b.trace_id)
+    out: dict[int, set[int]] = {}
+    for t in traces:
+        out.setdefault(root(t.trace_id), set()).add(t.trace_id)
+    return sorted(out.values(), key=min)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_components_equal_every_pair_tested(seed: int) -> None:
+    """The sweep over sorted spans joins exactly what testing every pair joins, zero-length spans,
+    spans that touch and spans that start together included."""
+    import random
+
+    from trace_report.store.run_identity import _components, _Trace
+
+    rnd = random.Random(seed)
+    traces = [_Trace(i, f"/r/d{rnd.randrange(8)}/t{i}.json", None, i, "distributedInfo", 4, "A")
+              for i in range(rnd.randrange(1, 30))]
+    spans = {}
+    for t in traces:
+        if rnd.random() < 0.9:
+            lo = float(rnd.randrange(0, 40))
+            spans[t.trace_id] = (lo, lo + rnd.choice([0, 0, 1, 2, 3, 7, 15]))
+    got = sorted(({t.trace_id for t in g} for g in _components(traces, spans)), key=min)
+    assert got == _components_by_pairs(traces, spans)

@@ -53,7 +53,9 @@ def critical_path_cmd(
     """Critical path per step and rank (HTA's critical_path_analysis: operator nesting on each CPU
     thread, launches, kernels in stream order, CUDA syncs): path_ms, and the ms on the path by what
     bounds it: cpu, gpu_compute, gpu_comm, launch_overhead (a launch onto an idle stream),
-    kernel_gap (between kernels of a stream), data_loading, sync. step_ms is the step's length.
+    kernel_gap (between kernels of a stream), data_loading, sync. step_ms is the step's length,
+    span_ms the time to the last end of its events (GPU work launched in a step may end after it),
+    which path_ms never exceeds.
     With --operators: the operators (and kernels) with the most time on the path.
 
     \b

@@ -267,11 +267,21 @@ class PerTrace:
 
 
 def _split(table: pa.Table, ids: list[int]) -> dict[int, pa.Table]:
+    """The rows of each of ``ids`` in ``table``, in their order there: slices of the table sorted
+    once by ``trace_id`` (a filter per trace read every row once per trace: quadratic in the
+    traces of a part)."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     if table.num_rows == 0:
         return dict.fromkeys(ids, table)
-    return {t: table.filter(pc.equal(table["trace_id"], t)) for t in ids}
+    column = pc.cast(table["trace_id"], pa.int64())
+    tids = pc.fill_null(column, np.iinfo(np.int64).min).to_numpy() if column.null_count else column.to_numpy()
+    order = np.argsort(tids, kind="stable")
+    ordered, tids = table.take(pa.array(order)), tids[order]
+    bounds = {t: (int(np.searchsorted(tids, t, "left")), int(np.searchsorted(tids, t, "right"))) for t in ids}
+    return {t: ordered.slice(lo, hi - lo) for t, (lo, hi) in bounds.items()}
 
 
 def _identity(con: duckdb.DuckDBPyConnection) -> str:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -40,6 +39,7 @@ from trace_report.store.views import CATALOGS
 
 TABLE = "trace_runs"
 """TEMP table ``trace_runs(trace_id INTEGER, run VARCHAR, run_source VARCHAR)``."""
+_RUN_ROWS = "trace_report_run_rows"
 
 
 @dataclass
@@ -100,8 +100,12 @@ def _spans(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, tuple[fl
     return {int(t): (float(lo), float(hi)) for t, lo, hi in rows if lo is not None}
 
 
-def _components(traces: list[_Trace], joined: Callable[[_Trace, _Trace], bool]) -> list[list[_Trace]]:
-    """Connected components of ``traces`` under ``joined(a, b)`` (small n: quadratic is fine)."""
+def _components(traces: list[_Trace], spans: dict[int, tuple[float, float]]) -> list[list[_Trace]]:
+    """Connected components of ``traces`` where two traces are joined when they share a folder or
+    their ``spans`` (start, end us) overlap (``a.start < b.end and b.start < a.end``), in order of
+    first member. Each folder is joined in one pass and the overlaps by a sweep over the spans
+    sorted by start (each span joined to the earlier one reaching furthest): O(n log n), where
+    testing every pair made thousands of ranks quadratic."""
     parent = list(range(len(traces)))
 
     def find(i: int) -> int:
@@ -110,14 +114,41 @@ def _components(traces: list[_Trace], joined: Callable[[_Trace, _Trace], bool]) 
             i = parent[i]
         return i
 
-    for i in range(len(traces)):
-        for j in range(i + 1, len(traces)):
-            if joined(traces[i], traces[j]):
-                parent[find(i)] = find(j)
+    def union(i: int, j: int) -> None:
+        parent[find(i)] = find(j)
+
+    first_of: dict[str, int] = {}
+    for i, t in enumerate(traces):
+        union(i, first_of.setdefault(t.folder, i))
+    for i, j in _overlapping(traces, spans):
+        union(i, j)
     groups: dict[int, list[_Trace]] = defaultdict(list)
     for i, t in enumerate(traces):
         groups[find(i)].append(t)
     return list(groups.values())
+
+
+def _overlapping(traces: list[_Trace], spans: dict[int, tuple[float, float]]) -> list[tuple[int, int]]:
+    """Pairs of positions in ``traces`` whose spans overlap, enough of them to connect every two
+    overlapping spans: each span with the span that ends last among those starting before it (a
+    span overlaps one of those iff it starts before that one ends), and the spans of positive
+    length that start at one time with each other."""
+    order = sorted(spans[t.trace_id] + (i,) for i, t in enumerate(traces) if t.trace_id in spans)
+    pairs: list[tuple[int, int]] = []
+    reach: tuple[float, int] | None = None  # (end, position): last to end among earlier starts
+    pos = 0
+    while pos < len(order):
+        same = [order[pos]]
+        while pos + len(same) < len(order) and order[pos + len(same)][0] == same[0][0]:
+            same.append(order[pos + len(same)])
+        pos += len(same)
+        pairs += [(i, reach[1]) for lo, _, i in same if reach is not None and lo < reach[0]]
+        positive = [i for lo, hi, i in same if lo < hi]
+        pairs += [(i, positive[0]) for i in positive[1:]]
+        for _, hi, i in same:
+            if reach is None or hi > reach[0]:
+                reach = (hi, i)
+    return pairs
 
 
 def _split_duplicates(group: list[_Trace], source: str) -> tuple[list[tuple[list[_Trace], str]], list[str]]:
@@ -141,18 +172,8 @@ def _distributed(con: duckdb.DuckDBPyConnection, traces: list[_Trace]) -> list[l
     out: list[list[_Trace]] = []
     for group in by_key.values():
         spans = _spans(con, [t.trace_id for t in group]) if len({t.folder for t in group}) > 1 else {}
-        out.extend(_components(group, _joined_by(spans)))
+        out.extend(_components(group, spans))
     return out
-
-
-def _joined_by(spans: dict[int, tuple[float, float]]) -> Callable[[_Trace, _Trace], bool]:
-    def joined(a: _Trace, b: _Trace) -> bool:
-        if a.folder == b.folder:
-            return True
-        sa, sb = spans.get(a.trace_id), spans.get(b.trace_id)
-        return bool(sa and sb and sa[0] < sb[1] and sb[0] < sa[1])
-
-    return joined
 
 
 def _groups(con: duckdb.DuckDBPyConnection, traces: list[_Trace]) -> tuple[list[tuple[list[_Trace], str]], list[str]]:
@@ -253,8 +274,16 @@ def identify_runs(con: duckdb.DuckDBPyConnection) -> list[Run]:
             for lab, (g, s) in zip(labels, groups, strict=True)]
     if runs:
         runs[0].warnings.extend(warnings)
-    rows = [(tid, r.label, r.source) for r in runs for tid in r.trace_ids]
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} (trace_id INTEGER, run VARCHAR, run_source VARCHAR)")
-    if rows:
-        con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?, ?)", rows)
+    import pyarrow as pa
+
+    rows = pa.table({"trace_id": pa.array([t for r in runs for t in r.trace_ids], pa.int32()),
+                     "run": pa.array([r.label for r in runs for _ in r.trace_ids], pa.string()),
+                     "run_source": pa.array([r.source for r in runs for _ in r.trace_ids], pa.string())})
+    con.register(_RUN_ROWS, rows)  # one insert of every row: a statement per row took seconds for thousands of ranks
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS "
+                    f"SELECT trace_id::INTEGER AS trace_id, run::VARCHAR AS run, run_source::VARCHAR AS run_source "
+                    f"FROM {_RUN_ROWS}")
+    finally:
+        con.unregister(_RUN_ROWS)
     return runs

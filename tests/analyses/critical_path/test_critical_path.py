@@ -565,3 +565,59 @@ def test_text_columns_give_rows_by_position_or_mask_and_refuse_anything_else() -
     for bad in (1, slice(0, 2), np.array([-1]), np.array([3]), np.array([0.5]), np.array([True, False])):
         with pytest.raises(TypeError):
             column[bad]
+
+
+def test_overlapping_operations_of_one_stream_count_once(tmp_path: Path) -> None:
+    """By hand: the launch trace with K2 running [80, 100] on K1's stream, 5 us before K1 ([35, 85])
+    ends. The path aten::mm.start (10) -> launch (10 us) -> K1 start (15 us) -> K1 end (50 us) ->
+    K2 end (15 us, K2's time past K1) is 90 us: the time from 10 to 100. HTA's kernel-to-kernel
+    edge from K1's end back to K2's start (weight set to 0) would count K2's whole 20 us: 95 us,
+    longer than the time it spans."""
+    events = [{**e, "ts": 80, "dur": 20} if e["name"] == "K2" else e for e in _launch_trace(sync=False)]
+    with tr.open(_write(tmp_path, events)) as db:
+        row = critical_path(db, CriticalPathOptions()).frame.iloc[0]
+    assert row["path_ms"] == pytest.approx(0.090)
+    assert (row["cpu_ms"], row["launch_overhead_ms"], row["gpu_compute_ms"], row["kernel_gap_ms"]) == \
+        pytest.approx((0.010, 0.015, 0.065, 0.0))
+    assert (row["step_ms"], row["span_ms"]) == pytest.approx((0.100, 0.100))
+
+
+def _window_spans_us(events: list[dict]) -> list[float]:
+    """Per ProfilerStep (by start), by a plain pass over the JSON: from its start to the last end of
+    HTA's window of it (CPU operators and runtime calls starting in it with a duration; GPU
+    operations whose runtime call, by correlation, starts in it with a duration) or its own end."""
+    from conftest import GPU_OP_CATS, RUNTIME_CATS
+
+    def corr(e: dict) -> object:
+        return (e.get("args") or {}).get("correlation")
+
+    calls = {corr(e): e for e in events if e.get("cat") in RUNTIME_CATS and corr(e) is not None and e["dur"] > 0}
+    cpu = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
+           if e.get("cat") in {"cpu_op", *RUNTIME_CATS} and float(e["dur"]) > 0]
+    gpu = [(float(calls[corr(e)]["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
+           if e.get("cat") in GPU_OP_CATS and float(e["dur"]) > 0 and corr(e) in calls]
+    steps = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
+                   if str(e.get("name", "")).startswith("ProfilerStep#"))
+    return [max([b, *(end for at, end in cpu + gpu if a <= at <= b)]) - a for a, b in steps]
+
+
+@pytest.mark.parametrize("name", [
+    "hta_trace_diff/test.json.gz",  # kernels that overlap on one stream
+    "hta_trace_diff/control.json.gz",
+    pytest.param("kineto_rn50_nw4_2021jun", marks=pytest.mark.slow),  # paths past the step's end
+    pytest.param("hta_ns_resolution", marks=pytest.mark.slow),
+])
+def test_no_path_is_longer_than_its_step_span(name: str) -> None:
+    """Every step's path is at most its span, computed from the JSON (:func:`_window_spans_us`),
+    which ``span_ms`` equals."""
+    path = shared_or_skip() / "data" / "traces" / name
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")))
+    from conftest import complete_events
+
+    expected = _window_spans_us(complete_events(files[0]))
+    with tr.open(files[0]) as db:
+        frame = critical_path(db, CriticalPathOptions()).frame
+    assert len(frame) == len(expected) > 0
+    for row, span_us in zip(frame.itertuples(), expected, strict=True):
+        assert row.span_ms == pytest.approx(span_us / 1e3, rel=1e-9, abs=1e-6), row.step
+        assert row.path_ms <= span_us / 1e3 + 1e-6, row.step

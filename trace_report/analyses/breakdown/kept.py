@@ -45,8 +45,9 @@ def empty_part(trace_id: int) -> RegionPart:
 
 def parts_to_arrow(parts: dict[int, RegionPart]) -> pa.Table:
     """The rows of every trace of ``parts``, then one facts row per trace (module docstring)."""
-    tables = [pa.Table.from_pandas(table[TABLE_COLUMNS].assign(facts=None), schema=SCHEMA, preserve_index=False)
-              for table, _ in parts.values() if len(table)]
+    frames = [table[TABLE_COLUMNS] for table, _ in parts.values() if len(table)]
+    tables = [pa.Table.from_pandas(pd.concat(frames, ignore_index=True).assign(facts=None), schema=SCHEMA,
+                                   preserve_index=False)] if frames else []  # one conversion, not one per trace
     facts = pa.table({"trace_id": pa.array(list(parts), pa.int64()),
                       "facts": [_facts_json(f) for _, f in parts.values()]})
     tables.append(pa.table([facts["trace_id"] if c == "trace_id" else facts["facts"] if c == "facts"

@@ -7,7 +7,10 @@ Per rank (trace) and ProfilerStep (the whole trace when it has none): the events
 HTA clips them (CPU events starting inside it with a positive duration; GPU operations whose
 runtime call starts inside it with a positive duration), the graph of
 :mod:`trace_report.analyses.critical_path.graph` (HTA's rules, cited there) and its longest path.
-The path's time is summed by what bounds it (HTA's ``bound_by``): ``cpu``, ``gpu_compute``,
+``step_ms`` is the ProfilerStep's length; ``span_ms`` the time from its start to the last end of
+the window's events (GPU operations launched in a step often end after it), which no path exceeds
+(operations that overlap on one stream are counted once: the graph module). The path's time is
+summed by what bounds it (HTA's ``bound_by``): ``cpu``, ``gpu_compute``,
 ``gpu_comm`` (NCCL/RCCL kernels), ``launch_overhead`` (runtime call start -> kernel start when the
 stream was idle), ``kernel_gap`` (previous kernel end -> kernel start on a stream),
 ``data_loading`` (CPU operators matching ``data_loading``) and ``sync`` (GPU -> CPU sync edges:
@@ -45,7 +48,8 @@ from trace_report.store.tracedb import TraceDB
 DATA_LOADING = (r"enumerate\(DataLoader\)",)
 """The data-loading events by default (torch-tb-profiler's convention; HTA has none by default)."""
 KINDS = ("cpu", "gpu_compute", "gpu_comm", "launch_overhead", "kernel_gap", "data_loading", "sync")
-SUMMARY_COLUMNS = ["trace_id", "rank", "step", "step_ms", "path_ms", *[f"{k}_ms" for k in KINDS], "path_edges"]
+SUMMARY_COLUMNS = ["trace_id", "rank", "step", "step_ms", "span_ms", "path_ms", *[f"{k}_ms" for k in KINDS],
+                   "path_edges"]
 OPERATOR_COLUMNS = ["trace_id", "rank", "step", "kind", "name", "ms", "pct_of_path", "edges"]
 
 
@@ -214,7 +218,8 @@ def _trace_paths(db: TraceDB, trace_id: int, rank: int, opts: CriticalPathOption
             continue
         kinds = [(e, cpg.edge_kind(graph, e, patterns)) for e in path]
         paths[(trace_id, step)] = kinds
-        summary.append(_summary_row(trace_id, rank, step, end - start, length, kinds))
+        span = max([end, *graph.ts]) - start
+        summary.append(_summary_row(trace_id, rank, step, (end - start, span), length, kinds))
         operators += _operator_rows(graph, trace_id, rank, step, length, kinds, opts.top)
 
 
@@ -229,13 +234,15 @@ def _check_step(db: TraceDB, step: int | None) -> None:
         raise UsageError(f"no ProfilerStep#{step} (steps: {', '.join(map(str, steps)) or 'none'})")
 
 
-def _summary_row(trace_id: int, rank: int, step: int | None, window_us: float, length_us: float,
+def _summary_row(trace_id: int, rank: int, step: int | None, window_us: tuple[float, float], length_us: float,
                  kinds: list[tuple[cpg.Edge, str]]) -> list[object]:
+    """``window_us``: (the step's length, its span: to the last end of its graph's events)."""
     per_kind = dict.fromkeys(KINDS, 0.0)
     for edge, kind in kinds:
         if kind in per_kind:
             per_kind[kind] += edge.weight
-    return [trace_id, rank, step, window_us / 1e3, length_us / 1e3, *[per_kind[k] / 1e3 for k in KINDS], len(kinds)]
+    return [trace_id, rank, step, window_us[0] / 1e3, window_us[1] / 1e3, length_us / 1e3,
+            *[per_kind[k] / 1e3 for k in KINDS], len(kinds)]
 
 
 def _operator_rows(graph: cpg.Graph, trace_id: int, rank: int, step: int | None, length_us: float,

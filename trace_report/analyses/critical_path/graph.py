@@ -23,6 +23,14 @@ call stacks of ``hta/common/call_stack.py`` (``CallStackGraph``, ``compare_event
   (the kernel-to-kernel gap) when that gap is < 1500 us; ``Context Sync`` / ``Stream Sync`` events
   (``cuda_sync``) give zero-weight edges from the last operation on every stream / on their stream
   to the end of the runtime call that waited.
+- Operations of one stream that overlap (one starts before the previous one on its stream ends:
+  clock skew, or programmatic dependent launch): HTA adds its kernel-to-kernel edge from the
+  previous end back to the later start, a negative weight that ``_validate_graph`` sets to 0
+  (or, with ``critical_path_strict_negative_weight_check``, rejects the graph), so a path through
+  both counts their overlap twice and can be longer than the time it spans. Here the later
+  operation instead gets an edge from the previous end to its own end (its time past the
+  previous one, attributed to it), none when it ends first (the previous end stays the stream's
+  last), so the overlap is counted once.
 - Weights: destination time - source time, negative ones (clock rounding) set to 0 as HTA's
   ``_validate_graph`` does; the longest path is computed in one pass over a topological order
   (Kahn's algorithm), O(V + E), as ``networkx.dag_longest_path`` finds it.
@@ -287,6 +295,11 @@ def _gpu(g: Graph, window: Window) -> None:
             g.add(src_end, start, SYNC)
         call = window.launches.get(e.launch) if e.launch is not None else None
         prev = last.get(e.stream)
+        if prev is not None and g.ts[start] < g.ts[prev]:  # it overlaps the previous operation
+            if g.ts[end] > g.ts[prev]:
+                g.add(prev, end, OPERATOR, event=e.idx)
+                last[e.stream] = end
+            continue
         alone = e.q_launch == e.n_launch and e.q_start == e.n_launch - 1
         if (alone and call is not None and call.idx in g.start_of
                 and (prev is None or g.ts[prev] < call.ts) and (src_end is None or g.ts[src_end] < call.ts)):

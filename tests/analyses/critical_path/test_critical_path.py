@@ -621,3 +621,21 @@ def test_no_path_is_longer_than_its_step_span(name: str) -> None:
     for row, span_us in zip(frame.itertuples(), expected, strict=True):
         assert row.span_ms == pytest.approx(span_us / 1e3, rel=1e-9, abs=1e-6), row.step
         assert row.path_ms <= span_us / 1e3 + 1e-6, row.step
+
+
+def test_shared_correlation_ids_link_each_kernel_to_the_launch_before_it(tmp_path: Path) -> None:
+    """Every correlation id 1 (an edited or wrapped trace): two steps [0, 100] and [100, 200],
+    each one launch [20, 30] + 100k and its kernel [35, 85] + 100k. Linking every kernel to the
+    first launch put both kernels into step 1 (a path longer than the step); each kernel goes to
+    the launch just before it: both steps by hand as in test_launch_kernel_gap_path_by_hand,
+    10 us CPU + 15 us launch delay + 50 us kernel = 75 us, each inside its own step."""
+    events = []
+    for k in (0, 1):
+        t = 100.0 * k
+        events += [_x(f"ProfilerStep#{k + 1}", "user_annotation", t, 100), _x("aten::mm", "cpu_op", t + 10, 30),
+                   _x("cudaLaunchKernel", "cuda_runtime", t + 20, 10, correlation=1), _kernel("K", t + 35, 50, 1)]
+    with tr.open(_write(tmp_path, events)) as db:
+        frame = critical_path(db, CriticalPathOptions()).frame
+    assert list(frame["step"]) == [1, 2]
+    assert list(frame["path_ms"]) == pytest.approx([0.075, 0.075])
+    assert list(frame["gpu_compute_ms"]) == pytest.approx([0.050, 0.050])

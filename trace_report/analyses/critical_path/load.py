@@ -215,7 +215,7 @@ def load_trace(db: TraceDB, trace_id: int, *, cuda_graphs: bool, infer_syncs: bo
     lo, hi = (-np.inf, np.inf) if cpu_window is None or waits else (cpu_window[0] - 2.0, cpu_window[1] + 2.0)
     calls = np.flatnonzero(launch_side & ~rows.corr_null)
     corr_keys, first = np.unique(rows.corr[calls], return_index=True)  # each correlation's first call
-    call_of = _lookup(corr_keys, calls[first], rows.corr, rows.corr_null)  # row -> its launch call, -1: none
+    call_of = _launch_call_of(rows.corr, rows.corr_null, calls)  # row -> its launch call, -1: none
     queues = _queue_lengths(rows, call_of, gpu_op)
     launched = gpu_op | sync
     inside = (rows.ts >= lo) & (rows.ts <= hi)
@@ -250,14 +250,29 @@ def load_trace(db: TraceDB, trace_id: int, *, cuda_graphs: bool, infer_syncs: bo
     return TraceEvents(cpu, gpu, syncs, launches)
 
 
-def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray, null: np.ndarray) -> np.ndarray:
-    """``values[i]`` where ``keys[i] == query`` (``keys`` sorted and unique), else -1 (also where
-    ``null``)."""
-    pos = np.minimum(np.searchsorted(keys, query), max(len(keys) - 1, 0))
-    found = ~null & (len(keys) > 0)
-    if len(keys):
-        found &= keys[pos] == query
-    return np.where(found, values[pos] if len(keys) else -1, -1)
+def _launch_call_of(corr: np.ndarray, null: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Each row's launch call (its row position), -1 for none: among the calls (positions
+    ``calls``, ascending) with the row's correlation, the last one at or before the row, since
+    a launch precedes what it launches (rows are in time order); the first such call where none
+    precedes it. With one call per correlation, as CUPTI records them, that call; with a
+    correlation id shared by several calls (a wrapped counter, an edited trace), each GPU
+    operation goes to the launch just before it instead of all to the first."""
+    out = np.full(len(corr), -1, dtype=np.int64)
+    if not len(calls):
+        return out
+    keys, group = np.unique(corr[calls], return_inverse=True)
+    span = np.int64(len(corr) + 1)
+    order = np.lexsort((calls, group))
+    call_key = group[order].astype(np.int64) * span + calls[order]
+    first = calls[order][np.searchsorted(group[order], np.arange(len(keys)))]  # each group's first call
+    rows = np.flatnonzero(~null)
+    pos = np.minimum(np.searchsorted(keys, corr[rows]), len(keys) - 1)
+    found = keys[pos] == corr[rows]
+    rows, g = rows[found], pos[found].astype(np.int64)
+    at = np.searchsorted(call_key, g * span + rows, side="right") - 1
+    before = (at >= 0) & (call_key[np.maximum(at, 0)] // span == g)
+    out[rows] = np.where(before, calls[order][np.maximum(at, 0)], first[g])
+    return out
 
 
 def _queue_lengths(rows: _Rows, call_of: np.ndarray, gpu_op: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -202,12 +202,14 @@ def check(checker: Checker, f: RankFacts, th: GpuBoundThresholds = GPU_BOUND) ->
     chain_pct = 100.0 * w.chain_us / f.gpu_us
     saving = w.chain_us * (1 - 1 / th.fusion_speedup)
     largest = max(w.groups, key=lambda g: w.groups[g]) if w.groups else "other"
+    fusible = (f"fusible: {pct_text(chain_pct)} of GPU time ({f.per_step_ms(w.chain_us):.3g} ms per step) in "
+               f"{w.chains / max(f.windows, 1):,.0f} chains per step of {w.chain_kernels / w.chains:.2g} "
+               "elementwise/reduction/norm/copy kernels in a row between GEMMs and other kernels; the saving assumes "
+               f"a fused chain runs {th.fusion_speedup:g}x faster" if w.chains else
+               "no two elementwise/reduction/norm/copy kernels in a row: nothing left to fuse, no saving estimated")
     evidence = (f"the GPU ran kernels, copies or memsets {pct_text(busy)} of step time, so the kernels set the step "
                 f"time; GPU time by kernel class: {_shares(w, th.top_groups)} (largest: {largest}, most in "
-                f"{kernel_label(w.top.get(largest, ''))}); fusible: {pct_text(chain_pct)} of GPU time "
-                f"({f.per_step_ms(w.chain_us):.3g} ms per step) in {w.chains / max(f.windows, 1):,.0f} chains per step "
-                f"of {w.chain_kernels / max(w.chains, 1):.2g} elementwise/reduction/norm/copy kernels in a row between "
-                f"GEMMs and other kernels; the saving assumes a fused chain runs {th.fusion_speedup:g}x faster")
+                f"{kernel_label(w.top.get(largest, ''))}); {fusible}")
     if f.compiled:
         evidence += f"; the run is compiled ({f.compiled})"
     checker._add(f, "gpu_bound", "GPU-bound: kernel time sets the step time", busy, "% of step time GPU busy",

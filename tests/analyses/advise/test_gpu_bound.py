@@ -82,6 +82,19 @@ def test_gpu_bound_trace_gets_its_finding_with_busy_share_and_fusion_saving(v100
     assert "torch.compile(model)" in f["recommendation"] and "CUDAFunctor_add" in f["recommendation"]
 
 
+def test_tensor_core_advice_names_the_kernel_to_change(v100):
+    """The V100's largest GEMM/convolution kernel on CUDA cores (plain: most time among the names
+    cuBLAS and cuDNN give them) is named in what to change."""
+    plain, result = v100
+    totals: dict[str, float] = {}
+    for e in plain.gpu:
+        if e["cat"] in KERNEL_CATS and re.search(r"sgemm|scudnn|dgrad|wgrad|winograd", e["name"]):
+            totals[e["name"]] = totals.get(e["name"], 0.0) + e["dur"]
+    top = max(totals, key=totals.__getitem__)
+    label = re.split(r"[<(,]", top.removeprefix("void "), maxsplit=1)[0]  # the name without its template
+    assert f"({label})" in found(result)["no_tensor_cores"]["recommendation"]
+
+
 def test_eager_softmax_is_a_finding_with_half_its_time_saved():
     """TimeSformer on an H100: ATen softmax kernels hold 43% of GPU time, no fused attention kernel."""
     plain = Plain(events_of(load_json(trace_file("tracelens_h100_timesformer"))))

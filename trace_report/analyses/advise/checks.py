@@ -10,6 +10,7 @@ module docstring of :mod:`trace_report.analyses.advise` states (docs/analysis.md
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,6 +166,12 @@ _COMPILED_LAUNCH = ("Already compiled: replay the compiled graphs as CUDA graphs
                     "TORCH_LOGS=graph_breaks); fused or foreach optimizers, larger batches")
 
 
+def _first(names: str) -> str:
+    """The first of the ``, ``-joined kernel names (``cuda_core_gemm_names``) up to its template or
+    argument list, or ``none named``."""
+    return re.split(r"[<(,]", names.removeprefix("void "), maxsplit=1)[0].strip() if names else "none named"
+
+
 def ms_text(us: float) -> str:
     """A duration for people, 3-4 significant digits: µs below 1 ms, else ms."""
     if abs(us) < 1000:
@@ -274,7 +281,8 @@ class Checker:
                           self.th.fp32_gemm_pct, us * (1 - 1 / self.th.tensor_core_speedup),
                           f"{f.cc_text}; {self._per_step(f, us)} in GEMM/convolution kernels that "
                           f"run on CUDA cores ({f.cuda_core_gemm_names})",
-                          "Allow TF32: torch.backends.cuda.matmul.allow_tf32 = True (or "
+                          f"Allow TF32 for these kernels ({_first(f.cuda_core_gemm_names)}): "
+                          "torch.backends.cuda.matmul.allow_tf32 = True (or "
                           "torch.set_float32_matmul_precision('high')) and torch.backends.cudnn.allow_tf32 = True; "
                           "or autocast to bf16", LINKS["tf32"])
             return
@@ -287,7 +295,8 @@ class Checker:
                       "% of GPU time in GEMM/conv kernels", 0.0, eligible * (1 - 1 / self.th.tensor_core_speedup),
                       f"{f.cc_text}; {self._per_step(f, eligible)} GEMM/convolution kernel time "
                       f"({f.eligible_ops} tensor-core-eligible operator calls), none on tensor cores",
-                      "Use automatic mixed precision: torch.autocast(device_type='cuda', dtype=torch.float16) with "
+                      f"Use automatic mixed precision for the GEMMs/convolutions ({_first(f.cuda_core_gemm_names)}): "
+                      "torch.autocast(device_type='cuda', dtype=torch.float16) with "
                       "a GradScaler (bf16 where supported)", LINKS["amp"])
 
     # --- what the GPU waits for ----------------------------------------------------------------

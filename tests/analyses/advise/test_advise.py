@@ -112,7 +112,7 @@ def test_exposed_communication_is_comm_not_overlapped_with_compute(a100):
     f = found(result)["exposed_communication"]
     assert f["value"] == pytest.approx(100 * exposed / plain.gpu_us, abs=0.01)
     assert f["est_saving_ms_per_step"] == pytest.approx(exposed / len(plain.steps) / 1e3, abs=0.01)
-    assert "bucket" in f["recommendation"] and "--stragglers" in f["recommendation"]
+    assert "bucket" in f["recommendation"] and "--stragglers" not in f["recommendation"]  # one rank
 
 
 def test_launch_bound_is_the_idle_waiting_for_launches_with_a_shallow_queue(a100):
@@ -224,14 +224,13 @@ def test_nothing_below_two_percent_unless_all():
 
 def test_gpu_bound_trace_says_so():
     """ResNet-50 Feb 2021 (V100, GPU busy 87% of step time, queue ~150 deep): no idle finding; its
-    fp32 GEMMs on an sm70 inferred from the volta_* kernel names (no deviceProperties) and a 40 ms
-    first copy are the only findings with kernel duration variance (TraceLens' rule, ~8% of step
-    time above the kernels' medians); without the first two and a higher floor the verdict says
-    GPU-bound."""
+    fp32 GEMMs on an sm70 inferred from the volta_* kernel names (no deviceProperties), the kernel
+    time (gpu_bound), a 40 ms first copy and kernel duration variance (TraceLens' rule, ~8% of step
+    time above the kernels' medians) are the findings; without them the verdict says GPU-bound."""
     with tr.open(TRACES / "kineto_rn50_nw4_2021feb") as db:
         result = advise(db)
-        assert set(result.frame["finding"]) == {"no_tensor_cores", "startup_in_window", "kernel_variance"}
-        strict = advise(db, thresholds=Thresholds(min_tensor_core_cc=99.0, min_saving_pct=8.0))
+        assert set(result.frame["finding"]) == {"no_tensor_cores", "gpu_bound", "startup_in_window", "kernel_variance"}
+        strict = advise(db, thresholds=Thresholds(min_tensor_core_cc=99.0, min_saving_pct=15.0))
     assert strict.frame.empty and strict.verdict.startswith("GPU-bound")
 
 
@@ -284,6 +283,8 @@ PAIRS = [
     ("no_tensor_cores", "hta_ns_resolution", "tracelens_h100_bert_small"),
     ("fp32_without_tf32", None, "tracelens_b200_vllm_eager"),
     ("low_gpu_utilization", "tracelens_h100_timesformer", "hta_ns_resolution"),
+    ("gpu_bound", "hta_ns_resolution", "tracelens_h100_timesformer"),
+    ("eager_softmax", "tracelens_h100_timesformer", "hta_ns_resolution"),
 ]
 
 

@@ -144,6 +144,18 @@ RULE_CASES = [
     ("convolution", "kineto_rn50_nw4_2021jun", "volta_scudnn_winograd", 7.0, "convolution"),
     ("convolution", "hta_a100_ddp_nccl", "ImplicitGemmConvolution", 8.0, "convolution"),
     ("convolution", "tracelens_mi300_resnet18_ddp_train", "igemm_bwd_gtcx3", 9.4, "convolution"),
+    ("attention", "tracelens_mi300_bert_small", "attn_fwd", 9.4, "attention"),
+    ("attention", "tracelens_h100_bert_small", "pytorch_flash::flash_fwd_kernel", 9.0, "attention"),
+    ("softmax", "tracelens_h100_timesformer", "cunn_SoftMaxForward", 9.0, "softmax"),
+    ("softmax", "hta_a100_ddp_nccl", "softmax_warp_backward", 8.0, "softmax"),
+    ("norm", "tracelens_h100_bert_small", "vectorized_layer_norm_kernel", 9.0, "norm"),
+    ("norm", "tracelens_mi300_resnet18_ddp_train", "batch_norm_backward_kernel", 9.4, "norm"),
+    ("norm", "hta_a100_ddp_nccl", "bn_fw_tr_1C11_kernel_NCHW", 8.0, "norm"),
+    ("norm", "tracelens_b200_vllm_eager", "vllm::fused_add_rms_norm_kernel", 10.0, "norm"),
+    ("copy", "hta_amd_mi250", "direct_copy_kernel_cuda", 9.0, "copy"),
+    ("copy", "hta_trace_diff", "CatArrayBatchedCopy<float", 8.0, "copy"),
+    ("copy", "kineto_rn50_nw4_2021jun", "copy_device_to_device", 7.0, "copy"),
+    ("convolution", "tracelens_mi300_resnet18_ddp_train", "igemm_wrw_gtcx3", 9.4, "convolution"),
     ("gemm", "param_linear_kineto_2080ti", "volta_sgemm_64x64_tn", 7.5, "gemm"),
     ("gemm", "tracelens_b200_vllm_eager", "nvjet_tst_", 10.0, "gemm"),
     ("gemm", "tracelens_mi300_torch_compile_triton", "Cijk_Alik_Bljk_BBS", 9.4, "gemm"),
@@ -189,6 +201,11 @@ NOT_CASES = [
      "a MoE finalize kernel with cutlass types in its template arguments is no MMA kernel"),
     (H200_AUTOTUNE, "triton_tem_fused_addmm_mean_t_view_", 9.0, {"convolution", "elementwise", "reduction"},
      "a matmul template with a fused epilogue is a GEMM"),
+    ("tracelens_mi300_resnet18_ddp_train", "igemm_wrw_gtcx3", 9.4, {"gemm"}, "MIOpen weight-gradient conv"),
+    ("tracelens_b200_vllm_eager", "routingRenormalize", 10.0, {"norm"}, "MoE routing renormalises, no norm"),
+    ("tracelens_h100_timesformer", "cunn_SoftMaxForward", 9.0, {"attention"}, "eager softmax is no fused attention"),
+    ("tracelens_mi300_torch_compile_triton", "triton_red_fused__unsafe_view_add_mean_mul_pow_rsqrt", 9.4,
+     {"norm", "attention", "softmax", "copy"}, "an Inductor kernel is fused already"),
 ]
 
 
@@ -214,6 +231,15 @@ def test_rule_does_not_fire(small, source, fragment, cc, not_classes, why):
 # the_real_traces checks that no real name could have been used instead.
 # (rule_id, constructed name, compute capability, classes it must give, classes it must not, where from)
 CONSTRUCTED_CASES = [
+    ("convolution", "_ZN2ck16tensor_operation6device37kernel_batched_gemm_xdlops_bwd_weightINS_37GridwiseGemm_bk0mk1_"
+     "bk0nk1_mn_xdlops_bwd_weightILi256EttffNS_8TupleIJEEE", 9.4, {"convolution", "tensor_core"}, {"gemm"},
+     "composable_kernel device_grouped_conv_bwd_weight_multiple_d_xdl_cshuffle.hpp: the weight-gradient "
+     "convolution kernel kernel_batched_gemm_xdlops_bwd_weight<GridwiseGemm_bk0mk1_bk0nk1_mn_xdlops_bwd_weight>, "
+     "mangled as CK's other kernels in tracelens_mi300_resnet18_ddp_train"),
+    ("convolution", "naive_conv_nonpacked_wrw_nchw_float_double_float", 9.4, {"convolution"}, {"gemm"},
+     "MIOpen naive_conv.cpp kernel names (naive_conv_nonpacked_wrw_nchw_<suffix>)"),
+    ("convolution", "miopenSp3AsmConv_v21_1_3_gfx9_fp32_f2x3_stride1", 9.0, {"convolution"}, {"gemm"},
+     "MIOpen Winograd assembly kernel (ConvBinWinogradRxSf2x3 solver)"),
     ("tc_nvjet", "nvjet_sm100_tst_128x256_64x4_1x2_h_bz_TNT", 10.0,
      {"tensor_core", "bf16_tensor_core", "gemm"}, {"fp16_tensor_core"},
      "cuBLAS on B200 (public vLLM/SGLang profiles: nvjet_sm100_tst_* launched by aten::mm on c10::BFloat16)"),
@@ -306,7 +332,8 @@ def test_every_rule_is_tested_and_documented(small):
     for col in ("pattern", "class", "rationale", "source"):
         assert table[col].notna().all() and (table[col].str.len() > 0).all()
     assert {"tensor_core", "tf32", "bf16_tensor_core", "fp16_tensor_core", "layout_conversion", "memcpy", "memset",
-            "collective", "elementwise", "reduction", "triton", "gemm", "convolution"} <= set(table["class"])
+            "collective", "elementwise", "reduction", "triton", "gemm", "convolution", "attention", "softmax", "norm",
+            "copy"} <= set(table["class"])
 
 
 # ------------------------------------------------------------------ flags vs MANIFEST and the JSON

@@ -174,3 +174,26 @@ def test_step_of_a_mark_is_the_highest_step_holding_its_start(tmp_path: Path) ->
         holding = [n for n, a, d in steps if a <= ts < a + d]
         expected = max(holding) if holding else None
         assert (None if pd.isna(got[f"## mark {i} ##"]) else int(got[f"## mark {i} ##"])) == expected, ts
+
+
+@needs_shared
+def test_by_class_sums_every_instance_of_a_class(bert: tuple[Path, Any]) -> None:
+    """One row per nn.Module class: the calls, CPU and GPU time of LayerNorm_0 .. LayerNorm_9 (and
+    of every other class) summed from the plain pass, wherever the instances are in the tree."""
+    import re
+
+    path, db = bert
+    expected: dict[str, dict[str, float]] = {}
+    for p, row in reference(path).items():
+        cls = re.sub(r"_[0-9]+$", "", p.rsplit(".", 1)[-1])
+        acc = expected.setdefault(cls, {"calls": 0, "cpu_us": 0.0, "gpu_ops": 0, "gpu_us": 0.0})
+        for k in acc:
+            acc[k] += row[k]
+    got = modules(db, ModuleOptions(by_class=True)).frame.set_index("module")
+    assert set(got.index) == set(expected) and expected["LayerNorm"]["calls"] > 1
+    for cls, row in expected.items():
+        assert got.loc[cls, "calls"] == row["calls"], cls
+        assert got.loc[cls, "gpu_ops"] == row["gpu_ops"], cls
+        assert got.loc[cls, "cpu_us"] == pytest.approx(row["cpu_us"], abs=TOL_US), cls
+        assert got.loc[cls, "gpu_us"] == pytest.approx(row["gpu_us"], abs=TOL_US), cls
+    assert list(got["gpu_us"]) == sorted(got["gpu_us"], reverse=True)  # most GPU time first

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -180,6 +181,24 @@ def test_plain_python_pass_small() -> None:
         default = ours(db)
     expected = {k: v for k, v in plain_sequences(events).items() if 2 <= len(k) - 1 <= 8 and v[0] >= 2}
     assert_same(default, expected)
+
+
+@pytest.mark.parametrize("module", ["nn.Module: BertSelfOutput", "nn.Module: LayerNorm", "nn.Module: BertLayer"])
+def test_module_instances_group_by_class(module: str) -> None:
+    """BERT (with_stack: nn.Module events named <Class>_<n>, one per instance): the calls of
+    every instance of a class make one sequence under the class name; the plain pass keyed by
+    instance, then merged by class."""
+    path = trace_file("tracelens_h100_bert_small")
+    merged: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for key, (count, gpu_us, cpu_us) in plain_sequences(complete_events(path), module).items():
+        row = merged[(re.sub(r"_[0-9]+$", "", key[0]), *key[1:])]
+        row[0], row[1], row[2] = row[0] + count, row[1] + gpu_us, row[2] + cpu_us
+    assert max(v[0] for v in merged.values()) > 1  # instances of one class, once each per step
+    with tr.open(path) as db:
+        assert_same(ours(db, operator=module, **EVERY), dict(merged))
+        default = ours(db, operator=module)
+    assert_same(default, {k: v for k, v in merged.items() if 2 <= len(k) - 1 <= 8 and v[0] >= 2})
+    assert default or module != "nn.Module: BertSelfOutput"  # its 4 instances: 4 calls of one sequence
 
 
 @pytest.mark.slow

@@ -17,12 +17,18 @@ estimates ``est_saving_ms_per_step``:
   time; ``pageable_memcpy`` half the pageable copy time (pinned copies ~2x faster);
   ``fp32_without_tf32`` / ``no_tensor_cores`` half the GEMM/convolution time on CUDA cores.
   These are upper bounds where the GPU is not the bottleneck.
+- GPU-bound steps (:mod:`trace_report.analyses.advise.gpu_bound`): ``gpu_bound`` (GPU busy
+  >= 80% of step time) saves what fusing the chains of elementwise/norm/copy kernels between
+  GEMMs would, ``eager_softmax`` half the softmax kernels' time (fused attention instead).
 - ``memory_near_capacity`` has no time saving (NaN) and is listed after the ranked findings.
 - The rules of other tools (nsys analyze, PyTorch's pattern matcher, HTA/TraceLens):
   :mod:`trace_report.analyses.advise.anchors`, with their thresholds and savings.
 
-Findings are sorted by saving; those under ``min_saving_pct`` (2%) of step time are left out
-unless ``all_findings``. :attr:`AdviceResult.verdict` names the biggest.
+Findings are sorted by saving, ``low_gpu_utilization`` (a symptom) after every finding with a
+saving, whatever its own; those under ``min_saving_pct`` (2%) of step time are left out unless
+``all_findings``. :attr:`AdviceResult.verdict` names the biggest. Advice follows the trace: a
+compiled run (Inductor kernels, torch.compile's runtime events) is told CUDA graphs
+(``mode='reduce-overhead'``), not torch.compile; straggler advice needs several ranks.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise.anchors import check_anchors, load_anchor_facts
+from trace_report.analyses.advise import gpu_bound
 from trace_report.analyses.advise.checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
 from trace_report.analyses.advise.startup import evidence_text, startup
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
@@ -169,6 +176,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         if r is not None and int(r) in facts:
             facts[int(r)].hta_idle[str(cat)] = float(us or 0.0)
     _startup_facts(db, ids, facts)
+    gpu_bound.load(con, ids, facts)
     for r, f in facts.items():
         f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
         f.mean_queue = _busiest_queue(q, busiest.get(r), r)
@@ -181,6 +189,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
         dev = devices.get(r, {})
         f.cc, f.amd, f.device_inferred = dev.get("cc"), bool(dev.get("amd")), dev.get("inferred")
         f.eligible_ops = int(eligible.get(r, {}).get("n") or 0)
+        f.ranks = len(facts)
     return facts
 
 
@@ -222,6 +231,7 @@ def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
     check.tensor_cores(f)
     check.startup(f)
     check_anchors(check, f)
+    gpu_bound.check(check, f)
     explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
                     if r["finding"] in IDLE_FINDINGS)
     check.utilization(f, explained)
@@ -254,6 +264,8 @@ def _rank_and_filter(frame: pd.DataFrame, th: Thresholds, all_findings: bool) ->
     if not all_findings:
         frame = frame[keep]
     order = frame["est_saving_ms_per_step"].fillna(-1.0)
+    # a symptom after every finding with a cause: its saving is only the idle time they leave unexplained
+    order = order.where((frame["finding"] != "low_gpu_utilization") | (order < 0), -0.5)
     dominant = (frame["finding"] == "startup_in_window") & (frame["value"] > th.startup_dominant_pct)
     order = order.where(~dominant, math.inf)  # what the window mostly measured comes first
     return frame.assign(_o=order).sort_values("_o", ascending=False, kind="stable").drop(columns="_o") \

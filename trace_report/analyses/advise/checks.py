@@ -10,7 +10,9 @@ module docstring of :mod:`trace_report.analyses.advise` states (docs/analysis.md
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -93,7 +95,9 @@ class RankFacts:
     ``pageable_copies_by_rank``; ``data_loading_wall_us``: the breakdown's data_loading
     region; ``startup_us``/``startup_evidence``: one-time work inside the windows (view
     ``startup_in_windows``) and its longest calls; ``cc``/``amd``/``device_inferred``: view
-    ``device_arch`` (the evidence when the compute capability was inferred from kernel names)."""
+    ``device_arch`` (the evidence when the compute capability was inferred from kernel names);
+    ``gpu_work``/``compiled``: GPU time by kernel group and the evidence of torch.compile
+    (:func:`trace_report.analyses.advise.gpu_bound.load`); ``ranks``: ranks in the selection."""
 
     rank: int
     windows: int = 0
@@ -122,6 +126,9 @@ class RankFacts:
     eligible_ops: int = 0
     hta_idle: dict = field(default_factory=dict)
     anchors: object = None  # advise.anchors.AnchorFacts: the rules of other tools
+    gpu_work: Any = None
+    compiled: str = ""
+    ranks: int = 1
 
     def hta_idle_text(self) -> str:
         """HTA's per-stream idle breakdown summed over the rank's streams (view gpu_idle_breakdown)."""
@@ -153,6 +160,17 @@ class RankFacts:
     def util_pct(self) -> float:
         """GPU utilisation (view ``gpu_utilization``): busy time / wall time of the same windows."""
         return 100.0 * self.busy_us / self.wall_us if self.wall_us > 0 else 0.0
+
+
+_COMPILED_LAUNCH = ("Already compiled: replay the compiled graphs as CUDA graphs, torch.compile(model, "
+                    "mode='reduce-overhead'), with static input shapes (no graph breaks in the step: "
+                    "TORCH_LOGS=graph_breaks); fused or foreach optimizers, larger batches")
+
+
+def _first(names: str) -> str:
+    """The first of the ``, ``-joined kernel names (``cuda_core_gemm_names``) up to its template or
+    argument list, or ``none named``."""
+    return re.split(r"[<(,]", names.removeprefix("void "), maxsplit=1)[0].strip() if names else "none named"
 
 
 def ms_text(us: float) -> str:
@@ -218,7 +236,8 @@ class Checker:
                   f"{n / max(f.windows, 1):.3g} copies and {self._per_step(f, us)} from or to pageable host memory "
                   f"({most}); {pct_text(f.pct_of_step(us))} of step time; the driver "
                   "stages each through a pinned buffer, blocking the CPU, at about half the bandwidth",
-                  "Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) (or "
+                  f"Pin the host memory of the {f.pageable.get('common_name')} copies and copy asynchronously: "
+                  "DataLoader(pin_memory=True) (or "
                   "tensor.pin_memory()), then .to(device, non_blocking=True); keep data already on the GPU "
                   "in GPU memory across steps", LINKS["pinned"])
 
@@ -239,8 +258,9 @@ class Checker:
                   f"{pct_text(100 * f.overlap_us / f.comm_us)} overlapped); an exposed collective also includes the "
                   "wait for the slowest rank",
                   "Overlap communication with the backward pass: DDP(bucket_cap_mb=...) smaller buckets start "
-                  "all-reduce earlier, gradient_as_bucket_view=True, no_sync() for gradient accumulation; "
-                  "check for stragglers with trace-report breakdown --stragglers", LINKS["ddp"])
+                  "all-reduce earlier, gradient_as_bucket_view=True, no_sync() for gradient accumulation"
+                  + ("; check for stragglers with trace-report breakdown --stragglers" if f.ranks > 1 else
+                     "; profile every rank to tell a slow rank from slow communication"), LINKS["ddp"])
 
     def layout(self, f: RankFacts) -> None:
         if f.gpu_us <= 0:
@@ -273,7 +293,8 @@ class Checker:
                           self.th.fp32_gemm_pct, us * (1 - 1 / self.th.tensor_core_speedup),
                           f"{f.cc_text}; {self._per_step(f, us)} in GEMM/convolution kernels that "
                           f"run on CUDA cores ({f.cuda_core_gemm_names})",
-                          "Allow TF32: torch.backends.cuda.matmul.allow_tf32 = True (or "
+                          f"Allow TF32 for these kernels ({_first(f.cuda_core_gemm_names)}): "
+                          "torch.backends.cuda.matmul.allow_tf32 = True (or "
                           "torch.set_float32_matmul_precision('high')) and torch.backends.cudnn.allow_tf32 = True; "
                           "or autocast to bf16", LINKS["tf32"])
             return
@@ -286,7 +307,8 @@ class Checker:
                       "% of GPU time in GEMM/conv kernels", 0.0, eligible * (1 - 1 / self.th.tensor_core_speedup),
                       f"{f.cc_text}; {self._per_step(f, eligible)} GEMM/convolution kernel time "
                       f"({f.eligible_ops} tensor-core-eligible operator calls), none on tensor cores",
-                      "Use automatic mixed precision: torch.autocast(device_type='cuda', dtype=torch.float16) with "
+                      f"Use automatic mixed precision for the GEMMs/convolutions ({_first(f.cuda_core_gemm_names)}): "
+                      "torch.autocast(device_type='cuda', dtype=torch.float16) with "
                       "a GradScaler (bf16 where supported)", LINKS["amp"])
 
     # --- what the GPU waits for ----------------------------------------------------------------
@@ -327,7 +349,8 @@ class Checker:
                   f"the CPU {pct_text(f.pct_of_step(blocked))} of step time; "
                   f"{int(f.idle.get('host_sync_periods') or 0)} times the GPU ran out of work during one and stayed "
                   f"idle {self._per_step(f, idle)} until the CPU launched again",
-                  "Remove synchronisation from the loop: no loss.item(), .cpu(), print(tensor) or "
+                  f"Remove synchronisation from the loop (here {f.syncs.get('common_call')}): no loss.item(), .cpu(), "
+                  "print(tensor) or "
                   "torch.cuda.synchronize() per step (accumulate on the GPU, read every N steps); "
                   "non_blocking copies to pinned memory", LINKS["sync"])
 
@@ -362,9 +385,11 @@ class Checker:
         if graph_ops:
             evidence += (f"; {graph_ops / max(f.windows, 1):,.0f} more GPU ops per step replayed from CUDA/HIP "
                          "graphs (not counted above)")
+        if f.compiled:
+            evidence += f"; the run is compiled ({f.compiled}): the CPU time is Inductor's launch path"
         if short >= self.th.launch_short_pct:
             how = ("Capture more of the step in CUDA graphs (the optimizer step, the loss, the input copy), "
-                   "fused or foreach optimizers, larger batches" if graph_ops else
+                   "fused or foreach optimizers, larger batches" if graph_ops else _COMPILED_LAUNCH if f.compiled else
                    "Cut CPU time per GPU operation: CUDA graphs or torch.compile(mode='reduce-overhead'), fused "
                    "or foreach optimizers (foreach=True / fused=True), zero_grad(set_to_none=True), larger batches")
             self._add(f, "launch_bound", "The GPU waits for kernel launches", pct, "% of step time",
@@ -374,9 +399,10 @@ class Checker:
                       self.th.min_saving_pct, idle,
                       evidence + f"; the CPU spends about {ms_text(per_op)} of idle GPU time per operation, more than "
                       "launching it takes: Python, operator dispatch or other host work between launches",
+                      _COMPILED_LAUNCH if f.compiled and not graph_ops else
                       "Find the CPU work between launches (trace-report ops, the CPU rows of the timeline; py-spy); "
                       "cut Python overhead with torch.compile, CUDA graphs for static shapes, larger batches",
-                      LINKS["tuning"])
+                      LINKS["graphs"] if f.compiled else LINKS["tuning"])
 
     def startup(self, f: RankFacts) -> None:
         """One-time work (context creation, first calls, compilation, module loading) inside the

@@ -30,6 +30,11 @@ COLUMNS = ["rank", "step", "module", "depth", "kind", "calls", "steps", "cpu_us"
            "flop", "path"]
 """The columns of :func:`modules` (``step`` only with ``by_step``, ``steps`` only without it)."""
 
+CLASS_SQL = "CASE WHEN kind = 'module' THEN regexp_replace(name, '_[0-9]+$', '') ELSE name END"
+"""A module call's class: an nn.Module's name without the instance number PyTorch's profiler
+appends (``nn.Module: <Class>_<n>``, ``<n>`` counting the instances of the class); an
+annotation's name as it is."""
+
 PROFILE_HINT = ("profile with torch.profiler.profile(with_stack=True) to record nn.Module events "
                 "(with_modules=True alone records none in eager mode; trace-report capture records them)")
 
@@ -38,12 +43,14 @@ PROFILE_HINT = ("profile with torch.profiler.profile(with_stack=True) to record 
 class ModuleOptions:
     """``depth``: keep the tree down to this depth (1 = the outermost modules; None = all);
     ``rank``: only that rank; ``by_step``: one row per path and ProfilerStep (else summed over the
-    whole trace)."""
+    whole trace); ``by_class``: one row per module class (:data:`CLASS_SQL`) instead of per path."""
 
     depth: Annotated[int | None, Opt("Show the module tree down to this depth (1: the outermost modules).",
                                      min=1)] = None
     rank: Annotated[int | None, RANK] = None
     by_step: Annotated[bool, Opt("One row per module and ProfilerStep (else summed over the trace).")] = False
+    by_class: Annotated[bool, Opt("One row per module class: the calls of every instance summed, wherever it is "
+                                  "in the tree (Qwen2RMSNorm for Qwen2RMSNorm_0 .. _23).")] = False
 
 
 COMMAND = Command(

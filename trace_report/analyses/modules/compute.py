@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trace_report.analyses.common.result import Result, drop_single_trace_ids
-from trace_report.analyses.modules import COLUMNS, PROFILE_HINT, ModuleOptions
+from trace_report.analyses.modules import CLASS_SQL, COLUMNS, PROFILE_HINT, ModuleOptions
 from trace_report.analyses.modules.tree import PATH_NAMES, module_calls
 from trace_report.errors import UsageError
 from trace_report.store.tracedb import TraceDB
@@ -13,22 +13,27 @@ CALLS_TABLE = "module_calls"
 while :func:`module_query` sums it."""
 
 
-def module_query(by_step: bool) -> str:
+def module_query(by_step: bool, by_class: bool = False) -> str:
     """The SQL of the per-path sums over the per-call rows (:data:`CALLS_TABLE`, from
     :func:`~trace_report.analyses.modules.tree.module_calls`); parameter ``$depth`` (NULL = every
     depth). Rows in tree order: by rank, trace, step, then by the start of the path's first call
-    (a module starts after the modules that hold it)."""
+    (a module starts after the modules that hold it). With ``by_class``, per module class
+    (:data:`~trace_report.analyses.modules.CLASS_SQL`) instead of per path, most GPU time first:
+    ``path`` and ``name`` are the class, ``depth`` its shallowest."""
     step_key = "step" if by_step else "NULL::BIGINT"
     steps = "NULL::BIGINT" if by_step else "count(DISTINCT step)"
-    return f"""WITH calls AS (SELECT * FROM {CALLS_TABLE})
-SELECT rank, trace_id, {step_key} AS step, any_value(path) AS path, depth, any_value(name) AS name,
+    key, depth = ("cls", "min(depth)") if by_class else ("path_id, depth", "depth")
+    path, name = ("cls", "cls") if by_class else ("any_value(path)", "any_value(name)")
+    order = "gpu_us DESC, cpu_us DESC" if by_class else "first_ts_us, depth"
+    return f"""WITH calls AS (SELECT *, {CLASS_SQL} AS cls FROM {CALLS_TABLE})
+SELECT rank, trace_id, {step_key} AS step, {path} AS path, {depth} AS depth, {name} AS name,
        any_value(kind) AS kind,
        count(*) AS calls, {steps} AS steps, sum(cpu_us) AS cpu_us, sum(gpu_ops) AS gpu_ops,
        sum(gpu_us) AS gpu_us, sum(flop) AS flop, min(ts_us) AS first_ts_us
 FROM calls
 WHERE $depth IS NULL OR depth <= $depth
-GROUP BY rank, trace_id, {step_key}, path_id, depth
-ORDER BY rank, trace_id, step NULLS LAST, first_ts_us, depth, path"""
+GROUP BY rank, trace_id, {step_key}, {key}
+ORDER BY rank, trace_id, step NULLS LAST, {order}, path"""
 
 
 def _kinds(db: TraceDB, rank: int | None) -> tuple[int, int]:
@@ -80,11 +85,11 @@ def modules(db: TraceDB, options: ModuleOptions | None = None) -> Result:
         raise UsageError(f"depth must be 1 or more (got {opts.depth})")
     db.con.register(CALLS_TABLE, module_calls(db.con, opts.rank))
     try:
-        frame = db.con.execute(module_query(opts.by_step), {"depth": opts.depth}).df()
+        frame = db.con.execute(module_query(opts.by_step, opts.by_class), {"depth": opts.depth}).df()
     finally:
         db.con.unregister(CALLS_TABLE)
     frame = frame.astype({"rank": "int64", "depth": "int64", "calls": "int64", "gpu_ops": "int64"})
-    frame["module"] = _indent(frame) if not frame.empty else frame["name"]
+    frame["module"] = _indent(frame) if not frame.empty and not opts.by_class else frame["name"]
     drop = "steps" if opts.by_step else "step"
     columns = [c for c in COLUMNS if c != drop]
     frame = drop_single_trace_ids(frame[[*columns, "trace_id"]])

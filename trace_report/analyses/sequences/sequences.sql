@@ -28,6 +28,9 @@
 -- alone, so that each trace's rows can be kept: analyses/sequences/__init__.py adds the rank from traces).
 -- GPU operations launched outside every operator make one row per trace with a NULL operator
 -- (op_event_id NULL), so that their time is in the total of the trace.
+-- operator: the operator's name; an nn.Module event's ('nn.Module: <Class>_<n>', <n> numbering
+-- the instances of the class) without its instance number, so that the calls of every instance
+-- of a class (Qwen2RMSNorm_0 .. Qwen2RMSNorm_23, one per layer) make one sequence.
 -- fusible_kernels: how many of the operations are elementwise or reduction kernels (the
 -- kernel_classes view, rules elementwise / reduction of views_kernel_classes.sql).
 WITH ops AS (
@@ -67,7 +70,8 @@ assigned AS (  -- each call and the latest operator of its thread starting at or
 ),
 classed AS (
     SELECT a.trace_id, a.event_id, a.name, a.ts_us, a.dur_us,
-           a.op.event_id AS op_event_id, a.op.name AS op_name, a.op.ts_us AS op_ts_us, a.op.dur_us AS op_dur_us,
+           a.op.event_id AS op_event_id,
+           regexp_replace(a.op.name, '^(nn\.Module: .+)_[0-9]+$', '\1') AS op_name, a.op.ts_us AS op_ts_us, a.op.dur_us AS op_dur_us,
            coalesce(list_has_any(k.classes, ['elementwise', 'reduction']), false) AS fusible
     FROM assigned a LEFT JOIN kernel_classes k ON k.trace_id = a.trace_id AND k.name = a.name
 )

@@ -32,8 +32,17 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
-from trace_report.analyses.advise.checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
+from trace_report.analyses.advise.checks import (
+    ADVICE_COLUMNS,
+    PER_TIME,
+    Checker,
+    RankFacts,
+    Thresholds,
+    ms_text,
+    pct_text,
+)
 from trace_report.analyses.advise.startup import evidence_text, startup
+from trace_report.analyses.advise.windows import time_word, window_notes
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.analyses.common.utilization import step_overlap_note
@@ -259,8 +268,9 @@ def _verdict(frame: pd.DataFrame, facts: dict[int, RankFacts], th: Thresholds) -
         top = frame.iloc[0]
         saving = top["est_saving_ms_per_step"]
         if isinstance(saving, float) and not math.isnan(saving):
-            return (f"Biggest saving: {top['title']} ({top['finding']}), about {ms_text(saving * 1e3)} per step "
-                    f"({pct_text(top['saving_pct_of_step'])} of step time).")
+            per = str(top.get("per") or "step")
+            return (f"Biggest saving: {top['title']} ({top['finding']}), about {ms_text(saving * 1e3)} per {per} "
+                    f"({pct_text(top['saving_pct_of_step'])} of {PER_TIME[per]}).")
         return f"Finding: {top['title']} ({top['finding']})."
     busy = [f.util_pct for f in facts.values() if f.wall_us > 0 and f.idle]
     if not busy:
@@ -295,6 +305,7 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
         elif f.device_inferred:
             notes.append(f"rank {r}: no deviceProperties; compute capability {f.cc:.1f} inferred from the kernel "
                          f"names ({f.device_inferred}): a lower bound, the device may be newer")
+    notes.extend(window_notes(facts.values()))
     notes.extend(check.notes)
     notes.extend(f"rank {r}: one-time start-up work is {f.pct_of_step(f.startup_us):.3g}% of the analysed time: "
                  "every other figure here includes it (computed over the whole window, not its steady part)"
@@ -309,7 +320,8 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
         frame = _across_ranks(frame, len(facts))
     frame, dropped = _rank_and_filter(frame, th, all_findings)
     if dropped and not all_findings:
-        notes.append(f"{dropped} finding(s) would save under {th.min_saving_pct:g}% of step time: shown with --all")
+        notes.append(f"{dropped} finding(s) would save under {th.min_saving_pct:g}% of {time_word(facts.values())}: "
+                     "shown with --all")
     if frame.empty:
         checked = "; ".join(dict.fromkeys(check.checked)) or "nothing measurable"
         notes.append(f"no findings: every check is within its threshold ({checked})")

@@ -42,7 +42,7 @@ from trace_report.analyses.advise.checks import (
     pct_text,
 )
 from trace_report.analyses.advise.startup import evidence_text, startup
-from trace_report.analyses.advise.windows import time_word, window_notes
+from trace_report.analyses.advise.windows import startup_notes, steady_part, time_word, window_notes
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.analyses.common.utilization import step_overlap_note
@@ -215,19 +215,21 @@ def _busiest_queue(q: pd.DataFrame, busiest: int | None, rank: int) -> float | N
     return float((on if len(on) else mine)["mean_queue_length"].max())
 
 
-def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
+def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame, steady: RankFacts | None = None) -> None:
+    """The checks of one rank; those read from the windows on ``steady`` (its steady part) when given."""
     before = len(check.rows)
+    w = steady or f
     check.pageable_memcpy(f)
     check.exposed_communication(f)
-    check.data_loading(f)
-    check.host_sync(f)
-    check.launch_bound(f)
+    check.data_loading(w)
+    check.host_sync(w)
+    check.launch_bound(w)
     check.layout(f)
     check.tensor_cores(f)
     check.startup(f)
     explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
                     if r["finding"] in IDLE_FINDINGS)
-    check.utilization(f, explained)
+    check.utilization(w, explained)
     check.memory(f, peaks)
 
 
@@ -293,11 +295,13 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     traces = selected_traces(con, rank)
     with materialized(con, SHARED_VIEWS):
         facts = _facts(db, traces, rank)
+        steady = steady_part(db, facts, th, lambda: _facts(db, traces, rank), rank)
         peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
     check = Checker(th)
+    check.steady = {r: s.steady for r, s in steady.items()}
     notes: list[str] = []
     for r, f in facts.items():
-        _check_rank(check, f, peaks[peaks["rank"] == r])
+        _check_rank(check, f, peaks[peaks["rank"] == r], steady.get(r))
         if f.gpu_us <= 0:
             notes.append(f"rank {r}: no GPU activity recorded; GPU checks skipped")
         elif f.cc is None or math.isnan(f.cc):
@@ -307,9 +311,7 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
                          f"names ({f.device_inferred}): a lower bound, the device may be newer")
     notes.extend(window_notes(facts.values()))
     notes.extend(check.notes)
-    notes.extend(f"rank {r}: one-time start-up work is {f.pct_of_step(f.startup_us):.3g}% of the analysed time: "
-                 "every other figure here includes it (computed over the whole window, not its steady part)"
-                 for r, f in facts.items() if f.pct_of_step(f.startup_us) > th.startup_dominant_pct)
+    notes.extend(startup_notes(facts, steady, th))
     overlap_note = step_overlap_note(db, rank)
     if overlap_note:
         notes.append(overlap_note)

@@ -129,6 +129,7 @@ class RankFacts:
     startup_evidence: str = ""
     eligible_ops: int = 0
     hta_idle: dict = field(default_factory=dict)
+    steady: str = ""  # the windows these facts cover when they are a steady part ("steps 2-6"), else ""
 
     def hta_idle_text(self) -> str:
         """HTA's per-stream idle breakdown summed over the rank's streams (view gpu_idle_breakdown)."""
@@ -193,10 +194,13 @@ class Checker:
         self.checked: list[str] = []
         self.notes: list[str] = []
         self.saving_us: dict[tuple[int, str], float] = {}  # unrounded, per rank and finding
+        self.steady: dict[int, str] = {}  # per rank: its steady part, where the other findings were computed
 
     def _add(self, f: RankFacts, finding: str, title: str, value: float, unit: str, threshold: float,
              saving_us: float | None, evidence: str, recommendation: str, link: str) -> None:
         saving = None if saving_us is None else max(0.0, saving_us)
+        if f.steady:
+            evidence = f"{evidence}; on the steady part: {f.steady}"
         self.saving_us[(f.rank, finding)] = saving or 0.0
         self.rows.append({
             "rank": f.rank, "finding": finding, "title": title, "value": round(float(value), 3), "unit": unit,
@@ -396,7 +400,9 @@ class Checker:
         self._add(f, "startup_in_window", "One-time start-up work inside the profiled window", pct, f"% of {where}",
                   self.th.min_saving_pct, f.startup_us,
                   f"{ms_text(f.startup_us)} of the {ms_text(f.wall_us)} analysed is work a steady step never repeats: "
-                  f"{f.startup_evidence}; the figures of the other findings include it",
+                  f"{f.startup_evidence}; " + (f"the window-based findings are computed on the steady part: {s}"
+                                               if (s := self.steady.get(f.rank)) else
+                                               "the figures of the other findings include it"),
                   "Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
                   "active=3)) and prof.step() each iteration, or run a few warm-up iterations (and torch.compile's "
                   "first call) before profiling starts", LINKS["schedule"])

@@ -184,8 +184,11 @@ CREATE OR REPLACE TEMP VIEW launch_bound AS
 -- iterations); without those it is one window: all its operations count, steps = 1.
 WITH o AS (
     SELECT *, coalesce(regexp_matches(launch_name, '^(cuda|hip|cu)GraphLaunch'), false) AS graph
-    FROM gpu_op_launch_times
-    WHERE window_id IS NOT NULL OR trace_id IN (SELECT trace_id FROM iterations WHERE basis = 'trace')
+    FROM gpu_op_launch_times o0
+    WHERE (window_id IS NOT NULL OR trace_id IN (SELECT trace_id FROM iterations WHERE basis = 'trace'))
+      -- a trace named by the variable steady_from: its steady part only (view analysis_windows)
+      AND (getvariable('steady_from')[trace_id] IS NULL
+           OR EXISTS (SELECT 1 FROM analysis_windows a WHERE a.trace_id = o0.trace_id AND a.window_id = o0.window_id))
 )
 SELECT trace_id, count(*) FILTER (WHERE NOT graph) AS gpu_ops, greatest(count(DISTINCT window_id), 1) AS steps,
        count(*) FILTER (WHERE NOT graph AND gpu_us < cpu_us) AS shorter_than_launch,

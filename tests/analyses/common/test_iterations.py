@@ -15,6 +15,7 @@ import trace_report as tr
 from trace_report.analyses.advise import advise
 from trace_report.analyses.breakdown import breakdown
 from trace_report.analyses.common.iterations import iterations
+from trace_report.present.report import ReportOptions, headline_section
 
 MS = 1000.0
 CPU_CATS = {"user_annotation", "cpu_op", "Operator"}  # Operator: the 2021 spelling of cpu_op
@@ -75,6 +76,9 @@ def test_advise_and_breakdown_on_2080ti_say_per_iteration() -> None:
     with tr.open(path) as db:
         res = advise(db, all_findings=True)
         bd = breakdown(db)
+        head = headline_section(db, db.con, ReportOptions(), res).body
+    assert f"{len(expected)} inferred from {name}" in head and "median iteration" in head
+    assert "GPU busy (of iteration time)" in head and "per iteration" in head
     assert len(res.frame) and set(res.frame["per"]) == {"iteration"}
     assert "per iteration" in res.verdict and "per step" not in res.verdict
     assert any(f"{len(expected)} iterations inferred from the repeated {name}" in n for n in res.notes)

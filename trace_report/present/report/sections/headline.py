@@ -57,7 +57,7 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
              ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
              *(inferred := _inferred_items(con, opts.rank)),
-             ("median iteration" if inferred and steps.empty else "median step", _median_step(con, opts.rank)),
+             *_median_item(con, opts.rank, "iteration" if inferred and steps.empty else "step"),
              ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
              ("GPU kernel time", _dur(gpu) if gpu else "n/a"),
              *_utilization_items(util)]
@@ -142,7 +142,12 @@ def _devices(con: duckdb.DuckDBPyConnection) -> str:
     return ", ".join(sorted(str(r[0]) for r in rows)) or "CPU only"
 
 
-def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None) -> str:
+def _median_item(con: duckdb.DuckDBPyConnection, rank: int | None, word: str) -> list[tuple[str, str]]:
+    """``median step`` (or ``median iteration`` for inferred ones) and :func:`_median_step`'s text."""
+    return [(f"median {word}", _median_step(con, rank, word))]
+
+
+def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None, word: str = "step") -> str:
     """The median step time as the GPU sees it (view ``step_time``: the longer of the ProfilerStep's
     (or inferred iteration's) CPU span and the GPU's step period), with the CPU span's median and
     the GPU-bound steps when the two differ."""
@@ -153,4 +158,4 @@ def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None) -> str:
         return _dur(None)
     if not gpu_bound:
         return _dur(step)
-    return f"{_dur(step)} (CPU span {_dur(cpu)}; {gpu_bound} of {n} steps GPU-bound)"
+    return f"{_dur(step)} (CPU span {_dur(cpu)}; {gpu_bound} of {n} {word}s GPU-bound)"

@@ -3,7 +3,7 @@ terminal of 80-120 columns) or as Markdown (a pull-request comment).
 
 Both renderers are pure functions of the advise frame (columns ``rank`` or ``ranks``,
 ``finding``, ``title``, ``value``, ``unit``, ``threshold``, ``est_saving_ms_per_step``,
-``saving_pct_of_step``, ``evidence``, ``recommendation``, ``link``; see
+``saving_pct_of_step``, ``per``, ``evidence``, ``recommendation``, ``link``; see
 ``analyses/advise.py``) and its one-sentence verdict. Text wraps at word boundaries only
 (:mod:`textwrap` with ``break_long_words=False`` and ``break_on_hyphens=False``): a word longer
 than the line, such as a long URL, gets a line of its own, whole. CSV and JSON do not come here:
@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from trace_report.analyses.advise.checks import PER_TIME
 from trace_report.present import fit
 
 if TYPE_CHECKING:
@@ -150,7 +151,8 @@ def _heading(row: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def measure_line(row: Mapping[str, Any]) -> str:
-    """``84.2% of GPU time (threshold 2%) · saves ~12.3 ms/step (41% of step time)``; the parts
+    """``84.2% of GPU time (threshold 2%) · saves ~12.3 ms/step (41% of step time)`` (``ms/iteration``,
+    ``ms/trace`` by the row's ``per``); the parts
     whose numbers are missing (no time saving, e.g. memory) are left out; '' when all are."""
     return " · ".join(_measure_parts(row))
 
@@ -171,9 +173,10 @@ def _measure_parts(row: Mapping[str, Any]) -> list[str]:
     elif threshold is not None:
         parts.append(f"threshold {_with_unit(threshold, unit)}")
     if saving is not None:
-        saves = f"saves ~{milliseconds(saving)} ms/step"
+        per = _text(row.get("per")) or "step"  # a frame from before the column: per step
+        saves = f"saves ~{milliseconds(saving)} ms/{per}"
         if saving_pct is not None:
-            saves += f" ({number(saving_pct)}% of step time)"
+            saves += f" ({number(saving_pct)}% of {PER_TIME.get(per, 'step time')})"
         parts.append(saves)
     return parts
 

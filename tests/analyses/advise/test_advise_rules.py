@@ -74,9 +74,14 @@ def found(result: AdviceResult) -> dict[str, dict]:
 # --- plain-Python references -------------------------------------------------------------------
 
 def windows(b: TraceBuilder) -> list[tuple[float, float]]:
-    """ProfilerSteps, or the first-to-last GPU operation span of a trace without them."""
+    """ProfilerSteps; without them, 3 DataLoader ranges or more make iterations, each from the
+    start of one to the start of the next (view iterations); else the first-to-last GPU operation
+    span."""
     if b.steps:
         return [(s.ts, s.end) for s in b.steps]
+    starts = sorted(s.ts for s in b.loading)
+    if len(starts) >= 3:
+        return list(zip(starts, starts[1:], strict=False))
     busy = union(intervals(b.gpu))
     return [(busy[0][0], busy[-1][1])]
 
@@ -269,6 +274,8 @@ def data_loading(gpu_busy: bool) -> Callable[[], TraceBuilder]:
         launched when it returns: 468 µs long (the GPU idle through the next loading) or 1 ms
         (the GPU busy through it)."""
         b = TraceBuilder()
+        if gpu_busy:  # the GPU busy through the first loading too
+            b.launch(-600, 10, -588, 1100)
         for i in range(4):
             s = i * 1000.0
             b.dataloader(s, 500)
@@ -478,13 +485,12 @@ def test_data_loading_without_steps_saves_the_gpu_idle_during_it(run):
     b, result = a.b, a.default
     assert not b.steps
     idle = idle_by_cause(b)
-    assert idle["data_loading"] == pytest.approx(3 * 500)  # the first range is before the first kernel
-    events = b.loading + b.runtime + b.gpu
-    span = max(e.end for e in events) - min(e.ts for e in events)
+    assert idle["data_loading"] == pytest.approx(3 * 500)  # the fourth range starts the last, unfinished iteration
+    loading = union(intervals(b.loading))
     f = found(result)["data_loading"]
-    assert f["unit"] == "% of the trace's span"
-    assert f["value"] == pytest.approx(100 * length(union(intervals(b.loading))) / span, abs=1e-3)
-    assert f["est_saving_ms_per_step"] == pytest.approx(idle["data_loading"] / 1e3, abs=1e-3)
+    assert f["unit"] == "% of iteration time" and f["per"] == "iteration"
+    assert f["value"] == pytest.approx(100 * sum(clip(loading, a, c) for a, c in windows(b)) / wall(b), abs=1e-3)
+    assert f["est_saving_ms_per_step"] == pytest.approx(idle["data_loading"] / len(windows(b)) / 1e3, abs=1e-3)
     assert f["saving_pct_of_step"] == pytest.approx(100 * idle["data_loading"] / wall(b), abs=1e-3)
     assert result.frame.iloc[0]["finding"] == "data_loading"
 
@@ -494,7 +500,7 @@ def test_data_loading_while_the_gpu_is_busy_saves_nothing(run):
     b, default, every = a.b, a.default, a.every
     assert idle_by_cause(b)["data_loading"] == 0
     assert "data_loading" not in found(default)
-    assert any("would save under 2% of step time" in n for n in default.notes)
+    assert any("would save under 2% of iteration time" in n for n in default.notes)
     f = found(every)["data_loading"]  # the DataLoader's share crosses 5%, its saving is nil
     assert f["value"] > 5 and f["est_saving_ms_per_step"] == 0
 

@@ -110,9 +110,9 @@ def test_eager_softmax_is_a_finding_with_half_its_time_saved():
 
 
 def test_low_utilization_ranks_after_every_finding_with_a_cause():
-    """ResNet-50 without ProfilerStep (V100): the idle time no finding explains (64% of the span)
-    exceeds what host syncs and the DataLoader cost, yet those causes come first."""
-    with tr.open(TRACES / "kineto_rn50_autograd_api_nw0") as db:
+    """tb-profiler's one-step excerpt (V100): the idle time no finding explains exceeds what host
+    syncs and the DataLoader cost, yet those causes come first."""
+    with tr.open(TRACES / "kineto_gpu_metrics_input") as db:
         frame = advise(db, all_findings=True).frame
     order = list(frame["finding"])
     low = order.index("low_gpu_utilization")

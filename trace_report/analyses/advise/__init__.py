@@ -40,10 +40,19 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
-from trace_report.analyses.advise.anchors import check_anchors, load_anchor_facts
 from trace_report.analyses.advise import gpu_bound
-from trace_report.analyses.advise.checks import ADVICE_COLUMNS, Checker, RankFacts, Thresholds, ms_text, pct_text
+from trace_report.analyses.advise.anchors import check_anchors, load_anchor_facts
+from trace_report.analyses.advise.checks import (
+    ADVICE_COLUMNS,
+    PER_TIME,
+    Checker,
+    RankFacts,
+    Thresholds,
+    ms_text,
+    pct_text,
+)
 from trace_report.analyses.advise.startup import evidence_text, startup
+from trace_report.analyses.advise.windows import startup_notes, steady_part, time_word, window_notes
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.analyses.common.utilization import step_overlap_note
@@ -220,13 +229,15 @@ def _busiest_queue(q: pd.DataFrame, busiest: int | None, rank: int) -> float | N
     return float((on if len(on) else mine)["mean_queue_length"].max())
 
 
-def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
+def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame, steady: RankFacts | None = None) -> None:
+    """The checks of one rank; those read from the windows on ``steady`` (its steady part) when given."""
     before = len(check.rows)
+    w = steady or f
     check.pageable_memcpy(f)
     check.exposed_communication(f)
-    check.data_loading(f)
-    check.host_sync(f)
-    check.launch_bound(f)
+    check.data_loading(w)
+    check.host_sync(w)
+    check.launch_bound(w)
     check.layout(f)
     check.tensor_cores(f)
     check.startup(f)
@@ -234,7 +245,7 @@ def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame) -> None:
     gpu_bound.check(check, f)
     explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
                     if r["finding"] in IDLE_FINDINGS)
-    check.utilization(f, explained)
+    check.utilization(w, explained)
     check.memory(f, peaks)
 
 
@@ -277,8 +288,9 @@ def _verdict(frame: pd.DataFrame, facts: dict[int, RankFacts], th: Thresholds) -
         top = frame.iloc[0]
         saving = top["est_saving_ms_per_step"]
         if isinstance(saving, float) and not math.isnan(saving):
-            return (f"Biggest saving: {top['title']} ({top['finding']}), about {ms_text(saving * 1e3)} per step "
-                    f"({pct_text(top['saving_pct_of_step'])} of step time).")
+            per = str(top.get("per") or "step")
+            return (f"Biggest saving: {top['title']} ({top['finding']}), about {ms_text(saving * 1e3)} per {per} "
+                    f"({pct_text(top['saving_pct_of_step'])} of {PER_TIME[per]}).")
         return f"Finding: {top['title']} ({top['finding']})."
     busy = [f.util_pct for f in facts.values() if f.wall_us > 0 and f.idle]
     if not busy:
@@ -301,11 +313,13 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     traces = selected_traces(con, rank)
     with materialized(con, SHARED_VIEWS):
         facts = _facts(db, traces, rank)
+        steady = steady_part(db, facts, th, lambda: _facts(db, traces, rank), rank)
         peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
     check = Checker(th)
+    check.steady = {r: s.steady for r, s in steady.items()}
     notes: list[str] = []
     for r, f in facts.items():
-        _check_rank(check, f, peaks[peaks["rank"] == r])
+        _check_rank(check, f, peaks[peaks["rank"] == r], steady.get(r))
         if f.gpu_us <= 0:
             notes.append(f"rank {r}: no GPU activity recorded; GPU checks skipped")
         elif f.cc is None or math.isnan(f.cc):
@@ -313,10 +327,9 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
         elif f.device_inferred:
             notes.append(f"rank {r}: no deviceProperties; compute capability {f.cc:.1f} inferred from the kernel "
                          f"names ({f.device_inferred}): a lower bound, the device may be newer")
+    notes.extend(window_notes(facts.values()))
     notes.extend(check.notes)
-    notes.extend(f"rank {r}: one-time start-up work is {f.pct_of_step(f.startup_us):.3g}% of the analysed time: "
-                 "every other figure here includes it (computed over the whole window, not its steady part)"
-                 for r, f in facts.items() if f.pct_of_step(f.startup_us) > th.startup_dominant_pct)
+    notes.extend(startup_notes(facts, steady, th))
     overlap_note = step_overlap_note(db, rank)
     if overlap_note:
         notes.append(overlap_note)
@@ -327,7 +340,8 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
         frame = _across_ranks(frame, len(facts))
     frame, dropped = _rank_and_filter(frame, th, all_findings)
     if dropped and not all_findings:
-        notes.append(f"{dropped} finding(s) would save under {th.min_saving_pct:g}% of step time: shown with --all")
+        notes.append(f"{dropped} finding(s) would save under {th.min_saving_pct:g}% of {time_word(facts.values())}: "
+                     "shown with --all")
     if frame.empty:
         checked = "; ".join(dict.fromkeys(check.checked)) or "nothing measurable"
         notes.append(f"no findings: every check is within its threshold ({checked})")

@@ -16,8 +16,15 @@ from typing import Any
 
 import pandas as pd
 
+from trace_report.analyses.common.iterations import INFERRED
+
 ADVICE_COLUMNS = ["rank", "finding", "title", "value", "unit", "threshold", "est_saving_ms_per_step",
-                  "saving_pct_of_step", "evidence", "recommendation", "link"]
+                  "saving_pct_of_step", "per", "evidence", "recommendation", "link"]
+"""``per``: what ``est_saving_ms_per_step`` is per (:attr:`RankFacts.per`); ``saving_pct_of_step`` is a
+share of its :data:`PER_TIME`."""
+
+PER_TIME = {"step": "step time", "iteration": "iteration time", "trace": "the first-to-last GPU op span"}
+"""What "% of ..." is a share of, by ``per``: the windows' time (``RankFacts.step_us``)."""
 
 LINKS = {
     "pinned": "https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers",
@@ -85,15 +92,16 @@ class Thresholds:
 class RankFacts:
     """One rank's numbers, each read from its view (µs unless named otherwise).
 
-    ``windows``/``wall_us``/``busy_us``/``basis``: view ``analysis_windows`` (ProfilerSteps or the
-    GPU span); ``step_us``: step time as the GPU sees it (view ``step_time``, summed), the
-    denominator of every "% of step time" (a CPU running ahead of the GPU makes the steps longer
-    than their CPU spans); ``idle``: view ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels +
-    memcpy + memset); ``classes``: flags' per-class totals; ``launch``: view ``launch_bound``;
-    ``mean_queue``: the busiest stream's mean launch-queue length (queue.sql); ``comm_us`` /
-    ``overlap_us``: overlap.sql; ``syncs``: view ``host_syncs_by_rank``; ``pageable``: view
-    ``pageable_copies_by_rank``; ``data_loading_wall_us``: the breakdown's data_loading
-    region; ``startup_us``/``startup_evidence``: one-time work inside the windows (view
+    ``windows``/``wall_us``/``busy_us``/``basis``: view ``analysis_windows`` (ProfilerSteps, else
+    the iterations inferred from what repeats, else the GPU span); ``step_us``: step time as the GPU
+    sees it (view ``step_time``, summed), the denominator of every "% of step time" (a CPU running
+    ahead of the GPU makes the steps longer than their CPU spans); ``idle``: view
+    ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels + memcpy + memset); ``classes``:
+    flags' per-class totals; ``launch``: view ``launch_bound``; ``mean_queue``: the busiest stream's
+    mean launch-queue length (queue.sql); ``comm_us`` / ``overlap_us``: overlap.sql; ``syncs``: view
+    ``host_syncs_by_rank``; ``pageable``: view ``pageable_copies_by_rank``;
+    ``data_loading_wall_us``: the breakdown's data_loading region;
+    ``startup_us``/``startup_evidence``: one-time work inside the windows (view
     ``startup_in_windows``) and its longest calls; ``cc``/``amd``/``device_inferred``: view
     ``device_arch`` (the evidence when the compute capability was inferred from kernel names);
     ``gpu_work``/``compiled``: GPU time by kernel group and the evidence of torch.compile
@@ -129,6 +137,7 @@ class RankFacts:
     gpu_work: Any = None
     compiled: str = ""
     ranks: int = 1
+    steady: str = ""  # the windows these facts cover when they are a steady part ("steps 2-6"), else ""
 
     def hta_idle_text(self) -> str:
         """HTA's per-stream idle breakdown summed over the rank's streams (view gpu_idle_breakdown)."""
@@ -145,8 +154,18 @@ class RankFacts:
         return f"compute capability {self.cc:.1f}{inferred}"
 
     @property
-    def step_word(self) -> str:
-        return "step" if self.basis == "ProfilerStep" else "trace (no ProfilerStep: the GPU span)"
+    def per(self) -> str:
+        """What one window is (view ``iterations``): ``step`` (a ProfilerStep), ``iteration`` (without
+        them, inferred from what repeats: basis ``inferred: <name>``) or ``trace`` (neither: the
+        trace's GPU span, one window, so a figure "per window" is per trace)."""
+        if self.basis == "ProfilerStep":
+            return "step"
+        return "iteration" if self.basis.startswith(INFERRED) else "trace"
+
+    @property
+    def time_word(self) -> str:
+        """What "% of ..." is a share of: ``step time``, ``iteration time`` or the GPU span."""
+        return PER_TIME[self.per]
 
     def per_step_ms(self, us: float) -> float:
         return us / max(self.windows, 1) / 1e3
@@ -203,20 +222,23 @@ class Checker:
         self.checked: list[str] = []
         self.notes: list[str] = []
         self.saving_us: dict[tuple[int, str], float] = {}  # unrounded, per rank and finding
+        self.steady: dict[int, str] = {}  # per rank: its steady part, where the other findings were computed
 
     def _add(self, f: RankFacts, finding: str, title: str, value: float, unit: str, threshold: float,
              saving_us: float | None, evidence: str, recommendation: str, link: str) -> None:
         saving = None if saving_us is None else max(0.0, saving_us)
+        if f.steady:
+            evidence = f"{evidence}; on the steady part: {f.steady}"
         self.saving_us[(f.rank, finding)] = saving or 0.0
         self.rows.append({
             "rank": f.rank, "finding": finding, "title": title, "value": round(float(value), 3), "unit": unit,
             "threshold": threshold,
             "est_saving_ms_per_step": math.nan if saving is None else round(f.per_step_ms(saving), 3),
-            "saving_pct_of_step": math.nan if saving is None else round(f.pct_of_step(saving), 3),
+            "saving_pct_of_step": math.nan if saving is None else round(f.pct_of_step(saving), 3), "per": f.per,
             "evidence": evidence, "recommendation": recommendation, "link": link})
 
     def _per_step(self, f: RankFacts, us: float) -> str:
-        return f"{ms_text(us / max(f.windows, 1))} per {'step' if f.basis == 'ProfilerStep' else 'trace'}"
+        return f"{ms_text(us / max(f.windows, 1))} per {f.per}"
 
     # --- GPU work that could be cheaper -------------------------------------------------------
 
@@ -234,9 +256,9 @@ class Checker:
         self._add(f, "pageable_memcpy", "Pageable host<->device copies", pct, "% of GPU time", self.th.pageable_pct,
                   us * (1 - 1 / self.th.pinned_speedup),
                   f"{n / max(f.windows, 1):.3g} copies and {self._per_step(f, us)} from or to pageable host memory "
-                  f"({most}); {pct_text(f.pct_of_step(us))} of step time; the driver "
-                  "stages each through a pinned buffer, blocking the CPU, at about half the bandwidth",
-                  f"Pin the host memory of the {f.pageable.get('common_name')} copies and copy asynchronously: "
+                  f"({most}); {pct_text(f.pct_of_step(us))} of {f.time_word}; "
+                  "the driver stages each through a pinned buffer, blocking the CPU, at about half the bandwidth",
+                  f"Pin the host memory of the {f.pageable.get('top_name')} copies and copy asynchronously: "
                   "DataLoader(pin_memory=True) (or "
                   "tensor.pin_memory()), then .to(device, non_blocking=True); keep data already on the GPU "
                   "in GPU memory across steps", LINKS["pinned"])
@@ -319,12 +341,12 @@ class Checker:
         window = f.data_loading_window_us or f.wall_us
         pct = 100.0 * f.data_loading_wall_us / window if f.data_loading_wall_us and window > 0 else 0.0
         idle = float(f.idle.get("data_loading_idle_us") or 0.0)
-        where = "step time" if f.basis == "ProfilerStep" else "the span"
+        where = "the span" if f.per == "trace" else f.time_word
         self.checked.append(f"data loading {pct_text(pct)} of {where}")
         if pct <= self.th.data_loading_pct:
             return
         self._add(f, "data_loading", "Waiting for the input pipeline", pct,
-                  "% of step time" if f.basis == "ProfilerStep" else "% of the trace's span", self.th.data_loading_pct,
+                  "% of the trace's span" if f.per == "trace" else f"% of {f.time_word}", self.th.data_loading_pct,
                   idle, f"{self._per_step(f, f.data_loading_wall_us)} in the DataLoader (enumerate(DataLoader)#, "
                   f"__next__); the GPU was idle {ms_text(idle / max(f.windows, 1))} of it",
                   "Load ahead of the GPU: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
@@ -336,20 +358,20 @@ class Checker:
         if f.wall_us <= 0 or not calls:
             return
         pct = f.pct_of_step(idle)
-        self.checked.append(f"GPU idle after host syncs {pct_text(pct)} of step time")
+        self.checked.append(f"GPU idle after host syncs {pct_text(pct)} of {f.time_word}")
         if pct <= self.th.min_saving_pct:
             return
         blocked = float(f.syncs.get("blocked_us") or 0.0)
         y = f.syncs
         most = most_text(y.get("top_call"), y.get("top_calls"), y.get("top_us"), y.get("top_where"))
-        self._add(f, "host_sync", "CPU-GPU synchronisation in the loop", pct, "% of step time",
+        self._add(f, "host_sync", "CPU-GPU synchronisation in the loop", pct, f"% of {f.time_word}",
                   self.th.min_saving_pct, idle,
                   f"{calls / max(f.windows, 1):.3g} synchronising calls per "
-                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'} ({most}) blocked "
-                  f"the CPU {pct_text(f.pct_of_step(blocked))} of step time; "
+                  f"{f.per} ({most}) blocked "
+                  f"the CPU {pct_text(f.pct_of_step(blocked))} of {f.time_word}; "
                   f"{int(f.idle.get('host_sync_periods') or 0)} times the GPU ran out of work during one and stayed "
                   f"idle {self._per_step(f, idle)} until the CPU launched again",
-                  f"Remove synchronisation from the loop (here {f.syncs.get('common_call')}): no loss.item(), .cpu(), "
+                  f"Remove synchronisation from the loop (here {f.syncs.get('top_call')}): no loss.item(), .cpu(), "
                   "print(tensor) or "
                   "torch.cuda.synchronize() per step (accumulate on the GPU, read every N steps); "
                   "non_blocking copies to pinned memory", LINKS["sync"])
@@ -363,12 +385,13 @@ class Checker:
         short = float(f.launch.get("shorter_pct") or 0.0)
         queue = f.mean_queue
         deep = queue is not None and queue >= self.th.launch_max_mean_queue
-        self.checked.append(f"GPU waiting for launches {pct_text(pct)} of step time, {short:.0f}% of GPU ops shorter "
-                            f"than their launch, mean launch queue {queue if queue is None else f'{queue:.3g}'}")
+        mean = queue if queue is None else f"{queue:.3g}"
+        self.checked.append(f"GPU waiting for launches {pct_text(pct)} of {f.time_word}, {short:.0f}% of GPU ops "
+                            f"shorter than their launch, mean launch queue {mean}")
         if pct <= self.th.min_saving_pct:
             return
         if deep:
-            self.notes.append(f"rank {f.rank}: the GPU waited for the CPU {pct_text(pct)} of step time "
+            self.notes.append(f"rank {f.rank}: the GPU waited for the CPU {pct_text(pct)} of {f.time_word} "
                               f"({self._per_step(f, idle)}), yet its launch queue is deep (mean {queue:.3g} "
                               "operations: "
                               "the CPU is ahead most of the time): not launch-bound; trace-report breakdown shows the "
@@ -378,12 +401,12 @@ class Checker:
         evidence = (f"the GPU was idle {self._per_step(f, idle)} with no work queued, until the next launch "
                     f"({int(f.idle.get('launch_periods') or 0)} times); mean launch queue "
                     f"{queue if queue is None else f'{queue:.3g}'} operations; {ops / max(f.windows, 1):,.0f} GPU ops "
-                    f"per step, {short:.0f}% shorter than their launch (median GPU op "
+                    f"per {f.per}, {short:.0f}% shorter than their launch (median GPU op "
                     f"{f.launch.get('median_gpu_us') or 0:.3g} us vs launch call "
                     f"{f.launch.get('median_launch_us') or 0:.3g} us){f.hta_idle_text()}")
         graph_ops = int(f.launch.get("graph_ops") or 0)
         if graph_ops:
-            evidence += (f"; {graph_ops / max(f.windows, 1):,.0f} more GPU ops per step replayed from CUDA/HIP "
+            evidence += (f"; {graph_ops / max(f.windows, 1):,.0f} more GPU ops per {f.per} replayed from CUDA/HIP "
                          "graphs (not counted above)")
         if f.compiled:
             evidence += f"; the run is compiled ({f.compiled}): the CPU time is Inductor's launch path"
@@ -392,10 +415,10 @@ class Checker:
                    "fused or foreach optimizers, larger batches" if graph_ops else _COMPILED_LAUNCH if f.compiled else
                    "Cut CPU time per GPU operation: CUDA graphs or torch.compile(mode='reduce-overhead'), fused "
                    "or foreach optimizers (foreach=True / fused=True), zero_grad(set_to_none=True), larger batches")
-            self._add(f, "launch_bound", "The GPU waits for kernel launches", pct, "% of step time",
+            self._add(f, "launch_bound", "The GPU waits for kernel launches", pct, f"% of {f.time_word}",
                       self.th.min_saving_pct, idle, evidence, how, LINKS["graphs"])
         else:
-            self._add(f, "cpu_bound", "The GPU waits for the CPU", pct, "% of step time",
+            self._add(f, "cpu_bound", "The GPU waits for the CPU", pct, f"% of {f.time_word}",
                       self.th.min_saving_pct, idle,
                       evidence + f"; the CPU spends about {ms_text(per_op)} of idle GPU time per operation, more than "
                       "launching it takes: Python, operator dispatch or other host work between launches",
@@ -410,14 +433,16 @@ class Checker:
         if f.wall_us <= 0 or f.startup_us <= 0:
             return
         pct = f.pct_of_step(f.startup_us)
-        where = "step time" if f.basis == "ProfilerStep" else "the first-to-last GPU op span"
+        where = f.time_word
         self.checked.append(f"one-time start-up work {pct_text(pct)} of {where}")
         if pct <= self.th.min_saving_pct:
             return
         self._add(f, "startup_in_window", "One-time start-up work inside the profiled window", pct, f"% of {where}",
                   self.th.min_saving_pct, f.startup_us,
                   f"{ms_text(f.startup_us)} of the {ms_text(f.wall_us)} analysed is work a steady step never repeats: "
-                  f"{f.startup_evidence}; the figures of the other findings include it",
+                  f"{f.startup_evidence}; " + (f"the window-based findings are computed on the steady part: {s}"
+                                               if (s := self.steady.get(f.rank)) else
+                                               "the figures of the other findings include it"),
                   "Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
                   "active=3)) and prof.step() each iteration, or run a few warm-up iterations (and torch.compile's "
                   "first call) before profiling starts", LINKS["schedule"])
@@ -427,7 +452,7 @@ class Checker:
         if f.wall_us <= 0 or not f.idle:
             return
         busy_pct = f.util_pct
-        basis = "step time" if f.basis == "ProfilerStep" else "the first-to-last GPU op span"
+        basis = f.time_word
         self.checked.append(f"GPU busy {pct_text(busy_pct)} of {basis}")
         if busy_pct >= self.th.low_utilization_pct:
             return
@@ -439,7 +464,7 @@ class Checker:
         self._add(f, "low_gpu_utilization", "Low GPU utilisation", busy_pct, f"% of {basis} GPU busy",
                   self.th.low_utilization_pct, rest,
                   f"the GPU ran kernels, copies or memsets {pct_text(busy_pct)} of {basis}; its idle time per "
-                  f"{'step' if f.basis == 'ProfilerStep' else 'trace'}: {causes}{f.hta_idle_text()}; the saving "
+                  f"{f.per}: {causes}{f.hta_idle_text()}; the saving "
                   "counts the idle time no other finding explains",
                   "Find what the GPU waits for: trace-report breakdown (idle_us per region), trace-report hta idle, "
                   "the timeline of one step (trace-report report); then raise the batch size", LINKS["tuning"])

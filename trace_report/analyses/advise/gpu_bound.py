@@ -196,23 +196,23 @@ def check(checker: Checker, f: RankFacts, th: GpuBoundThresholds = GPU_BOUND) ->
     if f.wall_us <= 0 or not f.idle:
         return
     busy = f.util_pct
-    checker.checked.append(f"GPU busy {pct_text(busy)} of step time (GPU-bound from {th.busy_pct:g}%)")
+    checker.checked.append(f"GPU busy {pct_text(busy)} of {f.time_word} (GPU-bound from {th.busy_pct:g}%)")
     if busy < th.busy_pct:
         return
     chain_pct = 100.0 * w.chain_us / f.gpu_us
     saving = w.chain_us * (1 - 1 / th.fusion_speedup)
     largest = max(w.groups, key=lambda g: w.groups[g]) if w.groups else "other"
-    fusible = (f"fusible: {pct_text(chain_pct)} of GPU time ({f.per_step_ms(w.chain_us):.3g} ms per step) in "
-               f"{w.chains / max(f.windows, 1):,.0f} chains per step of {w.chain_kernels / w.chains:.2g} "
+    fusible = (f"fusible: {pct_text(chain_pct)} of GPU time ({f.per_step_ms(w.chain_us):.3g} ms per {f.per}) in "
+               f"{w.chains / max(f.windows, 1):,.0f} chains per {f.per} of {w.chain_kernels / w.chains:.2g} "
                "elementwise/reduction/norm/copy kernels in a row between GEMMs and other kernels; the saving assumes "
                f"a fused chain runs {th.fusion_speedup:g}x faster" if w.chains else
                "no two elementwise/reduction/norm/copy kernels in a row: nothing left to fuse, no saving estimated")
-    evidence = (f"the GPU ran kernels, copies or memsets {pct_text(busy)} of step time, so the kernels set the step "
-                f"time; GPU time by kernel class: {_shares(w, th.top_groups)} (largest: {largest}, most in "
+    evidence = (f"the GPU ran kernels, copies or memsets {pct_text(busy)} of {f.time_word}, so the kernels set "
+                f"the {f.per} time; GPU time by kernel class: {_shares(w, th.top_groups)} (largest: {largest}, most in "
                 f"{kernel_label(w.top.get(largest, ''))}); {fusible}")
     if f.compiled:
         evidence += f"; the run is compiled ({f.compiled})"
-    checker._add(f, "gpu_bound", "GPU-bound: kernel time sets the step time", busy, "% of step time GPU busy",
+    checker._add(f, "gpu_bound", "GPU-bound: kernel time sets the step time", busy, f"% of {f.time_word} GPU busy",
                  th.busy_pct, saving if w.chains else None, evidence, _gpu_bound_advice(f, w, largest),
                  LINKS_MORE["compile"])
 
@@ -249,7 +249,7 @@ def _eager_softmax(check: Checker, f: RankFacts, w: GpuWork, th: GpuBoundThresho
     check._add(f, "eager_softmax", "Attention computed eagerly (separate softmax kernels)", pct, "% of GPU time",
                th.softmax_pct, us * (1 - 1 / th.attention_speedup),
                f"{check._per_step(f, us)} in softmax kernels ({kernel_label(w.top.get('softmax', ''))}), "
-               f"{pct_text(f.pct_of_step(us))} of step time; fused attention kernels (flash, memory-efficient) "
+               f"{pct_text(f.pct_of_step(us))} of {f.time_word}; fused attention kernels (flash, memory-efficient) "
                f"{pct_text(100 * fused / f.gpu_us)} of GPU time: the attention scores are written to memory, "
                "softmaxed and read back",
                f"Replace the matmul-softmax-matmul attention with torch.nn.functional.scaled_dot_product_attention "

@@ -53,6 +53,7 @@ from trace_report.analyses.breakdown.sums import (  # noqa: F401  (the names bre
 )
 from trace_report.analyses.common.columns import Columns, numpy_column, text_codes, text_vocabulary
 from trace_report.analyses.common.intervals import BusyTime, Partition, positions_by_key, positions_by_pair
+from trace_report.analyses.common.iterations import inferred_note
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.errors import InputError
 from trace_report.store.cache import PerTrace
@@ -500,7 +501,11 @@ def breakdown(db: TraceDB, options: BreakdownOptions | None = None) -> Breakdown
     opts = options or BreakdownOptions()
     traces = breakdown_traces(db.con, opts)
     table, facts = region_table(db.con, traces)
-    return breakdown_from(table, facts, traces, opts, step_spans(db.con, trace_ids(traces)))
+    result = breakdown_from(table, facts, traces, opts, step_spans(db.con, trace_ids(traces)))
+    inferred = inferred_note(db.con, trace_ids(traces))
+    if inferred:
+        result.notes.insert(0, inferred)
+    return result
 
 
 def step_spans(con: duckdb.DuckDBPyConnection, ids: list[int]) -> pd.DataFrame:

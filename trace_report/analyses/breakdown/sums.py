@@ -60,8 +60,9 @@ def breakdown_notes(traces: pd.DataFrame, facts: dict) -> list[str]:
     for basis, text in (("gpu_annotation", "placed by the gpu_user_annotation enclosing them"),
                         ("kernel_time", "placed by the region active at their start"),
                         ("no_launch", "counted as 'other'"),
-                        ("outside_steps", "outside every ProfilerStep, not in the table"),
-                        (BEFORE_FIRST_STEP, "before the first ProfilerStep (or before the trace began: no "
+                        ("outside_steps", "outside every step (ProfilerStep or inferred iteration), not in the "
+                                          "table"),
+                        (BEFORE_FIRST_STEP, "before the first step (or before the trace began: no "
                                             "launch recorded); their own before_first_step row, not in step 1")):
         if basis in bases.index and bases.loc[basis, "kernels"]:
             n, us = int(bases.loc[basis, "kernels"]), float(bases.loc[basis, "dur_us"])

@@ -65,27 +65,11 @@ SELECT c.trace_id, c.event_id, c.cat, c.name, c.pid, c.tid, c.ts_us, c.end_us, k
 FROM candidates c
 JOIN classified k ON k.name = c.name AND k.is_op = c.is_op AND k.is_label = c.is_label;
 
--- The windows a breakdown is computed over: each ProfilerStep (with the process and thread
--- that recorded it), or the whole trace (step NULL, window_id -1) when a trace has none.
+-- The windows a breakdown is computed over (view iterations): each ProfilerStep (with the
+-- process and thread that recorded it), else each iteration inferred from what repeats, else the
+-- whole trace (step NULL, window_id -1).
 CREATE OR REPLACE TEMP VIEW step_windows AS
-WITH s AS (
-    SELECT s.trace_id, s.step, s.event_id AS window_id, s.pid, s.tid, s.ts_us, s.end_us
-    FROM steps s
-),
--- traces without a step, found in the small traces table: when every trace has steps the
--- events are not scanned at all (the semi join's build side is empty)
-no_steps AS (SELECT trace_id FROM traces WHERE trace_id NOT IN (SELECT trace_id FROM s)),
-whole AS (
-    SELECT e.trace_id, CAST(NULL AS BIGINT) AS step, CAST(-1 AS BIGINT) AS window_id,
-           CAST(NULL AS VARCHAR) AS pid, CAST(NULL AS VARCHAR) AS tid,
-           min(e.ts_us) AS ts_us, max(e.ts_us + e.dur_us) AS end_us
-    FROM events e SEMI JOIN no_steps n ON e.trace_id = n.trace_id
-    WHERE e.cat <> 'Trace'
-    GROUP BY e.trace_id
-)
-SELECT * FROM s
-UNION ALL BY NAME
-SELECT * FROM whole;
+SELECT trace_id, step, window_id, pid, tid, ts_us, end_us FROM iterations;
 
 -- Traces where a step window that can hold an event (it ends after it starts) begins before an
 -- earlier one has ended (nested or concurrent steps). There an event's window is the
@@ -159,8 +143,9 @@ SELECT * FROM spans WHERE ts_us < end_us;
 
 -- Every GPU kernel with its launch (the runtime call with the same correlation) and the window
 -- (step) it belongs to: the one its launch falls in, or, without a launch, the one its start falls
--- in. window_id is NULL for kernels outside every ProfilerStep. before_first_step: the kernel was
--- launched before the first ProfilerStep began, or has no launch in a trace where other kernels
+-- in. window_id is NULL for kernels outside every step (a ProfilerStep or, without them, an inferred
+-- iteration: view step_windows). before_first_step: the kernel was launched before the first step
+-- began, or has no launch in a trace where other kernels
 -- have theirs (the GPU queue lagged the CPU when the trace began); such kernels belong to no
 -- step (breakdown shows them as their own 'before_first_step' row), never to the first one. The region of each
 -- kernel is computed by trace_report.analyses.breakdown.kernel_regions from these rows and the
@@ -173,7 +158,7 @@ k AS (
            launch_ts_us
     FROM kernels
 ),
-first_step AS (SELECT trace_id, min(ts_us) AS first_us FROM steps GROUP BY trace_id),
+first_step AS (SELECT trace_id, min(ts_us) AS first_us FROM w0 WHERE window_id <> -1 GROUP BY trace_id),
 launching AS (SELECT DISTINCT trace_id FROM k WHERE launch_event_id IS NOT NULL),
 e AS (
     SELECT k.*, coalesce(f.first_us IS NOT NULL AND (k.launch_ts_us < f.first_us

@@ -90,9 +90,10 @@ FROM segments g JOIN steps s ON s.trace_id = g.trace_id AND s.ts_us <= g.seg_ts_
 -- GPU utilisation per step and rank: busy time of GPU operations (union of intervals, clipped
 -- to the step) / the ProfilerStep's wall time. Overlapping steps count each instant once (view
 -- step_wall_windows: a step is clipped to start where the earlier ones end, a nested one is left
--- out). A trace without ProfilerStep is one window from its first to its last GPU operation
--- (basis 'gpu_span', what HTA's temporal breakdown divides by). gpu_util_pct is NULL for traces
--- without GPU operations.
+-- out). A trace without ProfilerStep uses the iterations inferred from what repeats (view
+-- iterations, basis 'inferred: <name>'); without those it is one window from its first to its
+-- last GPU operation (basis 'gpu_span', what HTA's temporal breakdown divides by).
+-- gpu_util_pct is NULL for traces without GPU operations.
 CREATE OR REPLACE TEMP VIEW gpu_utilization AS
 WITH bi AS MATERIALIZED (SELECT * FROM gpu_busy_intervals),  -- computed once, used three times
 span AS (
@@ -102,8 +103,11 @@ w AS (
     SELECT s.trace_id, s.step, s.event_id AS window_id, s.ts_us, s.end_us, 'ProfilerStep' AS basis
     FROM step_wall_windows s WHERE s.overlap IS DISTINCT FROM 'nested'
     UNION ALL
+    SELECT i.trace_id, i.step, i.window_id, i.ts_us, i.end_us, i.basis
+    FROM iterations i WHERE starts_with(i.basis, 'inferred: ')
+    UNION ALL
     SELECT p.trace_id, NULL, -1, p.ts_us, p.end_us, 'gpu_span'
-    FROM span p WHERE p.trace_id NOT IN (SELECT trace_id FROM steps)
+    FROM span p WHERE p.trace_id IN (SELECT trace_id FROM iterations WHERE basis = 'trace')
 ),
 has_gpu AS (SELECT DISTINCT trace_id FROM bi),
 busy AS (
@@ -130,7 +134,8 @@ FROM gpu_utilization GROUP BY rank;
 -- gpu_op_launches of views_comm.sql: the cuda_runtime/cuda_driver event with the same
 -- correlation), as HTA's get_cuda_kernel_launch_stats pairs them: cpu_us = the launch call's
 -- duration, gpu_us = the operation's, launch_delay_us = operation start - launch end.
--- window_id/step: the ProfilerStep the launch starts in (NULL outside every step). hta_kept: the
+-- window_id/step: the step the launch starts in (view step_windows: a ProfilerStep or an inferred
+-- iteration; NULL outside every step). hta_kept: the
 -- operation is in steps_only_gpu_ops, HTA's iteration filter (launched before the last
 -- ProfilerStep starts), the one step selection of overlap, queue and top-kernels --steps-only.
 CREATE OR REPLACE TEMP VIEW gpu_op_launch_times AS
@@ -168,18 +173,22 @@ SELECT * EXCLUDE (hta_kept, window_id, step), window_id, step, hta_kept FROM nes
 
 -- Launch-bound, HTA's rule (get_cuda_kernel_launch_stats, include_memory_events=True): GPU
 -- operations (kernels + memcpy + memset) that ran shorter than the CPU call that launched them,
--- over the operations launched inside ProfilerSteps (every operation of a trace without one), per
--- trace. advise's launch_bound reads it.
+-- over the operations launched inside the steps (view step_windows; every operation of a trace
+-- without any), per trace. advise's launch_bound reads it.
 -- Operations replayed from a CUDA or HIP graph are left out (graph_ops counts them): one
 -- cudaGraphLaunch call serves all the graph's kernels, so none has a launch of its own; compared
 -- with that call, as HTA's rule does, a graph of short kernels would look launch-bound because
 -- it has done away with their launches.
 CREATE OR REPLACE TEMP VIEW launch_bound AS
--- A trace without ProfilerStep is one window: all its operations count, steps = 1.
+-- A trace without ProfilerStep counts the operations launched in its inferred iterations (view
+-- iterations); without those it is one window: all its operations count, steps = 1.
 WITH o AS (
     SELECT *, coalesce(regexp_matches(launch_name, '^(cuda|hip|cu)GraphLaunch'), false) AS graph
-    FROM gpu_op_launch_times
-    WHERE window_id IS NOT NULL OR trace_id NOT IN (SELECT trace_id FROM steps)
+    FROM gpu_op_launch_times o0
+    WHERE (window_id IS NOT NULL OR trace_id IN (SELECT trace_id FROM iterations WHERE basis = 'trace'))
+      -- a trace named by the variable steady_from: its steady part only (view analysis_windows)
+      AND (getvariable('steady_from')[trace_id] IS NULL
+           OR EXISTS (SELECT 1 FROM analysis_windows a WHERE a.trace_id = o0.trace_id AND a.window_id = o0.window_id))
 )
 SELECT trace_id, count(*) FILTER (WHERE NOT graph) AS gpu_ops, greatest(count(DISTINCT window_id), 1) AS steps,
        count(*) FILTER (WHERE NOT graph AND gpu_us < cpu_us) AS shorter_than_launch,

@@ -27,8 +27,10 @@
 -- The GPU spans follow each other without overlap, so summed gpu_us is the time from the first
 -- step's GPU work to the last one's end; summed step_us is at least that and at least summed
 -- CPU span, so a share of it of either side's time stays within 100%.
--- One row per ProfilerStep (view steps); a trace without ProfilerStep has none (its one window is
--- the first-to-last GPU operation span, view gpu_utilization).
+-- One row per ProfilerStep (view steps); a trace without ProfilerStep has one per iteration
+-- inferred from what repeats (view iterations: its CPU span is the iteration's window, step its
+-- number), none without those (its one window is the first-to-last GPU operation span, view
+-- gpu_utilization).
 CREATE OR REPLACE TEMP VIEW step_time AS
 WITH g AS (
     SELECT trace_id, window_id, min(ts_us) AS first_us, max(ts_us + gpu_us) AS last_end_us, count(*) AS gpu_ops
@@ -40,7 +42,8 @@ s AS (
            s.dur_us AS cpu_us, g.first_us, g.last_end_us AS gpu_end_us, coalesce(g.gpu_ops, 0) AS gpu_ops,
            max(g.last_end_us) OVER (PARTITION BY s.trace_id ORDER BY s.ts_us, s.event_id
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_end_us
-    FROM steps s LEFT JOIN g ON g.trace_id = s.trace_id AND g.window_id = s.event_id
+    FROM (SELECT trace_id, step, window_id AS event_id, ts_us, end_us, dur_us FROM iterations WHERE basis <> 'trace') s
+    LEFT JOIN g ON g.trace_id = s.trace_id AND g.window_id = s.event_id
 ),
 t AS (
     SELECT *, least(coalesce(earlier_end_us, first_us), gpu_end_us) AS gpu_start_us FROM s

@@ -3,10 +3,14 @@
 -- gpu_utilization), views_comm.sql (gpu_op_launches) and views_regions.sql (region_markers).
 -- Times in microseconds on the trace's own clock.
 
--- The windows "step time" is measured over: the ProfilerSteps, or a trace's first-to-last GPU
--- operation span when it has none (view gpu_utilization: the figure the report headline shows).
+-- The windows "step time" is measured over: the ProfilerSteps, else the inferred iterations, else
+-- a trace's first-to-last GPU operation span (view gpu_utilization: the figure the report headline
+-- shows). While the variable steady_from is set (advise, when one-time work dominates a trace: a
+-- MAP from trace_id to the end of that work), a trace it names keeps only the windows that start
+-- at or after that end: its steady part.
 CREATE OR REPLACE TEMP VIEW analysis_windows AS
-SELECT trace_id, rank, window_id, step, basis, ts_us, end_us, wall_us, busy_us FROM gpu_utilization;
+SELECT trace_id, rank, window_id, step, basis, ts_us, end_us, wall_us, busy_us FROM gpu_utilization
+WHERE ts_us >= coalesce(getvariable('steady_from')[trace_id], '-infinity'::DOUBLE);
 
 -- Runtime calls that block the calling CPU thread until the GPU has finished earlier work
 -- (CUDA Runtime API "API synchronization behavior": cudaDeviceSynchronize, cudaStreamSynchronize,

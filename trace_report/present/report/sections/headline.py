@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise import AdviceResult
+from trace_report.analyses.common.iterations import INFERRED
 from trace_report.analyses.common.utilization import gpu_utilization, step_overlap_note
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
 from trace_report.errors import TraceReportError
@@ -101,7 +102,8 @@ def headline_section(db: TraceDB, con: duckdb.DuckDBPyConnection, opts: ReportOp
     devices = _devices(con)
     items = [("traces", f"{len(traces)}"), ("ranks", f"{traces['rank'].nunique()}"), ("GPU", devices),
              ("ProfilerSteps", _per_rank(steps["n"].tolist(), len(steps))),
-             ("median step", _median_step(con, opts.rank)),
+             *(inferred := _inferred_items(con, opts.rank)),
+             *_median_item(con, opts.rank, "iteration" if inferred and steps.empty else "step"),
              ("GPU kernels", f"{int(traces['kernels'].sum()):,}"),
              ("GPU kernel time", _dur(gpu) if gpu else "n/a"),
              *_utilization_items(util)]
@@ -144,13 +146,26 @@ def _per_rank(counts: list[int], ranks: int) -> str:
     return f"{lo if lo == hi else f'{lo}-{hi}'} per rank ({ranks} ranks)"
 
 
+def _inferred_items(con: duckdb.DuckDBPyConnection, rank: int | None) -> list[tuple[str, str]]:
+    """``iterations``: how many were inferred, and from what, for the traces without ProfilerStep
+    (view ``iterations``, basis ``inferred: <name>``); none when every trace has steps or none repeats."""
+    rows = con.execute("SELECT count(*), list(DISTINCT substr(i.basis, $n)) FROM iterations i JOIN traces t "
+                       "USING (trace_id) WHERE starts_with(i.basis, $p) AND ($rank IS NULL OR t.rank = $rank)",
+                       {"rank": rank, "p": INFERRED, "n": len(INFERRED) + 1}).fetchone()
+    if not rows or not rows[0]:
+        return []
+    return [("iterations (no ProfilerStep)", f"{rows[0]} inferred from {', '.join(sorted(rows[1]))}")]
+
+
 def _utilization_items(util: pd.DataFrame) -> list[tuple[str, str]]:
     """The GPU utilisation headline (view ``gpu_utilization_by_rank``, the figure ``advise``
     checks): busy / step time, with the range over ranks when there are several."""
     util = util[util["gpu_util_pct"].notna()]
     if util.empty:
         return [("GPU busy (of step time)", "n/a")]
-    basis = "step time" if (util["basis"] == "ProfilerStep").all() else "step time or GPU span"
+    kinds = {"step time" if b == "ProfilerStep" else "GPU span" if b == "gpu_span" else "iteration time"
+             for b in util["basis"]}
+    basis = "step time" if kinds == {"step time"} else " or ".join(sorted(kinds, reverse=True))
     total = 100.0 * util["busy_us"].sum() / util["wall_us"].sum()
     text = f"{total:.1f}%"
     if len(util) > 1:
@@ -172,10 +187,15 @@ def _devices(con: duckdb.DuckDBPyConnection) -> str:
     return ", ".join(sorted(str(r[0]) for r in rows)) or "CPU only"
 
 
-def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None) -> str:
+def _median_item(con: duckdb.DuckDBPyConnection, rank: int | None, word: str) -> list[tuple[str, str]]:
+    """``median step`` (or ``median iteration`` for inferred ones) and :func:`_median_step`'s text."""
+    return [(f"median {word}", _median_step(con, rank, word))]
+
+
+def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None, word: str = "step") -> str:
     """The median step time as the GPU sees it (view ``step_time``: the longer of the ProfilerStep's
-    CPU span and the GPU's step period), with the CPU span's median and the GPU-bound steps when
-    the two differ."""
+    (or inferred iteration's) CPU span and the GPU's step period), with the CPU span's median and
+    the GPU-bound steps when the two differ."""
     row = con.execute("SELECT median(step_us), median(cpu_us), count(*) FILTER (WHERE bound_by = 'gpu'), count(*) "
                       "FROM step_time WHERE $rank IS NULL OR rank = $rank", {"rank": rank}).fetchone()
     step, cpu, gpu_bound, n = row if row else (None, None, 0, 0)
@@ -183,4 +203,4 @@ def _median_step(con: duckdb.DuckDBPyConnection, rank: int | None) -> str:
         return _dur(None)
     if not gpu_bound:
         return _dur(step)
-    return f"{_dur(step)} (CPU span {_dur(cpu)}; {gpu_bound} of {n} steps GPU-bound)"
+    return f"{_dur(step)} (CPU span {_dur(cpu)}; {gpu_bound} of {n} {word}s GPU-bound)"

@@ -87,7 +87,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_every_module_imports() -> None:
     names = [m.name for m in pkgutil.walk_packages(trace_report.__path__, "trace_report.")
              if not m.name.endswith("__main__")]
-    assert "trace_report.cli.top_kernels" in names and "trace_report.store.tracedb" in names
+    assert "trace_report.cli.declared" in names and "trace_report.store.tracedb" in names
     for name in names:
         importlib.import_module(name)
 
@@ -137,6 +137,7 @@ CROSS_COMMAND_IMPORTS = {
     ("advise", "overlap"): "advise's communication verdict reads the rank's overlap row",
     ("advise", "queue"): "advise's launch-bound verdict reads the rank's launch-queue lengths",
     ("compare", "breakdown"): "compare diffs the two sides' breakdown results (compare/ray.py: on Ray)",
+    ("breakdown", "stragglers"): "breakdown --stragglers shows the stragglers' rows; --by-rank notes their spread",
     ("compare", "top_kernels"): "compare diffs the two sides' CPU self time (top-kernels' CPU table; on Ray too)",
 }
 """The imports of one analysis package's modules by another's that remain, each with its reason.

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import duckdb
 import pandas as pd
@@ -40,6 +41,7 @@ from trace_report.analyses.common.utilization import step_overlap_note
 from trace_report.analyses.flags import FlagsOptions, flags_summary
 from trace_report.analyses.overlap import OverlapOptions, overlap
 from trace_report.analyses.queue import QueueOptions, queue_length
+from trace_report.declare import RANK, Command, Opt
 from trace_report.store.kept_views import SHARED_VIEWS, materialized
 from trace_report.store.tracedb import TraceDB
 
@@ -314,3 +316,31 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
         checked = "; ".join(dict.fromkeys(check.checked)) or "nothing measurable"
         notes.append(f"no findings: every check is within its threshold ({checked})")
     return AdviceResult(frame, notes, _verdict(frame, facts, th))
+
+
+@dataclass(frozen=True)
+class AdviseOptions:
+    """Options of ``advise`` (:func:`advise`'s keyword arguments, the thresholds left as they are)."""
+
+    rank: Annotated[int | None, RANK] = None
+    by_rank: Annotated[bool, Opt("One row per rank and finding.", ("--by-rank",))] = False
+    all_findings: Annotated[bool, Opt("Also the findings that would save under 2% of step time.", ("--all",))] = False
+
+
+def advise_findings(db: TraceDB, options: AdviseOptions) -> AdviceResult:
+    """:func:`advise` with ``options`` (the declaration's compute)."""
+    return advise(db, rank=options.rank, by_rank=options.by_rank, all_findings=options.all_findings)
+
+
+COMMAND = Command(
+    name="advise",
+    options=AdviseOptions,
+    compute="trace_report.analyses.advise:advise_findings",
+    title="Findings",
+    help="Recommendations with the measured numbers and thresholds behind them, biggest saving first:\n"
+         "a verdict, then one block per finding (table; Markdown: a pull-request comment; CSV and JSON:\n"
+         "every column).",
+    examples=("trace-report advise traces/run-42 --by-rank",),
+    write="trace_report.present.writers:findings_output",
+    limit=False,
+)

@@ -36,8 +36,13 @@ def test_critical_path_method_is_the_command(bert) -> None:
     path = str(TRACES / BERT)
     got = bert.critical_path(step=6, data_loading=(), infer_syncs=False, hta_rounding=True)
     want = _cli_rows("critical-path", path, "--step", "6", "--data-loading", "", "--no-infer-syncs", "--hta-rounding")
-    assert [round(r["path_ms"], 9) for r in _rows(got.frame)] == [round(r["path_ms"], 9) for r in want]
-    assert len(got.operators) > 0 and got.frame["step"].tolist() == [6]
+    assert [round(r["path_ms"], 9) for r in _rows(got)] == [round(r["path_ms"], 9) for r in want]
+    assert got["step"].tolist() == [6]
+    ops = bert.critical_path(step=6, operators=True, top=3)
+    want = _cli_rows("critical-path", path, "--step", "6", "--operators", "--top", "3")
+    assert [(r["kind"], r["name"]) for r in _rows(ops)] == [(r["kind"], r["name"]) for r in want] and len(want) > 0
+    result = bert.critical_path_result(step=6, data_loading=(), infer_syncs=False, hta_rounding=True)
+    assert result.frame["path_ms"].tolist() == got["path_ms"].tolist() and len(result.operators) > 0
 
 
 def test_sequences_and_modules_methods_are_the_commands(bert) -> None:

@@ -87,7 +87,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_every_module_imports() -> None:
     names = [m.name for m in pkgutil.walk_packages(trace_report.__path__, "trace_report.")
              if not m.name.endswith("__main__")]
-    assert "trace_report.cli.top_kernels" in names and "trace_report.store.tracedb" in names
+    assert "trace_report.cli.declared" in names and "trace_report.store.tracedb" in names
     for name in names:
         importlib.import_module(name)
 

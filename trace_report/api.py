@@ -17,14 +17,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from trace_report.analyses.advise import advise
-from trace_report.analyses.breakdown import BreakdownOptions, breakdown
+from trace_report.analyses.common.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.common.utilization import gpu_utilization
-from trace_report.analyses.critical_path import DATA_LOADING, CriticalPathOptions, CriticalPathResult, critical_path
-from trace_report.analyses.flags import FlagsOptions, flags
-from trace_report.analyses.memory import MemoryOptions, memory_peaks, memory_timeline
+from trace_report.analyses.critical_path import CriticalPathOptions, CriticalPathResult, critical_path
 from trace_report.analyses.slice import SliceOptions, slice_trace
-from trace_report.analyses.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
 from trace_report.declare import Command, commands, option_fields
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
@@ -65,65 +61,24 @@ class TraceDB(tracedb.TraceDB):
         ``run``."""
         return _frame(tabulate(self, analysis, run=run, merge=merge_runs, limit=limit))
 
-    def top_kernels(self, limit: int | None = 20, *, rank: int | None = None, by_rank: bool = False,
-                    kernels_only: bool = False, steps_only: bool = False, merge_runs: bool = False,
-                    run: str | None = None) -> pd.DataFrame:
-        """Top GPU kernels, memcpy and memset by total time (column ``kind``), as
-        ``trace-report top-kernels`` prints them; ``kernels_only`` hides the memcpy/memset rows.
-
-        See :func:`trace_report.analyses.top_kernels.top_kernels` for columns and units.
-        """
-        opts = TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank, kernels_only=kernels_only,
-                                 steps_only=steps_only)
-        return self.table(lambda d: _Noted(top_kernels(d, opts)), merge_runs=merge_runs, run=run)
-
     def top_kernels_result(self, limit: int | None = 20, *, rank: int | None = None,
                            by_rank: bool = False, kernels_only: bool = False) -> TopKernelsResult:
         """Like :meth:`top_kernels` on the whole input (every run together) with the note (CPU
-        fallback, hidden memcpy/memset)."""
+        fallback, hidden memcpy/memset), as :class:`~trace_report.analyses.top_kernels.compute.TopKernelsResult`."""
         return top_kernels(self, TopKernelsOptions(limit=limit, rank=rank, by_rank=by_rank,
                                                    kernels_only=kernels_only))
-
-    def breakdown(self, *, by_step: bool = False, rank: int | None = None, by_rank: bool = False,
-                  merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
-        """Wall, GPU-kernel and idle time per region (``trace-report breakdown``); see
-        :func:`trace_report.analyses.breakdown.breakdown`."""
-        opts = BreakdownOptions(by_step=by_step, rank=rank, by_rank=by_rank)
-        return self.table(lambda d: breakdown(d, opts), merge_runs=merge_runs, run=run)
-
-    def flags(self, *, rank: int | None = None, by_rank: bool = False, merge_runs: bool = False,
-              run: str | None = None) -> pd.DataFrame:
-        """Flagged kernel names with their classes (``trace-report flags``); the per-class summary
-        is in :func:`trace_report.analyses.flags.flags`'s result."""
-        opts = FlagsOptions(rank=rank, by_rank=by_rank)
-        return self.table(lambda d: flags(d, opts), merge_runs=merge_runs, run=run)
-
-    def advise(self, *, rank: int | None = None, by_rank: bool = False, merge_runs: bool = False,
-               run: str | None = None) -> pd.DataFrame:
-        """Findings with their numbers and thresholds (``trace-report advise``)."""
-        return self.table(lambda d: advise(d, rank=rank, by_rank=by_rank), merge_runs=merge_runs, run=run)
 
     def gpu_utilization(self, *, rank: int | None = None, by_step: bool = False) -> pd.DataFrame:
         """GPU busy % of step time per rank (or per step), the report headline's and ``advise``'s
         figure; see :func:`trace_report.analyses.common.utilization.gpu_utilization`."""
         return gpu_utilization(self, rank, by_step=by_step)
 
-    def memory(self, *, rank: int | None = None, device: str | None = None, timeline: bool = False,
-               merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
-        """Peak allocated/reserved bytes per device and step, or every ``[memory]`` event with
-        ``timeline`` (``trace-report memory``); see :mod:`trace_report.analyses.memory`."""
-        fn = memory_timeline if timeline else memory_peaks
-        opts = MemoryOptions(rank=rank, device=device)
-        return self.table(lambda d: fn(d, opts), merge_runs=merge_runs, run=run)
-
-    def critical_path(self, *, rank: int | None = None, step: int | None = None,
-                      data_loading: tuple[str, ...] = DATA_LOADING, infer_syncs: bool = True,
-                      hta_rounding: bool = False, top: int = 10) -> CriticalPathResult:
-        """The critical path of each (rank, step) (``trace-report critical-path``): ``.frame`` ms on
-        the path by kind, ``.operators`` the top operators on it, ``.notes``; see
-        :func:`trace_report.analyses.critical_path.critical_path`."""
-        return critical_path(self, CriticalPathOptions(rank=rank, step=step, data_loading=data_loading,
-                                                       infer_syncs=infer_syncs, hta_rounding=hta_rounding, top=top))
+    def critical_path_result(self, **options: object) -> CriticalPathResult:
+        """:meth:`critical_path` on the whole input (every run together) as a
+        :class:`~trace_report.analyses.critical_path.compute.CriticalPathResult`: ``.frame`` ms on
+        the path by kind, ``.operators`` the top operators on it, ``.paths`` its edges, ``.notes``;
+        ``options``: :class:`~trace_report.analyses.critical_path.CriticalPathOptions`' fields."""
+        return critical_path(self, CriticalPathOptions(**options))  # type: ignore[arg-type]
 
     def slice(self, output: str | PathLike[str], *, steps: int | tuple[int, int] | None = None,
               window: tuple[float | None, float | None] | None = None, rank: int | None = None,
@@ -139,7 +94,7 @@ class TraceDB(tracedb.TraceDB):
 
     def stragglers(self, *, rank: int | None = None, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Step time per rank against the fastest rank (``trace-report breakdown --stragglers``); see
-        :func:`trace_report.analyses.stragglers.stragglers`."""
+        :func:`trace_report.analyses.common.stragglers.stragglers`."""
         return self.table(lambda d: stragglers(d, StragglerOptions(rank=rank)), merge_runs=merge_runs, run=run)
 
     @property
@@ -147,14 +102,6 @@ class TraceDB(tracedb.TraceDB):
         """A connection for jupysql's ``%sql`` that sees this database's TEMP views
         (``conn = db.magic`` then ``%sql conn``); ``%sql db.con`` would open a cursor that does not."""
         return magic_connection(self)
-
-
-class _Noted:
-    """A top-kernels result (``.rows``, ``.note``) as the funnel reads results (``.frame``, ``.notes``)."""
-
-    def __init__(self, result: TopKernelsResult) -> None:
-        self.frame = result.frame
-        self.notes = [result.note] if result.note else []
 
 
 def _frame(table: Table) -> pd.DataFrame:

@@ -59,7 +59,10 @@ BY_RANK = Opt("One group of rows per rank (else summed over ranks).", ("--by-ran
 STEPS_ONLY = Opt("HTA's selection (GPU work launched before the last of 2+ ProfilerSteps), or every GPU operation.",
                  ("--steps-only/--all-steps",))
 HTA_ROUNDING = Opt("Round fractional timestamps to whole us as HTA does (start up, end down).", ("--hta-rounding",))
-"""Options that several analyses take, declared once (their fields reuse these)."""
+LIMIT = Opt("Print at most N rows.", ("--limit", "-n"), min=1)
+"""Options that several analyses take, declared once (their fields reuse these). A field declared
+with :data:`LIMIT` is the command's ``--limit`` (in its place among the shared options), where the
+analysis cuts the rows itself (per rank); without one, ``--limit`` cuts each run's rows."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,18 @@ class ReportTable:
     options: dict[str, Any] = field(default_factory=dict)
     notes: bool = True
     """Whether the command's notes join the section's notes."""
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart a command also writes with ``--chart PATH`` (``.html``, ``.png`` or ``.svg``):
+    ``function`` is ``"module:function"``, ``(db, options) -> chart | None`` (an Altair chart, None
+    when the run has nothing to draw), called on each run; the first run's chart is written (``what``
+    names it in the note about the others)."""
+
+    function: str
+    help: str = "Also write the chart (.html, .png or .svg)."
+    what: str = "chart"
 
 
 @dataclass(frozen=True)
@@ -90,7 +105,24 @@ class Command:
     ``report``: its table in the report, if any; ``display``: ``"module:function"``, a function
     ``(frame, fmt, full_names) -> frame`` that turns cells into text for a format before the table
     is written (lists joined, names shortened), if any; ``notebook``: the ``TraceDB`` method's name
-    when it is not the command's. ``package`` is set by :func:`commands`."""
+    when it is not the command's. ``package`` is set by :func:`commands`.
+
+    Hooks for commands that do more than print one table (each ``"module:function"`` as
+    ``compute``; the notebook method ignores them and returns ``compute``'s frame):
+
+    - ``ray``: the compute function run with ``--engine ray`` (same signature; the command line
+      adds ``--engine`` and ``--ray-address`` and opens the inputs for Ray);
+    - ``chart``: a :class:`Chart` written with ``--chart PATH``;
+    - ``direct``: ``(paths, options) -> frame | None``, a table read straight from an input that
+      is no trace (an Nsight Systems summary CSV), None for every other input;
+    - ``write``: ``(per: PerRun, options, out: OutputOptions) -> list[str]`` writes the output
+      itself (several tables, a rendering of its own) instead of the one table, and returns lines
+      for stderr;
+    - ``titles``: ``(field, title)`` pairs, the table's title when that boolean option is set;
+    - ``limit``: False for a command without ``--limit``.
+
+    An options class may also define ``views()``, the analysis views those options read (instead
+    of ``views``)."""
 
     name: str
     options: type
@@ -103,6 +135,12 @@ class Command:
     report: ReportTable | None = None
     display: str | None = None
     notebook: str | None = None
+    ray: str | None = None
+    chart: Chart | None = None
+    direct: str | None = None
+    write: str | None = None
+    titles: tuple[tuple[str, str], ...] = ()
+    limit: bool = True
     package: str = ""
 
     @property
@@ -117,6 +155,18 @@ class Command:
     def display_function(self) -> Callable[..., Any] | None:
         """The display function, imported now, or None."""
         return self._load(self.display) if self.display else None
+
+    def hook(self, where: str | None) -> Callable[..., Any] | None:
+        """A hook's function (``ray``, ``direct``, ``write``, a chart's), imported now, or None."""
+        return self._load(where) if where else None
+
+    def title_for(self, options: Any) -> str:
+        """The table's title for these options (:attr:`titles`, else :attr:`title`)."""
+        return next((t for name, t in self.titles if getattr(options, name, False)), self.title)
+
+    def views_for(self, options: Any) -> tuple[str, ...] | None:
+        """The analysis views these options read: their ``views()``, else :attr:`views`."""
+        return options.views() if hasattr(options, "views") else self.views
 
     def _load(self, where: str) -> Callable[..., Any]:
         """``module:name`` relative to the declaring package, or absolute (``trace_report.present...``)."""

@@ -108,7 +108,7 @@ def test_top_kernels_on_a_database_loads_no_heavy_module(small_db: tuple[Path, P
     assert heavy == "heavy:", out.stderr
     loaded = ours.split()[1:]
     commands = {m for m in loaded if m.startswith("trace_report.cli.")}
-    cli = ("app", "declared", "options", "registry", "runs", "top_kernels")
+    cli = ("app", "declared", "options", "registry")
     assert commands == {f"trace_report.cli.{m}" for m in cli}
     unused = [m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in UNUSED_BY_TOP_KERNELS)]
     assert unused == []
@@ -323,12 +323,10 @@ def _same_rows(a: str, b: str) -> bool:
 
 
 def _check_same_as_with_every_view(db: Path, options: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
-    import trace_report.cli.top_kernels as command
-
     for opts in options:
         few = invoke(["top-kernels", str(db), *opts, "-f", "json"])
         with monkeypatch.context() as m:
-            m.setattr(command, "VIEWS", None)  # every view, as before commands asked for theirs
+            m.setattr(TopKernelsOptions, "views", lambda self: None)  # every view, as before commands asked for theirs
             every = invoke(["top-kernels", str(db), *opts, "-f", "json"])
         assert (few.exit_code, few.stderr) == (every.exit_code, every.stderr), opts
         assert few.exit_code or _same_rows(few.stdout, every.stdout), opts

@@ -21,8 +21,19 @@ from tests.conftest import (
     shared_or_skip,
     trace_file,
 )
-from trace_report.store.kept_views import KIND_PREFIX, PER_TRACE_VIEWS, kept_as_table, materialize, materialized
-from trace_report.store.views import needed_statements
+from trace_report.store.database import create_schema
+from trace_report.store.kept_views import (
+    KIND_PREFIX,
+    PER_TRACE_VIEWS,
+    REPORT_VIEWS,
+    SHARED_VIEWS,
+    TABLE_MARKER,
+    kept_as_table,
+    kept_for,
+    materialize,
+    materialized,
+)
+from trace_report.store.views import needed_statements, statements
 
 TRACES = ("tracelens_h100_bert_small", "hta_amd_mi250", "kineto_rn50_nw4_2021jun")
 """Three traces with ProfilerSteps and GPU operations, the first with [memory] events, the third with
@@ -296,3 +307,28 @@ def test_views_are_kept_after_the_views_they_read_whatever_the_order_asked() -> 
             "SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name LIKE '%\\_materialized' "
             "ESCAPE '\\' ORDER BY table_oid").fetchall()]
         assert made.index("region_markers_materialized") < made.index("data_loading_intervals_materialized")
+
+
+def test_the_views_kept_as_tables_are_marked_in_their_sql() -> None:
+    """No hand list: advise's and the report's tables are the views whose ``CREATE`` line says
+    ``a table in advise, report`` (or ``report``); the marks name commands that exist."""
+    from trace_report.cli.app import COMMAND_ORDER
+
+    marked: dict[str, set[str]] = {}
+    for st in statements():
+        found = TABLE_MARKER.search(st.sql.partition("\n")[0])
+        for command in found.group(1).split(", ") if found else ():
+            marked.setdefault(command, set()).add(st.name)
+    assert set(marked) == {"advise", "report"} and set(marked) <= set(COMMAND_ORDER)
+    assert set(SHARED_VIEWS) == marked["advise"] == set(kept_for("advise"))
+    assert set(REPORT_VIEWS) == marked["report"] and set(SHARED_VIEWS) < set(REPORT_VIEWS)
+    assert {"gpu_ops", "steps", "kernel_classes", "gpu_utilization"} <= set(SHARED_VIEWS)
+    assert {"op_costs", "region_markers"} <= set(REPORT_VIEWS) - set(SHARED_VIEWS)
+
+
+def test_the_marked_views_are_tables_for_the_block_only() -> None:
+    con = duckdb.connect()
+    create_schema(con, with_views=True)
+    with materialized(con, kept_for("report")):
+        assert all(kept_as_table(con, n) for n in REPORT_VIEWS)
+    assert not any(kept_as_table(con, n) for n in REPORT_VIEWS)

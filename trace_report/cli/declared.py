@@ -2,11 +2,14 @@
 
 :func:`register` turns a :class:`~trace_report.declare.Command` into a Typer command: the
 inputs argument, one option per field of its options dataclass (help, unit, bounds and default
-from the field), and the shared options of every table command (``--format``, ``--limit``,
-``-o``, ``--merge-runs``, ``--run``, and ``--full-names`` where its rows hold kernel names). Its
-body is the one funnel: open the inputs (:func:`~trace_report.cli.options.load`), the analysis
-on each run (:func:`~trace_report.store.per_run.tabulate`), the notes, then the table
-(:func:`~trace_report.present.tables.emit`).
+from the field), and the shared options of every table command, in this order after the
+fields: ``--chart`` (a command with a chart), ``--full-names`` (where its rows hold kernel names),
+``--format``, ``--raw``, ``--limit``, ``-o``, ``--engine`` and ``--ray-address`` (a command with
+a Ray variant), ``--merge-runs``, ``--run``. Its body is the one funnel: open the inputs
+(:func:`~trace_report.cli.options.load`, or for Ray
+:func:`~trace_report.cli.options.ray_load`), the analysis on each run
+(:func:`~trace_report.store.per_run.per_run`), the notes, then the table
+(:func:`~trace_report.present.tables.emit`) or the command's own writer.
 """
 
 from __future__ import annotations
@@ -14,28 +17,44 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from trace_report.cli.options import (
+    EngineName,
+    EngineOpt,
     FormatOpt,
     FullNamesOpt,
     LimitOpt,
     MergeRunsOpt,
     OutputOpt,
     RawOpt,
+    RayAddressOpt,
     RunOpt,
     TargetsArg,
+    err,
     load,
     notes,
+    output_given,
+    ray_load,
+    ray_session,
     typer_option,
     warn,
 )
 from trace_report.cli.registry import app
-from trace_report.declare import Command, Opt, option_fields
+from trace_report.declare import LIMIT, Command, Opt, option_fields, option_names
 
-FUNNEL = ("targets", "full_names", "fmt", "limit", "output", "raw", "merge_runs", "run")
-"""The parameters every declared command has beside its options' fields."""
+if TYPE_CHECKING:
+    from trace_report.store.per_run import PerRun
+    from trace_report.store.tracedb import TraceDB
+
+FUNNEL = ("targets", "chart", "full_names", "fmt", "raw", "limit", "output", "engine", "ray_address", "merge_runs",
+          "run")
+"""The parameters a declared command may have beside its options' fields."""
 
 
 def _flags(name: str, meta: Opt) -> tuple[str, ...]:
@@ -58,19 +77,32 @@ def _parameter(f: dataclasses.Field[Any], tp: Any, meta: Opt) -> inspect.Paramet
                              annotation=Annotated[cli_tp, option])
 
 
-def _funnel_parameters(cmd: Command, fields: set[str]) -> list[inspect.Parameter]:
+def _funnel_parameters(cmd: Command, fields: set[str], limit: inspect.Parameter | None
+                       ) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
+    """The shared parameters before the options' fields (the inputs) and after them; ``limit``:
+    the parameter of a field declared with :data:`~trace_report.declare.LIMIT`, in ``--limit``'s
+    place."""
     kw = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter("targets", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=TargetsArg)]
+    first = [inspect.Parameter("targets", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=TargetsArg)]
+    after = []
+    if cmd.chart is not None:
+        chart = typer.Option("--chart", help=cmd.chart.help, callback=output_given)
+        after.append(inspect.Parameter("chart", kw, default=None, annotation=Annotated[Path | None, chart]))
     if cmd.full_names:
-        params.append(inspect.Parameter("full_names", kw, default=False, annotation=FullNamesOpt))
-    params.append(inspect.Parameter("fmt", kw, default=None, annotation=FormatOpt))
-    if "limit" not in fields:
-        params.append(inspect.Parameter("limit", kw, default=None, annotation=LimitOpt))
-    params += [inspect.Parameter("output", kw, default=None, annotation=OutputOpt),
-               inspect.Parameter("raw", kw, default=False, annotation=RawOpt),
-               inspect.Parameter("merge_runs", kw, default=False, annotation=MergeRunsOpt),
-               inspect.Parameter("run", kw, default=None, annotation=RunOpt)]
-    return params
+        after.append(inspect.Parameter("full_names", kw, default=False, annotation=FullNamesOpt))
+    after += [inspect.Parameter("fmt", kw, default=None, annotation=FormatOpt),
+              inspect.Parameter("raw", kw, default=False, annotation=RawOpt)]
+    if limit is not None:
+        after.append(limit)
+    elif cmd.limit and "limit" not in fields:
+        after.append(inspect.Parameter("limit", kw, default=None, annotation=LimitOpt))
+    after.append(inspect.Parameter("output", kw, default=None, annotation=OutputOpt))
+    if cmd.ray is not None:
+        after += [inspect.Parameter("engine", kw, default=EngineName.local, annotation=EngineOpt),
+                  inspect.Parameter("ray_address", kw, default=None, annotation=RayAddressOpt)]
+    after += [inspect.Parameter("merge_runs", kw, default=False, annotation=MergeRunsOpt),
+              inspect.Parameter("run", kw, default=None, annotation=RunOpt)]
+    return first, after
 
 
 def help_text(cmd: Command) -> str:
@@ -91,28 +123,71 @@ def _option_values(cmd: Command, given: dict[str, Any]) -> Any:
     return cmd.options(**values)
 
 
+@contextmanager
+def _opened(cmd: Command, given: dict[str, Any], options: Any) -> Iterator[tuple[TraceDB, Any]]:
+    """The inputs opened (for Ray with ``--engine ray``) and the compute function to run on them."""
+    if given.get("engine") is EngineName.ray:
+        with ray_session(given["ray_address"]), ray_load(given["targets"]) as db:
+            yield db, cmd.hook(cmd.ray)
+        return
+    with load(given["targets"], views=cmd.views_for(options)) as db:
+        yield db, cmd.function()
+
+
+def _charts(cmd: Command, db: TraceDB, options: Any, given: dict[str, Any]) -> PerRun[Any] | None:
+    """Each run's chart (:attr:`Command.chart`) when ``--chart`` is given."""
+    from trace_report.store.per_run import per_run
+
+    if cmd.chart is None or given.get("chart") is None:
+        return None
+    draw = cmd.hook(cmd.chart.function)
+    return per_run(db, lambda d: draw(d, options), run=given["run"], merge=given["merge_runs"])
+
+
+def _save_chart(charts: PerRun[Any], path: Path, what: str) -> None:
+    """Write the first run's chart; a note when other runs had one too."""
+    from trace_report.present.charts import save_chart
+
+    drawn = [(label, chart) for label, chart in charts.results if chart is not None]
+    if drawn:
+        save_chart(drawn[0][1], path)
+        if len(drawn) > 1:
+            notes([f"--chart: the {what} of run {drawn[0][0]} only (--run LABEL for another)"])
+
+
 def run_command(cmd: Command, given: dict[str, Any]) -> None:
     """The body of a declared command: ``given`` holds every parameter by name."""
     from trace_report.present.tables import OutputOptions, emit
-    from trace_report.store.per_run import tabulate
+    from trace_report.store.per_run import per_run, run_notes, stacked
 
     options = _option_values(cmd, given)
     if hasattr(options, "check"):
         options.check()  # before any input is read
-    analysis = cmd.function()
-    limit = given.get("limit")  # the funnel's --limit, or the options' own limit field
-    targets: list[Path] = given["targets"]
-    with load(targets, views=cmd.views) as db:
-        table = tabulate(db, lambda d: analysis(d, options), run=given["run"], merge=given["merge_runs"],
-                         limit=limit)
-    for message in table.warnings:
-        warn(message)
-    notes(table.notes)
     full_names = given.get("full_names", False)
     out = OutputOptions(given["fmt"], None, given["output"], full_names, raw=given["raw"])
+    direct = cmd.hook(cmd.direct)
+    frame = direct(given["targets"], options) if direct is not None else None
+    if frame is not None:
+        emit(frame, out, title=cmd.title_for(options))
+        return
+    with _opened(cmd, given, options) as (db, analysis):
+        per = per_run(db, lambda d: analysis(d, options), run=given["run"], merge=given["merge_runs"])
+        charts = _charts(cmd, db, options, given)
+    for message in per.warnings:
+        warn(message)
+    notes(run_notes(per, lambda r: r.notes))
+    if charts is not None:
+        _save_chart(charts, given["chart"], cmd.chart.what)  # type: ignore[union-attr]
+    write = cmd.hook(cmd.write)
+    if write is not None:
+        for line in write(per, options, out):
+            err.print(line, markup=False)
+        return
+    limit = None if "limit" in option_names(cmd.options) else given.get("limit")  # a limit field: the analysis'
+    frame = stacked(per, lambda r: r.frame, limit)
     display = cmd.display_function()
-    frame = table.frame if display is None else display(table.frame, out.resolve(), full_names)
-    emit(frame, out, title=cmd.title)
+    frame = frame if display is None else display(frame, out.resolve(), full_names)
+    emit(frame, out, title=cmd.title_for(options))
 
 
 def register(cmd: Command) -> None:
@@ -124,8 +199,9 @@ def register(cmd: Command) -> None:
     clash = names & set(FUNNEL) - {"limit"}
     if clash:
         raise TypeError(f"{cmd.options.__name__}: fields {sorted(clash)} are the shared options' names")
-    funnel = _funnel_parameters(cmd, names)
-    params = funnel[:1] + [_parameter(f, tp, meta) for f, tp, meta in fields if meta.cli] + funnel[1:]
+    limit = next((_parameter(f, tp, meta) for f, tp, meta in fields if meta is LIMIT), None)
+    first, after = _funnel_parameters(cmd, names, limit)
+    params = first + [_parameter(f, tp, meta) for f, tp, meta in fields if meta.cli and meta is not LIMIT] + after
 
     def callback(**given: Any) -> None:
         for f, _, meta in fields:

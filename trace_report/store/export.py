@@ -38,6 +38,7 @@ from typing import Any
 import duckdb
 
 from trace_report import storage
+from trace_report.archives import Scratch
 from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.inputs import is_dataset
@@ -188,8 +189,6 @@ def export_parquet(db: TraceDB, out_dir: Path | str, *, overwrite: bool = False)
 def _export_to_url(con: duckdb.DuckDBPyConnection, url: str, overwrite: bool) -> ExportSummary:
     """:func:`export_parquet` to the prefix ``url``: written to a local scratch folder, then
     uploaded (:func:`_upload`). The rules of an existing folder hold for an existing prefix."""
-    from trace_report.archives import Scratch
-
     present = {str(o.location)[len(url) + 1:] for o in storage.list_prefix(url)}
     if present and not overwrite:
         raise InputError(f"{url}: already exists (choose another prefix, or --overwrite)")

@@ -16,6 +16,7 @@ the view's own column types, so the rows are the view's (``tests/store/test_kept
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -137,14 +138,32 @@ def _from_kept(con: duckdb.DuckDBPyConnection, name: str, ids: list[int]) -> Non
         con.unregister(_ROWS)
 
 
-SHARED_VIEWS = ("gpu_ops", "runtime_calls", "steps", "gpu_busy_intervals", "gpu_utilization", "gpu_op_launches",
-                "memory_events", "data_loading_intervals", "kernel_classes")
-"""Views that commands running several analyses (``advise``, ``report``) read many times each
-(the GPU busy intervals and the step windows in gpu_idle_causes, gpu_idle_by_cause,
-host_syncs_by_rank, launch_bound, the headline, the timeline...): kept as tables for their length
-(:func:`materialized`), each computed from the copies of those it reads (:func:`_make_tables`).
+TABLE_MARKER = re.compile(r"a table in ([a-z-]+(?:, [a-z-]+)*)")
+"""What a view's SQL says, on its ``CREATE ... AS`` line (``-- a table in advise, report``, or after
+:data:`MARKER`: ``-- kept per trace; a table in report``), to be kept as a table for the length of
+the commands named (:func:`kept_for`)."""
 
-``gpu_ops`` and ``runtime_calls`` come first: a Parquet scan filtered on ``cat`` decodes every
+
+@cache
+def kept_for(command: str) -> tuple[str, ...]:
+    """The views whose SQL marks them :data:`TABLE_MARKER` for ``command``, in creation order:
+    what that command keeps as tables for its length (:func:`materialized`)."""
+    out = []
+    for st in statements():
+        found = TABLE_MARKER.search(st.sql.partition("\n")[0])
+        if found and command in found.group(1).split(", "):
+            out.append(st.name)
+    return tuple(out)
+
+
+SHARED_VIEWS = kept_for("advise")
+"""Views that commands running several analyses (``advise``, ``report``) read many times each,
+marked ``a table in advise, report`` in ``store/sql/`` (the GPU busy intervals and the step
+windows in gpu_idle_causes, gpu_idle_by_cause, host_syncs_by_rank, launch_bound, the headline,
+the timeline...): kept as tables for their length (:func:`materialized`), each computed from the
+copies of those it reads (:func:`_make_tables`).
+
+``gpu_ops`` and ``runtime_calls``: a Parquet scan filtered on ``cat`` decodes every
 column of every row group (DuckDB passes an ``IN`` filter to the reader as optional), and the
 analyses of a report read these two views (directly or through
 ``gpu_op_kinds``, ``kernel_launches``, ``gpu_op_launches``...) in most of their queries; kept,
@@ -169,10 +188,10 @@ report's twice), advise's CUDA-core GEMMs and the kernel sequences: planning the
 macro costs DuckDB the same for any number of names, once for the table instead of once per query
 (:func:`~trace_report.analyses.flags.classes_relation`)."""
 
-REPORT_VIEWS = (*SHARED_VIEWS, "op_costs", "region_markers")
-"""What ``report`` keeps for its length: :data:`SHARED_VIEWS`, ``op_costs`` (the FLOP and bytes of
-each GEMM, convolution and attention operator, from the JSON of its input shapes), which the
-Operator view and the module tree both read, and ``region_markers``
+REPORT_VIEWS = kept_for("report")
+"""What ``report`` keeps for its length (marked ``a table in report``): :data:`SHARED_VIEWS`,
+``op_costs`` (the FLOP and bytes of each GEMM, convolution and attention operator, from the JSON
+of its input shapes), which the Operator view and the module tree both read, and ``region_markers``
 (annotation names matched against the region rules' regular expressions), which the step
 timeline's regions and the kernel regions of its step read: computed from the events by the first
 and kept again by the second; on a database, read once from its file.

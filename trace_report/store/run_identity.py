@@ -39,7 +39,6 @@ from trace_report.store.views import CATALOGS
 
 TABLE = "trace_runs"
 """TEMP table ``trace_runs(trace_id INTEGER, run VARCHAR, run_source VARCHAR)``."""
-_RUN_ROWS = "trace_report_run_rows"
 
 
 @dataclass
@@ -274,16 +273,11 @@ def identify_runs(con: duckdb.DuckDBPyConnection) -> list[Run]:
             for lab, (g, s) in zip(labels, groups, strict=True)]
     if runs:
         runs[0].warnings.extend(warnings)
-    import pyarrow as pa
-
-    rows = pa.table({"trace_id": pa.array([t for r in runs for t in r.trace_ids], pa.int32()),
-                     "run": pa.array([r.label for r in runs for _ in r.trace_ids], pa.string()),
-                     "run_source": pa.array([r.source for r in runs for _ in r.trace_ids], pa.string())})
-    con.register(_RUN_ROWS, rows)  # one insert of every row: a statement per row took seconds for thousands of ranks
-    try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS "
-                    f"SELECT trace_id::INTEGER AS trace_id, run::VARCHAR AS run, run_source::VARCHAR AS run_source "
-                    f"FROM {_RUN_ROWS}")
-    finally:
-        con.unregister(_RUN_ROWS)
+    # one statement for every row, lists zipped by unnest (a statement per row took seconds for
+    # thousands of ranks; an Arrow table would load pyarrow and pandas into every command)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS "
+                "SELECT unnest($ids)::INTEGER AS trace_id, unnest($runs)::VARCHAR AS run, "
+                "unnest($sources)::VARCHAR AS run_source",
+                {"ids": [t for r in runs for t in r.trace_ids], "runs": [r.label for r in runs for _ in r.trace_ids],
+                 "sources": [r.source for r in runs for _ in r.trace_ids]})
     return runs

@@ -21,8 +21,8 @@ from conftest import kept_files as kept_of_kind
 from conftest import kept_traces, run_cli
 
 import trace_report as tr
-from trace_report.analyses import breakdown as regions
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown, region_table, selected_traces
+from trace_report.analyses.breakdown import compute as regions
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 from trace_report.store import cache
 from trace_report.store.events_view import events_dir_for

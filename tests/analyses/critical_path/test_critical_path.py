@@ -214,8 +214,6 @@ def test_equals_hta_ddp_first_step() -> None:
 
 
 def test_cli(tmp_path: Path) -> None:
-    import trace_report.cli.critical_path  # noqa: F401 - registers the command on the shared app
-
     path = _write(tmp_path, _launch_trace(sync=False))
     result = invoke(["critical-path", path, "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -390,7 +388,7 @@ def test_every_step_pass_finds_each_window_by_search(monkeypatch: pytest.MonkeyP
     trace order, and the GPU operations are walked once per trace, not once per step: the
     every-step pass scanned every event per window (quadratic in the trace's length)."""
     shared_or_skip()
-    import trace_report.analyses.critical_path as cp
+    import trace_report.analyses.critical_path.compute as cp
 
     windows: list[tuple[object, float, float, cpg.Window]] = []
     load, cut = cp.load_trace, cp.window_of
@@ -431,7 +429,7 @@ def test_the_cyclic_collector_is_paused_while_the_graphs_are_built(monkeypatch: 
     Off while the graphs are built, on again after, and left off when the caller had it off."""
     import gc
 
-    import trace_report.analyses.critical_path as cp
+    import trace_report.analyses.critical_path.compute as cp
 
     seen: list[bool] = []
     build = cp.cpg.build
@@ -486,7 +484,7 @@ def test_each_trace_of_a_database_is_read_from_its_own_pieces(tmp_path: Path,
     trace of a generated 64-rank database); the paths are those read through ``events``, also
     inside a run's scope, and a connection whose ``events`` was redefined reads ``events``."""
     shared_or_skip()
-    import trace_report.analyses.critical_path as cp
+    import trace_report.analyses.critical_path.compute as cp
     from trace_report.store.trace_events import trace_event_sources
 
     db_path = tmp_path / "dlrm.duckdb"

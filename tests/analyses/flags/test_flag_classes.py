@@ -15,7 +15,7 @@ import pytest
 from conftest import TRACES, invoke, shared_or_skip
 
 import trace_report as tr
-from trace_report.analyses import flags as kernel_classes
+from trace_report.analyses.flags import compute as kernel_classes
 from trace_report.analyses.flags import flag_rows
 from trace_report.present.report import write_report
 from trace_report.store.kept_views import kept_as_table, materialized

@@ -10,9 +10,9 @@ import pytest
 
 import trace_report as tr
 from tests.conftest import TRACES, events_of, invoke, load_json, tar_ranks, trace_file
+from trace_report.analyses.common.stragglers import stragglers
 from trace_report.analyses.memory import memory_peaks, memory_timeline
 from trace_report.analyses.ops import OpsOptions, ops
-from trace_report.analyses.stragglers import stragglers
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 

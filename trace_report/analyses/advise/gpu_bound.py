@@ -59,8 +59,8 @@ class GpuBoundThresholds:
       kernels are memory-bound (their time is their bytes over the memory bandwidth: the roofline
       model, Williams et al., CACM 2009); a chain of n such kernels, each reading one or two
       tensors and writing one, moves 2n to 3n tensors, the fused kernel n + 1 at most (inputs once,
-      the output once): at least 1.5x for n = 2, 2x from n = 4. PyTorch 2's TorchInductor, which
-      fuses these chains, measures 1.41x (training) and 2.27x (inference) geomean speed-ups on
+      the output once): at least 1.5 times faster for n = 2, twice from n = 4. PyTorch 2's
+      TorchInductor, which fuses these chains, measures 1.41 and 2.27 times (training, inference) geomean speed-ups on
       whole models, GEMMs included (Ansel et al., "PyTorch 2", ASPLOS 2024).
     - ``softmax_pct``: softmax kernels over 5% of GPU time, a share worth a rewrite of the
       attention (the same floor as ``layout_conversion_pct`` + rounding); ``attention_speedup``:

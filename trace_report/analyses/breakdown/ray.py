@@ -10,11 +10,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from trace_report.analyses.breakdown import (
+from trace_report.analyses.breakdown import BreakdownOptions
+from trace_report.analyses.breakdown.compute import (
     KEPT,
-    BreakdownOptions,
     BreakdownResult,
     breakdown_from,
+    breakdown_shown,
     breakdown_traces,
     compute_region_parts,
     merge_region_tables,
@@ -22,6 +23,7 @@ from trace_report.analyses.breakdown import (
 )
 from trace_report.analyses.breakdown.kept import RegionPart, empty_part, parts_from_arrow, parts_to_arrow
 from trace_report.analyses.common.distributed import map_partitions
+from trace_report.analyses.common.result import Result
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.store.tracedb import TraceDB
 
@@ -49,3 +51,9 @@ def breakdown_ray(db: TraceDB, options: BreakdownOptions | None = None) -> Break
     parts = parts_from_arrow(replace(KEPT, compute=in_tasks).rows(db.con, ids), ids)
     table, facts = merge_region_tables([parts[t] for t in ids])
     return breakdown_from(table, facts, traces, opts, step_spans(db.con, ids))
+
+
+def breakdown_table_ray(db: TraceDB, options: BreakdownOptions) -> BreakdownResult | Result:
+    """:func:`~trace_report.analyses.breakdown.compute.breakdown_table` with :func:`breakdown_ray`
+    (the step time per rank still read here)."""
+    return breakdown_shown(db, options, breakdown_ray)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from trace_report.analyses.breakdown import BreakdownOptions
 from trace_report.analyses.common.regions import REGIONS
 
 BEFORE_FIRST_STEP = "before_first_step"
@@ -20,18 +21,6 @@ STEP_SPAN_COLUMNS = ["step_cpu_us", "step_gpu_us", "step_us"]
 ProfilerStep CPU spans, the GPU's step periods (the work launched in each step, by correlation
 id) and step time, the longer of the two per step; the same on every row of a group, NULL for a
 trace without ProfilerStep."""
-
-
-@dataclass(frozen=True)
-class BreakdownOptions:
-    """``by_step``: one group of rows per step (else summed over steps); ``rank``: only that rank;
-    ``by_rank``: one group per rank (else summed over ranks); ``trace_ids``: only these traces
-    (one run of several)."""
-
-    by_step: bool = False
-    rank: int | None = None
-    by_rank: bool = False
-    trace_ids: tuple[int, ...] | None = None
 
 
 @dataclass

@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 
 from trace_report.analyses.common.distributed import map_partitions
-from trace_report.analyses.flags import FlagsOptions, FlagsResult, check_options, flag_rows, flags, flags_from_rows
+from trace_report.analyses.flags import FlagsOptions
+from trace_report.analyses.flags.compute import FlagsResult, check_options, flag_rows, flags, flags_from_rows, shown
 from trace_report.store.tracedb import TraceDB
 
 
@@ -34,3 +35,8 @@ def flags_ray(db: TraceDB, options: FlagsOptions | None = None) -> FlagsResult:
     merged["count"] = merged["count"].fillna(0).astype(long["count"].dtype)
     merged["total_us"] = merged["total_us"].fillna(0.0)
     return flags_from_rows(db, merged, opts, known)
+
+
+def flags_table_ray(db: TraceDB, options: FlagsOptions) -> FlagsResult:
+    """:func:`flags_ray` as the command shows it (:func:`~trace_report.analyses.flags.compute.flags_table`)."""
+    return shown(flags_ray(db, options), options)

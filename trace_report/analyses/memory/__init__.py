@@ -1,79 +1,41 @@
 """Memory: allocated and reserved bytes per device over time, and their peak per ProfilerStep.
 
-Source: the caching allocator's ``[memory]`` instant events (``profile_memory=True``), view
-``memory_events`` (``store/sql/views_memory.sql``): ``allocated_bytes`` = the event's
-"Total Allocated", ``reserved_bytes`` = "Total Reserved" (bytes held by the allocator, what
-``nvidia-smi`` sees of PyTorch), ``bytes`` = this allocation (negative for a free). Traces of
-2021 carry only "Bytes": ``allocated_bytes`` is then relative to the trace's start (the running
-sum of Bytes, as torch-tb-profiler draws it) and ``reserved_bytes`` is NULL. Peaks: query
-``analyses/memory/memory_peaks.sql``; a step's peak includes the level the step starts at (the device's
-last event before it, by time then event order, with a value).
+``trace-report memory``, from the caching allocator's ``[memory]`` events (:mod:`.compute`).
+
+The declaration below is the command's only one: the CLI command, the ``TraceDB`` method and
+docs/cli.md are made from it (:mod:`trace_report.declare`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-import pandas as pd
-
-from trace_report.analyses.common.result import Result, drop_single_trace_ids
-from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
-
-PEAK_COLUMNS = ["rank", "device", "step", "events", "peak_allocated_bytes", "peak_reserved_bytes"]
-TIMELINE_COLUMNS = ["rank", "device", "ts_us", "time_ms", "bytes", "allocated_bytes", "reserved_bytes"]
-NO_MEMORY_NOTE = "no [memory] events: profile with torch.profiler.profile(profile_memory=True)"
+from trace_report.declare import RANK, Chart, Command, Opt, computed
 
 
 @dataclass(frozen=True)
 class MemoryOptions:
-    """``rank``: only that rank; ``device``: only that device (``cuda:0``, ``cpu``)."""
+    """``rank``: only that rank; ``device``: only that device (``cuda:0``, ``cpu``); ``timeline``:
+    every ``[memory]`` event instead of the peaks."""
 
-    rank: int | None = None
-    device: str | None = None
-
-
-def _notes(db: TraceDB) -> list[str]:
-    if not db.scalar("SELECT count(*) FROM memory_events"):
-        return [NO_MEMORY_NOTE]
-    if db.scalar("SELECT bool_or(NOT totals_known) FROM memory_events"):
-        return ["this trace's [memory] events carry no 'Total Allocated': allocated bytes are relative to "
-                "the start of the trace (running sum of allocations), reserved bytes unknown"]
-    return []
+    rank: Annotated[int | None, RANK] = None
+    device: Annotated[str | None, Opt("Only this device (cuda:0, cpu).", ("--device",))] = None
+    timeline: Annotated[bool, Opt("One row per [memory] event instead of peaks.", ("--timeline",))] = False
 
 
-def memory_peaks(db: TraceDB, options: MemoryOptions | None = None) -> Result:
-    """Per trace, device and step: ``rank``, ``device``, ``step`` (NULL: outside every step),
-    ``events`` (allocations and frees), ``peak_allocated_bytes``, ``peak_reserved_bytes``
-    (bytes); ``trace_id`` too when several traces share a rank."""
-    opts = options or MemoryOptions()
-    db.check_rank(opts.rank)
-    frame = db.con.execute(sql_text("memory_peaks.sql", __package__), {"rank": opts.rank}).df()
-    if opts.device is not None:
-        frame = frame[frame["device"] == opts.device]
-    frame = frame[[*PEAK_COLUMNS, "trace_id"]].astype(
-        {"rank": "int64", "events": "int64", "step": "Int64", "peak_allocated_bytes": "Int64",
-         "peak_reserved_bytes": "Int64"})
-    return Result(drop_single_trace_ids(frame).reset_index(drop=True), _notes(db))
+COMMAND = Command(
+    name="memory",
+    options=MemoryOptions,
+    compute="compute:memory",
+    title="Memory peaks",
+    help="Peak allocated and reserved bytes per device and ProfilerStep, from the allocator's\n"
+         "[memory] events (profile_memory=True); --timeline lists every event, --chart draws them.",
+    examples=("trace-report memory trace.json.gz --chart memory.html",),
+    chart=Chart("trace_report.present.charts.memory:timeline_chart",
+                "Also write the timeline chart (.html, .png or .svg).", "timeline"),
+    titles=(("timeline", "Memory timeline"),),
+)
 
-
-def memory_timeline(db: TraceDB, options: MemoryOptions | None = None) -> Result:
-    """One row per ``[memory]`` event: ``rank``, ``device``, ``ts_us`` (trace clock),
-    ``time_ms`` (ms since the trace's first event), ``bytes``, ``allocated_bytes``,
-    ``reserved_bytes``; ``trace_id`` too when several traces share a rank."""
-    opts = options or MemoryOptions()
-    db.check_rank(opts.rank)
-    frame = db.con.execute(
-        "SELECT t.rank, m.device, m.ts_us, (m.ts_us - s.t0) / 1e3 AS time_ms, m.bytes, m.allocated_bytes, "
-        "m.reserved_bytes, m.trace_id FROM memory_events m JOIN traces t USING (trace_id) "
-        "JOIN (SELECT trace_id, min(ts_us) AS t0 FROM events GROUP BY trace_id) s USING (trace_id) "
-        "WHERE ($rank IS NULL OR t.rank = $rank) AND ($device IS NULL OR m.device = $device) "
-        "ORDER BY t.rank, m.trace_id, m.device, m.ts_us, m.event_id",
-        {"rank": opts.rank, "device": opts.device}).df()
-    frame = frame[[*TIMELINE_COLUMNS, "trace_id"]].astype({"rank": "int64", "reserved_bytes": "Int64"})
-    return Result(drop_single_trace_ids(frame).reset_index(drop=True), _notes(db))
-
-
-def device_names(frame: pd.DataFrame) -> list[str]:
-    """The devices of a memory frame, in order of appearance."""
-    return list(dict.fromkeys(frame["device"]))
+__getattr__ = computed(__name__, ("NO_MEMORY_NOTE", "PEAK_COLUMNS", "TIMELINE_COLUMNS", "device_names", "memory",
+                                  "memory_peaks", "memory_timeline"))

@@ -1,32 +1,25 @@
 """Top kernels: GPU operations (kernels, memcpy, memset) by name, by total time.
 
-CPU operators by self time when there are none."""
+CPU operators by self time when there are none (``trace-report top-kernels``; the computation:
+:mod:`.compute`).
+
+The declaration below is the command's only one: the CLI command, the ``TraceDB`` method and
+docs/cli.md are made from it (:mod:`trace_report.declare`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Annotated
 
-import duckdb
+from trace_report.declare import BY_RANK, RANK, Command, Opt, computed
+from trace_report.errors import UsageError
 
-from trace_report.errors import InputError, UsageError
-from trace_report.store.rows import Rows
-from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
-
-KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_gpu_time", "kind"]
-CPU_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_cpu_self_time", "kind"]
-NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
-MEMORY_KINDS = ("memcpy", "memset")
-"""The ``kind`` of the GPU memory operations' rows (``gpu_memcpy`` / ``gpu_memset`` events)."""
-STEPS_ONLY_NOTE = ("steps only (HTA's rule, view steps_only_gpu_ops): GPU operations launched before the last "
-                   "ProfilerStep starts (every launched one of a one-step trace); pct_of_gpu_time is of the GPU "
-                   "time so selected")
+VIEWS = ("gpu_ops",)
+"""The analysis views top-kernels reads (``top_kernels.sql``; the CPU fallback reads ``events``):
+a database gets these alone, with the views they read (:func:`trace_report.cli.options.load`)."""
+STEPS_ONLY_VIEWS = ("steps_only_gpu_ops", "steps")
+"""And with ``steps_only``: ``top_kernels.sql`` over ``steps_only_gpu_ops``, ``steps`` for its check."""
 
 
 @dataclass(frozen=True)
@@ -37,193 +30,47 @@ class TopKernelsOptions:
     ``kernels_only``: hide the memcpy/memset rows (the note says how much GPU time they hold;
     ``pct_of_gpu_time`` keeps its denominator)."""
 
-    limit: int | None = 20
-    rank: int | None = None
-    by_rank: bool = False
-    steps_only: bool = False
-    trace_ids: tuple[int, ...] | None = None
-    kernels_only: bool = False
+    limit: Annotated[int | None, Opt("Rows (per rank with --by-rank).", ("--limit", "-n"), min=1)] = 20
+    rank: Annotated[int | None, RANK] = None
+    by_rank: Annotated[bool, BY_RANK] = False
+    steps_only: Annotated[bool, Opt("Only GPU operations launched before the last ProfilerStep starts (HTA's "
+                                    "rule: it drops the last step and operations without a launch).",
+                                    ("--steps-only",))] = False
+    trace_ids: Annotated[tuple[int, ...] | None, Opt("Only these traces (one run of several).", cli=False)] = None
+    kernels_only: Annotated[bool, Opt("Hide the memcpy/memset rows (a note gives their names, time and share of "
+                                      "GPU time); pct_of_gpu_time stays of all GPU time.",
+                                      ("--kernels-only",))] = False
 
     def __post_init__(self) -> None:
         if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
             raise UsageError(f"limit {self.limit!r}: give a number of rows, 0 or more (None: all)")
 
-
-@dataclass
-class TopKernelsResult:
-    """The ranked rows and a note for the user (set when CPU operators were ranked instead, with
-    ``steps_only``, and with ``kernels_only`` when memcpy/memset rows were hidden; several are
-    joined by ``"; "``).
-
-    ``rows`` come straight from DuckDB (what the command prints, no pandas); ``frame`` is the
-    same rows as a pandas DataFrame, built on first use (notebooks)."""
-
-    rows: Rows
-    note: str | None = None
-
-    @cached_property
-    def frame(self) -> pd.DataFrame:
-        return self.rows.df()
+    def views(self) -> tuple[str, ...]:
+        """The analysis views these options read."""
+        return (*VIEWS, *(STEPS_ONLY_VIEWS if self.steps_only else ()))
 
 
-def top_kernels_sql(steps_only: bool) -> str:
-    """``top_kernels.sql``, over view ``steps_only_gpu_ops`` instead of ``gpu_ops`` with
-    ``steps_only`` (HTA's iteration rule). One view named: only its chain is bound."""
-    sql = sql_text("top_kernels.sql", __package__)
-    return sql.replace("FROM gpu_ops e", "FROM steps_only_gpu_ops e") if steps_only else sql
+COMMAND = Command(
+    name="top-kernels",
+    options=TopKernelsOptions,
+    compute="compute:top_kernels_table",
+    title="Top kernels",
+    help="Rank GPU kernels, memcpy and memset by total time (CPU operators by self time on traces\n"
+         "without any GPU operation).\n\n"
+         "Also reads an `nsys stats -r cuda_gpu_kern_sum --format csv` file directly.\n"
+         "kind is kernel, memcpy or memset (cpu_op for CPU operators); pct_of_gpu_time is of all GPU\n"
+         "time (kernels + memcpy + memset), as in flags and HTA, so the rows sum to 100 without a limit.\n"
+         "--kernels-only hides the memcpy/memset rows. With --engine ray each trace is aggregated by a\n"
+         "Ray task and the partial sums merged here (same rows).",
+    examples=("trace-report top-kernels traces/run-42 --by-rank -f json",
+              "trace-report top-kernels trace.json --kernels-only",
+              "trace-report top-kernels runs.duckdb --engine ray --ray-address auto"),
+    views=VIEWS,
+    full_names=True,
+    ray="ray:top_kernels_table_ray",
+    direct="compute:kernel_summary",
+)
 
-
-def top_kernels(db: TraceDB, options: TopKernelsOptions | None = None) -> TopKernelsResult:
-    """Rank GPU operations (kernels, memcpy, memset) by total time.
-
-    Columns: ``name``, ``count``, ``total_us``, ``mean_us``, ``min_us``, ``max_us`` (µs, from the
-    ``dur`` of ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events), ``pct_of_gpu_time`` (percent
-    of the selection's GPU time: kernels + memcpy + memset, view ``gpu_time``, as ``flags`` and
-    HTA's kernel breakdown, which shows memory operations as kernels of type MEMORY; of that
-    rank's with ``by_rank``; the rows sum to 100 without a limit), ``kind`` = ``"kernel"``,
-    ``"memcpy"`` or ``"memset"``; ``rank`` first with ``by_rank``. ``kernels_only`` hides the
-    memcpy/memset rows (ranks and limits the kernels alone) and the note says how many names, how
-    much time and what share of the GPU time they hold; ``pct_of_gpu_time`` keeps its denominator.
-    Without any GPU operation in the selection, CPU operators (``cpu_op``) are ranked by self time
-    instead (``kind = "cpu_op"``, ``pct_of_cpu_self_time``) and :attr:`TopKernelsResult.note`
-    says so. A selection with memcpy/memset but no kernel is not CPU-only: it shows its memory
-    operations, or, with ``kernels_only``, no rows and the note.
-    ``steps_only`` on traces without ProfilerStep raises :class:`InputError`.
-    """
-    opts = options or TopKernelsOptions()
-    db.check_rank(opts.rank)
-    if opts.steps_only and not db.con.execute("SELECT count(*) FROM steps").fetchall()[0][0]:
-        raise InputError("--steps-only needs ProfilerStep ranges, and these traces have none")
-    params = {"rank": opts.rank, "by_rank": opts.by_rank, "limit": None if opts.kernels_only else opts.limit,
-              "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)}
-    rows = Rows.fetch(db.con, top_kernels_sql(opts.steps_only), params)
-    if not len(rows):
-        return TopKernelsResult(rows_from_frame(cpu_self_time(db.con, opts), opts.by_rank, CPU_COLUMNS),
-                                NO_KERNELS_NOTE)
-    notes = [STEPS_ONLY_NOTE] if opts.steps_only else []
-    if opts.kernels_only:
-        rows, hidden = _kernel_rows(rows, opts.limit)
-        notes += [hidden] if hidden else []
-    return TopKernelsResult(_shape(rows, opts.by_rank), "; ".join(notes) or None)
-
-
-def _kernel_rows(rows: Rows, limit: int | None) -> tuple[Rows, str | None]:
-    """The kernel rows of ``top_kernels.sql``'s rows of every GPU operation (fetched without a
-    limit, in its order), ``limit`` per rank; and the note on the memcpy/memset rows left out
-    (None when there are none)."""
-    col = {c: i for i, c in enumerate(rows.columns)}
-    kind, rank, name, total = col["kind"], col["rank"], col["name"], col["total_us"]
-    kept: list[tuple] = []
-    per_rank: dict[object, int] = {}
-    for row in rows.data:
-        if row[kind] != "kernel":
-            continue
-        n = per_rank.get(row[rank], 0)
-        if limit is None or n < limit:
-            kept.append(row)
-        per_rank[row[rank]] = n + 1
-    hidden = [row for row in rows.data if row[kind] in MEMORY_KINDS]
-    if not hidden:
-        return Rows(rows.columns, rows.types, kept), None
-    gpu_us = sum(row[total] for row in rows.data)
-    hidden_us = sum(row[total] for row in hidden)
-    pct = 100.0 * hidden_us / gpu_us if gpu_us else 0.0
-    names = len({row[name] for row in hidden})
-    note = (f"memcpy/memset rows hidden (--kernels-only): {names} name{'s' if names != 1 else ''}, "
-            f"{_duration(hidden_us)}, {pct:.1f}% of GPU time")
-    if not kept:
-        note += "; the selection has no GPU kernel, only memcpy/memset"
-    return Rows(rows.columns, rows.types, kept), note
-
-
-def _duration(us: float) -> str:
-    """µs as ``830 µs``, ``12.4 ms`` or ``3.21 s``."""
-    if us < 1e3:
-        return f"{us:.0f} µs"
-    if us < 1e6:
-        return f"{us / 1e3:.1f} ms"
-    return f"{us / 1e6:.2f} s"
-
-
-def _columns(by_rank: bool, columns: list[str] = KERNEL_COLUMNS) -> list[str]:
-    return (["rank"] if by_rank else []) + columns
-
-
-def _shape(rows: Rows, by_rank: bool) -> Rows:
-    """The printed columns; ``rank`` as BIGINT (int64 in the notebook frame) like ``count``."""
-    out = rows.select(_columns(by_rank))
-    return Rows(out.columns, ["BIGINT" if c == "rank" else t for c, t in zip(out.columns, out.types, strict=True)],
-                out.data)
-
-
-def rows_from_frame(frame: pd.DataFrame, by_rank: bool, columns: list[str] = KERNEL_COLUMNS) -> Rows:
-    """A frame with ``columns`` (:data:`KERNEL_COLUMNS` or :data:`CPU_COLUMNS`; and ``rank``) as the
-    printed rows: ``count`` (and ``rank``) BIGINT, times DOUBLE (the CPU fallback's frame, or partial
-    sums merged in pandas by the Ray engine)."""
-    cols = _columns(by_rank, columns)
-    types = {"rank": "BIGINT", "count": "BIGINT", "name": "VARCHAR", "kind": "VARCHAR"}
-    data = [tuple(_plain(v) for v in row) for row in frame[cols].itertuples(index=False)]
-    return Rows(cols, [types.get(c, "DOUBLE") for c in cols], data)
-
-
-def _plain(value: object) -> object:
-    """A numpy scalar as the Python value DuckDB's ``fetchall`` would give."""
-    return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
-
-
-def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Self time of each interval in one thread: its duration minus its direct children's.
-
-    Intervals must be sorted by start, then by longer first. A stack holds the open
-    ancestors; each interval is charged to its innermost enclosing one.
-    """
-    import numpy as np  # only the CPU-only fallback needs numpy
-    self_t = dur.copy()
-    stack: list[int] = []
-    for i in range(len(ts)):
-        while stack and end[stack[-1]] <= ts[i]:
-            stack.pop()
-        if stack:
-            self_t[stack[-1]] -= min(dur[i], end[stack[-1]] - ts[i])
-        stack.append(i)
-    return np.maximum(self_t, 0.0)
-
-
-def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd.DataFrame:
-    """CPU operators ranked by total self time (µs), :data:`CPU_COLUMNS`, ``kind='cpu_op'``.
-
-    Self time = ``dur`` minus the time of directly nested ``cpu_op``/``user_annotation`` events
-    on the same pid/tid (what ``torch.profiler``'s ``self_cpu_time_total`` reports).
-    """
-    import pandas as pd  # only the CPU-only fallback builds frames; GPU traces never load pandas
-    ev = con.execute(
-        "SELECT t.rank, e.trace_id, e.pid, e.tid, e.cat, e.name, e.ts_us, e.dur_us "
-        "FROM events e JOIN traces t USING (trace_id) "
-        "WHERE e.cat IN ('cpu_op', 'user_annotation') AND ($rank IS NULL OR t.rank = $rank) "
-        "  AND ($trace_ids IS NULL OR list_contains($trace_ids, e.trace_id)) "
-        "ORDER BY e.trace_id, e.pid, e.tid, e.ts_us, e.dur_us DESC",
-        {"rank": opts.rank, "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)},
-    ).df()
-    if ev.empty:
-        return pd.DataFrame(columns=["rank", *CPU_COLUMNS])
-    parts = []
-    for _, g in ev.groupby(["trace_id", "pid", "tid"], sort=False):
-        ts, dur = g["ts_us"].to_numpy(float), g["dur_us"].to_numpy(float)
-        parts.append(pd.Series(_self_times(ts, ts + dur, dur), index=g.index))
-    ev["self_us"] = pd.concat(parts)
-    ops = ev[ev["cat"] == "cpu_op"].copy()
-    ops["rank"] = ops["rank"] if opts.by_rank else None
-    keys = ["rank", "name"] if opts.by_rank else ["name"]
-    agg = ops.groupby(keys, dropna=False).agg(
-        count=("self_us", "size"), total_us=("self_us", "sum"), mean_us=("self_us", "mean"),
-        min_us=("self_us", "min"), max_us=("self_us", "max"),
-    ).reset_index()
-    if not opts.by_rank:
-        agg["rank"] = None
-    denom = agg.groupby("rank", dropna=False)["total_us"].transform("sum")
-    agg["pct_of_cpu_self_time"] = 100.0 * agg["total_us"] / denom.where(denom > 0, 1.0)
-    agg["kind"] = "cpu_op"
-    agg = agg.sort_values(["rank", "total_us", "name"], ascending=[True, False, True])
-    if opts.limit is not None:
-        agg = agg.groupby("rank", dropna=False, sort=False).head(opts.limit)
-    return agg.reset_index(drop=True)
+__getattr__ = computed(__name__, (
+    "CPU_COLUMNS", "KERNEL_COLUMNS", "MEMORY_KINDS", "NO_KERNELS_NOTE", "STEPS_ONLY_NOTE", "TopKernelsResult",
+    "TopKernelsTable", "cpu_self_time", "rows_from_frame", "top_kernels", "top_kernels_sql", "top_kernels_table"))

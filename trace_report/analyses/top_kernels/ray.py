@@ -8,13 +8,14 @@ from typing import Any
 import pandas as pd
 
 from trace_report.analyses.common.distributed import map_partitions, merge_stats
-from trace_report.analyses.top_kernels import (
+from trace_report.analyses.top_kernels import TopKernelsOptions
+from trace_report.analyses.top_kernels.compute import (
     CPU_COLUMNS,
     KERNEL_COLUMNS,
     NO_KERNELS_NOTE,
     STEPS_ONLY_NOTE,
-    TopKernelsOptions,
     TopKernelsResult,
+    TopKernelsTable,
     _kernel_rows,
     cpu_self_time,
     rows_from_frame,
@@ -95,3 +96,9 @@ def top_kernels_ray(db: TraceDB, options: TopKernelsOptions | None = None) -> To
     merged = merge_stats(map_partitions(db, cpu_task, params, opts.rank, opts.trace_ids), "pct_of_cpu_self_time")
     return TopKernelsResult(rows_from_frame(_ranked(merged, opts.limit), opts.by_rank, CPU_COLUMNS),
                             NO_KERNELS_NOTE)
+
+
+def top_kernels_table_ray(db: TraceDB, options: TopKernelsOptions) -> TopKernelsTable:
+    """:func:`top_kernels_ray` as the command prints it (the declaration's compute on Ray)."""
+    result = top_kernels_ray(db, options)
+    return TopKernelsTable(result.rows, [result.note] if result.note else [])

@@ -12,6 +12,9 @@ from trace_report.present.charts.loading import altair
 if TYPE_CHECKING:
     import altair as alt
 
+    from trace_report.analyses.memory import MemoryOptions
+    from trace_report.store.tracedb import TraceDB
+
 GIB = float(1 << 30)
 BUCKETS = 1000  # per lane: above this many events, each of 1000 time buckets keeps its maximum
 
@@ -57,3 +60,12 @@ def memory_chart(timeline: pd.DataFrame, *, title: str | None = None) -> alt.Cha
         tooltip=[alt.Tooltip("lane:N"), alt.Tooltip("series:N"), alt.Tooltip("time_ms:Q", format=",.3f"),
                  alt.Tooltip("GiB:Q", format=",.3f")],
     ).properties(width=620, height=160 if data["lane"].nunique() <= 2 else 100)
+
+
+def timeline_chart(db: TraceDB, options: MemoryOptions) -> alt.Chart | None:
+    """The chart of ``memory --chart``: :func:`memory_chart` of the memory timeline of ``db``
+    (:func:`~trace_report.analyses.memory.memory_timeline`), None without ``[memory]`` events."""
+    from trace_report.analyses.memory import memory_timeline
+
+    frame = memory_timeline(db, options).frame
+    return None if frame.empty else memory_chart(frame)

@@ -2,8 +2,9 @@
 -- and work on read-only databases. `-- kept per trace` after a view's AS: its rows of a trace come
 -- from that trace's events alone (joins and windows within a trace_id, reading events and
 -- code-defined views only, never traces), so they are kept per trace beside a database
--- (trace_report.store.kept_views).
-CREATE OR REPLACE TEMP VIEW runtime_calls AS  -- kept per trace
+-- (trace_report.store.kept_views). `-- a table in advise, report` (or `; a table in ...` after that
+-- marker): the commands named keep the view as a table for their length (kept_views.kept_for).
+CREATE OR REPLACE TEMP VIEW runtime_calls AS  -- kept per trace; a table in advise, report
     SELECT * FROM events WHERE cat IN ('cuda_runtime', 'cuda_driver');
 
 -- The launch of a correlation id: its first runtime call (lowest event id), with that call's
@@ -16,7 +17,7 @@ CREATE OR REPLACE TEMP VIEW kernel_launches AS
     WHERE correlation IS NOT NULL
     GROUP BY trace_id, correlation;
 
-CREATE OR REPLACE TEMP VIEW gpu_ops AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW gpu_ops AS  -- kept per trace; a table in advise, report
     SELECT * FROM events WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset');
 
 -- from gpu_ops, not events: the same rows, and where a command keeps gpu_ops as a table
@@ -43,7 +44,7 @@ CREATE OR REPLACE TEMP VIEW annotations AS
 -- The one place ProfilerStep numbers are read (store/steps.py says the same rule to the ingest,
 -- which warns of the events left out): the digits after '#', a number from 0 to 2^31 - 1; an
 -- event whose number is none (ProfilerStep#-5, #abc, #99999999999999999999) is no step.
-CREATE OR REPLACE TEMP VIEW steps AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW steps AS  -- kept per trace; a table in advise, report
     SELECT * FROM (
         SELECT trace_id,
                TRY_CAST(regexp_extract(name, 'ProfilerStep#(\d+)', 1) AS BIGINT) AS step,

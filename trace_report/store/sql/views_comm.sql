@@ -37,7 +37,7 @@ SELECT trace_id, max(ts_us) AS last_step_ts_us FROM steps GROUP BY trace_id HAVI
 -- The launch of each GPU operation: the runtime call of its correlation with the lowest event id
 -- (found first, then joined: DuckDB turned a row_number() = 1 over the joined rows into an
 -- arg_min over a struct of every column, args included, which is slower).
-CREATE OR REPLACE TEMP VIEW gpu_op_launches AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW gpu_op_launches AS  -- kept per trace; a table in advise, report
 SELECT g.*, r.event_id AS launch_event_id, r.name AS launch_name, r.ts_us AS launch_ts_us,
        r.pid AS launch_pid, r.tid AS launch_tid
 FROM gpu_op_kinds g

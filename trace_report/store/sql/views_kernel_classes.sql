@@ -238,4 +238,5 @@ SELECT n.trace_id, n.name,
 FROM trace_names n JOIN matched m ON m.name = n.name AND m.cc IS NOT DISTINCT FROM n.cc
 WHERE len(m.m) > 0;
 
-CREATE OR REPLACE TEMP VIEW kernel_classes AS SELECT * FROM kernel_classes_of('gpu_op_names');
+CREATE OR REPLACE TEMP VIEW kernel_classes AS  -- a table in advise, report
+    SELECT * FROM kernel_classes_of('gpu_op_names');

@@ -25,7 +25,7 @@ FROM (SELECT trace_id, event_id, ts_us, pid,
                                         '$."Total Reserved"']) AS f
       FROM events WHERE name = '[memory]');
 
-CREATE OR REPLACE TEMP VIEW memory_events AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW memory_events AS  -- kept per trace; a table in advise, report
 SELECT trace_id, event_id, ts_us, device, bytes,
        coalesce(total_allocated, CAST(sum(bytes) OVER (PARTITION BY trace_id, device ORDER BY ts_us, event_id
                                                       ROWS UNBOUNDED PRECEDING) AS BIGINT)) AS allocated_bytes,

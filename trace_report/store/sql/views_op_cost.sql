@@ -140,7 +140,7 @@ CREATE OR REPLACE TEMP MACRO op_bshd(t) AS CASE WHEN len(t) = 4 THEN [t[1], t[3]
 -- "Input type" with a known size), flop and bytes (DOUBLE, NULL where the args do not allow a
 -- count) and note (why not). Stages: the args; each family's tensors by role; the convolution
 -- arguments and output shape, the GEMM output; the counts.
-CREATE OR REPLACE TEMP VIEW op_costs AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW op_costs AS  -- kept per trace; a table in report
 WITH a AS (
     SELECT trace_id, event_id, name, pid, tid, ts_us, dur_us, external_id, op_cost_kind(name) AS kind,
            try(json_extract(args, ['$."Input Dims"', '$."Input dims"', '$."Input type"', '$."Concrete Inputs"'])) AS j

@@ -41,7 +41,7 @@ SELECT * FROM (VALUES
 
 -- Annotation events that mark a region (CPU side and GPU side), one row per event. Names are
 -- classified once per distinct (name, is-a-label) pair: regular expressions stay few.
-CREATE OR REPLACE TEMP VIEW region_markers AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW region_markers AS  -- kept per trace; a table in report
 WITH candidates AS (
     SELECT trace_id, event_id, cat, name, pid, tid, ts_us, ts_us + dur_us AS end_us,
            cat = 'cpu_op' AS is_op, cat <> 'cpu_op' OR name NOT LIKE '%::%' AS is_label

@@ -24,7 +24,7 @@ CREATE OR REPLACE TEMP VIEW gpu_time AS SELECT * FROM gpu_time_of('gpu_op_names'
 
 -- Union of the GPU operations' [ts, ts + dur) intervals per trace (all streams and devices of
 -- the trace): the time during which the GPU did something. Gaps-and-islands over start order.
-CREATE OR REPLACE TEMP VIEW gpu_busy_intervals AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW gpu_busy_intervals AS  -- kept per trace; a table in advise, report
 WITH o AS (
     SELECT trace_id, ts_us AS s, ts_us + dur_us AS e FROM gpu_ops WHERE dur_us > 0
 ),
@@ -94,7 +94,7 @@ FROM segments g JOIN steps s ON s.trace_id = g.trace_id AND s.ts_us <= g.seg_ts_
 -- iterations, basis 'inferred: <name>'); without those it is one window from its first to its
 -- last GPU operation (basis 'gpu_span', what HTA's temporal breakdown divides by).
 -- gpu_util_pct is NULL for traces without GPU operations.
-CREATE OR REPLACE TEMP VIEW gpu_utilization AS
+CREATE OR REPLACE TEMP VIEW gpu_utilization AS  -- a table in advise, report
 WITH bi AS MATERIALIZED (SELECT * FROM gpu_busy_intervals),  -- computed once, used three times
 span AS (
     SELECT trace_id, min(start_us) AS ts_us, max(end_us) AS end_us FROM bi GROUP BY trace_id

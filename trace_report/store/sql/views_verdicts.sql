@@ -29,7 +29,7 @@ WHERE regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize$|^cu(C
 -- Data-loading intervals on the CPU (the breakdown's data_loading markers: enumerate(DataLoader)#...
 -- and data-loading labels, view region_markers; plus the DataLoader's __next__ as a Python
 -- function event of with_stack traces), merged per trace.
-CREATE OR REPLACE TEMP VIEW data_loading_intervals AS  -- kept per trace
+CREATE OR REPLACE TEMP VIEW data_loading_intervals AS  -- kept per trace; a table in advise, report
 WITH d AS (
     SELECT trace_id, ts_us AS s, end_us AS e FROM region_markers
     WHERE region = 'data_loading' AND cat <> 'gpu_user_annotation'

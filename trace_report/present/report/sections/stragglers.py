@@ -1,12 +1,12 @@
 """The report's "Step time per rank" section (several ranks):
-:func:`~trace_report.analyses.stragglers.stragglers`, the rows of ``trace-report breakdown
+:func:`~trace_report.analyses.common.stragglers.stragglers`, the rows of ``trace-report breakdown
 --stragglers`` and the spread per step."""
 
 from __future__ import annotations
 
 import html
 
-from trace_report.analyses.stragglers import StragglerOptions, stragglers
+from trace_report.analyses.common.stragglers import StragglerOptions, stragglers
 from trace_report.errors import TraceReportError
 from trace_report.present.report.context import ReportContext
 from trace_report.present.report.parts import Section, table_html

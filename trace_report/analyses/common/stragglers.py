@@ -4,7 +4,7 @@ For each ProfilerStep number present on several ranks of one run: ``step_us`` is
 duration on each rank (the ``ProfilerStep#N`` annotation, CPU side: what the training loop
 waited for), ``behind_us`` / ``behind_pct`` how much longer than the fastest rank of that step
 took (percent of the fastest), ``slowest`` marks the slowest rank. The per-step spread (max - min,
-and relative to the fastest) is in the notes. Query: ``analyses/stragglers/stragglers.sql``, over
+and relative to the fastest) is in the notes. Query: ``analyses/common/stragglers.sql``, over
 view ``step_stragglers`` (``store/sql/views_stragglers.sql``, which advise reads too).
 """
 

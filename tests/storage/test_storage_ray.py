@@ -96,6 +96,10 @@ def test_url_jobs_read_the_objects_and_match_a_local_ingest(tmp_path: Path, buck
     ranks = tar_ranks(DLRM)  # independent: the kernels of the JSON, counted in plain Python
     assert _kernels(remote_db) == sum(1 for evs in ranks.values() for e in evs if e.get("cat") == "kernel")
     _same_analyses(local_db, remote_db)
+    again = UrlThreads()  # unchanged objects are skipped by their size and time, not read again
+    summary = ingest_to_database([url], remote_db, engine=again)
+    assert again.kinds == [] and not summary.ingested
+    assert [why for _, why in summary.skipped] == ["already ingested"] * 8
 
 
 def test_a_url_job_refuses_an_object_uploaded_again(tmp_path: Path, bucket: str, upload: Upload) -> None:

@@ -48,6 +48,12 @@ def may_be_input(name: str, head: bytes) -> bool:
             or head[257:262] == b"ustar" or name.lower().endswith(_TEXT_SUFFIXES))
 
 
+def _json_or_gzip(head: bytes) -> bool:
+    """Whether content starting with ``head`` may be a JSON trace (plain or gzip), the only kind a
+    task reads from its URL."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") or head.startswith(GZIP_MAGIC)
+
+
 @dataclass(frozen=True)
 class Staged:
     """One object copied to ``path``: its URL and its :class:`~trace_report.storage.ObjectInfo` when found."""
@@ -130,9 +136,10 @@ class Stager:
         if self.heads is None or name.endswith(_WHOLE_SUFFIXES) or name == "run.json" or name.startswith("run-rank"):
             return Staged(dest, url, storage.download(url, dest))
         info = storage.stat(url)
-        if info.size <= self.heads:
+        head = storage.read_range(url, 0, self.heads) if info.size > self.heads else b""
+        if not head or not _json_or_gzip(head):  # small, or SQLite, a tar, ...: read on the driver
             return Staged(dest, url, storage.download(url, dest))
-        dest.write_bytes(storage.read_range(url, 0, self.heads))
+        dest.write_bytes(head)
         os.utime(dest, ns=(info.mtime_ns, info.mtime_ns))
         return Staged(dest, url, info, whole=False)
 

@@ -317,11 +317,11 @@ def _export_skipped(path: PurePath, present: set[PurePath]) -> str | None:
 
 
 class _Resolver:
-    def __init__(self, limits: ArchiveLimits) -> None:
+    def __init__(self, limits: ArchiveLimits, heads: int | None = None) -> None:
         self.out = Resolution()
         self.seen: dict[Path, str] = {}
         self.limits = limits
-        self.stager = Stager()
+        self.stager = Stager(heads=heads)
 
     def label(self, path: Path) -> str:
         """What ``path`` is shown and stored as: its URL for a copy of an object, else its name."""
@@ -436,7 +436,7 @@ def as_paths(paths: object) -> list[storage.Location]:
 
 
 def resolve(paths: Sequence[storage.Location], *, allow_database: bool = True, max_ratio: float | None = None,
-            archive_limits: ArchiveLimits | None = None) -> Resolution:
+            archive_limits: ArchiveLimits | None = None, url_heads: bool = False) -> Resolution:
     """Expand ``paths`` (files, folders searched recursively, tar archives, one database or
     exported dataset; local paths, or URLs of objects, prefixes and archives) into typed
     sources, in a stable order.
@@ -448,13 +448,17 @@ def resolve(paths: Sequence[storage.Location], *, allow_database: bool = True, m
     device among them), a database or dataset mixed with other inputs (or at all, unless
     ``allow_database``), an archive past a limit, and for paths holding nothing to read. The
     caller closes the result (temporary files).
+
+    ``url_heads``: of a trace in object storage copy only the first :data:`HEAD_BYTES` (enough to
+    detect it; :class:`~trace_report.staging.Stager`), for an engine whose tasks read the URL
+    (``Source.staged.whole`` is then False and ``Source.path`` is no trace to read).
     """
     if not paths:
         raise InputError("no input paths given")
     limits = archive_limits or ArchiveLimits()
     if max_ratio is not None:
         limits = replace(limits, max_ratio=max_ratio)
-    r = _Resolver(limits)
+    r = _Resolver(limits, HEAD_BYTES if url_heads else None)
     try:
         for path in paths:
             if storage.is_url(path):

@@ -12,10 +12,17 @@ Objects under a hidden name (a part starting with ``.``) and Parquet files (a da
 dataset's own) are not copied, as the folder search would not read them; nor, under a prefix, an
 object whose first bytes are none of an input's (:func:`may_be_input`): a run's prefix may hold
 checkpoints of gigabytes, which the folder search reads only the start of.
+
+For an engine whose tasks read URLs themselves (``--engine ray``), a :class:`Stager` made with
+``heads`` copies only the first ``heads`` bytes of a trace (:attr:`Staged.whole` False): enough
+for the driver to tell its kind (:func:`trace_report.inputs.detect` reads at most
+:data:`~trace_report.inputs.HEAD_BYTES`), while the events are read by the task from the URL.
+Archives, SQLite, Nsight Compute and CSV objects, and run manifests, are still copied whole.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +35,8 @@ _SKIPPED_SUFFIXES = (".parquet", ".duckdb.wal")
 SNIFF_BYTES = 512
 """Bytes of an object under a prefix read (one ranged request) to decide whether to copy it."""
 _TEXT_SUFFIXES = (".json", ".csv", ".txt", ".ncu-rep", ".sqlite")
+_WHOLE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".sqlite", ".ncu-rep", ".csv", ".txt")
+"""Objects a head-only stager still copies whole: read on the driver (archives unpacked there)."""
 
 
 def may_be_input(name: str, head: bytes) -> bool:
@@ -39,6 +48,12 @@ def may_be_input(name: str, head: bytes) -> bool:
             or head[257:262] == b"ustar" or name.lower().endswith(_TEXT_SUFFIXES))
 
 
+def _json_or_gzip(head: bytes) -> bool:
+    """Whether content starting with ``head`` may be a JSON trace (plain or gzip), the only kind a
+    task reads from its URL."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") or head.startswith(GZIP_MAGIC)
+
+
 @dataclass(frozen=True)
 class Staged:
     """One object copied to ``path``: its URL and its :class:`~trace_report.storage.ObjectInfo` when found."""
@@ -46,6 +61,8 @@ class Staged:
     path: Path
     url: str
     info: storage.ObjectInfo
+    whole: bool = True
+    """False: ``path`` holds only the object's first bytes (a head-only :class:`Stager`)."""
 
     def identity_now(self) -> tuple[str, int, int, int] | None:
         """(ETag, 0, size, modification time in ns) of the object now; None when it is gone or
@@ -73,6 +90,8 @@ class Stager:
     """(URL, reason) of each object under a prefix that was not copied."""
     roots: dict[str, Path] = field(default_factory=dict)
     """Each URL given (an object or a prefix) and its local copy (a file or a folder)."""
+    heads: int | None = None
+    """Copy only this many first bytes of a trace-like object (None: every object whole)."""
 
     def stage(self, url: str) -> Path:
         """The local copy of ``url`` (an object, or a prefix copied whole as a folder). Raises
@@ -88,7 +107,7 @@ class Stager:
         if storage.is_prefix(url):
             self._prefix(url, local)
         else:
-            self.by_path[local] = Staged(local, url, storage.download(url, local))
+            self.by_path[local] = self._copy(url, local)
         self.roots[url] = local
         return local
 
@@ -109,7 +128,20 @@ class Stager:
                 continue
             dest = local.joinpath(*rel.split("/"))
             dest.parent.mkdir(parents=True, exist_ok=True)
-            self.by_path[dest] = Staged(dest, str(obj.location), storage.download(obj.location, dest))
+            self.by_path[dest] = self._copy(str(obj.location), dest)
+
+    def _copy(self, url: str, dest: Path) -> Staged:
+        """``url`` copied to ``dest``: whole, or its head only (see :attr:`heads`)."""
+        name = dest.name.lower()
+        if self.heads is None or name.endswith(_WHOLE_SUFFIXES) or name == "run.json" or name.startswith("run-rank"):
+            return Staged(dest, url, storage.download(url, dest))
+        info = storage.stat(url)
+        head = storage.read_range(url, 0, self.heads) if info.size > self.heads else b""
+        if not head or not _json_or_gzip(head):  # small, or SQLite, a tar, ...: read on the driver
+            return Staged(dest, url, storage.download(url, dest))
+        dest.write_bytes(head)
+        os.utime(dest, ns=(info.mtime_ns, info.mtime_ns))
+        return Staged(dest, url, info, whole=False)
 
     def label(self, path: Path) -> str | None:
         """The URL of the copy at ``path``, or of the folder copy it lies in; None for a local file."""

@@ -92,11 +92,14 @@ def ingest_cmd(
     With --engine ray every file (or piece of a large file) is decoded by a Ray task that writes its
     Parquet piece beside the database, and this process writes the catalog: the database, its
     pieces folder and the inputs must be on a filesystem every Ray worker shares (docs/scaling.md).
+    Traces in object storage (s3://, gs://, abfs://) need no shared path: each task reads its
+    object from the URL with its node's own credentials and sends its pieces back to this process.
 
     \b
     Examples:
       trace-report ingest traces/ -o runs.duckdb
       trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
+      trace-report ingest s3://bucket/run-42/ -o runs.duckdb --engine ray --ray-address auto
     """
     from trace_report.ingest.digests import start_hashing, stop_hashing
     from trace_report.sysutil import decoding_settings, skip_pandas_probe

@@ -7,9 +7,15 @@ which returns a :class:`JobResult` (never raising for bad input). :class:`PieceR
 file's pieces to the engine in order, at most ``inflight`` at a time, merges a piece cut inside
 an event with the next one, and drops each piece's bytes once it is accepted; :func:`decode_file`
 decodes one file with it.
+
+A ``url`` job (an engine whose tasks read object storage themselves: ``--engine ray``) copies the
+object to the task's own temporary folder, checks that it is the version the driver found, and
+decodes it as a ``pieces`` job into that folder; the Parquet pieces come back to the driver as
+bytes (:attr:`JobResult.files`), so the driver and the workers share no path.
 """
 from __future__ import annotations
 
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +25,8 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from trace_report.errors import TraceFormatError
+from trace_report import storage
+from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import (
     MAX_EVENT_BYTES,
     MAX_RATIO,
@@ -33,15 +40,17 @@ from trace_report.formats.kineto import (
 from trace_report.ingest.engine import INFLIGHT, Engine, JobFuture
 from trace_report.ingest.files import FileReader
 from trace_report.ingest.normalize import PieceStats, count_duplicates, finalize
+from trace_report.staging import identity_of
 from trace_report.store.pieces import ParquetStore, write_parquet
 
 
 @dataclass
 class Job:
     """One unit of decoding work. ``kind``: ``bytes`` (a piece), ``range`` (bytes of a plain
-    file), ``file`` (a whole small file) or ``pieces`` (a whole large file cut and written into
-    ``store`` by the job itself, for engines with ``file_tasks``). ``out``: Parquet path, or None
-    to return the table."""
+    file), ``file`` (a whole small file), ``pieces`` (a whole large file cut and written into
+    ``store`` by the job itself, for engines with ``file_tasks``) or ``url`` (an object at ``url``
+    read by the job itself, its pieces named as ``store`` names them and returned as bytes).
+    ``out``: Parquet path, or None to return the table."""
 
     kind: str
     trace_id: int
@@ -55,7 +64,11 @@ class Job:
     split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
     max_ratio: float = MAX_RATIO  # kinds 'file' and 'pieces'
     store: ParquetStore | None = None  # kind 'pieces' only: where its pieces go
-    piece_bytes: int = PIECE_BYTES  # kinds 'file' and 'pieces': the pieces it is cut into where it is read
+    piece_bytes: int = PIECE_BYTES  # kinds 'file', 'pieces' and 'url': the pieces it is cut into where it is read
+    url: str = ""  # kind 'url' only
+    identity: tuple[int | str, int, int, int] | None = None
+    """Kind ``url``: the object's (ETag, 0, size, time in ns) when the driver found it
+    (:func:`~trace_report.staging.identity_of`); another version is refused."""
 
     def raw(self) -> bytes:
         if self.kind == "bytes":
@@ -85,6 +98,8 @@ class JobResult:
     """Kinds ``file`` and ``pieces``: events that exactly repeat an earlier one of the file
     (:func:`~trace_report.ingest.normalize.count_duplicates`), counted where the job ran so that
     the driver need not read the pieces again."""
+    files: dict[str, bytes] | None = None
+    """Kind ``url``: each Parquet piece's bytes by its name (the names of :attr:`parts`)."""
 
 
 # ---------------------------------------------------------------- decoding (any process)
@@ -180,9 +195,33 @@ def read_pieces(job: Job) -> JobResult:
     return JobResult(True, envelope=envelope, parts=parts, duplicates=duplicates)
 
 
+def read_object(job: Job) -> JobResult:
+    """Copy the object at ``job.url`` to a temporary folder of this process (one buffered stream,
+    :func:`trace_report.storage.download`; credentials from this process's environment), decode
+    it a piece at a time into Parquet pieces there, and return them as bytes. Raises
+    :class:`InputError` when the object is not the version the driver found (uploaded again)."""
+    assert job.store is not None
+    with tempfile.TemporaryDirectory(prefix="trace-report-object-") as tmp:
+        local = Path(tmp) / (storage.name_of(job.url) or "object")
+        info = storage.download(job.url, local)
+        if job.identity is not None and identity_of(info) != job.identity:
+            raise InputError(f"{job.label}: the object changed since the ingest found it (its ETag, size or "
+                             "time differ); nothing was stored: ingest it again once it is complete")
+        store = job.store.sibling()
+        store.folder = Path(tmp) / "events"
+        result = read_pieces(Job("pieces", job.trace_id, 0, job.label, path=local, store=store,
+                                 max_ratio=job.max_ratio, piece_bytes=job.piece_bytes))
+        assert result.parts is not None
+        result.files = {p.name: p.read_bytes() for p, _ in result.parts if p is not None}
+        result.parts = [(Path(p.name) if p is not None else None, r) for p, r in result.parts]
+    return result
+
+
 def run_job(job: Job) -> JobResult:
     """Worker entry point: never raises for bad input, returns the error instead."""
     try:
+        if job.kind == "url":
+            return read_object(job)
         if job.kind == "file":
             return read_whole(job)
         if job.kind == "pieces":

@@ -60,7 +60,8 @@ class Engine(Protocol):
     ``slots``: jobs that run at once; ``inflight``: pieces of one file submitted and not yet
     accepted; ``file_tasks``: whether a large file may go to one job whole (its pieces decoded
     and written by that job) when there are at least ``slots`` large files, so that the driver
-    never streams them.
+    never streams them. An engine with a true ``reads_urls`` attribute (optional) has each trace in
+    object storage read by its job from the URL (:mod:`trace_report.ingest.decoding`, kind ``url``).
     """
 
     slots: int

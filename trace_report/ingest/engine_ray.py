@@ -34,6 +34,7 @@ from trace_report import interrupts
 from trace_report.errors import EngineError, UsageError
 from trace_report.ingest.engine import INFLIGHT
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
+from trace_report.storage import Location
 from trace_report.store.tracedb import IngestSummary
 
 INSTALL_HINT = 'pip install "trace-report[ray]"'
@@ -276,9 +277,12 @@ class RayEngine:
     Needs a runtime (:func:`ray_runtime`). ``slots`` = CPUs of the cluster; up to twice that many
     pieces of one file are in flight; large files go to one task each when there are at least
     ``slots`` of them (``file_tasks``), so that the driver neither streams nor decodes them.
+    A trace in object storage goes to one task that reads the URL itself (``reads_urls``) and
+    returns its Parquet pieces, so the driver and the workers need share no path.
     """
 
     file_tasks = True
+    reads_urls = True
 
     def __init__(self, max_retries: int = MAX_RETRIES) -> None:
         self.ray = require_ray()
@@ -323,7 +327,7 @@ def map_tasks(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], *, what:
         raise
 
 
-def ingest_with_ray(paths: list[Path], db_path: Path, options: IngestOptions | None = None, *,
+def ingest_with_ray(paths: list[Location], db_path: Path, options: IngestOptions | None = None, *,
                     address: str | None = None, num_cpus: int | None = None,
                     max_retries: int = MAX_RETRIES) -> IngestSummary:
     """:func:`~trace_report.ingest.pipeline.ingest_to_database` with its jobs as Ray tasks:

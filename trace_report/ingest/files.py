@@ -48,6 +48,21 @@ def decoded_size(path: Path) -> int:
     return max(isize, GZIP_RATIO_GUESS * size)
 
 
+def stored_size(src: Source) -> int:
+    """Bytes of ``src`` as stored (an object's size where only its head was copied)."""
+    if src.staged is not None and not src.staged.whole:
+        return src.staged.info.size
+    return src.path.stat().st_size
+
+
+def source_decoded_size(src: Source) -> int:
+    """:func:`decoded_size` of ``src``; for an object of which only the head was copied, its size
+    (times :data:`GZIP_RATIO_GUESS` for gzip), the trailer being in object storage."""
+    if src.staged is not None and not src.staged.whole:
+        return src.staged.info.size * (GZIP_RATIO_GUESS if is_gzip(src.path) else 1)
+    return decoded_size(src.path)
+
+
 class FileReader:
     """Yields ``("range", (path, start, end))``, ``("bytes", piece)`` and, last for a streamed
     file, ``("tail", (raw end, splitter))`` for one file.

@@ -36,7 +36,7 @@ from trace_report.ingest.catalog import Catalog
 from trace_report.ingest.decoding import JobResult, decode_file
 from trace_report.ingest.digests import sha256_file
 from trace_report.ingest.engine import Engine, JobFuture
-from trace_report.ingest.files import check_unchanged, decoded_size
+from trace_report.ingest.files import check_unchanged, source_decoded_size, stored_size
 from trace_report.ingest.ncu import load_ncu
 from trace_report.ingest.normalize import PieceStats, count_duplicates, describe, implausible_events
 from trace_report.ingest.start import (
@@ -52,6 +52,7 @@ from trace_report.ingest.versions import Versions
 from trace_report.inputs import InputKind, Resolution, Source
 from trace_report.manifest import manifest_for_trace
 from trace_report.pathtext import printable
+from trace_report.storage import Location
 from trace_report.store.database import atomic_database, clean_leftovers, create_schema
 from trace_report.store.memory import MemoryStore
 from trace_report.store.pieces import ParquetStore, write_parquet
@@ -90,7 +91,7 @@ class Ingest:
                 self.summary.skipped.append((src.label, "already ingested"))
             else:
                 todo.append(src)
-        self.total = sum(s.path.stat().st_size for s in todo)
+        self.total = sum(stored_size(s) for s in todo)
         ids = {}
         for src in todo:
             ids[src] = self.next_id
@@ -106,7 +107,7 @@ class Ingest:
                 self._source(src, ids[src], futures, pool)
             except InputError as exc:
                 raise _named(exc, src) from exc
-            self.done += src.path.stat().st_size
+            self.done += stored_size(src)
             if self.opts.progress:
                 self.opts.progress(self.done, self.total)
         self.catalog.flush()
@@ -124,9 +125,20 @@ class Ingest:
             if result.error is not None:
                 raise result.error
             parts = result.parts if result.parts is not None else [(out, result)]
+            if result.files is not None:  # a task elsewhere wrote these pieces: stored here by name
+                parts = self._received(parts, result.files)
             self._finish(trace_id, src, result.envelope or TraceEnvelope(), parts, result.duplicates)
         else:
             self._one_file(trace_id, src, pool)
+
+    def _received(self, parts: list[tuple[Path | None, JobResult]],
+                  files: dict[str, bytes]) -> list[tuple[Path | None, JobResult]]:
+        """The pieces a ``url`` job returned as bytes, written into this database's pieces folder."""
+        assert isinstance(self.store, ParquetStore)
+        out: list[tuple[Path | None, JobResult]] = []
+        for path, r in parts:
+            out.append((None if path is None else self.store.put(path.name, files.pop(path.name)), r))
+        return out
 
     def _one_file(self, trace_id: int, src: Source, pool: Engine | None) -> None:
         progress = self.opts.progress
@@ -334,7 +346,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     written (``ingest_to_database`` discards it all).
     """
     opts = options or IngestOptions()
-    total = sum(decoded_size(s.path) for s in found.sources)
+    total = sum(source_decoded_size(s) for s in found.sources)
     piece_bytes = opts.piece_bytes or piece_bytes_for(total)
     pool = (early.pool if early is not None else engine if engine is not None
             else local_engine_for(total, opts, len(found.sources), piece_bytes))
@@ -349,7 +361,7 @@ def ingest_sources(con: duckdb.DuckDBPyConnection, found: Resolution, store: Par
     return job.summary
 
 
-def ingest_to_database(paths: list[Path], db_path: Path, options: IngestOptions | None = None,
+def ingest_to_database(paths: list[Location], db_path: Path, options: IngestOptions | None = None,
                        engine: Engine | None = None) -> IngestSummary:
     """Ingest the inputs in ``paths`` into the database file ``db_path`` (created if absent),
     all or nothing, decoding on ``engine`` (see :func:`ingest_sources`):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
 from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
 from trace_report.ingest.engine import Engine, JobFuture, local_engine
-from trace_report.ingest.files import decoded_size
+from trace_report.ingest.files import source_decoded_size
 from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.storage import Location, location
 from trace_report.store.layout import database_lock, database_path, may_have_leftovers
@@ -106,15 +106,18 @@ def submit_files(todo: list[Source], ids: dict[Source, int], pool: Engine | None
     """Submit the files that go to one job each, before any is awaited: every small trace
     (kind ``file``) and, with an engine that has ``file_tasks`` and at least ``slots`` large
     traces to write, every large one (kind ``pieces``); the others are cut by the driver.
+    With an engine that ``reads_urls``, every trace in object storage goes to one ``url`` job,
+    which reads the object itself (nothing of it is read on the driver but its head).
     Returns each submitted source's output path (None: the job names its pieces) and future."""
     if pool is None:
         return {}
     traces = [s for s in todo if s.kind is InputKind.trace]
+    futures = _submit_urls([s for s in traces if s.staged is not None], ids, pool, opts, piece_bytes, store)
+    traces = [s for s in traces if s not in futures]
     whole_bytes = (opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
-    small = [s for s in traces if decoded_size(s.path) < whole_bytes]
+    small = [s for s in traces if source_decoded_size(s) < whole_bytes]
     large = [s for s in traces if s not in small]
     whole = (pool.file_tasks and isinstance(store, ParquetStore) and len(large) >= pool.slots)
-    futures = {}
     for s in small:
         out = store.path_for(ids[s], 0) if isinstance(store, ParquetStore) else None
         job = Job("file", ids[s], 0, s.label, path=s.path, out=out, max_ratio=opts.max_ratio,
@@ -123,6 +126,20 @@ def submit_files(todo: list[Source], ids: dict[Source, int], pool: Engine | None
     for s in large if whole else []:
         assert isinstance(store, ParquetStore)
         job = Job("pieces", ids[s], 0, s.label, path=s.path, max_ratio=opts.max_ratio,
+                  store=store.sibling(), piece_bytes=piece_bytes)
+        futures[s] = (None, pool.submit(run_job, job))
+    return futures
+
+
+def _submit_urls(objects: list[Source], ids: dict[Source, int], pool: Engine, opts: IngestOptions,
+                 piece_bytes: int, store: ParquetStore | MemoryStore) -> Futures:
+    """One ``url`` job per object, where the engine's tasks read object storage themselves."""
+    if not getattr(pool, "reads_urls", False) or not isinstance(store, ParquetStore):
+        return {}
+    futures: Futures = {}
+    for s in objects:
+        assert s.staged is not None
+        job = Job("url", ids[s], 0, s.label, url=s.staged.url, identity=s.identity, max_ratio=opts.max_ratio,
                   store=store.sibling(), piece_bytes=piece_bytes)
         futures[s] = (None, pool.submit(run_job, job))
     return futures
@@ -163,7 +180,7 @@ def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | No
     sources = found.sources
     if not sources or any(s.kind is not InputKind.trace for s in sources):
         return None
-    total = sum(decoded_size(s.path) for s in sources)
+    total = sum(source_decoded_size(s) for s in sources)
     piece_bytes = opts.piece_bytes or piece_bytes_for(total)
     pool = local_engine_for(total, opts, len(sources), piece_bytes)
     if pool is None:
@@ -233,7 +250,8 @@ def begin_ingest(paths: Sequence[Location], db_path: Path, clean_leftovers: Call
     """
     db_path = database_path(db_path)
     limit = (options or IngestOptions()).max_ratio  # --max-ratio covers archive members too
-    with resolve([location(p) for p in paths], allow_database=False, max_ratio=limit) as found, \
+    url_heads = bool(getattr(engine, "reads_urls", False))  # its tasks read the objects, not the driver
+    with resolve([location(p) for p in paths], allow_database=False, max_ratio=limit, url_heads=url_heads) as found, \
             database_lock(db_path, "writing"):
         notes = clean_leftovers(db_path) if may_have_leftovers(db_path) else []
         store = ParquetStore(db_path)

@@ -35,9 +35,12 @@ class Versions:
         """Same path, size and modification time as a trace already stored (and no ``--force``)."""
         if self.force:
             return False
-        st = src.path.stat()
-        return any(k.file_bytes == st.st_size and k.file_mtime_ns == st.st_mtime_ns
-                   for k in self.catalog.with_path(src.label))
+        if src.staged is not None:  # an object: its size, not its copy's (maybe only its head)
+            size, mtime_ns = src.staged.info.size, src.staged.info.mtime_ns
+        else:
+            st = src.path.stat()
+            size, mtime_ns = st.st_size, st.st_mtime_ns
+        return any(k.file_bytes == size and k.file_mtime_ns == mtime_ns for k in self.catalog.with_path(src.label))
 
     def skip_reason(self, label: str, sha256: str) -> str | None:
         """Why a decoded file with this content is not stored again, or None to store it."""

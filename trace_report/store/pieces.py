@@ -55,6 +55,19 @@ class ParquetStore:
         self.written.append(path)
         return path
 
+    def put(self, name: str, data: bytes) -> Path:
+        """Write the bytes of a piece a job wrote elsewhere (a task on another machine) under its
+        name, which must be one this ingest's token names (:meth:`path_for`). Raises ValueError
+        for any other name."""
+        if Path(name).name != name or not name.startswith("t") or f"-{self.token}-p" not in name \
+                or not name.endswith(".parquet"):
+            raise ValueError(f"not a piece name of this ingest: {name!r}")
+        self.folder.mkdir(exist_ok=True)
+        path = self.folder / name
+        self.written.append(path)
+        path.write_bytes(data)
+        return path
+
     def forget(self, path: Path) -> None:
         """Delete a file this ingest wrote (a piece superseded by a merged one)."""
         path.unlink(missing_ok=True)

@@ -32,6 +32,7 @@ from trace_report.errors import InputError
 from trace_report.ingest.engine_ray import RayEngine, cluster_cpus, map_tasks
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 from trace_report.inputs import resolve
+from trace_report.storage import Location, location
 from trace_report.store.database import connect_existing
 from trace_report.store.export import open_parquet_dataset
 from trace_report.store.partitions import EventPartition, batches, event_partitions, open_partition
@@ -98,12 +99,12 @@ def merge_stats(partials: list[pd.DataFrame], pct: str, denominators: pd.Series 
 
 
 @contextmanager
-def open_for_ray(paths: list[Path], *, workdir: Path | None = None) -> Iterator[TraceDB]:
+def open_for_ray(paths: list[Location], *, workdir: Path | None = None) -> Iterator[TraceDB]:
     """A :class:`TraceDB` whose events are in Parquet files that Ray tasks can read: the database
     or exported dataset given, else the traces given ingested by Ray tasks into a temporary
     database in ``workdir`` (default: the system's temporary folder; on a cluster it must be a
     shared path, e.g. ``TMPDIR=/shared/tmp``), removed on exit. Needs a Ray runtime."""
-    with resolve([Path(p) for p in paths]) as found:
+    with resolve([location(p) for p in paths]) as found:
         database, dataset = found.database, found.dataset
     if database is not None:
         with TraceDB(connect_existing(database)) as db:
@@ -116,7 +117,7 @@ def open_for_ray(paths: list[Path], *, workdir: Path | None = None) -> Iterator[
     tmp = Path(tempfile.mkdtemp(prefix="trace-report-ray-", dir=workdir))
     try:
         db_path = tmp / "traces.duckdb"
-        summary = ingest_to_database([Path(p) for p in paths], db_path, IngestOptions(), engine=RayEngine())
+        summary = ingest_to_database([location(p) for p in paths], db_path, IngestOptions(), engine=RayEngine())
         if not summary.ingested:
             raise InputError(f"{', '.join(map(str, paths))}: no trace to analyse")
         with TraceDB(connect_existing(db_path), summary) as db:

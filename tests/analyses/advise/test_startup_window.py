@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from advise_traces import BASE_US, TraceBuilder
-from conftest import SHARED, complete_events, trace_file
+from conftest import SHARED, TRACES, complete_events, trace_file
 
 import trace_report
 from trace_report.analyses.advise import Thresholds, advise
@@ -130,3 +130,29 @@ def test_steady_real_traces_have_none(folder: str, shared: object) -> None:
     db = trace_report.open(trace_file(folder))
     assert startup(db).windows.empty
     assert "startup_in_window" not in set(advise(db).frame["finding"])
+
+
+def test_startup_before_the_first_inferred_iteration_comes_first() -> None:
+    """ResNet-50 captured with the legacy API (no ProfilerStep): the iterations are inferred from
+    Optimizer.step#SGD.step, and the first calls of aten::add, conv2d and addmm (cuDNN/cuBLAS
+    start-up, seconds each) all end before the first of them. The steps are steady, yet most of
+    the profiled window is start-up: startup_in_window comes first, as a share of the window with
+    no per-iteration saving, and names those calls."""
+    events = complete_events(trace_file("kineto_rn50_autograd_api_nw0"))
+    span = [e for e in events if e.get("cat") != "Trace"]
+    window_us = max(float(e["ts"]) + float(e["dur"]) for e in span) - min(float(e["ts"]) for e in span)
+    first_iteration = min(float(e["ts"]) + float(e["dur"]) for e in events if e["name"].startswith("Optimizer.step#"))
+    firsts = {}
+    for e in sorted(events, key=lambda e: float(e["ts"])):
+        if e["name"] in ("aten::add", "aten::conv2d", "aten::addmm") and e["name"] not in firsts:
+            firsts[e["name"]] = e
+    assert all(float(e["ts"]) + float(e["dur"]) <= first_iteration for e in firsts.values())
+    with trace_report.open(TRACES / "kineto_rn50_autograd_api_nw0") as db:
+        result = advise(db)
+    top = result.frame.iloc[0]
+    assert top["finding"] == "startup_in_window" and top["unit"] == "% of the profiled window"
+    assert top["value"] >= 100 * sum(float(e["dur"]) for e in firsts.values()) / window_us - 0.01
+    assert top["value"] > Thresholds().startup_dominant_pct
+    assert top["est_saving_ms_per_step"] != top["est_saving_ms_per_step"]  # NaN: not a per-iteration cost
+    assert all(f"{name} first call" in top["evidence"] for name in firsts)
+    assert "before the first iteration" in top["evidence"]

@@ -131,6 +131,8 @@ class RankFacts:
     device_inferred: str | None = None
     startup_us: float = 0.0
     startup_evidence: str = ""
+    window_us: float = 0.0  # the profiled windows (first to last event of each trace), summed
+    window_startup_us: float = 0.0  # the one-time work in them, inside the analysed windows or not
     eligible_ops: int = 0
     hta_idle: dict = field(default_factory=dict)
     anchors: object = None  # advise.anchors.AnchorFacts: the rules of other tools
@@ -430,7 +432,10 @@ class Checker:
     def startup(self, f: RankFacts) -> None:
         """One-time work (context creation, first calls, compilation, module loading) inside the
         windows: the profile measured start-up rather than steady steps."""
-        if f.wall_us <= 0 or f.startup_us <= 0:
+        if f.wall_us <= 0:
+            return
+        if f.startup_us <= 0:
+            self._startup_before(f)
             return
         pct = f.pct_of_step(f.startup_us)
         where = f.time_word
@@ -446,6 +451,25 @@ class Checker:
                   "Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
                   "active=3)) and prof.step() each iteration, or run a few warm-up iterations (and torch.compile's "
                   "first call) before profiling starts", LINKS["schedule"])
+
+    def _startup_before(self, f: RankFacts) -> None:
+        """One-time work outside every analysed window (before the first inferred iteration):
+        the steps are steady, but the profiled window mostly measured start-up. No per-step saving
+        (NaN); listed first when it is most of the window."""
+        if f.window_us <= 0 or f.window_startup_us <= 0:
+            return
+        pct = 100.0 * f.window_startup_us / f.window_us
+        self.checked.append(f"one-time start-up work {pct_text(pct)} of the profiled window, outside the {f.per}s")
+        if pct <= self.th.startup_dominant_pct:
+            return
+        self._add(f, "startup_in_window", "One-time start-up work inside the profiled window", pct,
+                  "% of the profiled window", self.th.startup_dominant_pct, None,
+                  f"{ms_text(f.window_startup_us)} of the {ms_text(f.window_us)} profiled is work a steady "
+                  f"{f.per} never repeats, all of it before the first {f.per}: {f.startup_evidence}; the other "
+                  f"findings are computed on the {f.windows} {f.per}s after it",
+                  "Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
+                  "active=3)) and prof.step() each iteration, or run a few warm-up iterations before profiling "
+                  "starts: the window is mostly start-up", LINKS["schedule"])
 
     def utilization(self, f: RankFacts, explained_us: float) -> None:
         """Low utilisation as a symptom: its saving is the idle time no other finding explains."""

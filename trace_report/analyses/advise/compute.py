@@ -186,6 +186,16 @@ def _startup_facts(db: TraceDB, ids: list[int], facts: dict[int, RankFacts]) -> 
             f = facts[int(r)]
             f.startup_us = float(us or 0.0)
             f.startup_evidence = evidence_text(found.evidence[found.evidence["trace_id"].isin(traces)])
+    ranks = dict(db.con.execute("SELECT trace_id, rank FROM traces WHERE list_contains($ids, trace_id)",
+                                {"ids": ids}).fetchall())
+    for w in found.windows.itertuples(index=False):  # the profiled windows, start-up outside the steps too
+        f = facts.get(int(ranks[w.trace_id])) if ranks.get(w.trace_id) is not None else None
+        if f is None:
+            continue
+        f.window_us += float(w.window_end_us - w.window_start_us)
+        f.window_startup_us += float(w.one_time_us)
+        if not f.startup_evidence:
+            f.startup_evidence = evidence_text(found.evidence[found.evidence["trace_id"] == w.trace_id])
 
 
 def _busiest_queue(q: pd.DataFrame, busiest: int | None, rank: int) -> float | None:

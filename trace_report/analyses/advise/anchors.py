@@ -12,15 +12,17 @@
 - ``stragglers``: a rank slower than the fastest on the same ProfilerSteps (HTA and TraceLens
   compare step time across ranks; view ``step_stragglers``, what ``breakdown --stragglers`` lists).
 - ``kernel_variance``: kernels with CV > 1 and >= 10 calls (TraceLens' rule; table macro
-  ``kernel_variance_of``, what ``kernel-variance`` lists).
+  ``kernel_variance_of``, what ``kernel-variance`` lists), collective kernels left out: a
+  collective's duration includes its wait for the other ranks (NCCL kernels spin until every rank
+  joins), which ``exposed_communication`` and ``stragglers`` already count.
 - ``long_gpu_gaps``: nsys analyze's gpu_gaps (GPU Starvation): the GPU idle > 500 ms between its
   first and last operation (``anchors_gaps.sql``).
 
 Savings (ms per step) where a source supports one: ``grad_not_set_to_none`` the GPU time of the
-zeroing kernels (set_to_none skips them: torch.optim.Optimizer.zero_grad); ``kernel_variance`` the
-time the variable kernels ran above their median (every call at its median); ``stragglers`` what
+zeroing kernels (set_to_none skips them: torch.optim.Optimizer.zero_grad); ``stragglers`` what
 the other ranks waited for the rank on the steps it was the slowest. The others are NaN: the
-tools report no estimate, and the idle time a synchronous call or a long gap causes is already
+tools report no estimate (``kernel_variance``: the calls of one kernel may differ in shape, so
+their time above the median is no waste), and the idle time a synchronous call or a long gap causes is already
 the saving of host_sync, launch_bound or low_gpu_utilization.
 """
 
@@ -108,8 +110,11 @@ def load_anchor_facts(con: duckdb.DuckDBPyConnection, ids: list[int], facts: dic
                      "GROUP BY rank", {"ids": ids}):
         if row["rank"] in out:
             out[row["rank"]].stragglers = row
-    for row in _rows(con, "SELECT rank, name, calls, total_us, p50_us, cv FROM kernel_variance_of(NULL, true, $n, $cv) "
-                     "WHERE variable ORDER BY rank, total_us DESC, name", {"n": MIN_CALLS, "cv": CV_THRESHOLD}):
+    for row in _rows(con, "SELECT rank, name, calls, total_us, p50_us, cv "
+                     "FROM kernel_variance_of(NULL, true, $n, $cv) v WHERE variable "
+                     "AND NOT EXISTS (SELECT 1 FROM kernel_classes c WHERE c.name = v.name "
+                     "AND list_contains(c.classes, 'collective')) "
+                     "ORDER BY rank, total_us DESC, name", {"n": MIN_CALLS, "cv": CV_THRESHOLD}):
         if row["rank"] in out:
             out[row["rank"]].variable.append(row)
     shapes = con.execute("SELECT count(*) FROM (SELECT 1 FROM cpu_ops WHERE list_contains($ids, trace_id) "
@@ -195,13 +200,13 @@ def _variance(check: Checker, f: RankFacts, a: AnchorFacts) -> None:
     top = a.variable[0]
     most = most_text(short_kernel_name(str(top["name"])), top["calls"], top["total_us"], None)
     check._add(f, "kernel_variance", "Kernels whose duration varies from call to call", pct, "% of GPU time",
-               check.th.min_saving_pct, above,
+               check.th.min_saving_pct, None,
                f"{len(a.variable)} kernel names with CV > {CV_THRESHOLD:g} over >= {MIN_CALLS} calls (TraceLens' rule) "
                f"take {pct_text(pct)} of GPU time, {ms_text(above)} of it above their median "
                f"({most}, CV {float(top['cv']):.2f}); "
                "trace-report kernel-variance lists them",
-               "Look at the slow calls in the timeline: dynamic shapes (pad or bucket them), a collective waiting "
-               "for a peer, clocks or a concurrent stream", LINKS["tuning"])
+               "Look at the slow calls in the timeline: dynamic shapes (pad or bucket them), clocks or a "
+               "concurrent stream", LINKS["tuning"])
 
 
 def _gaps(check: Checker, f: RankFacts, a: AnchorFacts) -> None:

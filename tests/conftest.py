@@ -273,3 +273,54 @@ def empty_kept_file(path: Path) -> None:
     pq.write_table(table.slice(0, 0).replace_schema_metadata(
         {**table.schema.metadata, b"trace_report.cache": json.dumps(meta).encode()}), new)
     new.replace(path)
+
+
+# Tests that run only with the slow ones (./run test-all), by node id prefix: each is a second,
+# larger case of a capability the default run already covers with a small end-to-end test (named
+# after the arrow), so that the default run stays under 10 minutes on 2 cores.
+SLOW_CASES = {
+    "tests/present/test_charts.py::test_top_kernels_chart_on_a_cpu_capture": "test_top_kernels_chart",
+    "tests/present/test_charts.py::test_regions_chart_cpu_only_capture": "test_regions_chart_stacks_each_step",
+    "tests/present/test_charts.py::test_timeline_of_a_cpu_capture": "test_timeline_chart_of_one_step",
+    "tests/present/test_charts.py::test_worker_sweep_chart": "tests/present/test_report.py (captured runs)",
+    "tests/present/test_charts.py::test_optimizer_epochs_chart": "tests/present/test_report.py (captured runs)",
+    "tests/present/test_charts.py::test_speedup_chart_cpu_threads": "tests/present/test_report.py (captured runs)",
+    "tests/test_redact.py::test_end_to_end_every_stored_string_is_screened":
+        "test_end_to_end_nothing_planted_is_written",
+    "tests/store/test_kept_views.py::test_the_report_keeps_region_markers_before_its_timeline_reads_them":
+        "test_kept_views' other cases",
+    "tests/store/test_kept_views.py::test_kept_rows_are_the_views_rows_from_any_later_connection":
+        "test_kept_views' other cases",
+    "tests/store/test_run_identity.py::test_each_run_of_a_folder_equals_that_trace_alone": "test_run_identity's others",
+    "tests/ingest/test_chunking.py::test_property_ingest_preserves_kernel_time": "test_chunking's real traces",
+    "tests/formats/test_scan_screen.py::test_every_row_re2_flags_is_marked": "test_scan_screen's others",
+    "tests/formats/test_scan.py::test_every_piece_of_every_real_trace_decodes_as_msgspec_does": "test_scan's others",
+    "tests/store/test_cache.py::test_many_traces_keep_one_part_per_kind": "test_cache's others",
+    "tests/store/test_cache.py::test_a_command_gives_the_same_rows_on_first_and_second_run[breakdown]":
+        "the same test for the other commands",
+    "tests/present/test_box_table.py::test_real_long_tables_as_rich_draws_them": "test_box_table's others",
+    "tests/test_api_runs.py::test_each_run_gets_its_own_rows[advise]": "the same test for the other methods",
+    "tests/analyses/breakdown/test_breakdown_kept.py::test_ingest_precompute_keeps_the_rows":
+        "test_kept_tables_give_the_computed_breakdown",
+    "tests/analyses/breakdown/test_breakdown_kept.py::test_redefined_views_neither_read_nor_keep_rows":
+        "test_kept_tables_give_the_computed_breakdown",
+    "tests/analyses/breakdown/test_breakdown_kept.py::test_damaged_or_unwritable_kept_tables_are_ignored":
+        "test_kept_tables_give_the_computed_breakdown",
+    "tests/present/test_report_browser.py::test_report_of_captured_runs_renders": "test_report_first_screen",
+    "tests/present/test_report_browser.py::test_report_of_real_trace_fits_1280_px": "test_report_first_screen",
+    "tests/capture/test_capture_gpucheck.py::test_run_script_dry_run": "test_capture_gpucheck's others",
+    "tests/storage/test_storage_inputs.py::test_endpoint_down": "test_no_bucket (one Error: line per failure)",
+    "tests/present/test_report_consistency.py::test_no_number_on_the_page_contradicts_another[param_dlrm":
+        "the same test on hta_a100_ddp_nccl",
+    "tests/present/test_report_more.py::test_timeline_names_the_slice_command_that_writes_its_step":
+        "test_report_more's others",
+    "tests/analyses/test_kept_results.py::test_kept_calls_give_the_computed_tree": "test_kept_results' others",
+    "tests/analyses/test_kept_results.py::test_kept_estimate_gives_the_computed_roofline": "test_kept_results' others",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark :data:`SLOW_CASES` slow."""
+    for item in items:
+        if any(item.nodeid.startswith(prefix) for prefix in SLOW_CASES):
+            item.add_marker(pytest.mark.slow)

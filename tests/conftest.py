@@ -285,6 +285,9 @@ SLOW_CASES = {
     "tests/present/test_charts.py::test_worker_sweep_chart": "tests/present/test_report.py (captured runs)",
     "tests/present/test_charts.py::test_optimizer_epochs_chart": "tests/present/test_report.py (captured runs)",
     "tests/present/test_charts.py::test_speedup_chart_cpu_threads": "tests/present/test_report.py (captured runs)",
+    "tests/present/test_charts.py::test_amp_sweep_chart": "tests/present/test_report.py (captured runs)",
+    "tests/present/test_charts.py::test_compile_chart": "tests/present/test_report.py (captured runs)",
+    "tests/present/test_charts.py::test_no_chart_makes_an_altair_converter": "the charts' a100 cases",
     "tests/test_redact.py::test_end_to_end_every_stored_string_is_screened":
         "test_end_to_end_nothing_planted_is_written",
     "tests/store/test_kept_views.py::test_the_report_keeps_region_markers_before_its_timeline_reads_them":

@@ -239,8 +239,9 @@ def test_html_escapes_names_and_works_offline(tmp_path):
     assert script_json({"a": "<&>\u2028"}) == '{"a":"\\u003c\\u0026\\u003e\\u2028"}'
 
 
-def test_save_chart_formats(runs, tmp_path):
-    chart = charts.worker_sweep_chart(_results(runs, "wk"))
+@needs_shared
+def test_save_chart_formats(a100, tmp_path):
+    chart = charts.top_kernels_chart(a100.top_kernels(10), limit=10)
     html_path = charts.save_chart(chart, tmp_path / "sweep.html")
     assert "vegaEmbed" in html_path.read_text()
     assert charts.save_chart(chart, tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -26,6 +26,10 @@ share of its :data:`PER_TIME`."""
 PER_TIME = {"step": "step time", "iteration": "iteration time", "trace": "the first-to-last GPU op span"}
 """What "% of ..." is a share of, by ``per``: the windows' time (``RankFacts.step_us``)."""
 
+STARTUP_ADVICE = ("Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
+                  "active=3)) and prof.step() each iteration, or run a few warm-up iterations (and torch.compile's "
+                  "first call) before profiling starts")
+"""What ``startup_in_window`` recommends, wherever the one-time work lies."""
 LINKS = {
     "pinned": "https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers",
     "ddp": "https://pytorch.org/docs/stable/notes/ddp.html",
@@ -448,9 +452,7 @@ class Checker:
                   f"{f.startup_evidence}; " + (f"the window-based findings are computed on the steady part: {s}"
                                                if (s := self.steady.get(f.rank)) else
                                                "the figures of the other findings include it"),
-                  "Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
-                  "active=3)) and prof.step() each iteration, or run a few warm-up iterations (and torch.compile's "
-                  "first call) before profiling starts", LINKS["schedule"])
+                  STARTUP_ADVICE, LINKS["schedule"])
 
     def _startup_before(self, f: RankFacts) -> None:
         """One-time work outside every analysed window (before the first inferred iteration):
@@ -467,9 +469,7 @@ class Checker:
                   f"{ms_text(f.window_startup_us)} of the {ms_text(f.window_us)} profiled is work a steady "
                   f"{f.per} never repeats, all of it before the first {f.per}: {f.startup_evidence}; the other "
                   f"findings are computed on the {f.windows} {f.per}s after it",
-                  "Profile steady steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, "
-                  "active=3)) and prof.step() each iteration, or run a few warm-up iterations before profiling "
-                  "starts: the window is mostly start-up", LINKS["schedule"])
+                  STARTUP_ADVICE, LINKS["schedule"])
 
     def utilization(self, f: RankFacts, explained_us: float) -> None:
         """Low utilisation as a symptom: its saving is the idle time no other finding explains."""

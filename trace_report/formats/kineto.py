@@ -208,6 +208,20 @@ def replace_bad_utf8(data: bytes) -> tuple[bytes, int]:
     return text.encode(), text.count("\ufffd") - data.count("\ufffd".encode())
 
 
+def is_utf8_error(exc: Exception, data: bytes) -> bool:
+    """Whether decoding ``data`` failed with ``exc`` because it is not valid UTF-8: msgspec up to
+    0.22 raises UnicodeDecodeError, later versions a DecodeError ("Invalid UTF-8 encoded string")."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True
+    if not isinstance(exc, msgspec.DecodeError) or data.isascii():
+        return False
+    try:
+        str(data, "utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
 def decode_piece(data: bytes) -> Piece:
     """Decode ``data`` (a JSON array of events) into a :class:`Piece`.
 
@@ -219,12 +233,12 @@ def decode_piece(data: bytes) -> Piece:
     try:
         try:
             return _decode_piece(data)
-        except UnicodeDecodeError:
-            fixed, n_bad = replace_bad_utf8(data)
-            piece = _decode_piece(fixed)
-            piece.n_bad_utf8 = n_bad
-            return piece
-        except msgspec.DecodeError:
+        except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+            if is_utf8_error(exc, data):
+                fixed, n_bad = replace_bad_utf8(data)
+                piece = decode_piece(fixed)  # valid UTF-8 now: may still need the lenient pass
+                piece.n_bad_utf8 += n_bad
+                return piece
             lenient = lenient_events(data)
             if lenient is None:
                 raise
@@ -511,7 +525,9 @@ def _decode_any(text: bytes, path: Path) -> Any:
     try:
         try:
             return _DEC_ANY.decode(text)
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+            if not is_utf8_error(exc, text):
+                raise
             return _DEC_ANY.decode(replace_bad_utf8(text)[0])
     except RecursionError:
         raise TraceFormatError(f"{path}: {TOO_DEEP}") from None

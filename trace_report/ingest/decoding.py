@@ -35,6 +35,7 @@ from trace_report.formats.kineto import (
     Piece,
     TraceEnvelope,
     decode_piece,
+    is_utf8_error,
     replace_bad_utf8,
 )
 from trace_report.ingest.engine import INFLIGHT, Engine, JobFuture
@@ -158,9 +159,9 @@ def raise_invalid(data: bytes, label: str) -> None:
         msgspec.json.decode(data)
     except RecursionError:
         raise TraceFormatError(f"{label}: {TOO_DEEP}") from None
-    except UnicodeDecodeError:
-        raise_invalid(replace_bad_utf8(data)[0], label)
-    except msgspec.DecodeError as exc:
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        if is_utf8_error(exc, data):
+            raise_invalid(replace_bad_utf8(data)[0], label)
         raise TraceFormatError(f"{label}: invalid JSON ({str(exc).split(' (byte')[0]})") from exc
     raise TraceFormatError(f"{label}: invalid trace events")
 

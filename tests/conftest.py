@@ -319,6 +319,15 @@ SLOW_CASES = {
         "test_report_more's others",
     "tests/analyses/test_kept_results.py::test_kept_calls_give_the_computed_tree": "test_kept_results' others",
     "tests/analyses/test_kept_results.py::test_kept_estimate_gives_the_computed_roofline": "test_kept_results' others",
+    "tests/present/test_names_tables.py::test_compare_regions_is_per_step_by_default_and_says_so":
+        "the compare tests of tests/analyses/compare",
+    "tests/present/test_chart_loading.py::test_altair_import_skips_the_rfc3987_grammars":
+        "test_preload_then_altair_at_once_gives_the_whole_module",
+    "tests/ingest/test_duplicates.py::test_duplicates_of_real_traces_match_a_plain_count[kineto_rn50_nw4_2021jun":
+        "the same test on the other traces",
+    "tests/present/test_report_sections.py::test_experiment_kernel_classes_one_bar_per_run":
+        "tests/present/test_report.py (captured runs)",
+    "tests/cli/test_cli.py::test_api_analyses_match_cli": "tests/test_declare.py (methods print what commands print)",
 }
 
 

@@ -38,6 +38,10 @@ def mirror(tmp_path: Path, bucket: str, upload: Upload) -> Callable[[str], tuple
 Mirror = Callable[[str], tuple[Path, str]]
 
 
+KEY_ID, SECRET = "TRTESTKEYID0000000", "trtest-secret/not-a-real-key"
+"""Made-up credentials: moto refuses them once authentication is on; no output may show them."""
+SECRET_PART = SECRET.split("/")[0]
+
 def _same_output(command: list[str], local: Path | str, url: str) -> None:
     here = invoke([*command, local, "-f", "json"])
     there = invoke([*command, url, "-f", "json"])
@@ -149,13 +153,13 @@ def test_access_denied_names_no_key(mirror: Mirror, s3_server: object,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """With authentication on, moto refuses the test's keys: one line, the URL, no key."""
     _, url = mirror(GZ)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     monkeypatch.setattr(s3_server.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # type: ignore[attr-defined]
     result = invoke(["top-kernels", url])
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: {url}: access denied") and result.stderr.count("\n") == 1
-    assert "AKIA" not in result.output and "wJalr" not in result.output
+    assert KEY_ID not in result.output and SECRET_PART not in result.output
 
 
 def test_endpoint_down(bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,9 +176,9 @@ def test_endpoint_down(bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_url_with_credentials_refused() -> None:
-    result = invoke(["top-kernels", "s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI@bkt/run-42/"])
+    result = invoke(["top-kernels", f"s3://{KEY_ID}:{SECRET_PART}@bkt/run-42/"])
     assert result.exit_code == 1 and "may not hold credentials" in result.stderr
-    assert "AKIA" not in result.output and "wJalr" not in result.output
+    assert KEY_ID not in result.output and SECRET_PART not in result.output
 
 
 def test_prefix_copies_only_what_may_be_an_input(tmp_path: Path, mirror: Mirror,

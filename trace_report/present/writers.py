@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trace_report.present.findings import render_markdown, render_text, text_width
 from trace_report.present.format import Format
 from trace_report.present.tables import OutputOptions, emit, render, text_lists, write_text
 from trace_report.store.per_run import PerRun, stacked
@@ -47,8 +48,6 @@ def findings_output(per: PerRun[Any], options: AdviseOptions, out: OutputOptions
     """``advise``: per run the verdict then one block per finding (table: text blocks, Markdown: a
     pull-request comment, :mod:`trace_report.present.findings`), a heading per run when there are
     several; CSV and JSON: every column of the findings, the ranks' lists joined but in JSON."""
-    from trace_report.present.findings import render_markdown, render_text, text_width
-
     chosen = out.resolve()
     if chosen in (Format.table, Format.markdown):
         render_one = render_text if chosen is Format.table else render_markdown

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from trace_report.analyses.memory import memory_timeline
 from trace_report.present.charts.loading import altair
 
 if TYPE_CHECKING:
@@ -65,7 +66,5 @@ def memory_chart(timeline: pd.DataFrame, *, title: str | None = None) -> alt.Cha
 def timeline_chart(db: TraceDB, options: MemoryOptions) -> alt.Chart | None:
     """The chart of ``memory --chart``: :func:`memory_chart` of the memory timeline of ``db``
     (:func:`~trace_report.analyses.memory.memory_timeline`), None without ``[memory]`` events."""
-    from trace_report.analyses.memory import memory_timeline
-
     frame = memory_timeline(db, options).frame
     return None if frame.empty else memory_chart(frame)

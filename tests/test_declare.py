@@ -57,11 +57,13 @@ def test_every_command_with_a_method_takes_the_same_options() -> None:
 @pytest.mark.parametrize("name", sorted(commands()))
 def test_the_method_keywords_are_the_options_fields(name: str) -> None:
     """The declared method's keywords are the options' fields (the command line's, and those the
-    notebook alone sets), with the fields' defaults."""
+    notebook alone sets), with the fields' defaults; a command that saves a file takes its path first."""
     cmd = commands()[name]
     params = inspect.signature(getattr(TraceDB, cmd.method)).parameters
     fields = {f.name: f.default for f, _, _ in option_fields(cmd.options)}
-    assert set(params) - NOTEBOOK_ONLY == set(fields) - {"limit"}
+    saves = {"output"} if cmd.save is not None else set()
+    assert list(params)[1:2] == list(saves) or not saves
+    assert set(params) - NOTEBOOK_ONLY - saves == set(fields) - {"limit"}
     assert all(params[k].default == v for k, v in fields.items())
 
 
@@ -93,3 +95,17 @@ def test_options_the_methods_lacked_give_what_the_command_prints(ddp: TraceDB) -
     findings = ddp.advise(all_findings=True)
     assert findings["finding"].tolist() == [r["finding"] for r in _cli_rows("advise", path, "--all")]
     assert len(findings) >= len(ddp.advise())
+
+
+def test_roofline_method_is_the_command_and_reads_si_text(ddp: TraceDB) -> None:
+    """``roofline`` is declared with an input-less mode and SI-suffixed peaks: its method gives the
+    command's rows, and reads ``peak_flops="19.5T"`` as the command line does (one roof, 19.5e12
+    FLOP/s, for every row)."""
+    path = str(TRACES / DDP)
+    frame = ddp.roofline(by_name=True)
+    want = _cli_rows("roofline", path, "--by-name", "-n", "100000")
+    assert frame["kernel"].tolist() == [r["kernel"] for r in want] and len(want) > 0
+    roofs = ddp.roofline(by_name=True, peak_flops="19.5T")["roof_flop_per_s"]
+    assert roofs.tolist() == pytest.approx([19.5e12] * len(roofs))
+    assert roofs.tolist() == [r["roof_flop_per_s"] for r in _cli_rows("roofline", path, "--by-name", "--peak-flops",
+                                                                        "19.5T", "-n", "100000")]

@@ -20,18 +20,16 @@ import pandas as pd
 from trace_report.analyses.common.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.common.utilization import gpu_utilization
 from trace_report.analyses.critical_path import CriticalPathOptions, CriticalPathResult, critical_path
-from trace_report.analyses.slice import SliceOptions, slice_trace
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
 from trace_report.declare import Command, commands, option_fields
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, as_paths, resolve
-from trace_report.present.slice import write_chrome_trace
 from trace_report.store import tracedb
 from trace_report.store.database import create_schema
 from trace_report.store.export import open_parquet_dataset
 from trace_report.store.handle import open_database
 from trace_report.store.notebook import MagicConnection, magic_connection
-from trace_report.store.per_run import Table, tabulate
+from trace_report.store.per_run import Table, on_run, tabulate
 from trace_report.store.runs import attach_runs
 
 PathArg = str | bytes | PathLike[str]
@@ -80,18 +78,6 @@ class TraceDB(tracedb.TraceDB):
         ``options``: :class:`~trace_report.analyses.critical_path.CriticalPathOptions`' fields."""
         return critical_path(self, CriticalPathOptions(**options))  # type: ignore[arg-type]
 
-    def slice(self, output: str | PathLike[str], *, steps: int | tuple[int, int] | None = None,
-              window: tuple[float | None, float | None] | None = None, rank: int | None = None,
-              source: bool = True, counters: bool = True) -> int:
-        """Write ProfilerSteps ``steps`` (N or (first, last)) and/or the ``window`` (µs on the
-        trace's clock) of one trace as a Chrome trace for Perfetto (``trace-report slice``; gzip
-        when ``output`` ends in ``.gz``); returns the number of events written. See
-        :func:`trace_report.analyses.slice.slice_trace`."""
-        span = (steps, steps) if isinstance(steps, int) else steps
-        result = slice_trace(self, SliceOptions(steps=span, window=window, rank=rank, source=source,
-                                                counters=counters))
-        return write_chrome_trace(Path(output), result.metadata, result.events)
-
     def stragglers(self, *, rank: int | None = None, merge_runs: bool = False, run: str | None = None) -> pd.DataFrame:
         """Step time per rank against the fastest rank (``trace-report breakdown --stragglers``); see
         :func:`trace_report.analyses.common.stragglers.stragglers`."""
@@ -111,29 +97,40 @@ def _frame(table: Table) -> pd.DataFrame:
     return frame
 
 
-def declared_method(cmd: Command) -> Callable[..., pd.DataFrame]:
+def declared_method(cmd: Command) -> Callable[..., object]:
     """The ``TraceDB`` method of a declared analysis command: keyword arguments named as its
     options' fields (same defaults), ``limit`` (rows per run), ``merge_runs`` and ``run``; it
-    returns the frame the command prints, through the same funnel."""
+    returns the frame the command prints, through the same funnel. A command that saves a file
+    (:class:`~trace_report.declare.Save`) takes the path first and ``run``, and returns what its
+    saver returns."""
     fields = option_fields(cmd.options)
     kw, positional = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
     names = {f.name for f, _, _ in fields}
     limit = next((f.default for f, _, _ in fields if f.name == "limit"), None)
-    params = [inspect.Parameter("self", positional), inspect.Parameter("limit", positional, default=limit,
-                                                                        annotation=int | None)]
+    params = [inspect.Parameter("self", positional)]
+    if cmd.save is not None:
+        params.append(inspect.Parameter("output", positional, annotation=PathArg))
+    else:
+        params.append(inspect.Parameter("limit", positional, default=limit, annotation=int | None))
     params += [inspect.Parameter(f.name, kw, default=f.default, annotation=tp) for f, tp, _ in fields
-               if f.name != "limit"]
-    params += [inspect.Parameter(n, kw, default=d, annotation=t)
-               for n, d, t in (("merge_runs", False, bool), ("run", None, str | None))]
-    signature = inspect.Signature(params, return_annotation=pd.DataFrame)
+               if f.name != "limit" or cmd.save is not None]
+    shared = (("run", None, str | None),) if cmd.save is not None else \
+        (("merge_runs", False, bool), ("run", None, str | None))
+    params += [inspect.Parameter(n, kw, default=d, annotation=t) for n, d, t in shared]
+    signature = inspect.Signature(params, return_annotation=object if cmd.save is not None else pd.DataFrame)
 
-    def method(*args: object, **kwargs: object) -> pd.DataFrame:
+    def method(*args: object, **kwargs: object) -> object:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = dict(bound.arguments)
         db: TraceDB = values.pop("self")  # type: ignore[assignment]
         options = cmd.make_options(values)
         analysis = cmd.function()
+        if cmd.save is not None:
+            save = cmd.hook(cmd.save.function)
+            path = Path(values["output"])  # type: ignore[arg-type]
+            return on_run(db, lambda d: save(analysis(d, options), options, path)[0],  # type: ignore[misc]
+                          values["run"])  # type: ignore[arg-type]
         limit = None if "limit" in names else values["limit"]  # a limit field is the analysis' own
         return db.table(lambda d: analysis(d, options), merge_runs=bool(values["merge_runs"]),
                         run=values["run"], limit=limit)  # type: ignore[arg-type]
@@ -141,7 +138,9 @@ def declared_method(cmd: Command) -> Callable[..., pd.DataFrame]:
     lines = [f"  ``{f.name}``: {meta.text()} (default {f.default!r})" for f, _, meta in fields]
     method.__signature__ = signature  # type: ignore[attr-defined]
     method.__name__ = method.__qualname__ = cmd.method
-    method.__doc__ = f"{cmd.help} (``trace-report {cmd.name}``)\n\n" + "\n".join(lines) + "\n\n" + RUN_OPTIONS
+    tail = f"``output``: {cmd.save.help} ``run``: only the run with that label." if cmd.save is not None \
+        else RUN_OPTIONS
+    method.__doc__ = f"{cmd.help} (``trace-report {cmd.name}``)\n\n" + "\n".join(lines) + "\n\n" + tail
     return method
 
 

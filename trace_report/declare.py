@@ -40,7 +40,12 @@ class Opt:
     ``help``: one sentence (the unit, when given, is appended as ``[unit: µs]``); ``flags``: the
     option's spelling on the command line (default ``--field-name``; ``--a/--b`` for a pair of
     boolean flags, a second entry for a short name); ``min`` / ``max``: bounds the command line
-    checks (a usage error, exit 2); ``cli``: False for a field the notebook alone sets."""
+    checks (a usage error, exit 2); ``cli``: False for a field the notebook alone sets;
+    ``parse``: ``"module:function"`` (as :attr:`Command.compute`), ``(text, flag) -> value``
+    turning the option's text (``19.5T``, ``3-4``) into the field's value, raising
+    :class:`~trace_report.errors.InputError` (or its subclass ``UsageError``) naming ``flag`` for
+    text it cannot read; the command line then takes text, and the notebook method reads a text
+    value with it too (other values go to the field as they are)."""
 
     help: str
     flags: tuple[str, ...] = ()
@@ -48,6 +53,11 @@ class Opt:
     min: float | None = None
     max: float | None = None
     cli: bool = True
+    parse: str | None = None
+
+    def names(self, field_name: str) -> tuple[str, ...]:
+        """The option's spelling: :attr:`flags`, else ``--field-name``."""
+        return self.flags or (f"--{field_name.replace('_', '-')}",)
 
     def text(self) -> str:
         """The help text with its unit."""
@@ -85,9 +95,39 @@ class Chart:
     when the run has nothing to draw), called on each run; the first run's chart is written (``what``
     names it in the note about the others)."""
 
-    function: str
+    function: str | None
     help: str = "Also write the chart (.html, .png or .svg)."
     what: str = "chart"
+    after: str | None = None
+    """The option field ``--chart`` follows in the command's options (None: after every field);
+    ``function`` None: the command's :attr:`Command.main` writes the chart itself."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The inputs argument of a command other than the usual one (one or more traces, run folders,
+    databases or datasets, whose traces are hashed while the command line starts): ``names``, one
+    argument per name holding one input each (``("a", "b")`` for ``compare A B``), or one name
+    for a list of inputs; ``help`` for each; ``optional``: a list that may be empty (a mode that
+    reads no input, such as ``roofline --gpu list``)."""
+
+    help: tuple[str, ...]
+    names: tuple[str, ...] = ("targets",)
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Save:
+    """What a command writes instead of a table (``slice``: a Chrome trace): ``function`` is
+    ``"module:function"``, ``(result, options, path) -> (value, lines)`` writing the compute
+    function's result to ``path`` and returning what the notebook method returns and the lines the
+    command line prints on stderr after the notes; ``help``: the help of ``-o``, which such a command
+    requires. It has none of the table options (``--format``, ``--raw``, ``--limit``,
+    ``--full-names``, ``--merge-runs``) and reads its input as one (``--run LABEL`` narrows it);
+    its notebook method takes the path first."""
+
+    function: str
+    help: str
 
 
 @dataclass(frozen=True)
@@ -119,7 +159,13 @@ class Command:
       itself (several tables, a rendering of its own) instead of the one table, and returns lines
       for stderr;
     - ``titles``: ``(field, title)`` pairs, the table's title when that boolean option is set;
-    - ``limit``: False for a command without ``--limit``.
+    - ``limit``: False for a command without ``--limit``;
+    - ``inputs``: an :class:`Inputs` other than the usual list of one or more inputs;
+    - ``save``: a :class:`Save`, the file the command writes instead of a table;
+    - ``main``: ``(options, given) -> None``, the command line's own body instead of the funnel, for
+      a command whose output is more than tables of its runs (``roofline``: a summary per run and
+      a peaks listing without input); ``given`` holds every command-line parameter by name (the
+      inputs, the shared options). The notebook method still goes through the funnel.
 
     An options class may also define ``views()``, the analysis views those options read (instead
     of ``views``)."""
@@ -141,6 +187,9 @@ class Command:
     write: str | None = None
     titles: tuple[tuple[str, str], ...] = ()
     limit: bool = True
+    inputs: Inputs | None = None
+    save: Save | None = None
+    main: str | None = None
     package: str = ""
 
     @property
@@ -157,7 +206,8 @@ class Command:
         return self._load(self.display) if self.display else None
 
     def hook(self, where: str | None) -> Callable[..., Any] | None:
-        """A hook's function (``ray``, ``direct``, ``write``, a chart's), imported now, or None."""
+        """A hook's function (``ray``, ``direct``, ``write``, ``main``, a chart's, a saver's),
+        imported now, or None."""
         return self._load(where) if where else None
 
     def title_for(self, options: Any) -> str:
@@ -175,8 +225,15 @@ class Command:
         return getattr(importlib.import_module(path), name)
 
     def make_options(self, values: dict[str, Any]) -> Any:
-        """The options dataclass from ``values`` (field name -> value; missing: the default)."""
-        return self.options(**{k: v for k, v in values.items() if k in option_names(self.options)})
+        """The options dataclass from ``values`` (field name -> value; missing: the default); a
+        text value of a field with :attr:`Opt.parse` is read with it."""
+        parsers = {f.name: meta for f, _, meta in option_fields(self.options) if meta.parse is not None}
+        return self.options(**{k: self.parse(k, parsers[k], v) if k in parsers and isinstance(v, str) else v
+                               for k, v in values.items() if k in option_names(self.options)})
+
+    def parse(self, field_name: str, meta: Opt, text: str) -> Any:
+        """``text`` read with the option's :attr:`Opt.parse`."""
+        return self._load(meta.parse)(text, meta.names(field_name)[0])  # type: ignore[arg-type]
 
 
 def option_fields(options: type) -> list[tuple[dataclasses.Field[Any], type, Opt]]:

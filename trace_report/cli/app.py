@@ -34,8 +34,8 @@ from trace_report.errors import TraceReportError, UsageError
 from trace_report.interrupts import Terminated
 
 COMMAND_MODULES = {
-    "capture": "capture", "ingest": "ingest", "roofline": "roofline", "slice": "slice", "compare": "compare",
-    "report": "report", "export": "export", "sql": "sql", "hta": "hta",
+    "capture": "capture", "ingest": "ingest", "compare": "compare", "report": "report", "export": "export",
+    "sql": "sql", "hta": "hta",
 }
 """The commands that are not made from an analysis' declaration, and their module in
 :mod:`trace_report.cli` (it registers the command on the app when imported)."""

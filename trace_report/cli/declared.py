@@ -9,7 +9,11 @@ a Ray variant), ``--merge-runs``, ``--run``. Its body is the one funnel: open th
 (:func:`~trace_report.cli.options.load`, or for Ray
 :func:`~trace_report.cli.options.ray_load`), the analysis on each run
 (:func:`~trace_report.store.per_run.per_run`), the notes, then the table
-(:func:`~trace_report.present.tables.emit`) or the command's own writer.
+(:func:`~trace_report.present.tables.emit`) or the command's own writer. A command that saves a
+file (:class:`~trace_report.declare.Save`: ``slice``) has its required ``-o`` and ``--run`` alone;
+one with its own body (:attr:`~trace_report.declare.Command.main`: ``roofline``) gets its options
+and every parameter; :class:`~trace_report.declare.Inputs` gives other inputs arguments than the
+usual list.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from trace_report.cli.options import (
     RunOpt,
     TargetsArg,
     err,
+    inputs_given,
     load,
     notes,
     output_given,
@@ -47,6 +52,7 @@ from trace_report.cli.options import (
 )
 from trace_report.cli.registry import app
 from trace_report.declare import LIMIT, Command, Opt, option_fields, option_names
+from trace_report.storage import location
 
 if TYPE_CHECKING:
     from trace_report.store.per_run import PerRun
@@ -55,10 +61,6 @@ if TYPE_CHECKING:
 FUNNEL = ("targets", "chart", "full_names", "fmt", "raw", "limit", "output", "engine", "ray_address", "merge_runs",
           "run")
 """The parameters a declared command may have beside its options' fields."""
-
-
-def _flags(name: str, meta: Opt) -> tuple[str, ...]:
-    return meta.flags or (f"--{name.replace('_', '-')}",)
 
 
 def _cli_type(tp: Any) -> tuple[Any, bool]:
@@ -71,23 +73,51 @@ def _cli_type(tp: Any) -> tuple[Any, bool]:
 
 def _parameter(f: dataclasses.Field[Any], tp: Any, meta: Opt) -> inspect.Parameter:
     cli_tp, is_tuple = _cli_type(tp)
-    option = typer_option(dataclasses.replace(meta, flags=_flags(f.name, meta)))
+    if meta.parse is not None:
+        cli_tp = str | None  # the text, read with meta.parse when the command runs
+    option = typer_option(dataclasses.replace(meta, flags=meta.names(f.name)))
     default = None if is_tuple else f.default
     return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[cli_tp, option])
 
 
+def _inputs(cmd: Command) -> list[inspect.Parameter]:
+    """The inputs' arguments: the usual list (:data:`~trace_report.cli.options.TargetsArg`), or
+    those of :attr:`Command.inputs`."""
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    spec = cmd.inputs
+    if spec is None:
+        return [inspect.Parameter("targets", positional, annotation=TargetsArg)]
+    if len(spec.names) == 1:
+        arg = typer.Argument(help=spec.help[0], callback=inputs_given, parser=location)
+        if spec.optional:
+            return [inspect.Parameter(spec.names[0], positional, default=None,
+                                      annotation=Annotated[list[str] | None, arg])]
+        return [inspect.Parameter(spec.names[0], positional, annotation=Annotated[list[str], arg])]
+    return [inspect.Parameter(name, positional, annotation=Annotated[str, typer.Argument(
+        help=text, callback=inputs_given, parser=location)]) for name, text in zip(spec.names, spec.help, strict=True)]
+
+
+def _chart(cmd: Command) -> inspect.Parameter:
+    chart = typer.Option("--chart", help=cmd.chart.help, callback=output_given)  # type: ignore[union-attr]
+    return inspect.Parameter("chart", inspect.Parameter.KEYWORD_ONLY, default=None,
+                             annotation=Annotated[Path | None, chart])
+
+
 def _funnel_parameters(cmd: Command, fields: set[str], limit: inspect.Parameter | None
                        ) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
-    """The shared parameters before the options' fields (the inputs) and after them; ``limit``:
-    the parameter of a field declared with :data:`~trace_report.declare.LIMIT`, in ``--limit``'s
-    place."""
+    """The shared parameters before the options' fields (the inputs; a saving command's ``-o``)
+    and after them; ``limit``: the parameter of a field declared with
+    :data:`~trace_report.declare.LIMIT`, in ``--limit``'s place."""
     kw = inspect.Parameter.KEYWORD_ONLY
-    first = [inspect.Parameter("targets", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=TargetsArg)]
+    first = _inputs(cmd)
+    if cmd.save is not None:
+        out = typer.Option("--output", "-o", callback=output_given, help=cmd.save.help)
+        first.append(inspect.Parameter("output", kw, annotation=Annotated[Path, out]))
+        return first, [inspect.Parameter("run", kw, default=None, annotation=RunOpt)]
     after = []
-    if cmd.chart is not None:
-        chart = typer.Option("--chart", help=cmd.chart.help, callback=output_given)
-        after.append(inspect.Parameter("chart", kw, default=None, annotation=Annotated[Path | None, chart]))
+    if cmd.chart is not None and cmd.chart.after is None:
+        after.append(_chart(cmd))
     if cmd.full_names:
         after.append(inspect.Parameter("full_names", kw, default=False, annotation=FullNamesOpt))
     after += [inspect.Parameter("fmt", kw, default=None, annotation=FormatOpt),
@@ -115,9 +145,11 @@ def help_text(cmd: Command) -> str:
 
 def _option_values(cmd: Command, given: dict[str, Any]) -> Any:
     values = {}
-    for f, tp, _ in option_fields(cmd.options):
+    for f, tp, meta in option_fields(cmd.options):
         value = given[f.name]
-        if typing.get_origin(tp) is tuple:
+        if meta.parse is not None and value is not None:
+            value = cmd.parse(f.name, meta, value)
+        elif typing.get_origin(tp) is tuple:
             value = f.default if value is None else tuple(value)
         values[f.name] = value
     return cmd.options(**values)
@@ -138,7 +170,7 @@ def _charts(cmd: Command, db: TraceDB, options: Any, given: dict[str, Any]) -> P
     """Each run's chart (:attr:`Command.chart`) when ``--chart`` is given."""
     from trace_report.store.per_run import per_run
 
-    if cmd.chart is None or given.get("chart") is None:
+    if cmd.chart is None or cmd.chart.function is None or given.get("chart") is None:
         return None
     draw = cmd.hook(cmd.chart.function)
     return per_run(db, lambda d: draw(d, options), run=given["run"], merge=given["merge_runs"])
@@ -163,6 +195,13 @@ def run_command(cmd: Command, given: dict[str, Any]) -> None:
     options = _option_values(cmd, given)
     if hasattr(options, "check"):
         options.check()  # before any input is read
+    main = cmd.hook(cmd.main)
+    if main is not None:
+        main(options, given)
+        return
+    if cmd.save is not None:
+        _run_save(cmd, given, options)
+        return
     full_names = given.get("full_names", False)
     out = OutputOptions(given["fmt"], None, given["output"], full_names, raw=given["raw"])
     direct = cmd.hook(cmd.direct)
@@ -190,18 +229,43 @@ def run_command(cmd: Command, given: dict[str, Any]) -> None:
     emit(frame, out, title=cmd.title_for(options))
 
 
+def _run_save(cmd: Command, given: dict[str, Any], options: Any) -> None:
+    """A command that writes a file (:class:`~trace_report.declare.Save`): the input as one (the
+    run ``--run`` names alone), the result saved while the input is open (it may read it lazily),
+    then the notes and the saver's lines."""
+    from trace_report.store.per_run import on_run
+
+    analysis, save = cmd.function(), cmd.hook(cmd.save.function)  # type: ignore[union-attr]
+
+    def cut(db: TraceDB) -> tuple[Any, list[str]]:
+        result = analysis(db, options)
+        return result, save(result, options, given["output"])[1]  # type: ignore[misc]
+
+    with load(given["targets"], views=cmd.views_for(options)) as db:
+        result, lines = on_run(db, cut, given["run"])
+    notes(result.notes)
+    for line in lines:
+        err.print(line, markup=False)
+
+
 def register(cmd: Command) -> None:
     """Add ``cmd`` to the Typer app (once)."""
     if any(c.name == cmd.name for c in app.registered_commands):
         return
     fields = option_fields(cmd.options)
     names = {f.name for f, _, _ in fields}
-    clash = names & set(FUNNEL) - {"limit"}
-    if clash:
-        raise TypeError(f"{cmd.options.__name__}: fields {sorted(clash)} are the shared options' names")
     limit = next((_parameter(f, tp, meta) for f, tp, meta in fields if meta is LIMIT), None)
     first, after = _funnel_parameters(cmd, names, limit)
-    params = first + [_parameter(f, tp, meta) for f, tp, meta in fields if meta.cli and meta is not LIMIT] + after
+    clash = names & {p.name for p in first + after} - {"limit"}
+    if clash:
+        raise TypeError(f"{cmd.options.__name__}: fields {sorted(clash)} are the shared options' names")
+    own = []
+    for f, tp, meta in fields:
+        if meta.cli and meta is not LIMIT:
+            own.append(_parameter(f, tp, meta))
+        if cmd.chart is not None and cmd.chart.after == f.name:
+            own.append(_chart(cmd))
+    params = first + own + after
 
     def callback(**given: Any) -> None:
         for f, _, meta in fields:

@@ -1,4 +1,5 @@
-"""``trace-report roofline``: rooflines from Nsight Compute reports, databases or traces.
+"""``trace-report roofline``'s own body (:func:`main`): the command, its options and its notebook
+method are made from the declaration in :mod:`trace_report.analyses.roofline`.
 
 One library call (:func:`trace_report.analyses.roofline.measured.roofline`) plus output formatting, as
 every command (docs/architecture.md, Conventions).
@@ -7,46 +8,24 @@ every command (docs/architecture.md, Conventions).
 from __future__ import annotations
 
 import math
-import re
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from trace_report.cli.options import (
-    FormatOpt,
-    FullNamesOpt,
-    LimitOpt,
-    OutputOpt,
-    RawOpt,
-    err,
-    inputs_given,
-    load,
-    notes,
-    output_given,
-)
-from trace_report.cli.registry import app
-from trace_report.cli.runs import MergeRunsOpt, PerRun, RunOpt, per_run, report, stacked
+from trace_report.analyses.roofline.peaks import parse_si
+from trace_report.cli.options import err, load, notes
+from trace_report.cli.runs import PerRun, per_run, report, stacked
 from trace_report.errors import InputError
 from trace_report.present.format import Format
-from trace_report.storage import is_url, location
+from trace_report.storage import is_url
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from trace_report.analyses.roofline import RooflineOptions
     from trace_report.analyses.roofline.measured import RooflineResult
 
-_SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-
-
-def parse_si(text: str | None, what: str) -> float | None:
-    """``'19.5T'`` -> 1.95e13, ``'1555e9'`` -> 1.555e12; None stays None."""
-    if text is None:
-        return None
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([kKMGTP]?)\s*(?:FLOP/s|B/s|flop/s|b/s)?\s*", text)
-    if not m or float(m.group(1)) <= 0:
-        raise InputError(f"{what}: expected a positive number such as 19.5T or 1.555e12, got {text!r}")
-    return float(m.group(1)) * _SI[m.group(2)]
+__all__ = ["main", "parse_si"]
 
 
 SI_COLUMNS = {"flop": "", "int_op": "", "bytes": "", "time_s": "s", "achieved_flop_per_s": "",
@@ -162,60 +141,26 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-@app.command("roofline")
-def roofline_cmd(
-    targets: Annotated[list[str] | None, typer.Argument(  # each a Path, or a URL kept as text (storage.location)
-        help="Nsight Compute reports (.ncu-rep, ncu --csv exports), or traces / one .duckdb database "
-             "(then FLOPs are estimated from operator shapes); local paths or s3://, gs://, abfs:// URLs.",
-        callback=inputs_given, parser=location)] = None,
-    gpu: Annotated[str | None, typer.Option(
-        help="GPU whose peaks to use (key or device name, e.g. a100-sxm4-80gb; words that fit several GPUs, "
-             "such as a100, are an error listing them); 'list' prints the table.")] = None,
-    chart: Annotated[Path | None, typer.Option(help="Write the roofline chart (.html offline, .png, .svg).",
-                                               callback=output_given)] = None,
-    peak_flops: Annotated[str | None, typer.Option(
-        help="Peak FLOP/s for every precision, e.g. 19.5T (overrides the table).")] = None,
-    peak_bw: Annotated[str | None, typer.Option(help="Peak DRAM bytes/s, e.g. 1.555T (overrides the table).")] = None,
-    batch_size: Annotated[int | None, typer.Option(
-        min=1, help="Samples per step, for FLOP per sample (default: config.batch_size of run.json).")] = None,
-    by_name: Annotated[bool, typer.Option("--by-name", help="One row per kernel name instead of per launch.")] = False,
-    region: Annotated[str | None, typer.Option(
-        help="Estimates only: keep the operators inside this region of each ProfilerStep "
-             "(forward, loss, backward, optimizer_step) and print its FLOP per image.")] = None,
-    full_names: FullNamesOpt = False,
-    fmt: FormatOpt = None,
-    raw: RawOpt = False,
-    limit: LimitOpt = None,
-    output: OutputOpt = None,
-    merge_runs: MergeRunsOpt = False,
-    run: RunOpt = None,
-) -> None:
-    """Roofline per kernel: FLOP, DRAM bytes, arithmetic intensity, achieved FLOP/s, bound.
-
-    Several runs (or reports) get a run column and one colour per run on the chart.
-
-    \b
-    Example:
-      trace-report roofline report.ncu-rep --gpu a100-sxm4-80gb --chart roofline.png
-    """
-
-    from trace_report.analyses.roofline.measured import RooflineOptions, batch_size_near, roofline
+def main(options: RooflineOptions, given: dict[str, Any]) -> None:
+    """The command line's body of ``roofline`` (:attr:`trace_report.declare.Command.main`):
+    ``--gpu list`` prints the peak table; one input is analysed run by run (each run with its own
+    GPU's peaks), several inputs or Nsight Compute reports as one result with a run column; a
+    summary per run on stderr, the chart of the first, then the table."""
+    from trace_report.analyses.roofline.measured import batch_size_near, roofline
     from trace_report.inputs import InputKind, detect
     from trace_report.present.charts import roofline_chart, save_chart
     from trace_report.present.tables import OutputOptions, emit
 
-    if gpu == "list":
+    targets, fmt, limit, output, raw = (given[k] for k in ("targets", "fmt", "limit", "output", "raw"))
+    if options.gpu == "list":
         listing = OutputOptions(fmt, limit, output, keep_order=True, raw=raw)
         emit(_peaks_display(listing.resolve()), listing, title="GPU peaks (FLOP/s, OP/s, bytes/s)")
         return
     if not targets:
         raise InputError("give an Nsight Compute report, traces or a database (or --gpu list)")
     several = len(targets) > 1
-    opts = RooflineOptions(gpu=gpu, peak_flops=parse_si(peak_flops, "--peak-flops"),
-                           peak_bw=parse_si(peak_bw, "--peak-bw"),
-                           batch_size=batch_size or (None if several or is_url(targets[0])
-                                                     else batch_size_near(Path(targets[0]))),
-                           by_name=by_name, region=region, by_run=several)
+    batch_size = options.batch_size or (None if several or is_url(targets[0]) else batch_size_near(Path(targets[0])))
+    opts = replace(options, batch_size=batch_size, by_run=several)
     local = [Path(p) for p in targets if not is_url(p)]  # a URL's kind is known once it is copied
     reports = [detect(p).kind in (InputKind.ncu_report, InputKind.ncu_csv) for p in local]
     if any(reports) and not all(reports):
@@ -224,18 +169,18 @@ def roofline_cmd(
         if several or db.has_table("ncu_kernels"):  # reports, or several targets: a run column (by_run)
             per = PerRun([(None, roofline(db, opts))])
         else:  # one target: each run with its own GPU's peaks
-            per = per_run(db, lambda d: roofline(d, opts), run=run, merge=merge_runs)
+            per = per_run(db, lambda d: roofline(d, opts), run=given["run"], merge=given["merge_runs"])
     report(per)
     notes(per.notes)
     for label, result in per.results:
         if label is not None:
             err.print(f"run {label}:", markup=False)
         _summary(result)
-    if chart is not None:
-        save_chart(roofline_chart(per.results[0][1]), chart)
+    if given["chart"] is not None:
+        save_chart(roofline_chart(per.results[0][1]), given["chart"])
         if per.several:
             notes([f"--chart: the roofline of run {per.results[0][0]} only (--run LABEL for another)"])
     resolved = OutputOptions(fmt, limit, output, raw=raw).resolve()
     emit(stacked(per, lambda r: _display(r.frame, resolved), limit),
-         OutputOptions(resolved, None, output, full_names, raw=raw),
+         OutputOptions(resolved, None, output, given["full_names"], raw=raw),
          title="Roofline")

@@ -12,12 +12,16 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
 from trace_report.errors import InputError
 from trace_report.present.tables import atomic_output, writes_in_place
+
+if TYPE_CHECKING:
+    from trace_report.analyses.slice import SliceOptions
+    from trace_report.analyses.slice.compute import SliceResult
 
 BUFFER_BYTES = 1 << 20
 """Encoded events gathered before one write."""
@@ -90,3 +94,20 @@ def _in_place(path: Path, metadata: dict[str, Any], events: Iterable[bytes], com
         raise
     except OSError as exc:
         raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def save_slice(result: SliceResult, options: SliceOptions, path: Path) -> tuple[int, list[str]]:
+    """``slice``'s saver (:class:`trace_report.declare.Save`): ``result`` written to ``path``
+    (:func:`write_chrome_trace`); returns the number of events written and the line saying what
+    they are."""
+    n = write_chrome_trace(path, result.metadata, result.events)
+    plan, c = result.plan, result.counts
+    what = f"steps {_steps_text(plan.steps)}, " if plan.steps else ""
+    return n, [f"wrote {path}: {n:,} events of rank {plan.rank} ({what}[{plan.t0:.3f}, {plan.t1:.3f}) µs): "
+               f"{c.get('rows', 0):,} complete/memory, {c.get('flows', 0):,} flow, "
+               f"{c.get('metadata_events', 0):,} metadata, {c.get('other_events', 0):,} other, "
+               f"{c.get('counters', 0):,} counter"]
+
+
+def _steps_text(steps: tuple[int, ...]) -> str:
+    return str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"

@@ -70,6 +70,15 @@ def per_run(db: TraceDB, fn: Callable[[TraceDB], R], *, run: str | None = None, 
     return PerRun(results, notes=notes, warnings=warnings)
 
 
+def on_run(db: TraceDB, fn: Callable[[TraceDB], R], run: str | None = None) -> R:
+    """``fn(db)`` on the whole input, or on the run ``run`` alone: a command that reads its input
+    as one (``slice``). Raises :class:`~trace_report.errors.UsageError` for an unknown ``run``."""
+    if run is None:
+        return fn(db)
+    with db.scope(db.run(run).trace_ids):
+        return fn(db)
+
+
 def stacked(per: PerRun[Any], table: Callable[[Any], Any], limit: int | None = None) -> Any:
     """The tables ``table(result)`` of every run one after the other, with a first column ``run``
     when there are several (a :class:`~trace_report.store.rows.Rows` or a pandas DataFrame,

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from trace_report.analyses.roofline import RooflineOptions
 from trace_report.analyses.roofline.estimate import estimate_ops
 from trace_report.analyses.roofline.peaks import GpuPeaks, match_amd_properties, resolve_peaks
 from trace_report.errors import InputError
@@ -41,24 +42,6 @@ the row's precision (``roof_flop_per_s``: OP/s for ``int8_tensor``) and ``bound`
 DISPLAY_NAME_CHARS = 120
 PER_RUN_COLUMNS = ["run", "region", "steps", "batch_size", "flop", "flop_per_step", "flop_per_image",
                    "flop_per_image_min", "flop_per_image_max"]
-
-
-@dataclass(frozen=True)
-class RooflineOptions:
-    """``gpu``: peak-table key or device name overriding the recorded device; ``peak_flops``
-    (FLOP/s, one roof for every precision) and ``peak_bw`` (byte/s) override the table;
-    ``batch_size`` (samples per step) overrides each run's ``config.batch_size``; ``by_name``
-    aggregates launches per kernel (or operator) name; ``region`` (``forward``, ...) keeps the
-    estimated operators inside that region of each ProfilerStep and gives FLOP per image of it;
-    ``by_run`` adds a ``run`` column (the run's model and key, else the trace or report file)."""
-
-    gpu: str | None = None
-    peak_flops: float | None = None
-    peak_bw: float | None = None
-    batch_size: int | None = None
-    by_name: bool = False
-    region: str | None = None
-    by_run: bool = False
 
 
 @dataclass

@@ -232,3 +232,18 @@ def resolve_peaks(device_name: str | None, *, gpu: str | None = None, peak_flops
     if peak_flops is not None:
         peaks = replace(peaks, key=peaks.key, sources=(*peaks.sources, "user-supplied --peak-flops"))
     return peaks
+
+
+_SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def parse_si(text: str | None, what: str) -> float | None:
+    """A peak as the command line gives it: ``'19.5T'`` -> 1.95e13, ``'1555e9'`` -> 1.555e12 (an
+    SI prefix k, M, G, T, P and a unit FLOP/s or B/s may follow); None stays None. Raises
+    :class:`InputError` naming the option ``what`` for text that is no positive number."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([kKMGTP]?)\s*(?:FLOP/s|B/s|flop/s|b/s)?\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise InputError(f"{what}: expected a positive number such as 19.5T or 1.555e12, got {text!r}")
+    return float(m.group(1)) * _SI[m.group(2)]

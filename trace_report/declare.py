@@ -106,13 +106,11 @@ class Chart:
 @dataclass(frozen=True)
 class Inputs:
     """The inputs argument of a command other than the usual one (one or more traces, run folders,
-    databases or datasets, whose traces are hashed while the command line starts): ``names``, one
-    argument per name holding one input each (``("a", "b")`` for ``compare A B``), or one name
-    for a list of inputs; ``help`` for each; ``optional``: a list that may be empty (a mode that
-    reads no input, such as ``roofline --gpu list``)."""
+    databases or datasets, whose traces are hashed while the command line starts): ``help``, and
+    ``optional``: a list that may be empty (a mode that reads no input, such as ``roofline --gpu
+    list``). The command line's parameter is ``targets`` either way."""
 
-    help: tuple[str, ...]
-    names: tuple[str, ...] = ("targets",)
+    help: str
     optional: bool = False
 
 

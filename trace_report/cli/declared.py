@@ -82,20 +82,16 @@ def _parameter(f: dataclasses.Field[Any], tp: Any, meta: Opt) -> inspect.Paramet
 
 
 def _inputs(cmd: Command) -> list[inspect.Parameter]:
-    """The inputs' arguments: the usual list (:data:`~trace_report.cli.options.TargetsArg`), or
-    those of :attr:`Command.inputs`."""
+    """The inputs' argument: the usual list (:data:`~trace_report.cli.options.TargetsArg`), or
+    that of :attr:`Command.inputs`."""
     positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
     spec = cmd.inputs
     if spec is None:
         return [inspect.Parameter("targets", positional, annotation=TargetsArg)]
-    if len(spec.names) == 1:
-        arg = typer.Argument(help=spec.help[0], callback=inputs_given, parser=location)
-        if spec.optional:
-            return [inspect.Parameter(spec.names[0], positional, default=None,
-                                      annotation=Annotated[list[str] | None, arg])]
-        return [inspect.Parameter(spec.names[0], positional, annotation=Annotated[list[str], arg])]
-    return [inspect.Parameter(name, positional, annotation=Annotated[str, typer.Argument(
-        help=text, callback=inputs_given, parser=location)]) for name, text in zip(spec.names, spec.help, strict=True)]
+    arg = typer.Argument(help=spec.help, callback=inputs_given, parser=location)
+    if spec.optional:
+        return [inspect.Parameter("targets", positional, default=None, annotation=Annotated[list[str] | None, arg])]
+    return [inspect.Parameter("targets", positional, annotation=Annotated[list[str], arg])]
 
 
 def _chart(cmd: Command) -> inspect.Parameter:

@@ -49,8 +49,8 @@ COMMAND = Command(
          "Several runs (or reports) get a run column and one colour per run on the chart.",
     examples=("trace-report roofline report.ncu-rep --gpu a100-sxm4-80gb --chart roofline.png",),
     full_names=True,
-    inputs=Inputs(("Nsight Compute reports (.ncu-rep, ncu --csv exports), or traces / one .duckdb database (then "
-                   "FLOPs are estimated from operator shapes); local paths or s3://, gs://, abfs:// URLs.",),
+    inputs=Inputs("Nsight Compute reports (.ncu-rep, ncu --csv exports), or traces / one .duckdb database (then "
+                  "FLOPs are estimated from operator shapes); local paths or s3://, gs://, abfs:// URLs.",
                   optional=True),
     chart=Chart(None, "Write the roofline chart (.html offline, .png, .svg).", "roofline", after="gpu"),
     main="trace_report.cli.roofline:main",

@@ -8,6 +8,7 @@ import importlib
 import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import REPO, invoke
@@ -175,3 +176,87 @@ def test_no_analysis_imports_another_ones_modules() -> None:
     assert not set(CROSS_COMMAND_IMPORTS) - set(found), "remove the allowlist entries no import needs"
     packages = {p.name for p in (PACKAGE / "analyses").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert COMMON in packages and not list((PACKAGE / "analyses").glob("[!_]*.py"))  # packages only
+
+
+STORAGE = "trace_report/storage.py"
+OPENERS = frozenset({"io.open", "os.open", "os.fdopen", "os.pread", "os.preadv", "gzip.open", "gzip.GzipFile",
+                     "bz2.open", "lzma.open", "tarfile.open", "zipfile.ZipFile", "mmap.mmap", "sqlite3.connect",
+                     "codecs.open", "shutil.copyfile", "shutil.copy", "shutil.copy2"})
+"""Calls that open a file by its name (``gzip.GzipFile`` and ``tarfile.open`` only without ``fileobj=``)."""
+PATH_METHODS = frozenset({"open", "read_bytes", "read_text", "write_bytes", "write_text"})
+"""Methods that open a file (:class:`pathlib.Path`'s) when called on anything but :mod:`trace_report.storage`."""
+OPENS_FILES = {
+    "trace_report/capture/": "capture writes and reads its own run folder (run.json, the profiler's traces, "
+                             "Nsight's outputs) on the machine that runs the workload",
+    "trace_report/archives.py": "the scratch folder's own files: its flock-ed lock file, and members written with "
+                                "O_EXCL ('xb'); the archive itself is read through storage.open_input",
+    "trace_report/cli/app.py": "os.devnull, to silence a library's own output",
+    "trace_report/declare.py": "an analysis package's own __init__.py, read for its declarations",
+    "trace_report/analyses/kernel_variance/compute.py": "its SQL, a package resource",
+    "trace_report/store/views.py": "the views' SQL, package resources",
+    "trace_report/present/tables.py": "the -o output file: its mode kept, a FIFO or device opened with "
+                                      "O_NOCTTY and appended to, as a shell redirection would",
+    "trace_report/present/slice.py": "the -o output file, as present/tables.py writes it",
+    "trace_report/present/charts/loading.py": "the Vega bundle cached in the user's cache folder",
+    "trace_report/store/cache.py": "a database's own cache files beside it",
+    "trace_report/store/database.py": "a database copied to its temporary name before it is written",
+    "trace_report/store/events_view.py": "a database's own Parquet pieces, checked for their magic",
+    "trace_report/store/export.py": "an export's manifest in a local folder (a prefix goes through storage)",
+    "trace_report/store/layout.py": "a database's magic bytes and its lock file (flock needs a descriptor)",
+    "trace_report/store/pieces.py": "a database's own Parquet pieces",
+}
+"""Modules that open files themselves, each with its reason. Every other module reads (and writes)
+files and objects through :mod:`trace_report.storage`, whose local paths keep their fast path."""
+
+
+def _file_opens(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, call) of each call in ``tree`` that opens a file by name (:data:`OPENERS`,
+    :data:`PATH_METHODS`)."""
+    modules = {name.split(".")[0] for name in OPENERS}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            yield node.lineno, "open"
+            continue
+        if not isinstance(func, ast.Attribute):
+            continue
+        owner = func.value.id if isinstance(func.value, ast.Name) else ""
+        name = f"{owner}.{func.attr}"
+        by_object = any(k.arg == "fileobj" for k in node.keywords) and name in ("gzip.GzipFile", "tarfile.open")
+        if name in OPENERS and not by_object:
+            yield node.lineno, name
+        elif func.attr in PATH_METHODS and owner not in modules and owner != "storage":
+            yield node.lineno, f".{func.attr}"
+
+
+def _opens_by_module() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel != STORAGE:
+            for line, call in _file_opens(ast.parse(path.read_text())):
+                found.setdefault(rel, []).append(f"{rel}:{line} {call}")
+    return found
+
+
+def test_the_file_open_finder_finds_opens() -> None:
+    code = ("open(p)\nPath(p).read_text()\nx.write_bytes(b)\ngzip.open(p)\ngzip.GzipFile(fileobj=f)\n"
+            "storage.read_text(p)\nos.pread(fd, 1, 0)\ntarfile.open(fileobj=f, mode='r|')\nsqlite3.connect(p)\n")
+    assert [call for _, call in _file_opens(ast.parse(code))] == \
+        ["open", ".read_text", ".write_bytes", "gzip.open", "os.pread", "sqlite3.connect"]
+
+
+def test_only_storage_opens_files() -> None:
+    """Inputs (traces, archives, reports, manifests) are read through trace_report.storage, the one
+    place that knows a URL from a path; the modules of :data:`OPENS_FILES` write their own files."""
+    found = _opens_by_module()
+
+    def allowed(module: str) -> bool:
+        return any(module == key or (key.endswith("/") and module.startswith(key)) for key in OPENS_FILES)
+
+    new = [call for module, calls in found.items() if not allowed(module) for call in calls]
+    assert not new, "read and write through trace_report.storage:\n" + "\n".join(new)
+    stale = [key for key in OPENS_FILES if not any(m == key or m.startswith(key) for m in found)]
+    assert not stale, f"remove the allowlist entries no module needs: {stale}"

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.formats.magic import GZIP_MAGIC
 from trace_report.pathtext import printable
@@ -203,20 +204,23 @@ def _lock_held(path: Path) -> bool:
 # ------------------------------------------------------------------ unpacking
 
 
-def unpack(archive: Path, into: Path, limits: ArchiveLimits | None = None, label: str | None = None) -> list[Member]:
-    """Unpack the members of the tar archive ``archive`` (plain or gzip) into the folder ``into``;
-    errors name it as ``label`` (default: its path; a copied object's URL).
+def unpack(archive: storage.Location, into: Path, limits: ArchiveLimits | None = None,
+           label: str | None = None) -> list[Member]:
+    """Unpack the members of the tar archive ``archive`` (plain or gzip; a local file or an object,
+    read as one forward stream either way: :func:`trace_report.storage.open_input`) into the
+    folder ``into``; errors name it as ``label`` (default: its path or URL).
 
     Returns every member but folders, in archive order. Raises :class:`InputError` (naming
     ``archive!member``) when a limit of ``limits`` is passed, for a damaged archive, a
     compression other than gzip, or a write that fails (a full disk); what was written stays in
     ``into`` for the caller to remove (:class:`Scratch`)."""
     limits = limits or ArchiveLimits()
-    label = label or printable(archive)
+    label = label or (storage.shown(archive) if storage.is_url(archive) else printable(archive))
     try:
-        with open(archive, "rb") as raw:
-            guard = _Guard(label, raw, archive.stat().st_size, into, limits)
-            stream: _Inflated | IO[bytes] = _Inflated(raw, guard) if _is_gzip(raw, label) else raw
+        with storage.open_input(archive) as opened:
+            raw = _Rewound(opened)
+            guard = _Guard(label, raw, storage.stat(archive).size, into, limits)
+            stream: _Inflated | _Rewound = _Inflated(raw, guard) if _is_gzip(raw, label) else raw
             with tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BLOCK) as tar:
                 members = list(_members(tar, into, guard))
             while stream.read(COPY_BYTES):  # to the end of the gzip stream: zlib checks its CRC
@@ -229,10 +233,30 @@ def unpack(archive: Path, into: Path, limits: ArchiveLimits | None = None, label
         raise InputError(f"{label}: cannot unpack the tar archive ({exc.strerror or exc}: {where})") from exc
 
 
-def _is_gzip(raw: IO[bytes], label: str) -> bool:
+class _Rewound:
+    """A forward stream whose first bytes, once looked at (:meth:`peek`), are read again."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw, self.head = raw, b""
+
+    def peek(self, n: int) -> bytes:
+        if len(self.head) < n:
+            self.head += self.raw.read(n - len(self.head))
+        return self.head[:n]
+
+    def read(self, n: int = -1) -> bytes:
+        if not self.head:
+            return self.raw.read(n)
+        out, self.head = (self.head, b"") if n < 0 or n >= len(self.head) else (self.head[:n], self.head[n:])
+        return out + self.raw.read(n - len(out)) if n > len(out) else out
+
+    def tell(self) -> int:
+        return self.raw.tell() - len(self.head)
+
+
+def _is_gzip(raw: _Rewound, label: str) -> bool:
     """Whether the archive is gzip-compressed; refuses the other compressions tarfile knows."""
-    head = raw.read(6)
-    raw.seek(0)
+    head = raw.peek(6)
     for magic, name in _COMPRESSED.items():
         if head.startswith(magic):
             raise InputError(f"{label}: a {name}-compressed tar archive, which is not read; "
@@ -247,7 +271,7 @@ class _Inflated:
     after them are read as gzip allows. Everything inflated counts against ``max_ratio``
     (:meth:`_Guard.inflated`: tar headers and padding too), beside the files written."""
 
-    def __init__(self, raw: IO[bytes], guard: _Guard) -> None:
+    def __init__(self, raw: _Rewound, guard: _Guard) -> None:
         self.raw, self.guard = raw, guard
         guard.consumed = self.consumed
         self.inflate = zlib.decompressobj(wbits=31)
@@ -332,7 +356,7 @@ class _Guard:
     and the archive's bytes used so far (``consumed``: exact for gzip, :class:`_Inflated`; for a
     plain tar its position, at most :data:`TAR_BLOCK` ahead)."""
 
-    def __init__(self, label: str, raw: IO[bytes], archive_bytes: int, into: Path, limits: ArchiveLimits) -> None:
+    def __init__(self, label: str, raw: _Rewound, archive_bytes: int, into: Path, limits: ArchiveLimits) -> None:
         self.label, self.archive_bytes, self.into, self.limits = label, archive_bytes, into, limits
         self.consumed: Callable[[], int] = raw.tell  # replaced by :class:`_Inflated` for gzip
         self.total = 0

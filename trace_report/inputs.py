@@ -5,8 +5,9 @@ neighbours: a Chrome/Kineto trace is a JSON object with ``traceEvents`` or a top
 events (plain or gzip); an nsys export is SQLite with nsys' tables; an Nsight Compute report is
 an ``.ncu-rep`` or a CSV whose header is ncu's; a database starts with DuckDB's magic bytes; a
 dataset is a folder written by ``trace-report export``. :func:`resolve` expands what a user
-typed (local paths, and URLs of objects, prefixes and archives in object storage, copied to a
-scratch folder first by :mod:`trace_report.staging`) into typed :class:`Source` files, listing
+typed (local paths, and URLs of objects, prefixes and archives in object storage, seen in a
+scratch folder by :mod:`trace_report.staging`: a large trace or archive by its head, read from its
+URL when decoded, :attr:`Source.location`) into typed :class:`Source` files, listing
 every file seen and not used with its reason, and dropping repeats (the same file given twice,
 a file and its folder) with a note. Tar archives are unpacked with limits by
 :mod:`trace_report.archives`; FIFOs and devices are never opened; names are stored and printed
@@ -69,15 +70,14 @@ class Detected:
 
 
 def _head(path: Path, size: int = 64) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(size)
+    return storage.read_head(path, size)
 
 
 def _growing_heads(path: Path) -> Iterator[bytes]:
     """The start of the file's content (gunzipped when it is gzip), longer each time: 64 KB,
     256 KB, 1 MB, then :data:`HEAD_BYTES`, or less where the content ends. A truncated or damaged
     stream gives what could be read (the reader reports the damage precisely)."""
-    with open(path, "rb") as fh:
+    with storage.open_input(path) as fh:
         gz = fh.read(2) == GZIP_MAGIC
         fh.seek(0)
         inflate = zlib.decompressobj(wbits=31) if gz else None
@@ -143,9 +143,7 @@ def _json_kind(path: Path) -> Detected:
 
 
 def _csv_kind(path: Path) -> Detected:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        head = fh.read(65536)
-    lines = head.splitlines()
+    lines = storage.read_text(path, limit=65536).splitlines()
     if any(line.lstrip("\ufeff").startswith(('"ID",', "ID,")) and "Kernel Name" in line for line in lines):
         return Detected(InputKind.ncu_csv)
     if any("," in line and "Total Time" in line and "Instances" in line and "Name" in line for line in lines):
@@ -157,7 +155,7 @@ def _sqlite_kind(path: Path) -> Detected:
     import sqlite3  # only for SQLite files
 
     try:
-        con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)  # any byte of a name quoted
+        con = storage.sqlite_readonly(path)
         try:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
@@ -223,8 +221,9 @@ def _special_file(path: Path) -> str | None:
 
 def _is_tar(path: Path) -> bool:
     try:
-        return tarfile.is_tarfile(path)
-    except OSError:
+        with storage.open_input(path) as fh:
+            return tarfile.is_tarfile(fh)
+    except (OSError, tarfile.TarError):
         return False
 
 
@@ -254,6 +253,12 @@ class Source:
     def identity_now(self) -> tuple[int | str, int, int, int] | None:
         """:attr:`identity` as it is now (None: gone or unreadable)."""
         return self.staged.identity_now() if self.staged is not None else file_identity(self.path)
+
+    @property
+    def location(self) -> storage.Location:
+        """Where its bytes are read: :attr:`path`, or the object's URL where only the object's head
+        was copied (``staged.whole`` False), the rest streamed from object storage as it is decoded."""
+        return self.staged.url if self.staged is not None and not self.staged.whole else self.path
 
 
 def file_identity(path: Path) -> tuple[int | str, int, int, int] | None:
@@ -392,7 +397,9 @@ class _Resolver:
         scratch = Scratch()
         self.out.scratch.append(scratch)
         before = len(self.out.sources)
-        members = unpack(archive, scratch.path, self.limits, self.label(archive))
+        staged = self.stager.by_path.get(archive)
+        where = staged.url if staged is not None and not staged.whole else archive  # an object: streamed
+        members = unpack(where, scratch.path, self.limits, self.label(archive))
         present: set[PurePath] = {PurePosixPath(m.name) for m in members if m.path is not None}
         for m in members:
             label = f"{self.label(archive)}!{printable(m.name)}"
@@ -436,7 +443,7 @@ def as_paths(paths: object) -> list[storage.Location]:
 
 
 def resolve(paths: Sequence[storage.Location], *, allow_database: bool = True, max_ratio: float | None = None,
-            archive_limits: ArchiveLimits | None = None, url_heads: bool = False) -> Resolution:
+            archive_limits: ArchiveLimits | None = None, url_heads: bool = True) -> Resolution:
     """Expand ``paths`` (files, folders searched recursively, tar archives, one database or
     exported dataset; local paths, or URLs of objects, prefixes and archives) into typed
     sources, in a stable order.
@@ -449,9 +456,12 @@ def resolve(paths: Sequence[storage.Location], *, allow_database: bool = True, m
     ``allow_database``), an archive past a limit, and for paths holding nothing to read. The
     caller closes the result (temporary files).
 
-    ``url_heads``: of a trace in object storage copy only the first :data:`HEAD_BYTES` (enough to
-    detect it; :class:`~trace_report.staging.Stager`), for an engine whose tasks read the URL
-    (``Source.staged.whole`` is then False and ``Source.path`` is no trace to read).
+    ``url_heads`` (default): of a trace or tar archive in object storage larger than
+    :data:`HEAD_BYTES` copy only its first :data:`HEAD_BYTES` (enough to detect it;
+    :class:`~trace_report.staging.Stager`); the ingest then streams it from its URL
+    (:attr:`Source.location`; ``Source.staged.whole`` is False and ``Source.path`` is no trace to
+    read), an archive is unpacked from its stream. False: every object copied whole, for a reader
+    that needs a local file (HTA).
     """
     if not paths:
         raise InputError("no input paths given")

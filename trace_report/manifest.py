@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from trace_report import storage
 from trace_report.redact import redact_value
 
 MANIFEST = "run.json"
@@ -153,7 +154,7 @@ def raw_manifest(path: Path) -> dict[str, Any] | None:
     JSON object. The ``runs.manifest`` JSON column shows this."""
     file = path / MANIFEST if path.is_dir() else path
     try:
-        data = json.loads(file.read_text())
+        data = json.loads(storage.read_text(file, errors="strict"))
     except (OSError, ValueError):
         return None
     return redact_value(data)[0] if isinstance(data, dict) else None
@@ -168,7 +169,7 @@ def read_manifest(path: Path) -> RunManifest | None:
 def write_manifest(path: Path, manifest: RunManifest) -> Path:
     """Write ``manifest`` as indented JSON to ``path`` (a temporary file renamed into place)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=2, default=str) + "\n")
+    storage.write_bytes(tmp, (json.dumps(manifest.to_dict(), indent=2, default=str) + "\n").encode())
     os.replace(tmp, path)
     return path
 

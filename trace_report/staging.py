@@ -1,9 +1,10 @@
-"""Inputs in object storage, copied to a scratch folder so that every reader sees a local file.
+"""Inputs in object storage, seen as local files by the folder search and the kind detection.
 
-:func:`stage` copies the object at a URL, or every object under a prefix (a "folder" of ranks,
-a run folder), into a :class:`~trace_report.archives.Scratch` folder under the same relative
-names (the prefix's own last name kept, so a run's folder name and the rank in a file name read
-as they would locally), each as one buffered stream (:func:`trace_report.storage.download`).
+:meth:`Stager.stage` copies the object at a URL, or every object under a prefix (a "folder" of
+ranks, a run folder), into a :class:`~trace_report.archives.Scratch` folder under the same
+relative names (the prefix's own last name kept, so a run's folder name and the rank in a file
+name read as they would locally), each as one buffered stream (:func:`trace_report.storage.download`),
+or, for a trace or tar archive larger than the stager's ``heads``, only its first bytes.
 Each copy remembers its URL and the object's (ETag, size, modification time) as it was found:
 the URL is what the user sees and ``traces.path`` stores, and an object whose identity differs
 once it has been read was changed during the ingest (:meth:`Staged.identity_now`).
@@ -13,11 +14,14 @@ dataset's own) are not copied, as the folder search would not read them; nor, un
 object whose first bytes are none of an input's (:func:`may_be_input`): a run's prefix may hold
 checkpoints of gigabytes, which the folder search reads only the start of.
 
-For an engine whose tasks read URLs themselves (``--engine ray``), a :class:`Stager` made with
-``heads`` copies only the first ``heads`` bytes of a trace (:attr:`Staged.whole` False): enough
-for the driver to tell its kind (:func:`trace_report.inputs.detect` reads at most
-:data:`~trace_report.inputs.HEAD_BYTES`), while the events are read by the task from the URL.
-Archives, SQLite, Nsight Compute and CSV objects, and run manifests, are still copied whole.
+A :class:`Stager` made with ``heads`` (what :func:`trace_report.inputs.resolve` does unless a
+reader needs whole files) copies only the first ``heads`` bytes of a JSON or gzip trace or a tar
+archive larger than that (:attr:`Staged.whole` False): enough to tell its kind
+(:func:`trace_report.inputs.detect` reads at most :data:`~trace_report.inputs.HEAD_BYTES`), while
+the events are streamed from the URL as they are decoded (by the ingest, or by a task that reads
+URLs itself, ``--engine ray``) and an archive is unpacked from its stream. SQLite, Nsight Compute
+and CSV objects, run manifests and objects no larger than ``heads`` (the head is the whole object:
+one request) are copied whole: SQLite and ``ncu_report`` open a file by name.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ _SKIPPED_SUFFIXES = (".parquet", ".duckdb.wal")
 SNIFF_BYTES = 512
 """Bytes of an object under a prefix read (one ranged request) to decide whether to copy it."""
 _TEXT_SUFFIXES = (".json", ".csv", ".txt", ".ncu-rep", ".sqlite")
-_WHOLE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".sqlite", ".ncu-rep", ".csv", ".txt")
-"""Objects a head-only stager still copies whole: read on the driver (archives unpacked there)."""
+_WHOLE_SUFFIXES = (".sqlite", ".ncu-rep", ".csv", ".txt")
+"""Objects a head-only stager still copies whole: their readers open a local file by name."""
 
 
 def may_be_input(name: str, head: bytes) -> bool:
@@ -48,10 +52,11 @@ def may_be_input(name: str, head: bytes) -> bool:
             or head[257:262] == b"ustar" or name.lower().endswith(_TEXT_SUFFIXES))
 
 
-def _json_or_gzip(head: bytes) -> bool:
-    """Whether content starting with ``head`` may be a JSON trace (plain or gzip), the only kind a
-    task reads from its URL."""
-    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") or head.startswith(GZIP_MAGIC)
+def _streamed(head: bytes) -> bool:
+    """Whether content starting with ``head`` may be a JSON trace (plain or gzip) or a tar archive
+    (gzip, or ``ustar`` at offset 257): the kinds read as a stream from their URL."""
+    return (head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") or head.startswith(GZIP_MAGIC)
+            or head[257:262] == b"ustar")
 
 
 @dataclass(frozen=True)
@@ -136,12 +141,13 @@ class Stager:
         if self.heads is None or name.endswith(_WHOLE_SUFFIXES) or name == "run.json" or name.startswith("run-rank"):
             return Staged(dest, url, storage.download(url, dest))
         info = storage.stat(url)
-        head = storage.read_range(url, 0, self.heads) if info.size > self.heads else b""
-        if not head or not _json_or_gzip(head):  # small, or SQLite, a tar, ...: read on the driver
+        head = storage.read_range(url, 0, self.heads)
+        whole = len(head) >= info.size  # a small object: the head is all of it (one request)
+        if not whole and not _streamed(head):  # SQLite, ...: copied whole
             return Staged(dest, url, storage.download(url, dest))
-        dest.write_bytes(head)
+        storage.write_bytes(dest, head)
         os.utime(dest, ns=(info.mtime_ns, info.mtime_ns))
-        return Staged(dest, url, info, whole=False)
+        return Staged(dest, url, info, whole=whole)
 
     def label(self, path: Path) -> str | None:
         """The URL of the copy at ``path``, or of the folder copy it lies in; None for a local file."""

@@ -1,7 +1,11 @@
 """Where bytes live: a local path or an object-store URL (``s3://``, ``gs://``, ``abfs://``).
 
 The one place that opens, reads, stats, lists, writes and deletes a *location* that may be in
-object storage. ``s3``, ``gs`` and ``abfs``/``abfss`` go through pyarrow's own file systems
+object storage, and the one through which every input file is read: a local path keeps its
+fast path (:func:`open_input` is :func:`open`, :class:`RangeReader` is ``pread``), so a reader
+written against this module reads an object as it reads a file.
+
+``s3``, ``gs`` and ``abfs``/``abfss`` go through pyarrow's own file systems
 (``pyarrow.fs.FileSystem.from_uri``: it reads ``AWS_ENDPOINT_URL``, ``AWS_PROFILE`` and each
 cloud's standard environment and config chain); any other scheme fsspec knows (``memory://``,
 ``https://`` ...) goes through fsspec, wrapped as a pyarrow file system so that both answer the
@@ -20,6 +24,7 @@ as one stream with :data:`STREAM_BUFFER_BYTES` buffering.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -34,6 +39,8 @@ from urllib.parse import urlsplit, urlunsplit
 from trace_report.errors import InputError
 
 if TYPE_CHECKING:
+    import sqlite3
+
     import duckdb
     import pyarrow as pa
     import pyarrow.fs as pafs
@@ -297,24 +304,144 @@ def list_prefix(loc: Location) -> list[ObjectInfo]:
 def open_stream(loc: Location) -> Iterator[IO[bytes]]:
     """A buffered binary stream of the bytes of ``loc`` as stored (a ``.gz`` stays compressed);
     forward only for a URL. Raises :class:`InputError` when it cannot be opened or read."""
+    with _errors(loc), open_input(loc, STREAM_BUFFER_BYTES) as fh:
+        yield fh
+
+
+def open_input(loc: Location, buffering: int = -1) -> IO[bytes]:
+    """The bytes of ``loc`` as stored, as a binary file object that the caller closes: a local
+    file opened as :func:`open` opens it (``buffering`` as there; its errors are :func:`open`'s
+    ``OSError``), or an object read as one forward-only stream with :data:`STREAM_BUFFER_BYTES`
+    of read-ahead (:class:`InputError` naming the URL when it cannot be opened or read)."""
     if not is_url(loc):
-        with _errors(loc), open(loc, "rb", buffering=STREAM_BUFFER_BYTES) as fh:
-            yield fh
-        return
+        return open(loc, "rb", buffering=buffering)
     fs, path = filesystem(str(loc))
-    with _errors(loc), fs.open_input_stream(path, compression=None, buffer_size=STREAM_BUFFER_BYTES) as fh:
-        yield fh  # type: ignore[misc]
+    with _errors(loc):
+        return _ObjectStream(fs.open_input_stream(path, compression=None, buffer_size=STREAM_BUFFER_BYTES),
+                             str(loc))
+
+
+class _ObjectStream(io.RawIOBase):
+    """A stream of an object: a failure (a dropped connection) is an :class:`InputError` naming
+    its URL, as a failed open is."""
+
+    def __init__(self, stream: Any, url: str) -> None:
+        super().__init__()
+        self._stream, self._url = stream, url
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        with _errors(self._url):
+            return bytes(self._stream.read() if size is None or size < 0 else self._stream.read(size))
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def tell(self) -> int:
+        return int(self._stream.tell())
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
+
+
+def read_head(loc: Location, length: int) -> bytes:
+    """The first ``length`` bytes of ``loc`` (fewer when it is shorter): one ranged request for an
+    object. Errors as :func:`open_input`'s."""
+    if not is_url(loc):
+        with open(loc, "rb") as fh:
+            return fh.read(length)
+    return read_range(loc, 0, length)
+
+
+def read_text(loc: Location, encoding: str = "utf-8", errors: str = "replace", limit: int = -1) -> str:
+    """The text of ``loc`` (its first ``limit`` characters when given) as :meth:`Path.read_text`
+    reads it (universal newlines). Errors as :func:`open_input`'s."""
+    with io.TextIOWrapper(open_input(loc), encoding=encoding, errors=errors) as fh:
+        return fh.read(limit)
+
+
+def read_bytes(loc: Location) -> bytes:
+    """All the bytes of ``loc`` (a small file: a manifest, a piece). Errors as :func:`open_input`'s."""
+    with open_input(loc) as fh:
+        return fh.read()
 
 
 def read_range(loc: Location, start: int, length: int) -> bytes:
     """``length`` bytes of ``loc`` from offset ``start`` (fewer at its end): one ranged request."""
-    if not is_url(loc):
-        with _errors(loc), open(loc, "rb") as fh:
-            fh.seek(start)
-            return fh.read(length)
-    fs, path = filesystem(str(loc))
-    with _errors(loc), fs.open_input_file(path) as fh:
-        return bytes(fh.read_at(length, start))
+    with _errors(loc), open_ranges(loc) as fh:
+        return fh.pread(start, length)
+
+
+class RangeReader:
+    """Random reads of one file or object: ``pread`` of a local file's descriptor (no request,
+    no seek shared with another thread), one ranged GET per read of an object. ``size``: its
+    length in bytes."""
+
+    def __init__(self, loc: Location) -> None:
+        self.loc = loc
+        if is_url(loc):
+            fs, path = filesystem(str(loc))
+            with _errors(loc):
+                self._file: Any = fs.open_input_file(path)
+                self.size = int(self._file.size())
+            self._fd = -1
+        else:
+            self._fd = os.open(loc, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self.size = os.fstat(self._fd).st_size
+
+    def pread(self, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes from offset ``start``."""
+        if self._fd >= 0:
+            return os.pread(self._fd, length, start)
+        with _errors(self.loc):
+            return bytes(self._file.read_at(max(0, min(length, self.size - start)), start))
+
+    def readinto(self, start: int, buffer: memoryview) -> int:
+        """Fill ``buffer`` from offset ``start``; returns the bytes read (fewer at the end)."""
+        if self._fd < 0:
+            data = self.pread(start, len(buffer))
+            buffer[: len(data)] = data
+            return len(data)
+        done = 0
+        while done < len(buffer) and (n := os.preadv(self._fd, [buffer[done:]], start + done)):
+            done += n
+        return done
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        else:
+            self._file.close()
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_ranges(loc: Location) -> RangeReader:
+    """A :class:`RangeReader` of ``loc`` (a context manager). A local file's errors are
+    ``OSError``; an object's, :class:`InputError`."""
+    return RangeReader(loc)
+
+
+def sqlite_readonly(path: Path, *, immutable: bool = False) -> sqlite3.Connection:
+    """A read-only SQLite connection to the local file ``path`` (any byte of its name quoted in
+    the URI; ``immutable``: no locks taken, the file may not change meanwhile). SQLite opens a
+    file by name, so an object is copied whole before it (:mod:`trace_report.staging`).
+    Raises ``sqlite3.Error``."""
+    import sqlite3
+
+    uri = f"{Path(path).absolute().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
+    return sqlite3.connect(uri, uri=True)
 
 
 def download(loc: Location, dest: Path) -> ObjectInfo:

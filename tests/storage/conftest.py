@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,3 +84,18 @@ def upload(s3_server: S3Server) -> Callable[[Path, str], str]:
     """``upload(local, url)``: copy a local file, or a folder's files (relative names kept), to
     ``url``; returns ``url``."""
     return _upload
+
+
+@pytest.fixture
+def mirror(tmp_path: Path, bucket: str, upload: Callable[[Path, str], str]) -> Callable[[str], tuple[Path, str]]:
+    """``mirror(name)``: the shared folder ``name`` copied to ``tmp_path/name`` and uploaded to
+    ``bucket/name``; returns both."""
+    from tests.conftest import TRACES, shared_or_skip
+
+    def copy(name: str) -> tuple[Path, str]:
+        shared_or_skip()
+        local = tmp_path / name
+        shutil.copytree(TRACES / name, local)
+        return local, upload(local, f"{bucket}/{name}")
+
+    return copy

@@ -22,20 +22,8 @@ PLAIN = "kineto_gpu_metrics_input"
 TAR = "param_dlrm_kineto_v100x8"
 
 
-@pytest.fixture
-def mirror(tmp_path: Path, bucket: str, upload: Upload) -> Callable[[str], tuple[Path, str]]:
-    """``mirror(name)``: the shared folder ``name`` copied to ``tmp_path/name`` and uploaded to
-    ``bucket/name``; returns both."""
-    def copy(name: str) -> tuple[Path, str]:
-        shared_or_skip()
-        local = tmp_path / name
-        shutil.copytree(TRACES / name, local)
-        return local, upload(local, f"{bucket}/{name}")
-
-    return copy
-
-
 Mirror = Callable[[str], tuple[Path, str]]
+"""The ``mirror`` fixture (tests/storage/conftest.py)."""
 
 
 KEY_ID, SECRET = "TRTESTKEYID0000000", "trtest-secret/not-a-real-key"
@@ -127,14 +115,14 @@ def test_object_changed_during_ingest_is_not_stored(tmp_path: Path, mirror: Mirr
     from trace_report import staging, storage
 
     local, url = mirror(GZ)
-    download = storage.download
+    copy = staging.Stager._copy
 
-    def download_then_overwrite(loc: object, dest: Path) -> object:
-        info = download(loc, dest)
-        storage.write_bytes(str(loc), dest.read_bytes() + b"\n")  # someone uploads a new version meanwhile
-        return info
+    def copy_then_overwrite(self: staging.Stager, loc: str, dest: Path) -> staging.Staged:
+        staged = copy(self, loc, dest)
+        storage.write_bytes(loc, storage.read_bytes(loc) + b"\n")  # someone uploads a new version meanwhile
+        return staged
 
-    monkeypatch.setattr(staging.storage, "download", download_then_overwrite)
+    monkeypatch.setattr(staging.Stager, "_copy", copy_then_overwrite)
     db = tmp_path / "runs.duckdb"
     code, out = _ingest(url, db)
     assert code == 1 and "changed while it was read" in out and url in out, out
@@ -193,9 +181,15 @@ def test_prefix_copies_only_what_may_be_an_input(tmp_path: Path, mirror: Mirror,
         zf.writestr("archive/data.pkl", b"\0" * 4096)
     storage.write_file(f"{url}/checkpoints/model.pt", tmp_path / "model.pt")
     fetched: list[str] = []
-    download = storage.download
-    monkeypatch.setattr(staging.storage, "download", lambda loc, dest: fetched.append(loc) or download(loc, dest))
+    read_range = storage.read_range
+
+    def logged(loc: str, start: int, length: int) -> bytes:
+        fetched.append(loc) if length > staging.SNIFF_BYTES else None
+        return read_range(loc, start, length)
+
+    monkeypatch.setattr(staging.storage, "download", lambda loc, dest: pytest.fail(f"{loc} copied whole"))
+    monkeypatch.setattr(staging.storage, "read_range", logged)
     result = invoke(["ingest", url, "-o", tmp_path / "runs.duckdb"])
     assert result.exit_code == 0, result.output
     assert f"skipped: {url}/checkpoints/model.pt (not a trace, archive or Nsight export" in result.stderr
-    assert fetched == [f"{url}/{p.name}" for p in local.iterdir()]
+    assert fetched == [f"{url}/{p.name}" for p in local.iterdir()]  # a small trace: read in one request

@@ -21,7 +21,6 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Annotated, Any
 
 import msgspec
@@ -29,9 +28,11 @@ import numpy as np
 import pyarrow as pa
 
 from trace_report import arrowcalls as ac
+from trace_report import storage
 from trace_report.errors import TraceFormatError
 from trace_report.formats.magic import GZIP_MAGIC, is_gzip
 from trace_report.formats.schema import EVENTS_SCHEMA
+from trace_report.storage import Location
 
 # zlib-ng inflates the stream in less than half of zlib's CPU time; its decompressobj is CPython's
 # zlib code over zlib-ng, so ``max_length`` bounds each call
@@ -398,9 +399,15 @@ def _decode_piece_untyped(data: bytes, events: Any = None) -> Piece:
     return Piece(table, len(events), missing, not_objects)
 
 
-def open_stream(path: Path) -> IO[bytes]:
-    """Open ``path`` for binary reading, decompressing gzip when the file starts with its magic."""
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+def open_stream(path: Location) -> IO[bytes]:
+    """Open ``path`` (a local file or an object, :mod:`trace_report.storage`) for binary reading,
+    decompressing gzip when it starts with its magic."""
+    raw = storage.open_input(path)
+    if not is_gzip(path):
+        return raw
+    gz = gzip.GzipFile(fileobj=raw, mode="rb")
+    gz.myfileobj = raw  # closed with it, as gzip.open's own file is
+    return gz  # type: ignore[return-value]
 
 
 class _HashingReader:
@@ -412,18 +419,16 @@ class _HashingReader:
     :data:`RATIO_CHECK_AFTER` bytes): memory never depends on what one compressed block expands to.
     """
 
-    def __init__(self, path: Path, block: int, max_ratio: float = MAX_RATIO) -> None:
+    def __init__(self, path: Location, block: int, max_ratio: float = MAX_RATIO) -> None:
         self.path = path
         self.block = block
         self.max_ratio = max_ratio
         self.digest = hashlib.sha256()
         self.raw_bytes = 0
         self.out_bytes = 0
-        self._raw = open(path, "rb")  # noqa: SIM115 - closed by close(), read block by block
-        head = self._raw.read(2)
-        self._raw.seek(0)
-        self._gz = _inflate.decompressobj(wbits=31) if head == GZIP_MAGIC else None
-        self._in = b""  # compressed bytes read but not yet inflated
+        self._raw = storage.open_input(path)  # a forward stream for an object: read once, never sought
+        self._in = self._read_raw(2)  # compressed bytes read but not yet inflated (for gzip)
+        self._gz = _inflate.decompressobj(wbits=31) if self._in == GZIP_MAGIC else None
         self._raw_eof = False
 
     def _read_raw(self, size: int) -> bytes:
@@ -436,7 +441,8 @@ class _HashingReader:
     def read(self) -> bytes:
         """Return the next block of decoded bytes (at most ``block`` of them), ``b""`` at the end."""
         if self._gz is None:
-            return self._read_raw(self.block)
+            head, self._in = self._in, b""  # the first two bytes, read to tell gzip apart
+            return head + self._read_raw(self.block - len(head)) if head else self._read_raw(self.block)
         try:
             while True:
                 if not self._in and not self._raw_eof:
@@ -520,7 +526,7 @@ def _check_events(data: bytes) -> None:
             raise
 
 
-def _decode_any(text: bytes, path: Path) -> Any:
+def _decode_any(text: bytes, path: Location) -> Any:
     """Untyped decode of trace metadata: invalid UTF-8 replaced, too deep an error."""
     try:
         try:
@@ -533,7 +539,7 @@ def _decode_any(text: bytes, path: Path) -> Any:
         raise TraceFormatError(f"{path}: {TOO_DEEP}") from None
 
 
-def _parse_object(text: bytes, what: str, path: Path) -> dict[str, Any]:
+def _parse_object(text: bytes, what: str, path: Location) -> dict[str, Any]:
     try:
         value = _decode_any(text, path)
     except msgspec.DecodeError as exc:
@@ -551,7 +557,7 @@ class PieceStream:
     after ``traceEvents``) and the SHA-256 of the file as stored.
     """
 
-    def __init__(self, path: Path, block: int = PIECE_BYTES, *, max_ratio: float = MAX_RATIO,
+    def __init__(self, path: Location, block: int = PIECE_BYTES, *, max_ratio: float = MAX_RATIO,
                  max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self.path = path
         self.block = block

@@ -1,15 +1,15 @@
 """Plan byte ranges of ``traceEvents`` in an uncompressed trace file, without reading it whole.
 
 Large plain ``.json`` traces are decoded in parallel: each worker reads its own byte range
-(``os.pread``). The planner reads only small windows: the head (up to ``"traceEvents": [``),
-one window at each cut target, and the tail (the end of the array and the metadata after it).
+(:class:`trace_report.storage.RangeReader`: ``pread`` of a local file). The planner reads only
+small windows: the head (up to ``"traceEvents": [``), one window at each cut target, and the
+tail (the end of the array and the metadata after it).
 A cut that lands inside a nested object makes its range invalid JSON; the ingest merges it with
 the next range, so a wrong cut costs time, never correctness.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from trace_report.formats.kineto import (
     _parse_object,
     is_boundary,
 )
+from trace_report.storage import RangeReader, open_ranges
 
 WINDOW = 1 << 18
 
@@ -38,14 +39,10 @@ class RangePlan:
     envelope: TraceEnvelope = field(default_factory=TraceEnvelope)
 
 
-def _pread(fd: int, start: int, size: int) -> bytes:
-    return os.pread(fd, size, start)
-
-
-def _body_start(fd: int, path: Path, size: int) -> tuple[int, dict[str, Any], bool]:
+def _body_start(src: RangeReader, path: Path, size: int) -> tuple[int, dict[str, Any], bool]:
     window = WINDOW
     while True:
-        head = _pread(fd, 0, min(window, size))
+        head = src.pread(0, min(window, size))
         bom = len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0
         stripped = head[bom:].lstrip()
         if not stripped:
@@ -64,11 +61,11 @@ def _body_start(fd: int, path: Path, size: int) -> tuple[int, dict[str, Any], bo
         window *= 4
 
 
-def _first_cut_after(fd: int, pos: int, limit: int) -> int:
+def _first_cut_after(src: RangeReader, pos: int, limit: int) -> int:
     """Index just past the first event-closing ``}`` (followed by ``, {``) at or after ``pos``."""
     window = WINDOW
     while pos < limit:
-        data = _pread(fd, pos, min(window, limit - pos) + 64)
+        data = src.pread(pos, min(window, limit - pos) + 64)
         i = 0
         while True:
             j = data.find(b"}", i)
@@ -82,23 +79,23 @@ def _first_cut_after(fd: int, pos: int, limit: int) -> int:
     return -1
 
 
-def _after_comma(fd: int, cut: int) -> int:
-    data = _pread(fd, cut, 4096)
+def _after_comma(src: RangeReader, cut: int) -> int:
+    data = src.pread(cut, 4096)
     i = 0
     while i < len(data) and data[i] in _WS:
         i += 1
     return cut + i + 1  # past the ','
 
 
-def _tail_start(fd: int, body: int, size: int) -> int:
+def _tail_start(src: RangeReader, body: int, size: int) -> int:
     """Start of the last event run: just past the comma after the last event boundary."""
     window = WINDOW
     while True:
         start = max(body, size - window)
-        data = _pread(fd, start, size - start)
+        data = src.pread(start, size - start)
         cut = _find_cut(data, len(data))
         if cut >= 0:
-            return _after_comma(fd, start + cut)
+            return _after_comma(src, start + cut)
         if start == body:
             return body
         window *= 4
@@ -110,35 +107,32 @@ def plan_ranges(path: Path, target: int) -> RangePlan:
     Raises :class:`TraceFormatError` for an empty file, a file that is not a JSON object or
     array, or one whose ``traceEvents`` array cannot be found or is not closed.
     """
-    size = path.stat().st_size
     plan = RangePlan()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        body, meta, top_array = _body_start(fd, path, size)
+    with open_ranges(path) as src:
+        size = src.size
+        body, meta, top_array = _body_start(src, path, size)
         plan.envelope.metadata.update(meta)
         plan.envelope.top_level_array = top_array
-        tail = _tail_start(fd, body, size)
+        tail = _tail_start(src, body, size)
         start = body
         while tail - start > target * 3 // 2:
-            cut = _first_cut_after(fd, start + target, tail)
+            cut = _first_cut_after(src, start + target, tail)
             if cut < 0 or cut >= tail:
                 break
             plan.ranges.append((start, cut))
-            start = _after_comma(fd, cut)
+            start = _after_comma(src, cut)
         if start < tail:
-            plan.ranges.append((start, _last_cut_before(fd, start, tail)))
-        last = _pread(fd, tail, size - tail)
-    finally:
-        os.close(fd)
+            plan.ranges.append((start, _last_cut_before(src, start, tail)))
+        last = src.pread(tail, size - tail)
     stream = PieceStream(path)
     stream.envelope = plan.envelope
     plan.last_piece = stream.split_tail(last)
     return plan
 
 
-def _last_cut_before(fd: int, start: int, tail: int) -> int:
+def _last_cut_before(src: RangeReader, start: int, tail: int) -> int:
     """End of the range that runs up to the tail (just before the comma that precedes it)."""
-    data = _pread(fd, max(start, tail - 4096), tail - max(start, tail - 4096))
+    data = src.pread(max(start, tail - 4096), tail - max(start, tail - 4096))
     end = len(data) - 1
     while end >= 0 and data[end] in _WS:
         end -= 1

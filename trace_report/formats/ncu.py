@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.formats.ncu_csv import read_ncu_csv
 from trace_report.formats.ncu_rep import read_ncu_rep
@@ -19,7 +20,7 @@ def read_ncu(path: Path) -> NcuData:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    if path.stat().st_size == 0:
+    if storage.stat(path).size == 0:
         raise InputError(f"{path}: empty file")
     if path.suffix.lower() == ".ncu-rep" or not _looks_text(path):
         return read_ncu_rep(path)
@@ -28,8 +29,7 @@ def read_ncu(path: Path) -> NcuData:
 
 def _looks_text(path: Path) -> bool:
     """Whether the file's first block is text (a CSV), as opposed to a binary report."""
-    with open(path, "rb") as fh:
-        head = fh.read(4096)
+    head = storage.read_head(path, 4096)
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:

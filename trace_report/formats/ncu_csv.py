@@ -29,6 +29,7 @@ import io
 import re
 from pathlib import Path
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.formats.ncu_types import (
     INSTANCED,
@@ -124,7 +125,7 @@ def _header_index(lines: list[str]) -> int:
 
 def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = storage.read_text(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
     lines = text.splitlines(keepends=True)

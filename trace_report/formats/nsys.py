@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.redact import StringScreen, redact_text, redact_value, summarize
 
@@ -58,7 +59,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     if not Path(path).is_file():
         raise InputError(f"{path}: no such file")
     try:
-        con = sqlite3.connect(f"file:{Path(path).absolute()}?mode=ro&immutable=1", uri=True)
+        con = storage.sqlite_readonly(path, immutable=True)
         con.execute("SELECT count(*) FROM sqlite_master").fetchall()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: not an SQLite database (expected an 'nsys export --type sqlite' file: "
@@ -290,7 +291,7 @@ def read_kernsum_csv(path: Path | str) -> pd.DataFrame:
 
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()  # -sig: a BOM is no text
+        lines = storage.read_text(path, encoding="utf-8-sig").splitlines()  # -sig: a BOM is no text
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
     start = next((i for i, line in enumerate(lines) if "Total Time" in line and "Name" in line), None)

@@ -58,7 +58,8 @@ class Job:
     piece: int
     label: str
     data: bytes = b""
-    path: Path | None = None
+    path: storage.Location | None = None
+    """Kinds ``range``, ``file`` and ``pieces``: the file (kinds ``file`` and ``pieces``: local)."""
     start: int = 0
     end: int = 0
     out: Path | None = None
@@ -78,9 +79,8 @@ class Job:
         size = self.end - self.start
         buf = bytearray(size + 2)
         buf[0], buf[-1] = 0x5B, 0x5D  # '[' ... ']'
-        with open(self.path, "rb") as fh:
-            fh.seek(self.start)
-            fh.readinto(memoryview(buf)[1:-1])
+        with storage.open_ranges(self.path) as src:
+            src.readinto(self.start, memoryview(buf)[1:-1])
         return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
 
 
@@ -213,7 +213,7 @@ def read_object(job: Job) -> JobResult:
         result = read_pieces(Job("pieces", job.trace_id, 0, job.label, path=local, store=store,
                                  max_ratio=job.max_ratio, piece_bytes=job.piece_bytes))
         assert result.parts is not None
-        result.files = {p.name: p.read_bytes() for p, _ in result.parts if p is not None}
+        result.files = {p.name: storage.read_bytes(p) for p, _ in result.parts if p is not None}
         result.parts = [(Path(p.name) if p is not None else None, r) for p, r in result.parts]
     return result
 
@@ -311,7 +311,7 @@ class PieceRunner:
 
 
 def decode_file(
-    path: Path,
+    path: storage.Location,
     label: str,
     trace_id: int,
     *,
@@ -321,7 +321,8 @@ def decode_file(
     on_piece: Callable[[int], None] | None = None,
     max_ratio: float = MAX_RATIO,
 ) -> tuple[TraceEnvelope, list[tuple[Job, JobResult]]]:
-    """Cut one file into jobs (:class:`FileReader`), decode them in order (:class:`PieceRunner`).
+    """Cut one file, or stream one object (``path`` a URL), into jobs (:class:`FileReader`),
+    decode them in order (:class:`PieceRunner`).
 
     Pieces go to ``store`` as Parquet files when given, else their tables stay in the results.
     ``on_piece(bytes of the file handed out so far)`` is called after each job.

@@ -8,7 +8,8 @@ works; hashlib and file reads release the GIL), and the decoding takes each dige
 with :func:`claim` (:class:`~trace_report.ingest.files.FileReader`). A gzip trace's digest is
 computed while it is inflated (cheap: its compressed bytes), so only plain files are queued.
 
-Standard library imports only: this module loads before the heavy ones.
+Standard library imports only (and :mod:`trace_report.storage`, which loads pyarrow only for a
+URL): this module loads before the heavy ones.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+from trace_report import storage
 
 PREHASH_MIN_BYTES = 16 << 20
 """Smallest plain file hashed ahead (smaller ones take under 10 ms beside their decoding)."""
@@ -34,7 +37,7 @@ def sha256_file(path: Path) -> str:
     """SHA-256 (hex) of the bytes of ``path``, read in :data:`BLOCK_BYTES` blocks (at most the
     file's size) into one buffer. Raises OSError when the file cannot be read."""
     digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as fh:
+    with storage.open_input(path, buffering=0) as fh:
         buf = bytearray(max(1, min(BLOCK_BYTES, os.fstat(fh.fileno()).st_size)))
         view = memoryview(buf)
         while n := fh.readinto(buf):
@@ -55,8 +58,7 @@ def _is_plain_json(path: Path, size: int) -> bool:
     if size < PREHASH_MIN_BYTES:
         return False
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(256).lstrip()
+        head = storage.read_head(path, 256).lstrip()
     except OSError:
         return False
     return head[:1] in (b"{", b"[")

@@ -6,11 +6,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from trace_report import storage
 from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import MAX_RATIO, PieceStream, TailBytes, TraceEnvelope, is_gzip
 from trace_report.formats.kineto_pieces import plan_ranges
 from trace_report.ingest.digests import claim, sha256_file
 from trace_report.inputs import Source
+from trace_report.storage import Location
 
 
 def _hash_file(path: Path, out: list[str]) -> None:
@@ -39,12 +41,10 @@ def decoded_size(path: Path) -> int:
     """About how many bytes ``path`` decodes to, for choosing between one process and workers:
     its size, or for gzip the larger of its trailer's ISIZE (the last member's size modulo 4 GiB)
     and :data:`GZIP_RATIO_GUESS` times its size. A guess only: limits are enforced while reading."""
-    size = path.stat().st_size
+    size = storage.stat(path).size
     if size < 18 or not is_gzip(path):
         return size
-    with open(path, "rb") as fh:
-        fh.seek(-4, 2)
-        isize = int.from_bytes(fh.read(4), "little")
+    isize = int.from_bytes(storage.read_range(path, size - 4, 4), "little")
     return max(isize, GZIP_RATIO_GUESS * size)
 
 
@@ -52,7 +52,7 @@ def stored_size(src: Source) -> int:
     """Bytes of ``src`` as stored (an object's size where only its head was copied)."""
     if src.staged is not None and not src.staged.whole:
         return src.staged.info.size
-    return src.path.stat().st_size
+    return storage.stat(src.path).size
 
 
 def source_decoded_size(src: Source) -> int:
@@ -67,14 +67,16 @@ class FileReader:
     """Yields ``("range", (path, start, end))``, ``("bytes", piece)`` and, last for a streamed
     file, ``("tail", (raw end, splitter))`` for one file.
 
-    Plain files are planned by byte ranges (workers read them) while a thread computes the
+    Plain local files are planned by byte ranges (workers read them) while a thread computes the
     file's SHA-256 (or takes the one :mod:`trace_report.ingest.digests` computed ahead); gzip
-    files (and plain files the planner cannot cut) are streamed, a piece at a time as the caller
-    asks for the next one (``max_ratio``: see :data:`~trace_report.formats.kineto.MAX_RATIO`).
+    files, plain files the planner cannot cut and objects in object storage (``path`` a URL: one
+    GET read once, hashed as it goes, where ranges would read it twice) are streamed, a piece at a
+    time as the caller asks for the next one (``max_ratio``: see
+    :data:`~trace_report.formats.kineto.MAX_RATIO`).
     After iteration :attr:`envelope` holds the metadata and digest.
     """
 
-    def __init__(self, path: Path, piece_bytes: int, max_ratio: float = MAX_RATIO) -> None:
+    def __init__(self, path: Location, piece_bytes: int, max_ratio: float = MAX_RATIO) -> None:
         self.path = path
         self.piece_bytes = piece_bytes
         self.max_ratio = max_ratio
@@ -89,7 +91,7 @@ class FileReader:
         return self._pos
 
     def pieces(self) -> Iterator[tuple[str, object]]:
-        if not is_gzip(self.path):
+        if not storage.is_url(self.path) and not is_gzip(self.path):
             try:
                 plan = plan_ranges(self.path, self.piece_bytes)
             except TraceFormatError:
@@ -120,4 +122,4 @@ class FileReader:
             hasher.join()
         self.envelope = plan.envelope
         self.envelope.sha256 = digest[0] if ahead is None else ahead()
-        self._pos = self.path.stat().st_size
+        self._pos = storage.stat(self.path).size

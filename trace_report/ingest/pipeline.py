@@ -106,7 +106,7 @@ class Ingest:
             try:
                 self._source(src, ids[src], futures, pool)
             except InputError as exc:
-                raise _named(exc, src) from exc
+                raise _named(_changed_or(exc, src), src) from exc
             self.done += stored_size(src)
             if self.opts.progress:
                 self.opts.progress(self.done, self.total)
@@ -143,7 +143,7 @@ class Ingest:
     def _one_file(self, trace_id: int, src: Source, pool: Engine | None) -> None:
         progress = self.opts.progress
         envelope, results = decode_file(
-            src.path, src.label, trace_id, piece_bytes=self.piece_bytes, pool=pool,
+            src.location, src.label, trace_id, piece_bytes=self.piece_bytes, pool=pool,
             store=self.store if isinstance(self.store, ParquetStore) else None,
             on_piece=(lambda pos: progress(self.done + pos, self.total)) if progress else None,
             max_ratio=self.opts.max_ratio,
@@ -279,6 +279,16 @@ class Ingest:
              stats.rows, stats.n_kernels, env.sha256, size, mtime_ns,
              facts.metadata_json, facts.redacted_keys + in_events],
         )
+
+
+def _changed_or(exc: InputError, src: Source) -> InputError:
+    """``exc``, or the refusal of a file or object that changed while it was read, which explains
+    it (an object replaced under its stream reads as a truncated or damaged one)."""
+    try:
+        check_unchanged(src)
+    except InputError as changed:
+        return changed
+    return exc
 
 
 def _named(exc: InputError, src: Source) -> InputError:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from trace_report.formats.kineto import MAX_RATIO, PIECE_BYTES, TraceEnvelope
 from trace_report.ingest.decoding import Job, JobResult, decode_file, run_job
 from trace_report.ingest.engine import Engine, JobFuture, local_engine
-from trace_report.ingest.files import source_decoded_size
+from trace_report.ingest.files import source_decoded_size, stored_size
 from trace_report.inputs import InputKind, Resolution, Source, resolve
-from trace_report.storage import Location, location
+from trace_report.storage import Location, is_url, location
 from trace_report.store.layout import database_lock, database_path, may_have_leftovers
 from trace_report.store.pieces import ParquetStore
 from trace_report.sysutil import available_cpus
@@ -107,13 +107,15 @@ def submit_files(todo: list[Source], ids: dict[Source, int], pool: Engine | None
     (kind ``file``) and, with an engine that has ``file_tasks`` and at least ``slots`` large
     traces to write, every large one (kind ``pieces``); the others are cut by the driver.
     With an engine that ``reads_urls``, every trace in object storage goes to one ``url`` job,
-    which reads the object itself (nothing of it is read on the driver but its head).
+    which reads the object itself (nothing of it is read on the driver but its head); else a trace
+    streamed from object storage (:attr:`~trace_report.inputs.Source.location`) is read by the
+    driver, its pieces decoded by the workers (a forked worker does not open object storage).
     Returns each submitted source's output path (None: the job names its pieces) and future."""
     if pool is None:
         return {}
     traces = [s for s in todo if s.kind is InputKind.trace]
     futures = _submit_urls([s for s in traces if s.staged is not None], ids, pool, opts, piece_bytes, store)
-    traces = [s for s in traces if s not in futures]
+    traces = [s for s in traces if s not in futures and not is_url(s.location)]  # streamed by the driver
     whole_bytes = (opts.piece_bytes or PIECE_BYTES) * (WHOLE_FILE_PIECES if len(todo) > 1 else 1)
     small = [s for s in traces if source_decoded_size(s) < whole_bytes]
     large = [s for s in traces if s not in small]
@@ -190,7 +192,7 @@ def prestart(found: Resolution, store: ParquetStore, options: IngestOptions | No
         early = Prestart(pool, ids, submit_files(sources, ids, pool, opts, piece_bytes, store))
         early.driven = next((s for s in sources if s not in early.futures), None)
         if early.driven is not None:
-            total_on_disk = sum(s.path.stat().st_size for s in sources)
+            total_on_disk = sum(stored_size(s) for s in sources)
             early.driver = _drive(early, early.driven, store, opts, piece_bytes,
                                   total_on_disk if early.driven is sources[0] else None)
     except BaseException:
@@ -209,7 +211,7 @@ def _drive(early: Prestart, src: Source, store: ParquetStore, opts: IngestOption
 
     def run() -> None:
         try:
-            result = decode_file(src.path, src.label, early.ids[src], piece_bytes=piece_bytes, pool=early.pool,
+            result = decode_file(src.location, src.label, early.ids[src], piece_bytes=piece_bytes, pool=early.pool,
                                  store=store, on_piece=on_piece, max_ratio=opts.max_ratio)
         except BaseException as exc:  # handed to the main thread, which raises it
             early.decoded.set_exception(exc)
@@ -250,8 +252,7 @@ def begin_ingest(paths: Sequence[Location], db_path: Path, clean_leftovers: Call
     """
     db_path = database_path(db_path)
     limit = (options or IngestOptions()).max_ratio  # --max-ratio covers archive members too
-    url_heads = bool(getattr(engine, "reads_urls", False))  # its tasks read the objects, not the driver
-    with resolve([location(p) for p in paths], allow_database=False, max_ratio=limit, url_heads=url_heads) as found, \
+    with resolve([location(p) for p in paths], allow_database=False, max_ratio=limit) as found, \
             database_lock(db_path, "writing"):
         notes = clean_leftovers(db_path) if may_have_leftovers(db_path) else []
         store = ParquetStore(db_path)

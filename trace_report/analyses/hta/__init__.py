@@ -36,7 +36,6 @@ import io
 import logging
 import os
 import re
-import shutil
 import signal
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from typing import Any
 
 import pandas as pd
 
+from trace_report import storage
 from trace_report.errors import InputError, UsageError
 from trace_report.formats.kineto import is_gzip, open_stream
 from trace_report.formats.kineto_metadata import rank_from_name
@@ -122,7 +122,7 @@ def _stored_paths(database: Path) -> list[Path]:
 
 def _trace_sources(paths: list[Path]) -> Iterator[Source]:
     """The Chrome/Kineto traces among ``paths`` (a database stands for the files it was read from)."""
-    with resolve(paths) as found:
+    with resolve(paths, url_heads=False) as found:  # HTA reads each file by its name: objects copied whole
         if found.database is not None:
             yield from _trace_sources(_stored_paths(found.database))
             return
@@ -149,7 +149,7 @@ def hta_trace_files(paths: Sequence[str | PathLike[str]]) -> Iterator[tuple[Path
             suffix = ".json.gz" if is_gzip(src.path) else ".json"
             link = Path(tmp) / f"rank-{rank}.{i}{suffix}"
             if src.label != str(src.path):  # a tar member: its temporary file goes with the resolution
-                shutil.copyfile(src.path, link)
+                storage.write_file(link, src.path)
             else:
                 link.symlink_to(src.path.absolute())
             files[rank], labels[rank] = str(link), src.label

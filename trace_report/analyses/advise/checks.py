@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from trace_report.analyses.common.iterations import INFERRED
+from trace_report.analyses.common.variance import CV_THRESHOLD, MIN_CALLS
 
 ADVICE_COLUMNS = ["rank", "finding", "title", "value", "unit", "threshold", "est_saving_ms_per_step",
                   "saving_pct_of_step", "per", "evidence", "recommendation", "link"]
@@ -73,6 +74,17 @@ class Thresholds:
     - ``tensor_core_speedup``: a GEMM/convolution moved from CUDA cores to tensor cores (TF32 or
       16-bit) taken as 2x faster, well under the peak ratios (A100: FP32 19.5 vs TF32 156
       TFLOP/s) because real layers are often memory-bound.
+
+    The anchors' rules (:mod:`trace_report.analyses.advise.anchors`), each as its tool sets it:
+
+    - ``sync_h2d_min_bytes``: nsys analyze's cuda_memcpy_sync leaves out host-to-device copies of
+      64 KB or less (Nsight Systems User Guide, "Expert System Rules").
+    - ``gpu_gap_us``: nsys analyze's gpu_gaps (GPU Starvation) default, the GPU idle > 500 ms.
+    - ``variance_cv``, ``variance_min_calls``: TraceLens' variable kernel, CV > 1 over >= 10 calls
+      (:mod:`trace_report.analyses.common.variance`, the ``kernel-variance`` defaults).
+    - ``stragglers`` and ``kernel_variance`` are listed above ``min_saving_pct``; PyTorch's pattern
+      matcher (torch/profiler/_pattern_matcher.py) reports any match, so its four findings have
+      no threshold.
     """
 
     min_saving_pct: float = 2.0
@@ -90,6 +102,10 @@ class Thresholds:
     startup_dominant_pct: float = 50.0
     pinned_speedup: float = 2.0
     tensor_core_speedup: float = 2.0
+    sync_h2d_min_bytes: int = 64 * 1024
+    gpu_gap_us: float = 500_000.0
+    variance_cv: float = CV_THRESHOLD
+    variance_min_calls: int = MIN_CALLS
 
 
 @dataclass

@@ -108,8 +108,8 @@ def _cuda_core_gemms(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int
     return {int(r): (float(us), ", ".join(n[:60] for n in names)) for r, us, names in rows}
 
 
-def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, RankFacts]:
-    """Every rank's :class:`RankFacts`, one query per view."""
+def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds | None = None) -> dict[int, RankFacts]:
+    """Every rank's :class:`RankFacts`, one query per view (the anchors' rules with ``th``)."""
     con, ids = db.con, trace_ids(traces)
     facts = {int(r): RankFacts(rank=int(r)) for r in sorted(traces["rank"].dropna().unique())}
     for r, row in _by_rank(con, "SELECT * FROM gpu_idle_by_cause").items():
@@ -142,7 +142,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
     with materialized(con, ("host_sync_calls", "host_call_where")):  # read by three queries: computed once
         syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
         pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
-        load_anchor_facts(con, ids, facts)
+        load_anchor_facts(con, ids, facts, th)
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
     devices = _by_rank(con, "SELECT t.rank, max(a.cc) AS cc, bool_or(coalesce(a.vendor = 'AMD', false)) AS amd, "
                        "string_agg(DISTINCT a.evidence, '; ') FILTER (WHERE a.source = 'kernel names') AS inferred "
@@ -292,8 +292,8 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     th = thresholds or Thresholds()
     traces = selected_traces(con, rank)
     with materialized(con, SHARED_VIEWS):
-        facts = _facts(db, traces, rank)
-        steady = steady_part(db, facts, th, lambda: _facts(db, traces, rank), rank)
+        facts = _facts(db, traces, rank, th)
+        steady = steady_part(db, facts, th, lambda: _facts(db, traces, rank, th), rank)
         peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
     check = Checker(th)
     check.steady = {r: s.steady for r, s in steady.items()}

@@ -184,55 +184,57 @@ FROM c JOIN m ON m.trace_id = c.trace_id AND m.pid = c.pid AND m.tid = c.tid
              AND m.ts_us <= c.ts_us AND m.end_us >= c.ts_us
 GROUP BY ALL;
 
+-- top_name_of(rows): "the name with the most time, its count and where it sat", one definition
+-- for advise's evidence. rows names a relation with columns rank, finding, name, dur_us and
+-- enclosing (host_call_where's annotation or module, NULL when none); one row per (rank, finding):
+-- top_name (the name with the most dur_us, the first by name among equals), top_n (its rows),
+-- top_us (its dur_us) and top_where (the enclosing with the most of the top name's dur_us, the
+-- first by name among equals; NULL when none encloses it).
+CREATE OR REPLACE TEMP MACRO top_name_of(rows) AS TABLE
+WITH r AS (SELECT rank, finding, name, dur_us, enclosing FROM query_table(rows)),
+by_name AS (SELECT rank, finding, name, count(*) AS n, sum(dur_us) AS us FROM r GROUP BY ALL),
+top AS (SELECT rank, finding, arg_max({'name': name, 'n': n, 'us': us}, (us, name)) AS t FROM by_name GROUP BY ALL),
+wh AS (
+    SELECT w.rank, w.finding, arg_max(w.enclosing, (w.us, w.enclosing)) AS top_where
+    FROM (SELECT rank, finding, name, enclosing, sum(dur_us) AS us FROM r WHERE enclosing IS NOT NULL
+          GROUP BY ALL) w
+    JOIN top t ON t.rank = w.rank AND t.finding = w.finding AND t.t.name = w.name
+    GROUP BY ALL
+)
+SELECT t.rank, t.finding, t.t.name AS top_name, t.t.n AS top_n, t.t.us AS top_us, wh.top_where
+FROM top t LEFT JOIN wh ON wh.rank = t.rank AND wh.finding = t.finding;
+
 -- Synchronising calls per rank inside the analysis windows: how many, and the CPU time they
 -- blocked (the evidence of host_sync; the cost is the GPU idle that follows, gpu_idle_by_cause).
--- top_call: the call name with the most blocked time (the first by name among equals), with its
--- calls (top_calls), time (top_us) and where it was made most (top_where: host_call_where's
--- annotation with the most of that time; NULL when none encloses it).
+-- top_call: the call name with the most blocked time, with its calls (top_calls), time (top_us)
+-- and where it was made most (top_where), as top_name_of gives them.
 CREATE OR REPLACE TEMP VIEW host_syncs_by_rank AS
 WITH c AS (
-    SELECT w.rank, c.name, least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us) AS us, h.enclosing
+    SELECT w.rank, 'host_sync' AS finding, c.name, least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us) AS dur_us,
+           h.enclosing
     FROM host_sync_calls c
     JOIN analysis_windows w ON w.trace_id = c.trace_id AND c.ts_us >= w.ts_us AND c.ts_us < w.end_us
     LEFT JOIN host_call_where h ON h.trace_id = c.trace_id AND h.event_id = c.event_id
-),
-n AS (SELECT rank, name, count(*) AS n, sum(us) AS us FROM c GROUP BY ALL),
-top AS (SELECT rank, arg_max(name, (us, name)) AS top_call FROM n GROUP BY rank),
-wh AS (
-    SELECT c.rank, arg_max(c.enclosing, (c.us, c.enclosing)) AS top_where
-    FROM (SELECT rank, name, enclosing, sum(us) AS us FROM c WHERE enclosing IS NOT NULL GROUP BY ALL) c
-    SEMI JOIN top t ON t.rank = c.rank AND t.top_call = c.name
-    GROUP BY c.rank
 )
-SELECT n.rank, sum(n.n) AS calls, sum(n.us) AS blocked_us, t.top_call,
-       any_value(n.n) FILTER (WHERE n.name = t.top_call) AS top_calls,
-       any_value(n.us) FILTER (WHERE n.name = t.top_call) AS top_us, wh.top_where
-FROM n JOIN top t USING (rank) LEFT JOIN wh USING (rank)
-GROUP BY n.rank, t.top_call, wh.top_where;
+SELECT n.rank, sum(n.n) AS calls, sum(n.us) AS blocked_us, any_value(t.top_name) AS top_call,
+       any_value(t.top_n) AS top_calls, any_value(t.top_us) AS top_us, any_value(t.top_where) AS top_where
+FROM (SELECT rank, name, count(*) AS n, sum(dur_us) AS us FROM c GROUP BY ALL) n JOIN top_name_of('c') t USING (rank)
+GROUP BY n.rank;
 
 -- Pageable host<->device copies per rank (CUPTI names a copy's host side Pageable when the host
 -- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), over the whole trace as
 -- the GPU time (view gpu_time) is. top_name: the copy name with the most GPU time, with its
--- copies (top_copies), time (top_us) and where its launches were made most (top_where, as
--- host_syncs_by_rank's).
+-- copies (top_copies), time (top_us) and where its launches were made most (top_where), as
+-- top_name_of gives them.
 CREATE OR REPLACE TEMP VIEW pageable_copies_by_rank AS
 WITH c AS (
-    SELECT t.rank, g.name, g.dur_us AS us, h.enclosing
+    SELECT t.rank, 'pageable_memcpy' AS finding, g.name, g.dur_us, h.enclosing
     FROM gpu_ops g JOIN traces t USING (trace_id)
     LEFT JOIN gpu_op_launches l ON l.trace_id = g.trace_id AND l.event_id = g.event_id
     LEFT JOIN host_call_where h ON h.trace_id = l.trace_id AND h.event_id = l.launch_event_id
     WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
-),
-n AS (SELECT rank, name, count(*) AS n, sum(us) AS us FROM c GROUP BY ALL),
-top AS (SELECT rank, arg_max(name, (us, name)) AS top_name FROM n GROUP BY rank),
-wh AS (
-    SELECT c.rank, arg_max(c.enclosing, (c.us, c.enclosing)) AS top_where
-    FROM (SELECT rank, name, enclosing, sum(us) AS us FROM c WHERE enclosing IS NOT NULL GROUP BY ALL) c
-    SEMI JOIN top t ON t.rank = c.rank AND t.top_name = c.name
-    GROUP BY c.rank
 )
-SELECT n.rank, sum(n.n) AS copies, sum(n.us) AS pageable_us, t.top_name,
-       any_value(n.n) FILTER (WHERE n.name = t.top_name) AS top_copies,
-       any_value(n.us) FILTER (WHERE n.name = t.top_name) AS top_us, wh.top_where
-FROM n JOIN top t USING (rank) LEFT JOIN wh USING (rank)
-GROUP BY n.rank, t.top_name, wh.top_where;
+SELECT n.rank, sum(n.n) AS copies, sum(n.us) AS pageable_us, any_value(t.top_name) AS top_name,
+       any_value(t.top_n) AS top_copies, any_value(t.top_us) AS top_us, any_value(t.top_where) AS top_where
+FROM (SELECT rank, name, count(*) AS n, sum(dur_us) AS us FROM c GROUP BY ALL) n JOIN top_name_of('c') t USING (rank)
+GROUP BY n.rank;

@@ -60,19 +60,23 @@ class Thresholds:
     - ``min_tensor_core_cc``: tensor cores exist from compute capability 7.0 (Volta);
       ``tf32_cc``: TF32 from 8.0 (Ampere whitepaper), tb-profiler's rule otherwise.
     - ``launch_path_pct``: launch_bound rather than cpu_bound when >= 50% of the CPU time the GPU
-      waited on (view ``launch_cpu_split_of``) went to issuing operations: launch calls and
-      ``dispatch_us``; most of the wait then goes with fewer launches (CUDA graphs: one launch for
-      many operations, PyTorch's "Accelerating PyTorch with CUDA Graphs"), the rest is CPU work
-      of its own. HTA's share of operations shorter than their launch
-      (``get_cuda_kernel_launch_stats``) stays as evidence only: it compares the GPU's speed with
-      the launch call, not what the CPU did meanwhile, and named one workload differently on two
-      vendors. ``dispatch_us``: an event (operator, Python function, runtime call) whose own time
-      is at most 100 µs counts as the fixed cost of issuing one operation: Python binding,
-      autograd and ATen dispatch, allocator and the launch call are each a few µs on a current
-      host (5-25 µs per operator in all), and the profiler's per-event cost and an older host
-      multiply that; longer is host work of its own. ``launch_max_mean_queue``: the launch queue of the busiest
-      stream holds on average fewer than 10 operations (view of HTA's queue length): with more,
-      the CPU is ahead of the GPU and the GPU is never waiting for the next launch for long.
+      waited on (view ``launch_cpu_split_of``) went to issuing operations, launch calls and
+      dispatch: most of the wait then goes with fewer launches (CUDA graphs: one launch for many
+      operations, PyTorch's "Accelerating PyTorch with CUDA Graphs"; HTA's launch statistics
+      measure the same per-launch cost), the rest is CPU work of its own. HTA's share of
+      operations shorter than their launch (``get_cuda_kernel_launch_stats``) stays as evidence
+      only: it compares the GPU's speed with the launch call, not what the CPU did meanwhile, and
+      named one batch-1 BERT inference differently on an H100 and an MI300X.
+    - ``dispatch_us``: an event (operator, Python function, non-launch runtime call) or a stretch
+      outside every event whose own time is at most 100 µs counts as the fixed cost of issuing one
+      operation: Python binding, autograd and ATen dispatch, the allocator and the launch call
+      take a few µs each on a current host (5-25 µs per eager operator in all), which the
+      profiler's per-event cost and an older host multiply; longer is host work of its own.
+      torch.compile's wrappers (CompiledFunction, '## Call CompiledFxGraph') count as dispatch
+      whatever their length: their generated Python launches the compiled kernels one by one.
+    - ``launch_max_mean_queue``: the launch queue of the busiest stream holds on average fewer
+      than 10 operations (view of HTA's queue length): with more, the CPU is ahead of the GPU and
+      the GPU is never waiting for the next launch for long.
     - ``low_utilization_pct``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5).
     - ``memory_pct``: peak allocated > 90% of device memory (tb-profiler memory recommendation).
     - ``startup_dominant_pct``: one-time start-up work (:mod:`trace_report.analyses.advise.startup`)

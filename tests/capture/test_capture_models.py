@@ -172,3 +172,21 @@ def test_params_reports_forward_flop_of_one_batch_per_image():
     assert facts["forward_flop_per_image"] * 3 == expected
     assert facts["image_size"] == 40 and facts["num_classes"] == 7
     assert facts["trainable_params"] == 11_689_512 - 993 * 513  # 1000 -> 7 classes: fc shrinks
+
+
+def test_conv_bias_and_single_tensor_optimizer_options():
+    """--conv-bias gives every Conv2d a bias (BatchNorm2d still follows); --no-optimizer-foreach
+    builds the optimizer with foreach=False (its single-tensor loop)."""
+    import torch
+    from torch import nn
+
+    from trace_report.capture.models import build_model, build_optimizer, with_conv_bias
+
+    model = with_conv_bias(build_model("resnet18"))
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == 20 and all(c.bias is not None and not c.bias.any() for c in convs)
+    opt = build_optimizer("sgd", model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.0, foreach=False)
+    assert opt.defaults["foreach"] is False
+    assert build_optimizer("adam", model.parameters(), lr=0.1, momentum=0.0, weight_decay=0.0) \
+        .defaults["foreach"] is None
+    assert isinstance(opt, torch.optim.SGD)

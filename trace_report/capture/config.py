@@ -91,6 +91,9 @@ class CaptureConfig:
     prefetch_factor: int | None = None  # batches prefetched per worker; None: DataLoader default
     cudnn_benchmark: bool = False
     set_to_none: bool = False  # optimizer.zero_grad(set_to_none=...)
+    # anti-patterns PyTorch's pattern matcher names, switched on to capture a positive trace
+    conv_bias: bool = False  # every Conv2d with a bias (a BatchNorm2d follows most of them)
+    optimizer_foreach: bool | None = None  # the optimizer's foreach=; None: torch's default
     # torch.profiler
     profile: bool = True
     wait: int = 1

@@ -27,7 +27,7 @@ from torch import nn
 
 from trace_report.capture.config import CaptureConfig
 from trace_report.capture.data import Loaders, build_loaders, image_size_for, resolve_classes
-from trace_report.capture.models import build_model, build_optimizer, forward_flop
+from trace_report.capture.models import build_model, build_optimizer, forward_flop, with_conv_bias
 from trace_report.capture.profiling import (
     CudaProfilerWindow,
     is_recording,
@@ -125,10 +125,14 @@ class Trainer:
         self.device = device
         self.nvtx = device.type == "cuda"
         self.memory_format = torch.channels_last if cfg.channels_last else torch.preserve_format
-        model = build_model(cfg.model, cfg.num_classes).to(device, memory_format=self.memory_format)
+        model = build_model(cfg.model, cfg.num_classes)
+        if cfg.conv_bias:
+            with_conv_bias(model)
+        model = model.to(device, memory_format=self.memory_format)
         self.optimizer = build_optimizer(
             cfg.optimizer, model.parameters(),
             lr=cfg.learning_rate, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+            foreach=cfg.optimizer_foreach,
         )
         # Evaluation uses the plain module: no DDP collectives, no recompiles for eval mode.
         self.eval_model = model

@@ -96,22 +96,35 @@ def build_model(name: str, num_classes: int = 10) -> nn.Module:
     raise InputError(f"unknown model {name!r}")
 
 
+def with_conv_bias(model: nn.Module) -> nn.Module:
+    """Give every ``nn.Conv2d`` of ``model`` without a bias a zero-initialised one (in place);
+    return it. A BatchNorm2d after the convolution cancels that bias: what PyTorch's
+    Conv2dBiasFollowedByBatchNorm2dPattern reports."""
+    for module in model.modules():
+        if isinstance(module, nn.Conv2d) and module.bias is None:
+            module.bias = nn.Parameter(torch.zeros(module.out_channels, device=module.weight.device,
+                                                   dtype=module.weight.dtype))
+    return model
+
+
 def build_optimizer(
-    name: str, params, *, lr: float, momentum: float, weight_decay: float
+    name: str, params, *, lr: float, momentum: float, weight_decay: float, foreach: bool | None = None
 ) -> torch.optim.Optimizer:
-    """The optimizer ``name`` (sgd, sgd-nesterov, adagrad, adadelta, adam) over ``params``."""
+    """The optimizer ``name`` (sgd, sgd-nesterov, adagrad, adadelta, adam) over ``params``;
+    ``foreach`` as torch.optim takes it (False: the single-tensor loop, one set of kernels per
+    parameter; None: torch's default)."""
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=foreach)
     if name == "sgd-nesterov":
         return torch.optim.SGD(
-            params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=True
+            params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=True, foreach=foreach
         )
     if name == "adagrad":
-        return torch.optim.Adagrad(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adagrad(params, lr=lr, weight_decay=weight_decay, foreach=foreach)
     if name == "adadelta":
-        return torch.optim.Adadelta(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adadelta(params, lr=lr, weight_decay=weight_decay, foreach=foreach)
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, foreach=foreach)
     raise InputError(f"unknown optimizer {name!r}")
 
 

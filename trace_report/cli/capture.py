@@ -135,6 +135,12 @@ def capture(
     set_to_none: Annotated[bool, typer.Option(
         help="optimizer.zero_grad(set_to_none=True).", rich_help_panel=_KNOBS,
     )] = DEFAULTS.set_to_none,
+    conv_bias: Annotated[bool, typer.Option(
+        help="Give every Conv2d a bias, before its BatchNorm2d (the Conv2dBiasFollowedByBatchNorm2d "
+        "anti-pattern).", rich_help_panel=_KNOBS)] = DEFAULTS.conv_bias,
+    optimizer_foreach: Annotated[bool | None, typer.Option(
+        help="The optimizer's foreach=: --no-optimizer-foreach runs its single-tensor loop "
+        "[default: torch's choice].", rich_help_panel=_KNOBS)] = DEFAULTS.optimizer_foreach,
     profile: Annotated[bool, typer.Option(
         help="Run under torch.profiler.", rich_help_panel=_PROF)] = DEFAULTS.profile,
     wait: Annotated[int, typer.Option(help="Profiler schedule: steps skipped.",

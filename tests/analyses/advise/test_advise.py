@@ -283,7 +283,7 @@ PAIRS = [
     ("host_sync", "kineto_gpu_metrics_input", "tracelens_mi300_torch_compile_triton"),
     ("data_loading", "kineto_rn50_autograd_api_nw0", "kineto_rn50_nw4_2021jun"),
     ("launch_bound", "tracelens_h100_bert_small", "kineto_rn50_nw4_2021jun"),
-    ("cpu_bound", "tracelens_h100_falconsai_vit", "tracelens_h100_bert_small"),
+    ("cpu_bound", "tracelens_mi300_resnet18_ddp_train", "tracelens_h100_bert_small"),
     ("layout_conversions", "hta_a100_ddp_nccl", "tracelens_h100_bert_small"),
     ("no_tensor_cores", "hta_ns_resolution", "tracelens_h100_bert_small"),
     ("fp32_without_tf32", None, "tracelens_b200_vllm_eager"),

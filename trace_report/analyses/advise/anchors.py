@@ -18,6 +18,9 @@
 - ``long_gpu_gaps``: nsys analyze's gpu_gaps (GPU Starvation): the GPU idle > 500 ms between its
   first and last operation (``anchors_gaps.sql``).
 
+The numbers of these rules (64 KB, 500 ms, CV > 1, 10 calls) are the defaults of
+:class:`~trace_report.analyses.advise.checks.Thresholds`, with the other findings' thresholds.
+
 Savings (ms per step) where a source supports one: ``grad_not_set_to_none`` the GPU time of the
 zeroing kernels (set_to_none skips them: torch.optim.Optimizer.zero_grad); ``stragglers`` what
 the other ranks waited for the rank on the steps it was the slowest. The others are NaN: the
@@ -32,15 +35,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from trace_report.analyses.advise.checks import LINKS, Checker, RankFacts, most_text, ms_text, pct_text
-from trace_report.analyses.common.variance import CV_THRESHOLD, MIN_CALLS
+from trace_report.analyses.advise.checks import LINKS, Checker, RankFacts, Thresholds, most_text, ms_text, pct_text
 from trace_report.formats.names import short_kernel_name
 from trace_report.store.views import sql_text
-
-H2D_MIN_BYTES = 64 * 1024
-"""nsys' cuda_memcpy_sync leaves out host-to-device transfers of this many bytes or fewer."""
-MIN_GAP_US = 500_000.0
-"""nsys' gpu_gaps default threshold: a GPU idle for longer than 500 ms."""
 
 PATTERN_TEXT = {
     "optimizer_single_tensor": (
@@ -90,18 +87,21 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict) -> list[dict]:
     return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
 
 
-def load_anchor_facts(con: duckdb.DuckDBPyConnection, ids: list[int], facts: dict[int, RankFacts]) -> None:
-    """Set every rank's ``anchors`` (:class:`AnchorFacts`): one query per rule; ``note`` says when
-    no operator of the traces has shapes ("Input Dims", record_shapes=True)."""
+def load_anchor_facts(con: duckdb.DuckDBPyConnection, ids: list[int], facts: dict[int, RankFacts],
+                      th: Thresholds | None = None) -> None:
+    """Set every rank's ``anchors`` (:class:`AnchorFacts`): one query per rule, with the rules'
+    thresholds of ``th`` (:class:`Thresholds`); ``note`` says when no operator of the traces has
+    shapes ("Input Dims", record_shapes=True)."""
+    th = th or Thresholds()
     out = {r: AnchorFacts() for r in facts}
     pkg = __package__
-    for row in _rows(con, sql_text("anchors_sync.sql", pkg), {"ids": ids, "h2d_min_bytes": H2D_MIN_BYTES}):
+    for row in _rows(con, sql_text("anchors_sync.sql", pkg), {"ids": ids, "h2d_min_bytes": th.sync_h2d_min_bytes}):
         if row["rank"] in out:
             out[row["rank"]].sync[row["finding"]] = row
     for row in _rows(con, sql_text("anchors_patterns.sql", pkg), {"ids": ids}):
         if row["rank"] in out:
             out[row["rank"]].patterns[row["finding"]] = row
-    for row in _rows(con, sql_text("anchors_gaps.sql", pkg), {"ids": ids, "min_gap_us": MIN_GAP_US}):
+    for row in _rows(con, sql_text("anchors_gaps.sql", pkg), {"ids": ids, "min_gap_us": th.gpu_gap_us}):
         if row["rank"] in out:
             out[row["rank"]].gaps = row
     for row in _rows(con, "SELECT rank, count(*) AS steps, avg(behind_pct) AS behind_pct, "
@@ -114,7 +114,7 @@ def load_anchor_facts(con: duckdb.DuckDBPyConnection, ids: list[int], facts: dic
                      "FROM kernel_variance_of(NULL, true, $n, $cv) v WHERE variable "
                      "AND NOT EXISTS (SELECT 1 FROM kernel_classes c WHERE c.name = v.name "
                      "AND list_contains(c.classes, 'collective')) "
-                     "ORDER BY rank, total_us DESC, name", {"n": MIN_CALLS, "cv": CV_THRESHOLD}):
+                     "ORDER BY rank, total_us DESC, name", {"n": th.variance_min_calls, "cv": th.variance_cv}):
         if row["rank"] in out:
             out[row["rank"]].variable.append(row)
     shapes = con.execute("SELECT count(*) FROM (SELECT 1 FROM cpu_ops WHERE list_contains($ids, trace_id) "
@@ -127,8 +127,8 @@ def load_anchor_facts(con: duckdb.DuckDBPyConnection, ids: list[int], facts: dic
 
 
 def check_anchors(check: Checker, f: RankFacts) -> None:
-    """Add the rank's anchor findings (``f.anchors``) to ``check`` (thresholds in the module
-    docstring), and the note about missing shapes once."""
+    """Add the rank's anchor findings (``f.anchors``) to ``check`` (thresholds: ``check.th``, the
+    rules in the module docstring), and the note about missing shapes once."""
     a = f.anchors
     if not isinstance(a, AnchorFacts):
         return
@@ -148,7 +148,8 @@ def _sync(check: Checker, f: RankFacts, a: AnchorFacts) -> None:
         if not row:
             continue
         n, us = int(row["calls"]), float(row["blocked_us"] or 0.0)
-        rule = "cuda_memcpy_sync; host-to-device copies of 64 KB or less left out" if finding == "sync_memcpy" \
+        rule = f"cuda_memcpy_sync; host-to-device copies of {check.th.sync_h2d_min_bytes // 1024} KB or less left " \
+            "out" if finding == "sync_memcpy" \
             else "cuda_memset_sync; pinned or managed memory"
         check._add(f, finding, f"Synchronous {what[:-1]} calls block the host", n, "calls", 0.0, None,
                    f"{n} synchronous {what} blocked the CPU {ms_text(us)} in the trace "
@@ -201,7 +202,8 @@ def _variance(check: Checker, f: RankFacts, a: AnchorFacts) -> None:
     most = most_text(short_kernel_name(str(top["name"])), top["calls"], top["total_us"], None)
     check._add(f, "kernel_variance", "Kernels whose duration varies from call to call", pct, "% of GPU time",
                check.th.min_saving_pct, None,
-               f"{len(a.variable)} kernel names with CV > {CV_THRESHOLD:g} over >= {MIN_CALLS} calls (TraceLens' rule) "
+               f"{len(a.variable)} kernel names with CV > {check.th.variance_cv:g} over >= "
+               f"{check.th.variance_min_calls} calls (TraceLens' rule) "
                f"take {pct_text(pct)} of GPU time, {ms_text(above)} of it above their median "
                f"({most}, CV {float(top['cv']):.2f}); "
                "trace-report kernel-variance lists them",
@@ -214,9 +216,10 @@ def _gaps(check: Checker, f: RankFacts, a: AnchorFacts) -> None:
     if not g:
         return
     longest = float(g["longest_us"])
-    check._add(f, "long_gpu_gaps", "The GPU idle for more than 500 ms", longest / 1e3, "ms (longest gap)",
-               MIN_GAP_US / 1e3, None,
-               f"{int(g['gaps'])} periods with no GPU operation longer than {ms_text(MIN_GAP_US)} between the "
+    gap = check.th.gpu_gap_us
+    check._add(f, "long_gpu_gaps", f"The GPU idle for more than {gap / 1e3:g} ms", longest / 1e3, "ms (longest gap)",
+               gap / 1e3, None,
+               f"{int(g['gaps'])} periods with no GPU operation longer than {ms_text(gap)} between the "
                f"first and last one, {ms_text(float(g['gap_us']))} in all, the longest {ms_text(longest)} "
                f"(nsys analyze's gpu_gaps)",
                "Find the CPU work in the gap (trace-report breakdown, the timeline): checkpointing, evaluation, "

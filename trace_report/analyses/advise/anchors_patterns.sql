@@ -1,8 +1,8 @@
 -- The operator patterns of PyTorch's pattern matcher (torch/profiler/_pattern_matcher.py), per
 -- rank: one row per (rank, finding) with calls (matched events), cpu_us (their summed duration),
 -- gpu_us (the GPU operations launched inside them: a launch call on the event's thread within its
--- span), top (the matched name with the most time), top_n, top_us and where (the innermost user
--- annotation or nn.Module event around the top match). Parameters: $ids (trace ids).
+-- span), top, top_n, top_us and where (macro top_name_of over the matches, each placed in the
+-- innermost user annotation or nn.Module event around it). Parameters: $ids (trace ids).
 --   optimizer_single_tensor   OptimizerSingleTensorPattern: an event whose name ends with
 --                             _single_tensor_adam, _single_tensor_sgd or _single_tensor_adamw.
 --   grad_not_set_to_none      GradNotSetToNonePattern: an aten::zero_ inside a zero_grad (a
@@ -79,19 +79,10 @@ placed AS (
               AND m.name NOT LIKE 'Optimizer.zero_grad#%') AS enclosing
     FROM hits h LEFT JOIN gpu g USING (finding, trace_id, event_id)
 ),
-ranked AS (SELECT p.*, t.rank FROM placed p JOIN traces t USING (trace_id)),
-by_name AS (SELECT rank, finding, name, count(*) AS n, sum(dur_us) AS us FROM ranked GROUP BY ALL),
-top AS (SELECT rank, finding, arg_max({'name': name, 'n': n, 'us': us}, (us, name)) AS t FROM by_name GROUP BY ALL),
-wh AS (  -- where the top name spent the most time
-    SELECT r.rank, r.finding, arg_max(r.enclosing, (r.us, r.enclosing)) AS "where"
-    FROM (SELECT rank, finding, name, enclosing, sum(dur_us) AS us FROM ranked WHERE enclosing IS NOT NULL
-          GROUP BY ALL) r
-    JOIN top t ON t.rank = r.rank AND t.finding = r.finding AND t.t.name = r.name
-    GROUP BY ALL
-)
+ranked AS (SELECT p.*, t.rank FROM placed p JOIN traces t USING (trace_id))
 SELECT r.rank, r.finding, count(*) AS calls, sum(r.dur_us) AS cpu_us, sum(r.gpu_us) AS gpu_us,
-       any_value(t.t.name) AS top, any_value(t.t.n) AS top_n, any_value(t.t.us) AS top_us,
-       any_value(wh."where") AS "where"
-FROM ranked r JOIN top t USING (rank, finding) LEFT JOIN wh USING (rank, finding)
+       any_value(t.top_name) AS top, any_value(t.top_n) AS top_n, any_value(t.top_us) AS top_us,
+       any_value(t.top_where) AS "where"
+FROM ranked r JOIN top_name_of('ranked') t USING (rank, finding)
 GROUP BY r.rank, r.finding
 ORDER BY r.rank, r.finding;

@@ -1,7 +1,8 @@
 -- nsys analyze's cuda_memcpy_sync and cuda_memset_sync rules on a Kineto trace, per rank: the GPU
 -- copies and memsets launched by a synchronous runtime call (host_sync_calls' memcpy and memset
 -- names: no Async suffix), one row per (rank, finding) with calls, blocked_us (the launch calls'
--- CPU time), top (the call with the most of it), top_n, top_us and where (host_call_where).
+-- CPU time), top, top_n, top_us and where (macro top_name_of over the calls, placed by
+-- host_call_where).
 --   sync_memcpy   cuda_memcpy_sync: "synchronous memory transfers that block the host", host to
 --                 device transfers of 64 KB or less left out (the copy's "bytes"; a copy without
 --                 one is kept).
@@ -21,18 +22,10 @@ WITH c AS (
                      AND TRY_CAST(json_extract_string(l.args, '$.bytes') AS BIGINT) <= $h2d_min_bytes))
         OR (l.cat = 'gpu_memset' AND s.name LIKE '%emset%' AND regexp_matches(l.name, '\((Pinned|Managed)\)')))
 ),
-ranked AS (SELECT c.*, t.rank FROM c JOIN traces t USING (trace_id)),
-by_name AS (SELECT rank, finding, name, count(*) AS n, sum(dur_us) AS us FROM ranked GROUP BY ALL),
-top AS (SELECT rank, finding, arg_max({'name': name, 'n': n, 'us': us}, (us, name)) AS t FROM by_name GROUP BY ALL),
-wh AS (  -- where the top name spent the most time
-    SELECT r.rank, r.finding, arg_max(r.enclosing, (r.us, r.enclosing)) AS "where"
-    FROM (SELECT rank, finding, name, enclosing, sum(dur_us) AS us FROM ranked WHERE enclosing IS NOT NULL
-          GROUP BY ALL) r
-    JOIN top t ON t.rank = r.rank AND t.finding = r.finding AND t.t.name = r.name
-    GROUP BY ALL
-)
-SELECT r.rank, r.finding, count(*) AS calls, sum(r.dur_us) AS blocked_us, any_value(t.t.name) AS top,
-       any_value(t.t.n) AS top_n, any_value(t.t.us) AS top_us, any_value(wh."where") AS "where"
-FROM ranked r JOIN top t USING (rank, finding) LEFT JOIN wh USING (rank, finding)
+ranked AS (SELECT c.*, t.rank FROM c JOIN traces t USING (trace_id))
+SELECT r.rank, r.finding, count(*) AS calls, sum(r.dur_us) AS blocked_us,
+       any_value(t.top_name) AS top, any_value(t.top_n) AS top_n, any_value(t.top_us) AS top_us,
+       any_value(t.top_where) AS "where"
+FROM ranked r JOIN top_name_of('ranked') t USING (rank, finding)
 GROUP BY r.rank, r.finding
 ORDER BY r.rank, r.finding;

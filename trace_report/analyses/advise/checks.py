@@ -16,7 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from trace_report.analyses.advise.culprits import CPU_WORK, loader_text
 from trace_report.analyses.common.iterations import INFERRED
+from trace_report.analyses.common.variance import CV_THRESHOLD, MIN_CALLS
 
 ADVICE_COLUMNS = ["rank", "finding", "title", "value", "unit", "threshold", "est_saving_ms_per_step",
                   "saving_pct_of_step", "per", "evidence", "recommendation", "link"]
@@ -57,10 +59,24 @@ class Thresholds:
       floor as the saving.
     - ``min_tensor_core_cc``: tensor cores exist from compute capability 7.0 (Volta);
       ``tf32_cc``: TF32 from 8.0 (Ampere whitepaper), tb-profiler's rule otherwise.
-    - ``launch_short_pct``: >= 50% of GPU operations shorter than their launch call (HTA
-      ``get_cuda_kernel_launch_stats``); ``launch_max_mean_queue``: the launch queue of the busiest
-      stream holds on average fewer than 10 operations (view of HTA's queue length): with more,
-      the CPU is ahead of the GPU and the GPU is never waiting for the next launch for long.
+    - ``launch_path_pct``: launch_bound rather than cpu_bound when >= 50% of the CPU time the GPU
+      waited on (view ``launch_cpu_split_of``) went to issuing operations, launch calls and
+      dispatch: most of the wait then goes with fewer launches (CUDA graphs: one launch for many
+      operations, PyTorch's "Accelerating PyTorch with CUDA Graphs"; HTA's launch statistics
+      measure the same per-launch cost), the rest is CPU work of its own. HTA's share of
+      operations shorter than their launch (``get_cuda_kernel_launch_stats``) stays as evidence
+      only: it compares the GPU's speed with the launch call, not what the CPU did meanwhile, and
+      named one batch-1 BERT inference differently on an H100 and an MI300X.
+    - ``dispatch_us``: an event (operator, Python function, non-launch runtime call) or a stretch
+      outside every event whose own time is at most 100 µs counts as the fixed cost of issuing one
+      operation: Python binding, autograd and ATen dispatch, the allocator and the launch call
+      take a few µs each on a current host (5-25 µs per eager operator in all), which the
+      profiler's per-event cost and an older host multiply; longer is host work of its own.
+      torch.compile's wrappers (CompiledFunction, '## Call CompiledFxGraph') count as dispatch
+      whatever their length: their generated Python launches the compiled kernels one by one.
+    - ``launch_max_mean_queue``: the launch queue of the busiest stream holds on average fewer
+      than 10 operations (view of HTA's queue length): with more, the CPU is ahead of the GPU and
+      the GPU is never waiting for the next launch for long.
     - ``low_utilization_pct``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5).
     - ``memory_pct``: peak allocated > 90% of device memory (tb-profiler memory recommendation).
     - ``startup_dominant_pct``: one-time start-up work (:mod:`trace_report.analyses.advise.startup`)
@@ -73,6 +89,17 @@ class Thresholds:
     - ``tensor_core_speedup``: a GEMM/convolution moved from CUDA cores to tensor cores (TF32 or
       16-bit) taken as 2x faster, well under the peak ratios (A100: FP32 19.5 vs TF32 156
       TFLOP/s) because real layers are often memory-bound.
+
+    The anchors' rules (:mod:`trace_report.analyses.advise.anchors`), each as its tool sets it:
+
+    - ``sync_h2d_min_bytes``: nsys analyze's cuda_memcpy_sync leaves out host-to-device copies of
+      64 KB or less (Nsight Systems User Guide, "Expert System Rules").
+    - ``gpu_gap_us``: nsys analyze's gpu_gaps (GPU Starvation) default, the GPU idle > 500 ms.
+    - ``variance_cv``, ``variance_min_calls``: TraceLens' variable kernel, CV > 1 over >= 10 calls
+      (:mod:`trace_report.analyses.common.variance`, the ``kernel-variance`` defaults).
+    - ``stragglers`` and ``kernel_variance`` are listed above ``min_saving_pct``; PyTorch's pattern
+      matcher (torch/profiler/_pattern_matcher.py) reports any match, so its four findings have
+      no threshold.
     """
 
     min_saving_pct: float = 2.0
@@ -83,13 +110,18 @@ class Thresholds:
     fp32_gemm_pct: float = 2.0
     min_tensor_core_cc: float = 7.0
     tf32_cc: float = 8.0
-    launch_short_pct: float = 50.0
+    launch_path_pct: float = 50.0
+    dispatch_us: float = 100.0
     launch_max_mean_queue: float = 10.0
     low_utilization_pct: float = 50.0
     memory_pct: float = 90.0
     startup_dominant_pct: float = 50.0
     pinned_speedup: float = 2.0
     tensor_core_speedup: float = 2.0
+    sync_h2d_min_bytes: int = 64 * 1024
+    gpu_gap_us: float = 500_000.0
+    variance_cv: float = CV_THRESHOLD
+    variance_min_calls: int = MIN_CALLS
 
 
 @dataclass
@@ -101,7 +133,8 @@ class RankFacts:
     sees it (view ``step_time``, summed), the denominator of every "% of step time" (a CPU running
     ahead of the GPU makes the steps longer than their CPU spans); ``idle``: view
     ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels + memcpy + memset); ``classes``:
-    flags' per-class totals; ``launch``: view ``launch_bound``; ``mean_queue``: the busiest stream's
+    flags' per-class totals; ``launch``: view ``launch_bound``; ``cpu_split``: table macro
+    ``launch_cpu_split_of`` (what the CPU did while the GPU waited for a launch); ``mean_queue``: the busiest stream's
     mean launch-queue length (queue.sql); ``comm_us`` / ``overlap_us``: overlap.sql; ``syncs``: view
     ``host_syncs_by_rank``; ``pageable``: view ``pageable_copies_by_rank``;
     ``data_loading_wall_us``: the breakdown's data_loading region;
@@ -123,6 +156,9 @@ class RankFacts:
     cuda_core_gemm_us: float = 0.0
     cuda_core_gemm_names: str = ""
     launch: dict = field(default_factory=dict)
+    cpu_split: dict = field(default_factory=dict)
+    culprits: dict = field(default_factory=dict)  # by finding: the operator behind it (view culprit_launches)
+    loader: dict = field(default_factory=dict)  # the DataLoader's iterator event and pin_memory operators
     mean_queue: float | None = None
     comm_us: float = 0.0
     overlap_us: float = 0.0
@@ -135,6 +171,7 @@ class RankFacts:
     device_inferred: str | None = None
     startup_us: float = 0.0
     startup_evidence: str = ""
+    startup_first: str = ""  # the longest one-time call, as startup.evidence_text gives it
     window_us: float = 0.0  # the profiled windows (first to last event of each trace), summed
     window_startup_us: float = 0.0  # the one-time work in them, inside the analysed windows or not
     eligible_ops: int = 0
@@ -190,6 +227,13 @@ class RankFacts:
 _COMPILED_LAUNCH = ("Already compiled: replay the compiled graphs as CUDA graphs, torch.compile(model, "
                     "mode='reduce-overhead'), with static input shapes (no graph breaks in the step: "
                     "TORCH_LOGS=graph_breaks); fused or foreach optimizers, larger batches")
+
+
+def _startup_advice(f: RankFacts) -> str:
+    """:data:`STARTUP_ADVICE`, naming the longest one-time call of this trace when known."""
+    first = f.startup_first.split(" (later:")[0]
+    return f"Keep the one-time work out of the profiled steps (here {first}): {STARTUP_ADVICE}" if first else \
+        STARTUP_ADVICE
 
 
 def _first(names: str) -> str:
@@ -298,12 +342,15 @@ class Checker:
         self.checked.append(f"layout conversions {pct_text(pct)} of GPU time")
         if pct <= self.th.layout_conversion_pct:
             return
+        c = f.culprits.get("layout_conversions", {})
+        around = f" around {c['name']}" + (f" in {c['where']}" if c.get("where") else "") if c.get("name") else ""
+        launched = most_text(c.get("name"), c.get("n"), c.get("us"), c.get("where"), "kernels")
         self._add(f, "layout_conversions", "NCHW<->NHWC layout conversions", pct, "% of GPU time",
                   self.th.layout_conversion_pct, conv,
                   f"{self._per_step(f, conv)} in cuDNN nchwToNhwc/nhwcToNchw (or MIOpen batched_transpose) "
-                  "kernels around NHWC tensor-core kernels",
-                  "Keep activations in NHWC: model.to(memory_format=torch.channels_last) and the same for the "
-                  "inputs", LINKS["layout"])
+                  f"kernels around NHWC tensor-core kernels ({launched} launched them)",
+                  f"Keep activations in NHWC{around}: model.to(memory_format=torch.channels_last) and the same for "
+                  "the inputs", LINKS["layout"])
 
     def tensor_cores(self, f: RankFacts) -> None:
         """``fp32_without_tf32`` on NVIDIA sm80+ (GEMM/convolution kernels on CUDA cores), else
@@ -351,12 +398,12 @@ class Checker:
         self.checked.append(f"data loading {pct_text(pct)} of {where}")
         if pct <= self.th.data_loading_pct:
             return
+        seen, how = loader_text(f.loader)
         self._add(f, "data_loading", "Waiting for the input pipeline", pct,
                   "% of the trace's span" if f.per == "trace" else f"% of {f.time_word}", self.th.data_loading_pct,
                   idle, f"{self._per_step(f, f.data_loading_wall_us)} in the DataLoader (enumerate(DataLoader)#, "
-                  f"__next__); the GPU was idle {ms_text(idle / max(f.windows, 1))} of it",
-                  "Load ahead of the GPU: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
-                  "prefetch_factor=2+); move decoding/augmentation to the workers or the GPU", LINKS["data"])
+                  f"__next__){seen}; the GPU was idle {ms_text(idle / max(f.windows, 1))} of it",
+                  how, LINKS["data"])
 
     def host_sync(self, f: RankFacts) -> None:
         idle = float(f.idle.get("host_sync_idle_us") or 0.0)
@@ -403,7 +450,6 @@ class Checker:
                               "the CPU is ahead most of the time): not launch-bound; trace-report breakdown shows the "
                               "regions where it waits")
             return
-        per_op = (f.wall_us - f.busy_us) / ops if ops else 0.0
         evidence = (f"the GPU was idle {self._per_step(f, idle)} with no work queued, until the next launch "
                     f"({int(f.idle.get('launch_periods') or 0)} times); mean launch queue "
                     f"{queue if queue is None else f'{queue:.3g}'} operations; {ops / max(f.windows, 1):,.0f} GPU ops "
@@ -416,22 +462,51 @@ class Checker:
                          "graphs (not counted above)")
         if f.compiled:
             evidence += f"; the run is compiled ({f.compiled}): the CPU time is Inductor's launch path"
-        if short >= self.th.launch_short_pct:
+        share, split = self._launch_split(f)
+        if share >= self.th.launch_path_pct:
             how = ("Capture more of the step in CUDA graphs (the optimizer step, the loss, the input copy), "
                    "fused or foreach optimizers, larger batches" if graph_ops else _COMPILED_LAUNCH if f.compiled else
                    "Cut CPU time per GPU operation: CUDA graphs or torch.compile(mode='reduce-overhead'), fused "
                    "or foreach optimizers (foreach=True / fused=True), zero_grad(set_to_none=True), larger batches")
+            c = f.culprits.get("launch_bound", {})
+            if c.get("name"):
+                most = most_text(c["name"], c.get("n"), c.get("us"), c.get("where"), "launches")
+                evidence += f"; by launch-call time, {most}"
+                how += f" (start with {c['name']}" + (f" in {c['where']})" if c.get("where") else ")")
             self._add(f, "launch_bound", "The GPU waits for kernel launches", pct, f"% of {f.time_word}",
-                      self.th.min_saving_pct, idle, evidence, how, LINKS["graphs"])
+                      self.th.min_saving_pct, idle, f"{evidence}; {split}", how, LINKS["graphs"])
         else:
+            top = f.cpu_split.get("top_name")
             self._add(f, "cpu_bound", "The GPU waits for the CPU", pct, f"% of {f.time_word}",
                       self.th.min_saving_pct, idle,
-                      evidence + f"; the CPU spends about {ms_text(per_op)} of idle GPU time per operation, more than "
-                      "launching it takes: Python, operator dispatch or other host work between launches",
-                      _COMPILED_LAUNCH if f.compiled and not graph_ops else
-                      "Find the CPU work between launches (trace-report ops, the CPU rows of the timeline; py-spy); "
-                      "cut Python overhead with torch.compile, CUDA graphs for static shapes, larger batches",
+                      f"{evidence}; {split}: work on the CPU of its own, not the cost of launching",
+                      f"Cut the CPU work the GPU waits on, here {top}: "
+                      + CPU_WORK.get(str(f.cpu_split.get("top_kind")), CPU_WORK["python"])
+                      + ("; then " + _COMPILED_LAUNCH[0].lower() + _COMPILED_LAUNCH[1:] if f.compiled and not graph_ops
+                         else ""),
                       LINKS["graphs"] if f.compiled else LINKS["tuning"])
+
+    def _launch_split(self, f: RankFacts) -> tuple[float, str]:
+        """The share (%) of the CPU time the GPU waited on that went to issuing operations (view
+        ``launch_cpu_split_of``: launch calls, and dispatch of at most ``dispatch_us`` per event),
+        100 when unknown, and the evidence sentence naming the biggest other item."""
+        s = f.cpu_split
+        cpu = float(s.get("cpu_us") or 0.0)
+        if cpu <= 0:
+            return 100.0, "what the CPU did not recorded"
+        launch, dispatch = float(s.get("launch_us") or 0.0), float(s.get("dispatch_us") or 0.0)
+        share = 100.0 * (launch + dispatch) / cpu
+        parts = ", ".join(f"{k} {pct_text(100.0 * float(s.get(c) or 0.0) / cpu)}" for k, c in (
+            ("operators' own work", "op_us"), ("other runtime calls", "runtime_us"),
+            ("Python or other host code", "python_us")))
+        text = (f"of the CPU time the GPU waited on (the launching thread, {self._per_step(f, cpu)}), "
+                f"{pct_text(share)} went to issuing operations (launch calls {pct_text(100.0 * launch / cpu)}, "
+                f"dispatch of <= {self.th.dispatch_us:g} us per event {pct_text(100.0 * dispatch / cpu)}), "
+                f"the rest to {parts}")
+        if s.get("top_name"):
+            text += f" ({most_text(s['top_name'], s.get('top_n'), s.get('top_us'), None, 'times')})"
+        return share, text
+
 
     def startup(self, f: RankFacts) -> None:
         """One-time work (context creation, first calls, compilation, module loading) inside the
@@ -452,7 +527,7 @@ class Checker:
                   f"{f.startup_evidence}; " + (f"the window-based findings are computed on the steady part: {s}"
                                                if (s := self.steady.get(f.rank)) else
                                                "the figures of the other findings include it"),
-                  STARTUP_ADVICE, LINKS["schedule"])
+                  _startup_advice(f), LINKS["schedule"])
 
     def _startup_before(self, f: RankFacts) -> None:
         """One-time work outside every analysed window (before the first inferred iteration):
@@ -469,7 +544,7 @@ class Checker:
                   f"{ms_text(f.window_startup_us)} of the {ms_text(f.window_us)} profiled is work a steady "
                   f"{f.per} never repeats, all of it before the first {f.per}: {f.startup_evidence}; the other "
                   f"findings are computed on the {f.windows} {f.per}s after it",
-                  STARTUP_ADVICE, LINKS["schedule"])
+                  _startup_advice(f), LINKS["schedule"])
 
     def utilization(self, f: RankFacts, explained_us: float) -> None:
         """Low utilisation as a symptom: its saving is the idle time no other finding explains."""

@@ -108,8 +108,8 @@ def _cuda_core_gemms(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int
     return {int(r): (float(us), ", ".join(n[:60] for n in names)) for r, us, names in rows}
 
 
-def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, RankFacts]:
-    """Every rank's :class:`RankFacts`, one query per view."""
+def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds | None = None) -> dict[int, RankFacts]:
+    """Every rank's :class:`RankFacts`, one query per view (the anchors' rules with ``th``)."""
     con, ids = db.con, trace_ids(traces)
     facts = {int(r): RankFacts(rank=int(r)) for r in sorted(traces["rank"].dropna().unique())}
     for r, row in _by_rank(con, "SELECT * FROM gpu_idle_by_cause").items():
@@ -134,6 +134,16 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
                         "median(l.median_gpu_us) AS median_gpu_us, median(l.median_launch_us) AS median_launch_us, "
                         "sum(l.graph_ops) AS graph_ops "
                         "FROM launch_bound l JOIN traces t USING (trace_id) GROUP BY t.rank")
+    split = _by_rank(con, "SELECT * FROM launch_cpu_split_of($d)", {"d": (th or Thresholds()).dispatch_us})
+    culprits: dict[int, dict] = {}
+    for row in con.execute("SELECT * FROM top_name_of('culprit_launches')").fetchall():
+        culprits.setdefault(int(row[0]), {})[str(row[1])] = dict(zip(("name", "n", "us", "where"), row[2:],
+                                                                     strict=True))
+    loaders = _by_rank(con, "SELECT t.rank, arg_max(e.name, e.dur_us) FILTER (WHERE e.name LIKE "
+                       "'enumerate(DataLoader)#%') AS loader, count(*) FILTER (WHERE e.name LIKE 'aten::%pin_memory') "
+                       "AS pin_ops FROM events e JOIN traces t USING (trace_id) WHERE list_contains($ids, e.trace_id) "
+                       "AND (e.name LIKE 'enumerate(DataLoader)#%' OR e.name IN ('aten::pin_memory', "
+                       "'aten::_pin_memory')) GROUP BY 1", {"ids": ids})
     q = queue_length(db, QueueOptions(rank=rank, steps_only=False)).frame
     busiest = dict(con.execute(  # each rank's stream with the most GPU operations, in one scan
         "SELECT rank, arg_max(stream, n) FROM (SELECT t.rank, g.stream, count(*) AS n FROM gpu_ops g "
@@ -142,7 +152,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
     with materialized(con, ("host_sync_calls", "host_call_where")):  # read by three queries: computed once
         syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
         pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
-        load_anchor_facts(con, ids, facts)
+        load_anchor_facts(con, ids, facts, th)
     bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
     devices = _by_rank(con, "SELECT t.rank, max(a.cc) AS cc, bool_or(coalesce(a.vendor = 'AMD', false)) AS amd, "
                        "string_agg(DISTINCT a.evidence, '; ') FILTER (WHERE a.source = 'kernel names') AS inferred "
@@ -158,6 +168,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
     gpu_bound.load(con, ids, facts)
     for r, f in facts.items():
         f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
+        f.cpu_split, f.culprits, f.loader = split.get(r, {}), culprits.get(r, {}), loaders.get(r, {})
         f.mean_queue = _busiest_queue(q, busiest.get(r), r)
         mine = ov[ov["rank"] == r]
         f.comm_us, f.overlap_us = float(mine["comm_us"].sum()), float(mine["overlap_us"].sum())
@@ -185,7 +196,8 @@ def _startup_facts(db: TraceDB, ids: list[int], facts: dict[int, RankFacts]) -> 
         if r is not None and int(r) in facts:
             f = facts[int(r)]
             f.startup_us = float(us or 0.0)
-            f.startup_evidence = evidence_text(found.evidence[found.evidence["trace_id"].isin(traces)])
+            mine = found.evidence[found.evidence["trace_id"].isin(traces)]
+            f.startup_evidence, f.startup_first = evidence_text(mine), evidence_text(mine, limit=1)
     ranks = dict(db.con.execute("SELECT trace_id, rank FROM traces WHERE list_contains($ids, trace_id)",
                                 {"ids": ids}).fetchall())
     for w in found.windows.itertuples(index=False):  # the profiled windows, start-up outside the steps too
@@ -195,7 +207,8 @@ def _startup_facts(db: TraceDB, ids: list[int], facts: dict[int, RankFacts]) -> 
         f.window_us += float(w.window_end_us - w.window_start_us)
         f.window_startup_us += float(w.one_time_us)
         if not f.startup_evidence:
-            f.startup_evidence = evidence_text(found.evidence[found.evidence["trace_id"] == w.trace_id])
+            mine = found.evidence[found.evidence["trace_id"] == w.trace_id]
+            f.startup_evidence, f.startup_first = evidence_text(mine), evidence_text(mine, limit=1)
 
 
 def _busiest_queue(q: pd.DataFrame, busiest: int | None, rank: int) -> float | None:
@@ -292,8 +305,8 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     th = thresholds or Thresholds()
     traces = selected_traces(con, rank)
     with materialized(con, SHARED_VIEWS):
-        facts = _facts(db, traces, rank)
-        steady = steady_part(db, facts, th, lambda: _facts(db, traces, rank), rank)
+        facts = _facts(db, traces, rank, th)
+        steady = steady_part(db, facts, th, lambda: _facts(db, traces, rank, th), rank)
         peaks = memory_peaks(con, trace_ids(traces)).merge(traces[["trace_id", "rank"]], on="trace_id")
     check = Checker(th)
     check.steady = {r: s.steady for r, s in steady.items()}

@@ -184,55 +184,204 @@ FROM c JOIN m ON m.trace_id = c.trace_id AND m.pid = c.pid AND m.tid = c.tid
              AND m.ts_us <= c.ts_us AND m.end_us >= c.ts_us
 GROUP BY ALL;
 
+-- top_name_of(rows): "the name with the most time, its count and where it sat", one definition
+-- for advise's evidence. rows names a relation with columns rank, finding, name, dur_us and
+-- enclosing (host_call_where's annotation or module, NULL when none); one row per (rank, finding):
+-- top_name (the name with the most dur_us, the first by name among equals), top_n (its rows),
+-- top_us (its dur_us) and top_where (the enclosing with the most of the top name's dur_us, the
+-- first by name among equals; NULL when none encloses it).
+CREATE OR REPLACE TEMP MACRO top_name_of(rows) AS TABLE
+WITH r AS (SELECT rank, finding, name, dur_us, enclosing FROM query_table(rows)),
+by_name AS (SELECT rank, finding, name, count(*) AS n, sum(dur_us) AS us FROM r GROUP BY ALL),
+top AS (SELECT rank, finding, arg_max({'name': name, 'n': n, 'us': us}, (us, name)) AS t FROM by_name GROUP BY ALL),
+wh AS (
+    SELECT w.rank, w.finding, arg_max(w.enclosing, (w.us, w.enclosing)) AS top_where
+    FROM (SELECT rank, finding, name, enclosing, sum(dur_us) AS us FROM r WHERE enclosing IS NOT NULL
+          GROUP BY ALL) w
+    JOIN top t ON t.rank = w.rank AND t.finding = w.finding AND t.t.name = w.name
+    GROUP BY ALL
+)
+SELECT t.rank, t.finding, t.t.name AS top_name, t.t.n AS top_n, t.t.us AS top_us, wh.top_where
+FROM top t LEFT JOIN wh ON wh.rank = t.rank AND wh.finding = t.finding;
+
 -- Synchronising calls per rank inside the analysis windows: how many, and the CPU time they
 -- blocked (the evidence of host_sync; the cost is the GPU idle that follows, gpu_idle_by_cause).
--- top_call: the call name with the most blocked time (the first by name among equals), with its
--- calls (top_calls), time (top_us) and where it was made most (top_where: host_call_where's
--- annotation with the most of that time; NULL when none encloses it).
+-- top_call: the call name with the most blocked time, with its calls (top_calls), time (top_us)
+-- and where it was made most (top_where), as top_name_of gives them.
 CREATE OR REPLACE TEMP VIEW host_syncs_by_rank AS
 WITH c AS (
-    SELECT w.rank, c.name, least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us) AS us, h.enclosing
+    SELECT w.rank, 'host_sync' AS finding, c.name, least(c.end_us, w.end_us) - greatest(c.ts_us, w.ts_us) AS dur_us,
+           h.enclosing
     FROM host_sync_calls c
     JOIN analysis_windows w ON w.trace_id = c.trace_id AND c.ts_us >= w.ts_us AND c.ts_us < w.end_us
     LEFT JOIN host_call_where h ON h.trace_id = c.trace_id AND h.event_id = c.event_id
-),
-n AS (SELECT rank, name, count(*) AS n, sum(us) AS us FROM c GROUP BY ALL),
-top AS (SELECT rank, arg_max(name, (us, name)) AS top_call FROM n GROUP BY rank),
-wh AS (
-    SELECT c.rank, arg_max(c.enclosing, (c.us, c.enclosing)) AS top_where
-    FROM (SELECT rank, name, enclosing, sum(us) AS us FROM c WHERE enclosing IS NOT NULL GROUP BY ALL) c
-    SEMI JOIN top t ON t.rank = c.rank AND t.top_call = c.name
-    GROUP BY c.rank
 )
-SELECT n.rank, sum(n.n) AS calls, sum(n.us) AS blocked_us, t.top_call,
-       any_value(n.n) FILTER (WHERE n.name = t.top_call) AS top_calls,
-       any_value(n.us) FILTER (WHERE n.name = t.top_call) AS top_us, wh.top_where
-FROM n JOIN top t USING (rank) LEFT JOIN wh USING (rank)
-GROUP BY n.rank, t.top_call, wh.top_where;
+SELECT n.rank, sum(n.n) AS calls, sum(n.us) AS blocked_us, any_value(t.top_name) AS top_call,
+       any_value(t.top_n) AS top_calls, any_value(t.top_us) AS top_us, any_value(t.top_where) AS top_where
+FROM (SELECT rank, name, count(*) AS n, sum(dur_us) AS us FROM c GROUP BY ALL) n JOIN top_name_of('c') t USING (rank)
+GROUP BY n.rank;
 
 -- Pageable host<->device copies per rank (CUPTI names a copy's host side Pageable when the host
 -- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), over the whole trace as
 -- the GPU time (view gpu_time) is. top_name: the copy name with the most GPU time, with its
--- copies (top_copies), time (top_us) and where its launches were made most (top_where, as
--- host_syncs_by_rank's).
+-- copies (top_copies), time (top_us) and where its launches were made most (top_where), as
+-- top_name_of gives them.
 CREATE OR REPLACE TEMP VIEW pageable_copies_by_rank AS
 WITH c AS (
-    SELECT t.rank, g.name, g.dur_us AS us, h.enclosing
+    SELECT t.rank, 'pageable_memcpy' AS finding, g.name, g.dur_us, h.enclosing
     FROM gpu_ops g JOIN traces t USING (trace_id)
     LEFT JOIN gpu_op_launches l ON l.trace_id = g.trace_id AND l.event_id = g.event_id
     LEFT JOIN host_call_where h ON h.trace_id = l.trace_id AND h.event_id = l.launch_event_id
     WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
-),
-n AS (SELECT rank, name, count(*) AS n, sum(us) AS us FROM c GROUP BY ALL),
-top AS (SELECT rank, arg_max(name, (us, name)) AS top_name FROM n GROUP BY rank),
-wh AS (
-    SELECT c.rank, arg_max(c.enclosing, (c.us, c.enclosing)) AS top_where
-    FROM (SELECT rank, name, enclosing, sum(us) AS us FROM c WHERE enclosing IS NOT NULL GROUP BY ALL) c
-    SEMI JOIN top t ON t.rank = c.rank AND t.top_name = c.name
-    GROUP BY c.rank
 )
-SELECT n.rank, sum(n.n) AS copies, sum(n.us) AS pageable_us, t.top_name,
-       any_value(n.n) FILTER (WHERE n.name = t.top_name) AS top_copies,
-       any_value(n.us) FILTER (WHERE n.name = t.top_name) AS top_us, wh.top_where
-FROM n JOIN top t USING (rank) LEFT JOIN wh USING (rank)
-GROUP BY n.rank, t.top_name, wh.top_where;
+SELECT n.rank, sum(n.n) AS copies, sum(n.us) AS pageable_us, any_value(t.top_name) AS top_name,
+       any_value(t.top_n) AS top_copies, any_value(t.top_us) AS top_us, any_value(t.top_where) AS top_where
+FROM (SELECT rank, name, count(*) AS n, sum(dur_us) AS us FROM c GROUP BY ALL) n JOIN top_name_of('c') t USING (rank)
+GROUP BY n.rank;
+
+-- What the CPU did while the GPU waited for a launch (gpu_idle_causes' 'launch' periods), on the
+-- thread whose launch ended each period: advise's launch_bound vs cpu_bound. Each moment is given
+-- to the innermost event over it on that thread (cpu_op, python_function, runtime call; none:
+-- Python outside any recorded event), and each event's (or stretch's) time in the periods is
+--   launch     a launch runtime call: one that launched a GPU operation (gpu_op_launches) or a
+--              cudaLaunchKernel/hipExtModuleLaunchKernel/cuLaunchKernel/cudaGraphLaunch/
+--              Memcpy*Async/Memset*Async-like name, whatever its length;
+--   dispatch   any other event or stretch of at most dispatch_us: the fixed cost of issuing one
+--              operation (Python binding, autograd and ATen dispatch, allocator, attribute
+--              queries); and the own time of torch.compile's wrappers (CompiledFunction,
+--              CompiledFunctionBackward, '## Call CompiledFxGraph', 'Torch-Compiled Region'),
+--              whose generated Python launches the compiled kernels one by one;
+--   op         an operator's own time longer than that (host-side work inside it: a library's
+--              algorithm search, a CPU kernel);
+--   runtime    another runtime call longer than that (cudaFree/hipFree, cudaMalloc, module loads);
+--   python     a Python function's own time or a stretch outside every event longer than that.
+-- One row per rank: cpu_us (the periods' time), launch_us, dispatch_us, op_us, runtime_us,
+-- python_us, launches, and top_name, top_kind, top_n, top_us: the name with the most op, runtime
+-- or python time ('host code outside recorded events' for stretches outside every event: Python,
+-- or untraced host code in an nsys import) and its kind. The rule's reason and sources: advise's
+-- Thresholds (launch_path_pct, dispatch_us).
+CREATE OR REPLACE TEMP MACRO launch_cpu_split_of(dispatch_us) AS TABLE
+WITH p AS (
+    SELECT q.trace_id, q.rank, q.start_us AS ps, q.end_us AS pe,
+           arg_min(l.launch_pid, l.launch_ts_us) AS pid, arg_min(l.launch_tid, l.launch_ts_us) AS tid
+    FROM gpu_idle_causes q JOIN gpu_op_launches l ON l.trace_id = q.trace_id AND l.ts_us = q.resume_us
+    WHERE q.cause = 'launch'
+    GROUP BY ALL
+),
+e AS (
+    SELECT e.trace_id, e.event_id, e.cat, e.name, e.pid, e.tid, e.ts_us, e.ts_us + e.dur_us AS end_us
+    FROM events e SEMI JOIN (SELECT DISTINCT trace_id, pid, tid FROM p) h
+      ON h.trace_id = e.trace_id AND h.pid = e.pid AND h.tid = e.tid
+    WHERE e.cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver', 'python_function') AND e.dur_us > 0
+),
+pe AS (  -- the events over the periods, clipped to them
+    SELECT p.trace_id, p.rank, p.pid, p.tid, p.ps, e.event_id, e.cat, e.name,
+           greatest(e.ts_us, p.ps) AS s, least(e.end_us, p.pe) AS t
+    FROM p JOIN e ON e.trace_id = p.trace_id AND e.pid = p.pid AND e.tid = p.tid AND e.ts_us < p.pe AND e.end_us > p.ps
+),
+b AS (
+    SELECT trace_id, rank, pid, tid, ps, s AS x FROM pe
+    UNION SELECT trace_id, rank, pid, tid, ps, t FROM pe
+    UNION SELECT trace_id, rank, pid, tid, ps, ps FROM p
+    UNION SELECT trace_id, rank, pid, tid, ps, pe FROM p
+),
+seg AS (  -- the pieces between consecutive boundaries
+    SELECT * FROM (SELECT *, lead(x) OVER (PARTITION BY trace_id, pid, tid, ps ORDER BY x) AS y FROM b) WHERE y > x
+),
+inner_ AS (  -- the innermost event over each piece: the latest started, then the shortest
+    SELECT s.trace_id, s.rank, s.x, s.y - s.x AS us,
+           arg_max({'id': pe.event_id, 'cat': pe.cat, 'name': pe.name}, (pe.s, -pe.t, pe.event_id)) AS ev
+    FROM seg s LEFT JOIN pe ON pe.trace_id = s.trace_id AND pe.pid = s.pid AND pe.tid = s.tid AND pe.ps = s.ps
+      AND pe.s <= s.x AND pe.t >= s.y
+    GROUP BY ALL
+),
+own AS (  -- each event's own time in the periods; each stretch outside every event on its own
+    SELECT trace_id, rank, coalesce(ev.id, -1) AS id, CASE WHEN ev.id IS NULL THEN x END AS x, ev.cat AS cat,
+           ev.name AS name, sum(us) AS us
+    FROM inner_ GROUP BY ALL
+),
+k AS (
+    SELECT *, CASE WHEN cat IN ('cuda_runtime', 'cuda_driver')
+                        AND (regexp_matches(name, '^(cuda|hip|hipExt|cu)(Module)?Launch|^(cuda|hip|cu)Graph(Exec)?Launch'
+                                                  || '|^(cuda|hip|cu)Mem(cpy|set)\w*Async')
+                             OR l.id IS NOT NULL)
+                   THEN 'launch'
+                   WHEN us <= dispatch_us OR regexp_matches(coalesce(name, ''),
+                        '^(CompiledFunction|CompiledFunctionBackward|## Call CompiledFxGraph|Torch-Compiled Region)')
+                   THEN 'dispatch'
+                   WHEN cat = 'cpu_op' THEN 'op' WHEN cat IN ('cuda_runtime', 'cuda_driver') THEN 'runtime'
+                   ELSE 'python' END AS kind
+    FROM own o LEFT JOIN (SELECT DISTINCT trace_id, launch_event_id AS id FROM gpu_op_launches) l USING (trace_id, id)
+),
+top AS (
+    SELECT rank, arg_max({'name': name, 'kind': kind, 'n': n, 'us': us}, (us, name)) AS t
+    FROM (SELECT rank, coalesce(name, 'host code outside recorded events') AS name, arg_max(kind, us) AS kind,
+                 count(*) AS n, sum(us) AS us
+          FROM k WHERE kind IN ('op', 'runtime', 'python') GROUP BY ALL)
+    GROUP BY rank
+)
+SELECT k.rank, sum(k.us) AS cpu_us,
+       coalesce(sum(k.us) FILTER (WHERE kind = 'launch'), 0.0) AS launch_us,
+       coalesce(sum(k.us) FILTER (WHERE kind = 'dispatch'), 0.0) AS dispatch_us,
+       coalesce(sum(k.us) FILTER (WHERE kind = 'op'), 0.0) AS op_us,
+       coalesce(sum(k.us) FILTER (WHERE kind = 'runtime'), 0.0) AS runtime_us,
+       coalesce(sum(k.us) FILTER (WHERE kind = 'python'), 0.0) AS python_us,
+       count(*) FILTER (WHERE kind = 'launch') AS launches,
+       any_value(t.t.name) AS top_name, any_value(t.t.kind) AS top_kind, any_value(t.t.n) AS top_n,
+       any_value(t.t.us) AS top_us
+FROM k LEFT JOIN top t USING (rank)
+GROUP BY k.rank;
+
+-- The operator and place behind advise's launch_bound and layout_conversions, per launch of a GPU
+-- operation: rows for top_name_of (rank, finding, name, dur_us, enclosing), name the operator that
+-- launched it (of the cpu_ops around the call on its thread, the innermost of those carrying the
+-- call's External id, else the innermost: an External id alone can name an operator elsewhere in
+-- traces that number launch calls by their correlation; the call's name when no operator is
+-- around it) and enclosing the innermost user annotation or nn.Module event
+-- around the call on its thread (as host_call_where's).
+--   launch_bound         every launch inside the analysis windows, dur_us the launch call's
+--                        duration (the operator that spends the most time launching);
+--   layout_conversions   the launches of layout_conversion kernels (kernel classes) over the
+--                        whole trace, as the finding's GPU time is, dur_us the kernel's.
+CREATE OR REPLACE TEMP VIEW culprit_launches AS
+WITH conv AS (SELECT DISTINCT trace_id, name FROM kernel_classes WHERE list_contains(classes, 'layout_conversion')),
+l AS (
+    SELECT g.trace_id, t.rank, g.launch_event_id, g.launch_pid, g.launch_tid, g.launch_ts_us, g.launch_name,
+           r.external_id, r.dur_us AS launch_us, g.dur_us AS gpu_us,
+           EXISTS (SELECT 1 FROM analysis_windows w WHERE w.trace_id = g.trace_id AND g.launch_ts_us >= w.ts_us
+                   AND g.launch_ts_us < w.end_us) AS in_window,
+           c.name IS NOT NULL AS conversion
+    FROM gpu_op_launches g JOIN traces t USING (trace_id)
+    JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
+    LEFT JOIN conv c ON c.trace_id = g.trace_id AND c.name = g.name
+),
+m AS (
+    SELECT trace_id, pid, tid, ts_us, ts_us + dur_us AS end_us, name FROM events
+    WHERE (cat = 'user_annotation' AND name NOT LIKE 'ProfilerStep#%')
+       OR (cat = 'python_function' AND name LIKE 'nn.Module: %')
+),
+wh AS (
+    SELECT l.trace_id, l.launch_event_id, arg_max(m.name, m.ts_us) AS enclosing
+    FROM (SELECT DISTINCT trace_id, launch_event_id, launch_pid, launch_tid, launch_ts_us FROM l
+          WHERE in_window OR conversion) l
+    JOIN m ON m.trace_id = l.trace_id AND m.pid = l.launch_pid AND m.tid = l.launch_tid
+          AND m.ts_us <= l.launch_ts_us AND m.end_us >= l.launch_ts_us
+    GROUP BY ALL
+),
+around AS (  -- the launches' operators: those around the call on its thread, the innermost first
+    SELECT l.trace_id, l.launch_event_id,
+           arg_max(c.name, (c.external_id IS NOT DISTINCT FROM l.external_id, c.ts_us)) AS op
+    FROM (SELECT DISTINCT trace_id, launch_event_id, launch_pid, launch_tid, launch_ts_us, external_id FROM l
+          WHERE in_window OR conversion) l
+    JOIN cpu_ops c ON c.trace_id = l.trace_id AND c.pid = l.launch_pid AND c.tid = l.launch_tid
+          AND c.ts_us <= l.launch_ts_us AND c.ts_us + c.dur_us >= l.launch_ts_us
+    GROUP BY ALL
+),
+named AS (
+    SELECT l.*, coalesce(a.op, l.launch_name) AS op, wh.enclosing
+    FROM l LEFT JOIN around a USING (trace_id, launch_event_id) LEFT JOIN wh USING (trace_id, launch_event_id)
+    WHERE l.in_window OR l.conversion
+)
+SELECT rank, 'launch_bound' AS finding, op AS name, launch_us AS dur_us, enclosing FROM named WHERE in_window
+UNION ALL
+SELECT rank, 'layout_conversions', op, gpu_us, enclosing FROM named WHERE conversion;

@@ -76,7 +76,7 @@ def merge_stats(partials: list[pd.DataFrame], pct: str, denominators: pd.Series 
     name) for partials without ``kind``): sums summed, min of minima, max of maxima,
     ``mean_us = total_us / count``, and the percentage column ``pct`` of ``denominators`` (summed
     partial denominators by rank), or, without them, of the rank's summed ``total_us`` (0 % when
-    that is 0, as :func:`~trace_report.analyses.top_kernels.cpu_self_time`)."""
+    that is 0, as :func:`~trace_report.analyses.common.cpu_self_time.cpu_self_time_table`)."""
     frames = [f for f in partials if len(f)]
     if not frames:
         return pd.DataFrame(columns=["rank", "kind", "name", "count", "total_us", "mean_us", "min_us", "max_us", pct])

@@ -75,7 +75,7 @@ def test_many_traces_keep_one_part_per_kind(many: Path) -> None:
 
 
 def test_the_key_changes_with_any_module_the_compute_imports(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = "trace_report.analyses.breakdown.compute"
+    module = "trace_report.analyses.common.breakdown_regions"
     imported = cache.source_modules(module)
     assert "trace_report.analyses.common.intervals" in imported  # imported, not listed by hand
     assert "trace_report.store.views" in imported  # transitively

@@ -186,7 +186,7 @@ headline) matches a regular expression against every ``python_function`` event's
 ``kernel_classes`` (computed from the kept ``gpu_ops``) is read by the flags (advise's, and the
 report's twice), advise's CUDA-core GEMMs and the kernel sequences: planning the classifying
 macro costs DuckDB the same for any number of names, once for the table instead of once per query
-(:func:`~trace_report.analyses.flags.classes_relation`)."""
+(:func:`~trace_report.analyses.common.kernel_classes.classes_relation`)."""
 
 REPORT_VIEWS = kept_for("report")
 """What ``report`` keeps for its length (marked ``a table in report``): :data:`SHARED_VIEWS`,

@@ -13,7 +13,7 @@ from conftest import TRACES, shared_or_skip
 
 import trace_report as tr
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown
-from trace_report.analyses.breakdown import compute as regions
+from trace_report.analyses.common import breakdown_regions as regions
 from trace_report.present.report import write_report
 
 A100 = TRACES / "hta_a100_ddp_nccl"

@@ -22,7 +22,7 @@ from conftest import kept_traces, run_cli
 
 import trace_report as tr
 from trace_report.analyses.breakdown import BreakdownOptions, breakdown, region_table, selected_traces
-from trace_report.analyses.breakdown import compute as regions
+from trace_report.analyses.common import breakdown_regions as regions
 from trace_report.ingest.pipeline import IngestOptions, ingest_to_database
 from trace_report.store import cache
 from trace_report.store.events_view import events_dir_for

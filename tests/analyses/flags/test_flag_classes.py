@@ -1,4 +1,4 @@
-"""The kernel classes a flags query reads (kernel_classes.classes_relation): the ``kernel_classes``
+"""The kernel classes a flags query reads (common.kernel_classes.classes_relation): the ``kernel_classes``
 view where a command keeps it as a table (the report), else the classes of the query's own names.
 The flags are the same rows either way; a report plans the classifying macro once (planning it
 costs DuckDB the same for any number of names), where its flags and advise planned it three times."""
@@ -15,8 +15,8 @@ import pytest
 from conftest import TRACES, invoke, shared_or_skip
 
 import trace_report as tr
-from trace_report.analyses.flags import compute as kernel_classes
-from trace_report.analyses.flags import flag_rows
+from trace_report.analyses.common import kernel_classes
+from trace_report.analyses.common.kernel_classes import flag_rows
 from trace_report.present.report import write_report
 from trace_report.store.kept_views import kept_as_table, materialized
 

@@ -23,12 +23,12 @@ from trace_report.analyses.advise.checks import (
 )
 from trace_report.analyses.advise.startup import evidence_text, startup
 from trace_report.analyses.advise.windows import startup_notes, steady_part, time_word, window_notes
-from trace_report.analyses.breakdown import BreakdownOptions, breakdown
+from trace_report.analyses.common.breakdown_regions import BreakdownSelection, step_breakdown
+from trace_report.analyses.common.comm_overlap import overlap_rows
+from trace_report.analyses.common.kernel_classes import class_summary
+from trace_report.analyses.common.launch_queue import queue_rows
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.analyses.common.utilization import step_overlap_note
-from trace_report.analyses.flags import FlagsOptions, flags_summary
-from trace_report.analyses.overlap import OverlapOptions, overlap
-from trace_report.analyses.queue import QueueOptions, queue_length
 from trace_report.store.kept_views import SHARED_VIEWS, materialized
 from trace_report.store.tracedb import TraceDB
 
@@ -122,7 +122,7 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds |
     for r, row in _by_rank(con, "SELECT rank, sum(gpu_op_us) AS gpu_us FROM gpu_time GROUP BY rank").items():
         if r in facts:
             facts[r].gpu_us = float(row["gpu_us"] or 0)
-    fl, _ = flags_summary(db, FlagsOptions(rank=rank, by_rank=True))
+    fl, _ = class_summary(db, rank, by_rank=True)
     for r, g in fl.groupby("rank"):
         if int(r) in facts:
             facts[int(r)].classes = g.set_index("class")["total_us"]
@@ -144,16 +144,16 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds |
                        "AS pin_ops FROM events e JOIN traces t USING (trace_id) WHERE list_contains($ids, e.trace_id) "
                        "AND (e.name LIKE 'enumerate(DataLoader)#%' OR e.name IN ('aten::pin_memory', "
                        "'aten::_pin_memory')) GROUP BY 1", {"ids": ids})
-    q = queue_length(db, QueueOptions(rank=rank, steps_only=False)).frame
+    q = queue_rows(db, rank, steps_only=False)
     busiest = dict(con.execute(  # each rank's stream with the most GPU operations, in one scan
         "SELECT rank, arg_max(stream, n) FROM (SELECT t.rank, g.stream, count(*) AS n FROM gpu_ops g "
         "JOIN traces t USING (trace_id) WHERE g.stream IS NOT NULL GROUP BY ALL) GROUP BY rank").fetchall())
-    ov = overlap(db, OverlapOptions(rank=rank, steps_only=False)).frame
+    ov = overlap_rows(db, rank, steps_only=False)
     with materialized(con, ("host_sync_calls", "host_call_where")):  # read by three queries: computed once
         syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
         pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
         load_anchor_facts(con, ids, facts, th)
-    bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True)).frame
+    bd = step_breakdown(db, BreakdownSelection(rank=rank, by_rank=True)).frame
     devices = _by_rank(con, "SELECT t.rank, max(a.cc) AS cc, bool_or(coalesce(a.vendor = 'AMD', false)) AS amd, "
                        "string_agg(DISTINCT a.evidence, '; ') FILTER (WHERE a.source = 'kernel names') AS inferred "
                        "FROM device_arch a JOIN traces t USING (trace_id) GROUP BY 1")

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import duckdb
 
 from trace_report.analyses.advise.checks import PER_TIME, RankFacts, Thresholds
-from trace_report.analyses.breakdown import BreakdownOptions, breakdown
+from trace_report.analyses.common.breakdown_regions import BreakdownSelection, step_breakdown
 from trace_report.analyses.common.iterations import INFERRED
 from trace_report.store.tracedb import TraceDB
 
@@ -87,7 +87,7 @@ def steady_part(db: TraceDB, facts: dict[int, RankFacts], th: Thresholds,
         if not spans:
             return {}
         steady = compute()
-    bd = breakdown(db, BreakdownOptions(rank=rank, by_rank=True, by_step=True)).frame
+    bd = step_breakdown(db, BreakdownSelection(rank=rank, by_rank=True, by_step=True)).frame
     out = {}
     for r, (lo, hi, steps) in spans.items():
         s = steady[r]

@@ -1,6 +1,7 @@
 """Step breakdown by region: forward, loss, backward, optimizer_step, data_loading, other.
 
-``trace-report breakdown``; what the columns mean and how time is attributed: :mod:`.compute`.
+``trace-report breakdown``; what the columns mean and how time is attributed:
+:mod:`trace_report.analyses.common.breakdown_regions` (``advise`` and ``compare`` read it there too).
 
 The declaration below is the command's only one: the CLI command, the ``TraceDB`` method and
 docs/cli.md are made from it (:mod:`trace_report.declare`).

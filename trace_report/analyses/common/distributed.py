@@ -6,7 +6,8 @@ trace of a ``.duckdb`` database, one ``run_id=/rank=`` folder of an exported dat
 ones joined into at most :data:`TASKS_PER_CPU` tasks per CPU of the cluster) are each opened by a
 Ray task as its own in-memory DuckDB over its Parquet files, and the command's own SQL or
 per-trace code runs there (a module-level function of the command's ``ray.py``:
-``top_kernels/ray.py``, ``breakdown/ray.py``, ``flags/ray.py``, ``compare/ray.py``). Reduce, on
+``top_kernels/ray.py``, ``flags/ray.py``, ``compare/ray.py``; or of ``common/`` where several
+commands read the result: ``breakdown_ray.py``, ``cpu_self_time.py``). Reduce, on
 the driver: counts and sums are summed, minima and maxima taken, and every mean and percentage is
 computed again from the merged sums (never averaged); the same functions as the local engine then
 shape the rows. So the output is the local engine's, up to the last bits of floating-point sums
@@ -75,7 +76,7 @@ def merge_stats(partials: list[pd.DataFrame], pct: str, denominators: pd.Series 
     name) for partials without ``kind``): sums summed, min of minima, max of maxima,
     ``mean_us = total_us / count``, and the percentage column ``pct`` of ``denominators`` (summed
     partial denominators by rank), or, without them, of the rank's summed ``total_us`` (0 % when
-    that is 0, as :func:`~trace_report.analyses.top_kernels.cpu_self_time`)."""
+    that is 0, as :func:`~trace_report.analyses.common.cpu_self_time.cpu_self_time_table`)."""
     frames = [f for f in partials if len(f)]
     if not frames:
         return pd.DataFrame(columns=["rank", "kind", "name", "count", "total_us", "mean_us", "min_us", "max_us", pct])

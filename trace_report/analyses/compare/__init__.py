@@ -6,7 +6,7 @@
   (%) and a status: ``new`` (only in B), ``vanished`` (only in A), ``more``/``less`` (more or
   less time in B), ``same``. When neither side ran GPU work, CPU operators are compared by
   self time instead (as ``top-kernels`` ranks them), with a note.
-- ``by='region'``: the step breakdown (:func:`~trace_report.analyses.breakdown.breakdown`, summed
+- ``by='region'``: the step breakdown (:func:`~trace_report.analyses.common.breakdown_regions.step_breakdown`, summed
   over steps) per region: wall time, GPU kernel time and kernels on each side and B - A.
 
 Rows are sorted by impact: the absolute time difference ``|diff_us|`` (kernels: total time;
@@ -30,9 +30,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from trace_report.analyses.breakdown import BreakdownOptions, BreakdownResult, breakdown
+from trace_report.analyses.common.breakdown_regions import BreakdownResult, BreakdownSelection, step_breakdown
+from trace_report.analyses.common.cpu_self_time import cpu_self_time_table
 from trace_report.analyses.common.regions import REGIONS
-from trace_report.analyses.top_kernels import TopKernelsOptions, cpu_self_time
 from trace_report.errors import InputError, UsageError
 from trace_report.formats.names import short_kernel_name
 from trace_report.store.tracedb import TraceDB
@@ -107,7 +107,7 @@ def gpu_op_totals(db: TraceDB, rank: int | None = None, *, steps_only: bool = Fa
 
 
 def _cpu_totals(db: TraceDB, rank: int | None) -> pd.DataFrame:
-    frame = cpu_self_time(db.con, TopKernelsOptions(limit=None, rank=rank))
+    frame = cpu_self_time_table(db.con, rank)
     return frame[["name", "count", "total_us"]].assign(kind="cpu_op")
 
 
@@ -181,8 +181,8 @@ def kernels_diff(ta: pd.DataFrame, tb: pd.DataFrame, sa: int, sb: int, opts: Com
 def compare_regions(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> CompareResult:
     """Per region of the step breakdown, A against B (see the module docstring)."""
     opts = options or CompareOptions()
-    ra = breakdown(a, BreakdownOptions(rank=opts.rank))
-    rb = breakdown(b, BreakdownOptions(rank=opts.rank))
+    ra = step_breakdown(a, BreakdownSelection(rank=opts.rank))
+    rb = step_breakdown(b, BreakdownSelection(rank=opts.rank))
     return regions_diff(ra, rb, opts)
 
 

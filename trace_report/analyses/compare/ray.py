@@ -7,8 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from trace_report.analyses.breakdown import BreakdownOptions
-from trace_report.analyses.breakdown.ray import breakdown_ray
+from trace_report.analyses.common.breakdown_ray import breakdown_ray
+from trace_report.analyses.common.breakdown_sums import BreakdownSelection
+from trace_report.analyses.common.cpu_self_time import cpu_task
 from trace_report.analyses.common.distributed import map_partitions, merge_stats
 from trace_report.analyses.compare import (
     CompareOptions,
@@ -19,7 +20,6 @@ from trace_report.analyses.compare import (
     regions_diff,
     step_count,
 )
-from trace_report.analyses.top_kernels.ray import cpu_task
 from trace_report.errors import InputError
 from trace_report.store.tracedb import TraceDB
 
@@ -51,7 +51,7 @@ def compare_ray(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -
     if opts.by not in ("kernel", "region"):
         raise InputError(f"unknown comparison level {opts.by!r} (levels: kernel, region)")
     if opts.by == "region":
-        bopts = BreakdownOptions(rank=opts.rank)
+        bopts = BreakdownSelection(rank=opts.rank)
         return regions_diff(breakdown_ray(a, bopts), breakdown_ray(b, bopts), opts)
     check_side(a.con, opts.rank, "A")
     check_side(b.con, opts.rank, "B")

@@ -8,8 +8,9 @@ from typing import Any
 import pandas as pd
 
 from trace_report.analyses.common.distributed import map_partitions
+from trace_report.analyses.common.kernel_classes import flag_rows
 from trace_report.analyses.flags import FlagsOptions
-from trace_report.analyses.flags.compute import FlagsResult, check_options, flag_rows, flags, flags_from_rows, shown
+from trace_report.analyses.flags.compute import FlagsResult, check_options, flags, flags_from_rows, shown
 from trace_report.store.tracedb import TraceDB
 
 

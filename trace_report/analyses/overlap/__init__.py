@@ -4,7 +4,8 @@ For each trace (rank): ``comp_us`` = the union of computation kernels, ``comm_us
 of communication kernels (NCCL/RCCL/HCCL), ``overlap_us`` = the time both run at once, all in µs,
 and ``comp_comm_overlap_pct`` = 100 * overlap_us / comm_us: the share of communication hidden
 behind computation. Kernel kinds follow HTA's name patterns (view ``gpu_op_kinds``,
-``store/sql/views_comm.sql``); the query is ``analyses/overlap/overlap.sql``.
+``store/sql/views_comm.sql``); the query is ``analyses/common/overlap.sql``
+(:mod:`trace_report.analyses.common.comm_overlap`, which ``advise`` reads too).
 
 Source: HTA ``hta/analyzers/communication_analysis.py`` (TraceAnalysis.get_comm_comp_overlap),
 which reports 14.31% on ``hta_a100_ddp_nccl``. By default (``steps_only``) the GPU operations
@@ -19,8 +20,6 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from trace_report.declare import HTA_ROUNDING, RANK, STEPS_ONLY, Command, computed
-
-OVERLAP_COLUMNS = ["rank", "comp_us", "comm_us", "overlap_us", "comp_comm_overlap_pct"]
 
 
 @dataclass(frozen=True)
@@ -44,4 +43,4 @@ COMMAND = Command(
     examples=("trace-report overlap traces/run-42 --format json",),
 )
 
-__getattr__ = computed(__name__, ("overlap",))
+__getattr__ = computed(__name__, ("OVERLAP_COLUMNS", "overlap"))

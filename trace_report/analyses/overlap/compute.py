@@ -1,12 +1,13 @@
-"""The computation of ``overlap`` (its declaration: the package's ``__init__``)."""
+"""The computation of ``overlap`` (its declaration: the package's ``__init__``): the rows of
+:mod:`trace_report.analyses.common.comm_overlap` (``advise`` reads them there too) and the notes."""
 
 from __future__ import annotations
 
+from trace_report.analyses.common.comm_overlap import OVERLAP_COLUMNS, overlap_rows  # noqa: F401  (re-exported)
 from trace_report.analyses.common.result import Result, drop_single_trace_ids
 from trace_report.analyses.common.selection import steps_note
-from trace_report.analyses.overlap import OVERLAP_COLUMNS, OverlapOptions
+from trace_report.analyses.overlap import OverlapOptions
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
 
 
 def overlap(db: TraceDB, options: OverlapOptions | None = None) -> Result:
@@ -16,10 +17,7 @@ def overlap(db: TraceDB, options: OverlapOptions | None = None) -> Result:
     Raises :class:`~trace_report.errors.UsageError` for an unknown ``rank``.
     """
     opts = options or OverlapOptions()
-    db.check_rank(opts.rank)
-    params = {"rank": opts.rank, "steps_only": opts.steps_only, "hta_rounding": opts.hta_rounding}
-    frame = db.con.execute(sql_text("overlap.sql", __package__), params).df()
-    frame = drop_single_trace_ids(frame[[*OVERLAP_COLUMNS, "trace_id"]].astype({"rank": "int64"}))
+    frame = drop_single_trace_ids(overlap_rows(db, opts.rank, opts.steps_only, opts.hta_rounding))
     notes = steps_note(db, opts.steps_only)
     if frame.empty:
         notes.append("no computation or communication kernels in the selection")

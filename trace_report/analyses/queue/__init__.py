@@ -7,7 +7,8 @@ shrinks by one when the GPU operation it launched (same ``correlation``) starts.
 (HTA's ``describe()`` of the time series, so the mean is per change, not per µs) and
 ``blocked_us``: µs the queue stayed at ``max_queue_length`` (CUDA's 1024 launches per stream,
 HTA's ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``) or more, when the CPU blocks on a full queue.
-The query is ``analyses/queue/queue.sql``.
+The query is ``analyses/common/queue.sql``
+(:mod:`trace_report.analyses.common.launch_queue`, which ``advise`` reads too).
 
 Source: HTA ``hta/analyzers/trace_counters.py`` (get_queue_length_summary,
 get_time_spent_blocked_on_full_queue). ``steps_only`` and ``hta_rounding`` select and round
@@ -19,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
+from trace_report.analyses.common.launch_queue import (  # noqa: F401  (QUEUE_COLUMNS: the names callers import from here)
+    CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
+    QUEUE_COLUMNS,
+)
 from trace_report.declare import HTA_ROUNDING, RANK, STEPS_ONLY, Command, Opt, computed
-
-QUEUE_COLUMNS = ["rank", "stream", "mean_queue_length", "max_queue_length", "blocked_us"]
-CUDA_MAX_LAUNCH_QUEUE_PER_STREAM = 1024
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
-"""The computation of ``queue`` (its declaration: the package's ``__init__``)."""
+"""The computation of ``queue`` (its declaration: the package's ``__init__``): the rows of
+:mod:`trace_report.analyses.common.launch_queue` (``advise`` reads them there too) and the notes."""
 
 from __future__ import annotations
 
+from trace_report.analyses.common.launch_queue import queue_rows
 from trace_report.analyses.common.result import Result, drop_single_trace_ids
 from trace_report.analyses.common.selection import steps_note
-from trace_report.analyses.queue import QUEUE_COLUMNS, QueueOptions
-from trace_report.errors import UsageError
+from trace_report.analyses.queue import QueueOptions
 from trace_report.store.tracedb import TraceDB
-from trace_report.store.views import sql_text
 
 
 def queue_length(db: TraceDB, options: QueueOptions | None = None) -> Result:
@@ -18,13 +18,8 @@ def queue_length(db: TraceDB, options: QueueOptions | None = None) -> Result:
     ``max_queue_length`` below 1.
     """
     opts = options or QueueOptions()
-    db.check_rank(opts.rank)
-    if opts.max_queue_length < 1:
-        raise UsageError(f"max queue length must be at least 1 (got {opts.max_queue_length})")
-    params = {"rank": opts.rank, "steps_only": opts.steps_only, "hta_rounding": opts.hta_rounding,
-              "max_queue_length": opts.max_queue_length}
-    frame = db.con.execute(sql_text("queue.sql", __package__), params).df()
-    frame = drop_single_trace_ids(frame[[*QUEUE_COLUMNS, "trace_id"]].astype({"rank": "int64", "stream": "int64"}))
+    frame = drop_single_trace_ids(queue_rows(db, opts.rank, opts.max_queue_length, opts.steps_only,
+                                             opts.hta_rounding))
     notes = steps_note(db, opts.steps_only)
     if frame.empty:
         notes.append("no GPU operations with a launch call (cudaLaunchKernel, cudaMemcpyAsync, ...) in the selection")

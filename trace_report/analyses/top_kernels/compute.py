@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from trace_report.analyses.common.cpu_self_time import CPU_COLUMNS, cpu_self_time_table
 from trace_report.analyses.top_kernels import TopKernelsOptions
 from trace_report.errors import InputError
 from trace_report.inputs import InputKind, detect
@@ -20,11 +21,9 @@ from trace_report.store.tracedb import TraceDB
 from trace_report.store.views import sql_text
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
 
 KERNEL_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_gpu_time", "kind"]
-CPU_COLUMNS = ["name", "count", "total_us", "mean_us", "min_us", "max_us", "pct_of_cpu_self_time", "kind"]
 NO_KERNELS_NOTE = "no GPU kernels in the selection; ranking CPU operators by self time instead"
 MEMORY_KINDS = ("memcpy", "memset")
 """The ``kind`` of the GPU memory operations' rows (``gpu_memcpy`` / ``gpu_memset`` events)."""
@@ -181,59 +180,9 @@ def _plain(value: object) -> object:
     return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
 
 
-def _self_times(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Self time of each interval in one thread: its duration minus its direct children's.
-
-    Intervals must be sorted by start, then by longer first. A stack holds the open
-    ancestors; each interval is charged to its innermost enclosing one.
-    """
-    import numpy as np  # only the CPU-only fallback needs numpy
-    self_t = dur.copy()
-    stack: list[int] = []
-    for i in range(len(ts)):
-        while stack and end[stack[-1]] <= ts[i]:
-            stack.pop()
-        if stack:
-            self_t[stack[-1]] -= min(dur[i], end[stack[-1]] - ts[i])
-        stack.append(i)
-    return np.maximum(self_t, 0.0)
-
-
 def cpu_self_time(con: duckdb.DuckDBPyConnection, opts: TopKernelsOptions) -> pd.DataFrame:
-    """CPU operators ranked by total self time (µs), :data:`CPU_COLUMNS`, ``kind='cpu_op'``.
-
-    Self time = ``dur`` minus the time of directly nested ``cpu_op``/``user_annotation`` events
-    on the same pid/tid (what ``torch.profiler``'s ``self_cpu_time_total`` reports).
-    """
-    import pandas as pd  # only the CPU-only fallback builds frames; GPU traces never load pandas
-    ev = con.execute(
-        "SELECT t.rank, e.trace_id, e.pid, e.tid, e.cat, e.name, e.ts_us, e.dur_us "
-        "FROM events e JOIN traces t USING (trace_id) "
-        "WHERE e.cat IN ('cpu_op', 'user_annotation') AND ($rank IS NULL OR t.rank = $rank) "
-        "  AND ($trace_ids IS NULL OR list_contains($trace_ids, e.trace_id)) "
-        "ORDER BY e.trace_id, e.pid, e.tid, e.ts_us, e.dur_us DESC",
-        {"rank": opts.rank, "trace_ids": None if opts.trace_ids is None else list(opts.trace_ids)},
-    ).df()
-    if ev.empty:
-        return pd.DataFrame(columns=["rank", *CPU_COLUMNS])
-    parts = []
-    for _, g in ev.groupby(["trace_id", "pid", "tid"], sort=False):
-        ts, dur = g["ts_us"].to_numpy(float), g["dur_us"].to_numpy(float)
-        parts.append(pd.Series(_self_times(ts, ts + dur, dur), index=g.index))
-    ev["self_us"] = pd.concat(parts)
-    ops = ev[ev["cat"] == "cpu_op"].copy()
-    ops["rank"] = ops["rank"] if opts.by_rank else None
-    keys = ["rank", "name"] if opts.by_rank else ["name"]
-    agg = ops.groupby(keys, dropna=False).agg(
-        count=("self_us", "size"), total_us=("self_us", "sum"), mean_us=("self_us", "mean"),
-        min_us=("self_us", "min"), max_us=("self_us", "max"),
-    ).reset_index()
-    if not opts.by_rank:
-        agg["rank"] = None
-    denom = agg.groupby("rank", dropna=False)["total_us"].transform("sum")
-    agg["pct_of_cpu_self_time"] = 100.0 * agg["total_us"] / denom.where(denom > 0, 1.0)
-    agg["kind"] = "cpu_op"
-    agg = agg.sort_values(["rank", "total_us", "name"], ascending=[True, False, True])
-    if opts.limit is not None:
-        agg = agg.groupby("rank", dropna=False, sort=False).head(opts.limit)
-    return agg.reset_index(drop=True)
+    """CPU operators ranked by total self time (µs), :data:`CPU_COLUMNS`, ``kind='cpu_op'``, of
+    the options' selection (``rank``, ``by_rank``, ``limit``, ``trace_ids``):
+    :func:`~trace_report.analyses.common.cpu_self_time.cpu_self_time_table`, which ``compare``
+    reads too."""
+    return cpu_self_time_table(con, opts.rank, opts.by_rank, opts.limit, opts.trace_ids)

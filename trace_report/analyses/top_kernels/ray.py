@@ -7,17 +7,16 @@ from typing import Any
 
 import pandas as pd
 
+from trace_report.analyses.common.cpu_self_time import CPU_COLUMNS, cpu_task
 from trace_report.analyses.common.distributed import map_partitions, merge_stats
 from trace_report.analyses.top_kernels import TopKernelsOptions
 from trace_report.analyses.top_kernels.compute import (
-    CPU_COLUMNS,
     KERNEL_COLUMNS,
     NO_KERNELS_NOTE,
     STEPS_ONLY_NOTE,
     TopKernelsResult,
     TopKernelsTable,
     _kernel_rows,
-    cpu_self_time,
     rows_from_frame,
     top_kernels_sql,
 )
@@ -43,11 +42,6 @@ def kernels_task(db: TraceDB, p: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataF
     rows = db.con.execute(top_kernels_sql(p["steps_only"]),
                           {"rank": p["rank"], "by_rank": p["by_rank"], "limit": None, "trace_ids": None}).df()
     return rows, db.con.execute(GPU_TIME_SQL, params).df()
-
-
-def cpu_task(db: TraceDB, p: dict[str, Any]) -> pd.DataFrame:
-    """Per (rank, CPU operator) count/sum/min/max of self time."""
-    return cpu_self_time(db.con, TopKernelsOptions(limit=None, rank=p["rank"], by_rank=p["by_rank"]))
 
 
 def _denominators(partials: list[pd.DataFrame]) -> pd.Series:

@@ -1,6 +1,8 @@
-"""Breakdown rows from the per-window rows of :func:`trace_report.analyses.breakdown.region_table`:
+"""Breakdown rows from the per-window rows of :func:`~trace_report.analyses.common.breakdown_regions.region_table`:
 sums per step, rank and region, the percentages, and the notes for the user (see
-:mod:`trace_report.analyses.breakdown` for what the columns mean and how time is attributed)."""
+:mod:`~trace_report.analyses.common.breakdown_regions` for what the columns mean and how time is
+attributed). :class:`BreakdownSelection` is what the sums are of: the command's options
+(``trace-report breakdown``) and the other commands that read the breakdown (advise, compare) give one."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from trace_report.analyses.breakdown import BreakdownOptions
 from trace_report.analyses.common.regions import REGIONS
 
 BEFORE_FIRST_STEP = "before_first_step"
@@ -21,6 +22,18 @@ STEP_SPAN_COLUMNS = ["step_cpu_us", "step_gpu_us", "step_us"]
 ProfilerStep CPU spans, the GPU's step periods (the work launched in each step, by correlation
 id) and step time, the longer of the two per step; the same on every row of a group, NULL for a
 trace without ProfilerStep."""
+
+
+@dataclass(frozen=True)
+class BreakdownSelection:
+    """The traces and groups of a breakdown: ``by_step``: one group of rows per step (else summed
+    over steps); ``rank``: only that rank; ``by_rank``: one group per rank (else summed over ranks);
+    ``trace_ids``: only these traces (one run of several)."""
+
+    by_step: bool = False
+    rank: int | None = None
+    by_rank: bool = False
+    trace_ids: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -99,7 +112,7 @@ def _step_spans(spans: pd.DataFrame | None, traces: pd.DataFrame, group: list[st
     return s.groupby(group, dropna=False, sort=False)[STEP_SPAN_COLUMNS].sum(min_count=1).reset_index()
 
 
-def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions,
+def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownSelection,
                spans: pd.DataFrame | None = None) -> pd.DataFrame:
     t = table.merge(traces[["trace_id", "rank"]], on="trace_id")
     t["window"] = t["trace_id"].astype(str) + ":" + t["window_id"].astype(str)
@@ -128,7 +141,7 @@ def _aggregate(table: pd.DataFrame, traces: pd.DataFrame, opts: BreakdownOptions
 
 
 def breakdown_from(table: pd.DataFrame, facts: dict, traces: pd.DataFrame,
-                   opts: BreakdownOptions, spans: pd.DataFrame | None = None) -> BreakdownResult:
+                   opts: BreakdownSelection, spans: pd.DataFrame | None = None) -> BreakdownResult:
     """The breakdown of :func:`region_table`'s per-window rows and facts (of one part of the traces,
     or of several parts joined with :func:`merge_region_tables`); ``spans``: the traces' rows of
     view ``step_time`` (:data:`STEP_SPAN_COLUMNS`; None: NULL there)."""

@@ -1,8 +1,8 @@
 -- GPU operations (kernels, memcpy, memset) with their classes (kernel_classes_of), one row per
 -- (rank, trace, name, class, matching rule). Parameters: $names (the name of a relation of
 -- gpu_op_names' rows: the view, or those kept beside the database), $classes (the name of a
--- relation of kernel_classes_of($names)' rows, or of more traces: trace_report.analyses.flags.flag_rows),
--- $rank (NULL = all ranks),
+-- relation of kernel_classes_of($names)' rows, or of more traces:
+-- trace_report.analyses.common.kernel_classes.flag_rows), $rank (NULL = all ranks),
 -- $by_rank (BOOLEAN: keep the rank, else NULL), $trace_ids (NULL = every trace; a list: only
 -- these, e.g. one run of an experiment). gpu_us = all GPU time of the selection (of that rank
 -- with $by_rank; gpu_time_of: kernels + memcpy + memset), the denominator of every percentage.

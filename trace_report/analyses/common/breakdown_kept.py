@@ -1,7 +1,7 @@
 """The step breakdown's rows per trace as one Arrow table, the form in which they are kept beside
 a database (:class:`~trace_report.store.cache.PerTrace`, kind ``breakdown``).
 
-The rows of :func:`~trace_report.analyses.breakdown.region_table` for each trace (columns
+The rows of :func:`~trace_report.analyses.common.breakdown_regions.region_table` for each trace (columns
 :data:`TABLE_COLUMNS`: µs and kernel counts per (window, region)), then one row per trace holding
 its facts (kernels and their summed ``dur_us`` per attribution basis, whether the trace has no GPU
 activity or no ProfilerStep, its forward spans) as JSON in the ``facts`` column, every other column
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 RegionPart = tuple[pd.DataFrame, dict]
-"""One trace's :func:`~trace_report.analyses.breakdown.region_table` rows and facts."""
+"""One trace's :func:`~trace_report.analyses.common.breakdown_regions.region_table` rows and facts."""
 
 TABLE_COLUMNS = ["trace_id", "window_id", "step", "region", "wall_us", "idle_us", "cpu_us", "kernels", "gpu_us"]
 _INTEGERS = ("trace_id", "window_id", "kernels")

@@ -23,10 +23,11 @@ from urllib.parse import unquote
 import duckdb
 import pyarrow as pa
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.store.database import create_schema
-from trace_report.store.events_view import database_file, events_dir_for
+from trace_report.store.events_view import database_file, piece_at, pieces_location
 from trace_report.store.sandbox import EVENT_DIRS
 from trace_report.store.sql_quote import identifier, literal_list
 from trace_report.store.tracedb import TraceDB
@@ -63,11 +64,11 @@ def _traces(con: duckdb.DuckDBPyConnection, trace_ids: list[int] | None) -> pa.T
 
 
 def _from_database(con: duckdb.DuckDBPyConnection, path: Path, trace_ids: list[int] | None) -> list[EventPartition]:
-    folder = events_dir_for(path)
+    folder = pieces_location(con, path)
     traces = _traces(con, trace_ids)
     files: dict[int, list[str]] = {}
     for trace_id, name in con.execute("SELECT trace_id, file FROM event_files ORDER BY trace_id, file").fetchall():
-        files.setdefault(int(trace_id), []).append(str(folder / name))
+        files.setdefault(int(trace_id), []).append(str(piece_at(folder, name)))
     ids = traces.column("trace_id").to_pylist()
     return [EventPartition(f"trace {t}", traces.slice(i, 1), tuple(files.get(int(t), [])))
             for i, t in enumerate(ids)]
@@ -126,13 +127,16 @@ def batches(parts: list[EventPartition], n: int) -> list[EventPartition]:
 
 def open_partition(part: EventPartition) -> TraceDB:
     """An in-memory database of one partition: its ``traces`` rows, ``events`` over its files, every
-    view. DuckDB runs on one thread (a task has one CPU; sums are then in file order)."""
+    view. DuckDB runs on one thread (a task has one CPU; sums are then in file order). Pieces in
+    object storage are read through their file system (the task's own credentials)."""
     con = duckdb.connect(":memory:", config={"threads": 1})
     try:
         create_schema(con)
         con.register("_partition_traces", part.traces)
         con.execute("INSERT INTO traces BY NAME SELECT * FROM _partition_traces")
         con.unregister("_partition_traces")
+        if part.files and storage.is_url(part.files[0]):
+            storage.register(con, part.files[0])
         if part.files:
             cols = ", ".join(identifier(f.name) for f in EVENTS_SCHEMA)
             files = literal_list(part.files)

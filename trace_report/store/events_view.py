@@ -85,7 +85,7 @@ def _create_over_objects(con: duckdb.DuckDBPyConnection, url: str) -> None:
     if not files:
         empty_events_view(con)
         return
-    storage.register(con, url)
+    storage.register(con, url, unchanging=True)
     try:
         con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({literal_list(files)})")
     except duckdb.Error as exc:

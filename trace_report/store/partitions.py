@@ -136,7 +136,7 @@ def open_partition(part: EventPartition) -> TraceDB:
         con.execute("INSERT INTO traces BY NAME SELECT * FROM _partition_traces")
         con.unregister("_partition_traces")
         if part.files and storage.is_url(part.files[0]):
-            storage.register(con, part.files[0])
+            storage.register(con, part.files[0], unchanging=True)
         if part.files:
             cols = ", ".join(identifier(f.name) for f in EVENTS_SCHEMA)
             files = literal_list(part.files)

@@ -17,7 +17,7 @@ raises; ingest them first).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
 import duckdb
@@ -74,25 +74,28 @@ def _from_database(con: duckdb.DuckDBPyConnection, path: Path, trace_ids: list[i
             for i, t in enumerate(ids)]
 
 
-def _hive_key(folder: Path, root: Path) -> tuple[str | None, int | None]:
-    values = dict(part.split("=", 1) for part in folder.relative_to(root).parts if "=" in part)
+def _hive_key(folder: PurePosixPath) -> tuple[str | None, int | None]:
+    values = dict(part.split("=", 1) for part in folder.parts if "=" in part)
     run = unquote(values.get("run_id", HIVE_NULL))
     rank = unquote(values.get("rank", HIVE_NULL))
     return (None if run == HIVE_NULL else run), (None if rank == HIVE_NULL else int(rank))
 
 
-def _from_dataset(con: duckdb.DuckDBPyConnection, root: Path, trace_ids: list[int] | None) -> list[EventPartition]:
+def _from_dataset(con: duckdb.DuckDBPyConnection, root: str, trace_ids: list[int] | None) -> list[EventPartition]:
+    """The partitions of a dataset whose ``events`` folder (or prefix, a URL) is ``root``."""
     traces = _traces(con, trace_ids)
     runs, ranks = traces.column("run_id").to_pylist(), traces.column("rank").to_pylist()
-    by_folder: dict[Path, list[str]] = {}
-    for f in sorted(root.glob("**/*.parquet")):
-        by_folder.setdefault(f.parent, []).append(str(f))
+    base = root.rstrip("/") + "/"
+    by_folder: dict[PurePosixPath, list[str]] = {}
+    for f in sorted(str(o.location) for o in storage.list_prefix(storage.location(root.rstrip("/")))):
+        if f.endswith(".parquet") and f.startswith(base):
+            by_folder.setdefault(PurePosixPath(f[len(base):]).parent, []).append(f)
     out = []
     for folder, files in by_folder.items():
-        run, rank = _hive_key(folder, root)
+        run, rank = _hive_key(folder)
         rows = [i for i, (r, k) in enumerate(zip(runs, ranks, strict=True)) if r == run and k == rank]
         if rows:
-            out.append(EventPartition(str(folder.relative_to(root)), traces.take(rows), tuple(files)))
+            out.append(EventPartition(str(folder), traces.take(rows), tuple(files)))
     return sorted(out, key=lambda p: min(p.trace_ids))
 
 
@@ -105,8 +108,8 @@ def event_partitions(db: TraceDB, trace_ids: list[int] | None = None) -> list[Ev
     if path is not None:
         return _from_database(db.con, path, trace_ids)
     dirs = _event_dirs(db.con)
-    if len(dirs) == 1 and Path(dirs[0]).name == "events":
-        return _from_dataset(db.con, Path(dirs[0]), trace_ids)
+    if len(dirs) == 1 and dirs[0].rstrip("/").rsplit("/", 1)[-1] == "events":
+        return _from_dataset(db.con, dirs[0], trace_ids)
     raise InputError("these traces are in memory, not in Parquet files that tasks can read: ingest them into a "
                      "database first (trace-report ingest PATHS -o DB --engine ray)")
 

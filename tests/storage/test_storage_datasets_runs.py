@@ -120,3 +120,25 @@ def test_run_folder_without_traces_in_a_bucket(tmp_path: Path, bucket: str, uplo
     url = upload(local, f"{bucket}/runs/vit-42")
     with tr.open(url + "/") as opened:
         assert _runs(opened) == [("vit-42", "vit-42", url, "vit", 8, "node-7", 0)]
+
+
+def test_hta_on_urls_matches_local_and_leaves_no_copies(tmp_path: Path, bucket: str, upload: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("hta")
+    shared_or_skip()
+    local = tmp_path / "ddp"
+    shutil.copytree(TRACES / "hta_a100_ddp_nccl", local)
+    url = upload(local, f"{bucket}/ddp")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)  # TMPDIR read again
+    db = tmp_path / "ddp.duckdb"
+    assert invoke(["ingest", url + "/", "-o", db]).exit_code == 0
+    here = invoke(["hta", "temporal", local, "-f", "json"])
+    assert here.exit_code == 0, here.output
+    for target in (url + "/", db):
+        there = invoke(["hta", "temporal", target, "-f", "json"])
+        assert there.exit_code == 0 and there.stdout == here.stdout, there.output
+    assert list(scratch.iterdir()) == []  # the copies HTA read are gone
+    assert "copied to a temporary folder" in invoke(["hta", "--help"]).stdout

@@ -188,14 +188,8 @@ def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] 
     return con
 
 
-def open_checked(path: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the database at ``path``, checked as one this code may write
-    (:func:`_open_ours`); no views. Raises :class:`DatabaseError` otherwise."""
-    return _open_ours(path, read_only=True, writing=True)
-
-
 def _check_existing(path: Path) -> None:
-    open_checked(path).close()
+    _open_ours(path, read_only=True, writing=True).close()
 
 
 def clean_leftovers(path: Path) -> list[str]:

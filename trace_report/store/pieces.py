@@ -23,6 +23,7 @@ from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.storage import Location
 from trace_report.store.layout import PIECE_NAME, events_dir_for, piece_at, unlink_inside
+from trace_report.store.remote_pieces import record_location
 
 if TYPE_CHECKING:  # DuckDB is not imported here: the ingest starts writing pieces before it loads
     import duckdb
@@ -119,11 +120,8 @@ class ParquetStore:
     def record_location(self, con: duckdb.DuckDBPyConnection) -> None:
         """Record where the pieces are (``trace_report_info``: ``pieces`` and ``pieces_id``) when
         they are in object storage; nothing for the events folder beside the database."""
-        if not self.remote:
-            return
-        from trace_report.store.remote_pieces import record_location
-
-        record_location(con, str(self.folder), self.pieces_id or "")
+        if self.remote:
+            record_location(con, str(self.folder), self.pieces_id or "")
 
     def retire(self, con: duckdb.DuckDBPyConnection, trace_id: int) -> None:
         """Drop a trace's pieces from ``event_files``; the files go only at :meth:`commit`

@@ -117,15 +117,20 @@ def prepare(db_path: Path, asked: str | None) -> Plan:
 
 def _existing(db_path: Path) -> tuple[str | None, str | None, set[str]]:
     """The prefix and id the database at ``db_path`` records and the pieces it lists (none of them
-    for a new database)."""
+    for a new database, or for a file that is no trace-report database: writing it refuses that)."""
     if not db_path.is_file():
         return None, None, set()
-    from trace_report.store.database import open_checked
+    import duckdb  # an existing database: no decoding starts before the ingest opens it anyway
 
-    con = open_checked(db_path)
+    try:
+        con = duckdb.connect(os.fspath(db_path), read_only=True)
+    except (duckdb.Error, UnicodeError):
+        return None, None, set()
     try:
         url, pieces_id = recorded(con)
-        listed = {f for (f,) in con.execute("SELECT file FROM event_files").fetchall()}
+        listed = {str(f) for (f,) in con.execute("SELECT file FROM event_files").fetchall()}
+    except duckdb.Error:
+        return None, None, set()
     finally:
         con.close()
     return (None if url is None else _checked(url, db_path)), pieces_id, listed

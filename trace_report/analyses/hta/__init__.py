@@ -17,8 +17,8 @@ of ranks, tar archives, or a database whose source files still exist) are linked
 temporary directory. HTA opens local files only: traces in object storage (``s3://`` ... URLs,
 or a database ingested from them) are copied into that directory, which is removed afterwards.
 Ranks come from the trace's ``distributedInfo.rank``, else the file name (``rank-3``,
-``worker3``), else 0. HTA's own failures on unsuitable traces (CPU-only, no kernels, a missing rank, a trace HTA's parser
-trips on) become :class:`~trace_report.errors.InputError` with HTA's message on one line.
+``worker3``), else 0. HTA's own failures on unsuitable traces (CPU-only, no kernels, a missing
+rank, a trace HTA's parser trips on) become :class:`~trace_report.errors.InputError` with HTA's message on one line.
 
 HTA's own output is contained (:func:`_quiet`): its progress prints, its log lines and the
 pandas warnings it triggers (7 Pandas4Warnings on the MI250 trace of ../shared) never reach the caller's terminal unless

@@ -241,3 +241,33 @@ def test_jobs_write_their_pieces_to_the_bucket(source: str, tmp_path: Path, buck
     assert _in_bucket(f"{bucket}/db.events") == _listed(remote_db) | {MARKER}
     assert _query(remote_db, "SELECT sum(n_kernels) FROM traces")[0][0] == _dlrm_kernels()
     _same_analyses(local_db, remote_db, COMMANDS[:1])
+
+
+def test_partitions_and_per_trace_reads_use_the_remote_pieces(tmp_path: Path, bucket: str) -> None:
+    """What the Ray aggregations hand to a task (a partition's piece URLs, opened in a database of
+    its own) and the per-trace reads of the critical path read the bucket as they read a folder."""
+    import trace_report as tr
+    from trace_report.store.partitions import event_partitions, open_partition
+
+    shared_or_skip()
+    prefix, db, local = f"{bucket}/db.events", tmp_path / "db.duckdb", tmp_path / "local.duckdb"
+    _ok(["ingest", GZ, PLAIN, "-o", db, "--pieces", prefix])
+    _ok(["ingest", GZ, PLAIN, "-o", local])
+    with tr.open(db) as opened:
+        parts = event_partitions(opened)
+        assert [len(p.files) for p in parts] == [len(_query(db, f"SELECT * FROM event_files WHERE trace_id = {t}"))
+                                                 for t in (1, 2)]
+        assert all(f.startswith(prefix + "/") for p in parts for f in p.files)
+        whole = opened.sql("SELECT trace_id, count(*), sum(dur_us) FROM events GROUP BY 1 ORDER BY 1").fetchall()
+    per_part = []
+    for part in parts:
+        with open_partition(part) as one:
+            per_part += one.sql("SELECT trace_id, count(*), sum(dur_us) FROM events GROUP BY 1").fetchall()
+    assert per_part == whole
+    for command in (["critical-path"], ["ops"]):
+        there, here = invoke([*command, db, "-f", "json"]), invoke([*command, local, "-f", "json"])
+        assert there.exit_code == 0 and there.stdout == here.stdout, there.output
+    _ok(["export", db, "-o", tmp_path / "from-remote"])
+    _ok(["export", local, "-o", tmp_path / "from-local"])
+    assert invoke(["top-kernels", tmp_path / "from-remote", "-f", "json"]).stdout == \
+        invoke(["top-kernels", tmp_path / "from-local", "-f", "json"]).stdout

@@ -134,9 +134,15 @@ def test_pieces_refusals(tmp_path: Path, bucket: str) -> None:
     assert "holds other objects" in _error(["ingest", GZ, "-o", tmp_path / "c.duckdb", "--pieces", f"{bucket}/c"])
     assert "not the bucket itself" in _error(["ingest", GZ, "-o", tmp_path / "d.duckdb", "--pieces", bucket])
     assert "takes an s3://" in _error(["ingest", GZ, "-o", tmp_path / "e.duckdb", "--pieces", tmp_path / "pieces"])
+    assert "takes no ?options" in _error(["ingest", GZ, "-o", tmp_path / "f.duckdb", "--pieces",
+                                          f"{bucket}/f?endpoint_override=elsewhere:9000"])
     assert not (tmp_path / "c.duckdb").exists() and storage.stat(f"{bucket}/c/notes.txt").size == 4
     storage.write_bytes(f"{bucket}/a/{MARKER}", json.dumps({"id": "someone-else"}).encode())
     assert "does not name" in _error(["ingest", GZ, "-o", remote_db])
+    with duckdb.connect(str(remote_db)) as con:  # a database changed to send its pieces elsewhere
+        con.execute("UPDATE trace_report_info SET value = value || '?endpoint_override=elsewhere:9000' "
+                    "WHERE key = 'pieces'")
+    assert "no object-store prefix" in _error(["top-kernels", remote_db])
 
 
 def test_an_interrupted_ingest_leaves_the_bucket_as_it_was(tmp_path: Path, bucket: str,

@@ -43,12 +43,17 @@ SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss")
 
 def check_url(url: str) -> str:
     """``url`` without its trailing ``/`` when it can hold a database's pieces (an ``s3://``,
-    ``gs://`` or ``abfs://`` prefix below a bucket, no credentials in it); else :class:`InputError`."""
+    ``gs://`` or ``abfs://`` prefix below a bucket, no credentials nor ``?options`` in it: a
+    database names its prefix, and a changed one must not send the pieces to another endpoint);
+    else :class:`InputError`."""
     parts = urlsplit(url)
     if not storage.is_url(url) or parts.scheme.lower() not in SCHEMES:
         raise InputError(f"{storage.shown(url) if storage.is_url(url) else url}: --pieces takes an s3://, gs:// or "
                          "abfs:// prefix (the database's own events folder is the default)")
     storage.filesystem(url)  # refuses a URL with credentials
+    if parts.query or parts.fragment:  # ?endpoint_override=... would send the pieces elsewhere
+        raise InputError(f"{storage.shown(url).split('?', 1)[0]}: a pieces prefix takes no ?options (set the "
+                         "endpoint and region in the environment: AWS_ENDPOINT_URL, AWS_REGION ...)")
     if not parts.path.strip("/"):
         raise InputError(f"{storage.shown(url)}: give a prefix inside the bucket for the pieces "
                          "(s3://bucket/runs.duckdb.events/), not the bucket itself")

@@ -172,6 +172,23 @@ def is_dataset(path: Path) -> bool:
     return path.is_dir() and (path / "traces.parquet").is_file() and (path / "events").is_dir()
 
 
+def is_dataset_url(url: str) -> bool:
+    """Whether ``url`` is a prefix written by ``trace-report export -o URL`` (``traces.parquet``
+    and objects under ``events/``), read in place (:func:`trace_report.store.export.open_parquet_dataset`).
+    Raises :class:`InputError` when it names neither an object nor a prefix."""
+    if not storage.is_prefix(url):
+        return False
+    root = url.rstrip("/") + "/"
+    names = {str(o.location)[len(root):] for o in storage.list_prefix(url)}
+    return "traces.parquet" in names and any(n.startswith("events/") for n in names)
+
+
+DUCKDB_IN_STORAGE = ("a trace-report database is opened from a local file only: copy it here (its event pieces "
+                     "may stay in object storage: ingest --pieces), or export it (export -o s3://...), which "
+                     "is read in place")
+"""What is said of a ``.duckdb`` object given as an input (DuckDB cannot open one in object storage)."""
+
+
 def detect(path: Path) -> Detected:
     """The kind of ``path`` by its content (suffixes only break ties between formats that
     share a container, such as ``.ncu-rep``). Raises :class:`InputError` for a missing path."""
@@ -280,8 +297,10 @@ class Resolution:
     """(label, reason) of every file seen and not used."""
     notes: list[str] = field(default_factory=list)
     database: Path | None = None
-    dataset: Path | None = None
-    run_folders: list[Path] = field(default_factory=list)
+    dataset: storage.Location | None = None
+    """A local folder, or a prefix in object storage (:func:`is_dataset_url`), read in place."""
+    run_folders: list[storage.Location] = field(default_factory=list)
+    """Folders holding a ``run.json`` (local, or prefixes in object storage: their URLs)."""
     scratch: list[Scratch] = field(default_factory=list)
 
     def close(self) -> None:
@@ -333,7 +352,13 @@ class _Resolver:
         return self.stager.label(path) or printable(path)
 
     def remote(self, url: str) -> None:
-        """The object, prefix or archive at ``url``, copied to a scratch folder and read as local."""
+        """The object, prefix or archive at ``url``, copied to a scratch folder and read as local;
+        an exported dataset is read in place, a database refused before anything is copied."""
+        if is_dataset_url(url):
+            self.out.dataset = url.rstrip("/")
+            return
+        if not storage.is_prefix(url) and storage.read_range(url, 8, 4) == b"DUCK":
+            raise InputError(f"{storage.shown(url)}: {DUCKDB_IN_STORAGE}")
         before = len(self.stager.skipped)
         try:
             local = self.stager.stage(url)
@@ -370,8 +395,8 @@ class _Resolver:
 
     def single(self, path: Path, kind: InputKind) -> None:
         if (url := self.stager.label(path)) is not None:
-            raise InputError(f"{storage.shown(url)}: a {kind.value} in object storage is not read in place; "
-                             "copy it to a local folder")
+            why = DUCKDB_IN_STORAGE if kind is InputKind.database else "give its own prefix (s3://.../DIR/)"
+            raise InputError(f"{storage.shown(url)}: a {kind.value} in object storage: {why}")
         if kind is InputKind.database:
             self.out.database = path
         else:
@@ -451,7 +476,7 @@ def resolve(paths: Sequence[storage.Location], *, allow_database: bool = True, m
     Archives are unpacked under ``archive_limits`` (default :class:`~trace_report.archives.ArchiveLimits`);
     ``max_ratio``, when given, replaces its ratio (``trace-report ingest --max-ratio``; 0: none).
     Raises :class:`InputError` for a missing path, object or bucket, denied access to one or an
-    unreachable storage endpoint, a database or dataset in object storage, an explicit file that is no input (a FIFO or
+    unreachable storage endpoint, a database in object storage, an explicit file that is no input (a FIFO or
     device among them), a database or dataset mixed with other inputs (or at all, unless
     ``allow_database``), an archive past a limit, and for paths holding nothing to read. The
     caller closes the result (temporary files).
@@ -482,7 +507,8 @@ def resolve(paths: Sequence[storage.Location], *, allow_database: bool = True, m
         if single is not None and not allow_database:
             raise InputError(f"{printable(single)}: a database or dataset cannot be ingested; "
                              "give trace files or folders")
-        out.run_folders = _run_folders([Path(p) for p in paths if not storage.is_url(p)])
+        out.run_folders = [*_run_folders([Path(p) for p in paths if not storage.is_url(p)]),
+                           *_remote_run_folders(r.stager)]
         if single is None and not out.sources and not out.run_folders:
             raise InputError(_nothing_message(paths, out.skipped))
     except BaseException:
@@ -513,6 +539,15 @@ def _nothing_message(paths: Sequence[storage.Location], skipped: list[tuple[str,
         return f"{where}: no traces or Nsight exports here ({len(skipped)} file(s) skipped, e.g. " \
                f"{skipped[0][0]}: {skipped[0][1]})"
     return f"{where}: no traces or Nsight exports here"
+
+
+def _remote_run_folders(stager: Stager) -> list[storage.Location]:
+    """The URLs of the prefixes holding a ``run.json`` among the objects copied (hidden folders skipped)."""
+    found: dict[str, None] = {}
+    for path, staged in sorted(stager.by_path.items()):
+        if path.name == "run.json" and not any(p.startswith(".") for p in staged.url.split("://", 1)[1].split("/")):
+            found[staged.url.rsplit("/", 1)[0]] = None
+    return list(found)
 
 
 def _run_folders(paths: list[Path]) -> list[Path]:

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -506,15 +507,112 @@ def delete(loc: Location) -> None:
         raise storage_error(loc, exc) from exc
 
 
-def register(con: duckdb.DuckDBPyConnection, url: str) -> None:
+def register(con: duckdb.DuckDBPyConnection, url: str, *, unchanging: bool = False) -> None:
     """Let ``con`` read and write ``url``'s scheme (``read_parquet('s3://...')``, ``COPY ... TO
-    's3://...'``) through fsspec's ``ArrowFSWrapper`` of :func:`filesystem`. Only for a connection
-    of its own: a sandboxed one (:func:`trace_report.store.sandbox.sandbox`) keeps external access
-    off, and a file system registered on it would be a way out."""
+    's3://...'``) through fsspec's ``ArrowFSWrapper`` of :func:`filesystem`.
+
+    ``unchanging``: the objects ``con`` reads do not change while it is open (a database's event
+    pieces: a name is never written twice), so each object's size and time are asked for once
+    (:class:`_UnchangingObjects`): DuckDB asks for them at every open of a file, one HEAD request
+    each, thousands for one command over a few dozen pieces.
+
+    A sandboxed connection (:func:`trace_report.store.sandbox.sandbox`) reads only the folders its
+    ``allowed_directories`` names, URLs of a registered file system included."""
     from fsspec.implementations.arrow import ArrowFSWrapper
 
     fs, _ = filesystem(url)
     scheme = urlsplit(url).scheme.lower()
+    bases = (_UnchangingObjects, ArrowFSWrapper) if unchanging else (ArrowFSWrapper,)
     # DuckDB sends a path to the file system whose protocol it starts with (pyarrow names gs:// "gcs")
-    wrapper = type("ArrowFSWrapper", (ArrowFSWrapper,), {"protocol": (scheme, fs.type_name)})
+    wrapper = type("ArrowFSWrapper", bases, {"protocol": (scheme, fs.type_name)})
     con.register_filesystem(wrapper(fs))
+
+
+class _UnchangingObjects:
+    """An ``ArrowFSWrapper`` mix-in that keeps each object's pyarrow ``FileInfo`` (size, time) once
+    asked for, and opens an object for reading only at its first read (pyarrow's ``open_input_file``
+    sends a HEAD, and DuckDB opens every file at every scan, then mostly reads its own cache)."""
+
+    fs: pafs.FileSystem
+
+    def _arrow_info(self, path: str) -> Any:
+        from pyarrow.fs import FileType
+
+        known: dict[str, Any] = self.__dict__.setdefault("_known", {})
+        key = self._strip_protocol(path)  # type: ignore[attr-defined]
+        if key not in known:
+            info = self.fs.get_file_info(key)
+            if info.type is not FileType.File:
+                return info  # a prefix or nothing: asked again next time
+            known[key] = info
+        return known[key]
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        return self._make_entry(self._arrow_info(path))  # type: ignore[attr-defined, no-any-return]
+
+    def modified(self, path: str) -> datetime:
+        return self._arrow_info(path).mtime  # type: ignore[no-any-return]
+
+    def _open(self, path: str, mode: str = "rb", block_size: int | None = None, seekable: bool = True,
+              **kwargs: Any) -> Any:
+        if mode != "rb" or not seekable:
+            return super()._open(path, mode, block_size, seekable, **kwargs)  # type: ignore[misc]
+        key = self._strip_protocol(path)  # type: ignore[attr-defined]
+        return _lazy_file_class()(self, key, int(self._arrow_info(path).size))
+
+
+@cache
+def _lazy_file_class() -> type:
+    """A read-only fsspec ``ArrowFile`` of one object of a known size that opens it at its first
+    read: seeking, telling, its size and closing ask nothing of the store (fsspec loads only here)."""
+    from fsspec.implementations.arrow import ArrowFile
+
+    class LazyArrowFile(ArrowFile):  # type: ignore[misc]
+        def __init__(self, wrapper: Any, key: str, size: int) -> None:
+            self._opened: Any = None
+            self._pos, self._size, self._closed = 0, size, False
+            super().__init__(wrapper, None, key, "rb")
+
+        @property
+        def stream(self) -> Any:
+            if self._opened is None:
+                try:
+                    self._opened = self.fs.fs.open_input_file(self.path)
+                except OSError as exc:
+                    raise storage_error(self.path, exc) from exc
+                self._opened.seek(self._pos)
+            return self._opened
+
+        @stream.setter
+        def stream(self, value: Any) -> None:
+            self._opened = value
+
+        def seek(self, offset: int, whence: int = 0) -> int:
+            if self._opened is not None:
+                return int(self._opened.seek(offset, whence))
+            self._pos = {0: 0, 1: self._pos, 2: self._size}[whence] + offset
+            return self._pos
+
+        def tell(self) -> int:
+            return int(self._opened.tell()) if self._opened is not None else self._pos
+
+        @property
+        def closed(self) -> bool:
+            return self._closed
+
+        def close(self) -> None:
+            if self._opened is not None:
+                self._opened.close()
+            self._closed = True
+
+        @property
+        def size(self) -> int:
+            return self._size
+
+        def seekable(self) -> bool:
+            return True
+
+        def readable(self) -> bool:
+            return True
+
+    return LazyArrowFile

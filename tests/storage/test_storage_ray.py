@@ -180,3 +180,36 @@ def test_ray_cluster_ingest_of_a_bucket_matches_local(tmp_path: Path, bucket: st
     assert "8 trace(s) ingested" in result.stderr
     _same_analyses(local_db, remote_db)
     assert list((tmp_path / "worker-tmp").iterdir()) == []  # the tasks' copies are gone with them
+
+
+@pytest.mark.slow
+def test_ray_cluster_tasks_write_pieces_to_the_bucket(tmp_path: Path, bucket: str, upload: Upload,
+                                                       ray_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--pieces s3://...``: each task writes its pieces to the bucket itself, from objects (``url``
+    jobs) and from files on a shared path (``file`` jobs); the driver receives none of their bytes."""
+    local, url = _ranks_in_bucket(tmp_path, bucket, upload)
+    local_db = tmp_path / "local.duckdb"
+    assert invoke(["ingest", local, "-o", local_db]).exit_code == 0
+
+    def no_puts(self: ParquetStore, name: str, data: bytes) -> None:
+        raise AssertionError(f"the driver received the bytes of {name}")
+
+    monkeypatch.setattr(ParquetStore, "put", no_puts)
+    for source, name in ((url, "objects"), (local, "files")):
+        db, prefix = tmp_path / f"{name}.duckdb", f"{bucket}/{name}.events"
+        result = invoke(["ingest", source, "-o", db, "--engine", "ray", "--pieces", prefix])
+        assert result.exit_code == 0, result.stderr
+        listed = {f for (f,) in _query(db, "SELECT file FROM event_files")}
+        in_bucket = {storage.name_of(o.location) for o in storage.list_prefix(prefix)}
+        assert in_bucket == listed | {"_trace_report_pieces.json"}
+        _same_analyses(local_db, db)
+
+
+def _query(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import sys
 import traceback
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -25,6 +24,7 @@ from trace_report.cli.options import (
 )
 from trace_report.cli.registry import app
 from trace_report.errors import TraceReportError
+from trace_report.storage import Location, location
 
 if TYPE_CHECKING:  # pandas and the bridge load in the command body (cli/ defers library imports)
     import pandas as pd
@@ -43,9 +43,11 @@ def hta_cmd(
     analysis: Annotated[HtaAnalysis, typer.Argument(help="temporal: idle/compute/non-compute time per rank; "
                                                          "idle: idle time by cause per stream; launch: kernel "
                                                          "launch statistics.")],
-    targets: Annotated[list[Path], typer.Argument(
-        help="Trace files, directories of ranks, tar archives (or a database whose trace files still exist).",
-        callback=inputs_given)],
+    targets: Annotated[list[str], typer.Argument(  # each a Path, or a URL kept as text (storage.location)
+        help="Trace files, directories of ranks, tar archives (or a database whose trace files still exist); local "
+             "paths or s3://, gs://, abfs:// URLs. HTA reads local files only: traces in object storage are "
+             "copied to a temporary folder, removed when it has finished.",
+        callback=inputs_given, parser=location)],
     ranks: Annotated[list[int] | None, typer.Option("--rank", help="Only this rank (repeatable).")] = None,
     include_last_step: Annotated[bool, typer.Option(
         "--include-last-step", help="Keep the last ProfilerStep (HTA drops it by default).")] = False,
@@ -59,9 +61,13 @@ def hta_cmd(
 ) -> None:
     """Run a Holistic Trace Analysis (HTA) analysis on trace files and print its table.
 
+    HTA reads local files only: traces in object storage (s3://, gs://, abfs:// URLs, or a database
+    ingested from them) are copied to a temporary folder, removed when it has finished.
+
     \b
-    Example:
+    Examples:
       trace-report hta temporal traces/ddp-run/
+      trace-report hta idle s3://bucket/ddp-run/
     """
     from trace_report.analyses.hta import NO_LAUNCHES_NOTE, HtaOptions
     from trace_report.present.tables import OutputOptions, emit
@@ -78,7 +84,7 @@ def hta_cmd(
     emit(frame, OutputOptions(fmt, limit, output, raw=raw), title=f"HTA {analysis.value}")
 
 
-def _analyse(analysis: HtaAnalysis, targets: list[Path], opts: HtaOptions, *, per_launch: bool) -> pd.DataFrame:
+def _analyse(analysis: HtaAnalysis, targets: list[Location], opts: HtaOptions, *, per_launch: bool) -> pd.DataFrame:
     """The frame of one HTA analysis (analyses/hta_bridge.py)."""
     from trace_report.analyses.hta import hta_idle, hta_launch_stats, hta_temporal
 

@@ -81,6 +81,12 @@ def ingest_cmd(
              "reads them (by default the first query computes and keeps them).")] = False,
     engine: EngineOpt = EngineName.local,
     ray_address: RayAddressOpt = None,
+    pieces: Annotated[str | None, typer.Option(
+        "--pieces", metavar="URL",
+        help="Write the event pieces (Parquet) under this s3://, gs:// or abfs:// prefix instead of DB.events/ "
+             "beside the database, which stays local and records the prefix: every command reading DB reads "
+             "them from there. One prefix per database; later ingests into DB write there without it "
+             "(docs/scaling.md).")] = None,
 ) -> None:
     """Load traces into a DuckDB database; unchanged files already in it are skipped.
 
@@ -94,12 +100,14 @@ def ingest_cmd(
     pieces folder and the inputs must be on a filesystem every Ray worker shares (docs/scaling.md).
     Traces in object storage (s3://, gs://, abfs://) need no shared path: each task reads its
     object from the URL with its node's own credentials and sends its pieces back to this process.
+    With --pieces s3://... every task writes its pieces to the bucket itself.
 
     \b
     Examples:
       trace-report ingest traces/ -o runs.duckdb
       trace-report ingest /shared/traces -o /shared/runs.duckdb --engine ray --ray-address auto
       trace-report ingest s3://bucket/run-42/ -o runs.duckdb --engine ray --ray-address auto
+      trace-report ingest s3://bucket/run-42/ -o runs.duckdb --pieces s3://bucket/runs.duckdb.events/
     """
     from trace_report.ingest.digests import start_hashing, stop_hashing
     from trace_report.sysutil import decoding_settings, skip_pandas_probe
@@ -115,7 +123,7 @@ def ingest_cmd(
     skip_pandas_probe()  # this process decodes the last piece of each file: no pandas for that
     bar = make_progress(progress)
     opts = IngestOptions(workers=workers, progress=progress_callback(bar) if bar else None, force=force,
-                         append_versions=append_versions)
+                         append_versions=append_versions, pieces=pieces)
     if max_ratio is not None:
         opts = replace(opts, max_ratio=max_ratio)
     def run() -> IngestSummary:

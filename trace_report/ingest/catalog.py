@@ -12,12 +12,12 @@ all or nothing (the database is a temporary copy until it succeeds).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from trace_report.redact import redact_json_text, redact_text
+from trace_report.storage import Location
 from trace_report.store.memory import MemoryStore
 from trace_report.store.pieces import ParquetStore
 
@@ -52,7 +52,7 @@ class Catalog:
     con: duckdb.DuckDBPyConnection
     store: ParquetStore | MemoryStore
     traces: list[list[Any]] = field(default_factory=list)
-    files: list[tuple[int, Path, int]] = field(default_factory=list)
+    files: list[tuple[int, Location, int]] = field(default_factory=list)
     kernel_names: dict[str, str] = field(default_factory=dict)
     _by_path: dict[str, list[KnownTrace]] = field(default_factory=dict)
     _by_sha: dict[str | None, list[KnownTrace]] = field(default_factory=dict)
@@ -92,7 +92,7 @@ class Catalog:
         self._know(KnownTrace(values[0], values[1], values[14], values[15], values[16]))
         self.traces.append(screen_trace_row(values))
 
-    def add_files(self, trace_id: int, files: list[tuple[Path, int]]) -> None:
+    def add_files(self, trace_id: int, files: list[tuple[Location, int]]) -> None:
         """A trace's Parquet pieces (path, rows), for ``event_files``."""
         self.files.extend((trace_id, path, rows) for path, rows in files)
 
@@ -113,6 +113,7 @@ class Catalog:
         if isinstance(self.store, ParquetStore):
             for chunk in _chunks(self.files, CHUNK_ROWS * 10):
                 self.store.record(self.con, chunk)
+            self.store.record_location(self.con)
         for chunk in _chunks(list(self.kernel_names.items()), CHUNK_ROWS * 10):
             self.con.execute(
                 "INSERT INTO kernel_names SELECT v.name, v.raw_name FROM (VALUES "

@@ -11,7 +11,8 @@ decodes one file with it.
 A ``url`` job (an engine whose tasks read object storage themselves: ``--engine ray``) copies the
 object to the task's own temporary folder, checks that it is the version the driver found, and
 decodes it as a ``pieces`` job into that folder; the Parquet pieces come back to the driver as
-bytes (:attr:`JobResult.files`), so the driver and the workers share no path.
+bytes (:attr:`JobResult.files`), so the driver and the workers share no path. Where the database's
+pieces are in object storage (``ingest --pieces``) the job writes them there itself.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from pathlib import Path
 
 import msgspec
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from trace_report import storage
 from trace_report.errors import InputError, TraceFormatError
@@ -42,7 +42,8 @@ from trace_report.ingest.engine import INFLIGHT, Engine, JobFuture
 from trace_report.ingest.files import FileReader
 from trace_report.ingest.normalize import PieceStats, count_duplicates, finalize
 from trace_report.staging import identity_of
-from trace_report.store.pieces import ParquetStore, write_parquet
+from trace_report.storage import Location
+from trace_report.store.pieces import ParquetStore, read_piece, write_parquet
 
 
 @dataclass
@@ -62,7 +63,7 @@ class Job:
     """Kinds ``range``, ``file`` and ``pieces``: the file (kinds ``file`` and ``pieces``: local)."""
     start: int = 0
     end: int = 0
-    out: Path | None = None
+    out: Location | None = None
     split_tail: Callable[[bytes], bytes] | None = None  # kind 'tail' only, never sent to workers
     max_ratio: float = MAX_RATIO  # kinds 'file' and 'pieces'
     store: ParquetStore | None = None  # kind 'pieces' only: where its pieces go
@@ -93,7 +94,7 @@ class JobResult:
     table: pa.Table | None = None
     envelope: TraceEnvelope | None = None
     error: Exception | None = None
-    parts: list[tuple[Path | None, JobResult]] | None = None
+    parts: list[tuple[Location | None, JobResult]] | None = None
     """Kind ``pieces``: each piece's Parquet path and result, in order."""
     duplicates: int | None = None
     """Kinds ``file`` and ``pieces``: events that exactly repeat an earlier one of the file
@@ -191,7 +192,7 @@ def read_pieces(job: Job) -> JobResult:
                                     store=job.store, max_ratio=job.max_ratio)
     parts = [(j.out, r) for j, r in results]
     keys = [k for _, r in parts for k in r.stats.dup_keys]
-    duplicates = count_duplicates(lambda columns: (pq.read_table(p, columns=columns) for p, _ in parts if p),
+    duplicates = count_duplicates(lambda columns: (read_piece(p, columns) for p, _ in parts if p),
                                   keys or None)
     return JobResult(True, envelope=envelope, parts=parts, duplicates=duplicates)
 
@@ -209,12 +210,15 @@ def read_object(job: Job) -> JobResult:
             raise InputError(f"{job.label}: the object changed since the ingest found it (its ETag, size or "
                              "time differ); nothing was stored: ingest it again once it is complete")
         store = job.store.sibling()
+        if store.remote:  # the pieces go to object storage from here: nothing comes back but their names
+            return read_pieces(Job("pieces", job.trace_id, 0, job.label, path=local, store=store,
+                                   max_ratio=job.max_ratio, piece_bytes=job.piece_bytes))
         store.folder = Path(tmp) / "events"
         result = read_pieces(Job("pieces", job.trace_id, 0, job.label, path=local, store=store,
                                  max_ratio=job.max_ratio, piece_bytes=job.piece_bytes))
         assert result.parts is not None
-        result.files = {p.name: storage.read_bytes(p) for p, _ in result.parts if p is not None}
-        result.parts = [(Path(p.name) if p is not None else None, r) for p, r in result.parts]
+        result.files = {storage.name_of(p): storage.read_bytes(p) for p, _ in result.parts if p is not None}
+        result.parts = [(Path(storage.name_of(p)) if p is not None else None, r) for p, r in result.parts]
     return result
 
 

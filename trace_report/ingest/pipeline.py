@@ -24,9 +24,9 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from trace_report import arrowcalls as ac
+from trace_report import storage
 from trace_report.errors import InputError, TraceFormatError
 from trace_report.formats.kineto import PIECE_BYTES, TraceEnvelope
 from trace_report.formats.kineto_metadata import RunContext, device_for, trace_facts
@@ -55,7 +55,7 @@ from trace_report.pathtext import printable
 from trace_report.storage import Location
 from trace_report.store.database import atomic_database, clean_leftovers, create_schema
 from trace_report.store.memory import MemoryStore
-from trace_report.store.pieces import ParquetStore, write_parquet
+from trace_report.store.pieces import ParquetStore, read_piece, write_parquet
 from trace_report.store.step_numbers import STEP_MAX
 from trace_report.store.tracedb import IngestSummary
 from trace_report.store.views import create_views
@@ -112,7 +112,7 @@ class Ingest:
                 self.opts.progress(self.done, self.total)
         self.catalog.flush()
 
-    def _source(self, src: Source, trace_id: int, futures: dict[Source, tuple[Path | None, JobFuture]],
+    def _source(self, src: Source, trace_id: int, futures: dict[Source, tuple[Location | None, JobFuture]],
                 pool: Engine | None) -> None:
         if src.kind is InputKind.nsys_sqlite:
             self._nsys_file(trace_id, src)
@@ -131,13 +131,14 @@ class Ingest:
         else:
             self._one_file(trace_id, src, pool)
 
-    def _received(self, parts: list[tuple[Path | None, JobResult]],
-                  files: dict[str, bytes]) -> list[tuple[Path | None, JobResult]]:
+    def _received(self, parts: list[tuple[Location | None, JobResult]],
+                  files: dict[str, bytes]) -> list[tuple[Location | None, JobResult]]:
         """The pieces a ``url`` job returned as bytes, written into this database's pieces folder."""
         assert isinstance(self.store, ParquetStore)
-        out: list[tuple[Path | None, JobResult]] = []
+        out: list[tuple[Location | None, JobResult]] = []
         for path, r in parts:
-            out.append((None if path is None else self.store.put(path.name, files.pop(path.name)), r))
+            name = None if path is None else storage.name_of(path)
+            out.append((None if name is None else self.store.put(name, files.pop(name)), r))
         return out
 
     def _one_file(self, trace_id: int, src: Source, pool: Engine | None) -> None:
@@ -187,7 +188,7 @@ class Ingest:
         self.summary.stored_events[trace_id] = n
 
     def _finish(self, trace_id: int, src: Source, env: TraceEnvelope,
-                parts: list[tuple[Path | None, JobResult]], duplicates: int | None = None) -> None:
+                parts: list[tuple[Location | None, JobResult]], duplicates: int | None = None) -> None:
         stats = PieceStats()
         for _, r in parts:
             stats.add(r.stats)
@@ -214,7 +215,7 @@ class Ingest:
         self.summary.ingested.append((trace_id, src.label))
         self.summary.stored_events[trace_id] = stats.rows
 
-    def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Path | None, JobResult]],
+    def _check_numbers(self, src: Source, stats: PieceStats, parts: list[tuple[Location | None, JobResult]],
                        duplicates: int | None = None) -> None:
         """Drop events longer than the rest of the trace or far outside its span
         (:func:`~trace_report.ingest.normalize.implausible_events`); note what was dropped and the duplicates
@@ -249,7 +250,7 @@ class Ingest:
                 f"{src.label}: {n_dup} event(s) are exact duplicates of another (same cat, name, pid, tid, "
                 "ts, dur, args); kept")
 
-    def _discard(self, parts: list[tuple[Path | None, JobResult]]) -> None:
+    def _discard(self, parts: list[tuple[Location | None, JobResult]]) -> None:
         if isinstance(self.store, ParquetStore):
             for path, _ in parts:
                 if path is not None:
@@ -299,17 +300,17 @@ def _named(exc: InputError, src: Source) -> InputError:
     return type(exc)(text.replace(tmp, src.label))
 
 
-def _part_tables(parts: list[tuple[Path | None, JobResult]], columns: list[str]) -> Iterator[pa.Table]:
+def _part_tables(parts: list[tuple[Location | None, JobResult]], columns: list[str]) -> Iterator[pa.Table]:
     for path, result in parts:
         if result.table is not None:
             yield result.table.select(columns)
         elif path is not None:
-            yield pq.read_table(path, columns=columns)
+            yield read_piece(path, columns)
 
 
-def _drop_rows(path: Path | None, result: JobResult, event_ids: pa.Array) -> None:
+def _drop_rows(path: Location | None, result: JobResult, event_ids: pa.Array) -> None:
     """Remove rows by ``event_id`` from one part (its Arrow table, or its Parquet file rewritten)."""
-    table = result.table if result.table is not None else (pq.read_table(path) if path is not None else None)
+    table = result.table if result.table is not None else (read_piece(path) if path is not None else None)
     if table is None:
         return
     keep = ac.invert(ac.is_in(table.column("event_id"), event_ids))

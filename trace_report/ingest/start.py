@@ -26,6 +26,7 @@ from trace_report.inputs import InputKind, Resolution, Source, resolve
 from trace_report.storage import Location, is_url, location
 from trace_report.store.layout import database_lock, database_path, may_have_leftovers
 from trace_report.store.pieces import ParquetStore
+from trace_report.store.remote_pieces import prepare as prepare_pieces
 from trace_report.sysutil import available_cpus
 
 if TYPE_CHECKING:  # DuckDB: the start of an ingest runs before it is imported
@@ -62,6 +63,9 @@ class IngestOptions:
     append_versions: bool = False
     """Keep the old trace of a changed file beside the new one instead of replacing it."""
     max_ratio: float = MAX_RATIO
+    pieces: str | None = None
+    """Where the event pieces go: None, beside the database (``<db>.events/``); else an
+    object-store prefix (``--pieces s3://...``, :mod:`trace_report.store.remote_pieces`)."""
 
 
 def piece_bytes_for(total: int) -> int:
@@ -98,7 +102,7 @@ def local_engine_for(total: int, opts: IngestOptions, files: int, piece_bytes: i
     return local_engine(workers)
 
 
-Futures = dict[Source, tuple[Path | None, JobFuture]]
+Futures = dict[Source, tuple[Location | None, JobFuture]]
 
 
 def submit_files(todo: list[Source], ids: dict[Source, int], pool: Engine | None, opts: IngestOptions,
@@ -243,7 +247,9 @@ def begin_ingest(paths: Sequence[Location], db_path: Path, clean_leftovers: Call
     (``clean_leftovers``: :func:`trace_report.store.database.clean_leftovers`, which reads an
     existing database's ``event_files`` with DuckDB; called only where there may be leftovers,
     :func:`~trace_report.store.layout.may_have_leftovers`) and, into a new database decoded on
-    this machine (``engine`` None), submit the jobs (:func:`prestart`).
+    this machine (``engine`` None), submit the jobs (:func:`prestart`). With pieces in object
+    storage (``options.pieces``, or a database that records a prefix) the prefix is checked and
+    cleaned first (:func:`~trace_report.store.remote_pieces.prepare`).
 
     On leaving, the pieces are committed; on an exception (or interrupt) the early jobs are
     stopped and every piece this ingest wrote is removed before it propagates. Raises
@@ -255,7 +261,9 @@ def begin_ingest(paths: Sequence[Location], db_path: Path, clean_leftovers: Call
     with resolve([location(p) for p in paths], allow_database=False, max_ratio=limit) as found, \
             database_lock(db_path, "writing"):
         notes = clean_leftovers(db_path) if may_have_leftovers(db_path) else []
-        store = ParquetStore(db_path)
+        plan = prepare_pieces(db_path, (options or IngestOptions()).pieces)
+        notes += plan.notes
+        store = ParquetStore(db_path, plan.folder, plan.pieces_id)
         early = prestart(found, store, options) if engine is None and not db_path.exists() else None
         try:
             yield Started(db_path, found, store, early, notes)

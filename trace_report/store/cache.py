@@ -53,7 +53,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from trace_report.store.events_view import database_file, events_dir_for
+from trace_report.storage import is_url
+from trace_report.store.events_view import database_file, events_dir_for, pieces_location
 from trace_report.store.layout import DERIVED_FOLDER
 from trace_report.store.views import views_as_created
 
@@ -291,13 +292,15 @@ def _identity(con: duckdb.DuckDBPyConnection) -> str:
 
 def _store_for(con: duckdb.DuckDBPyConnection, kind: str, key: str) -> KindStore | None:
     """The parts of ``kind`` beside the database file behind ``con`` (whose views the caller has
-    checked); None for a database in memory or one without its events folder."""
+    checked); None for a database in memory or one without its events folder. A database whose
+    pieces are in object storage keeps them in a local events folder all the same (made here)."""
     path = database_file(con)
     if path is None:
         return None
     events = events_dir_for(path)
     try:
-        folder = derived_folder(events) if events.is_dir() else None
+        there = events.is_dir() or is_url(pieces_location(con, path))
+        folder = derived_folder(events) if there else None
     except OSError:
         folder = None
     return KindStore(folder / kind, key, _identity(con)) if folder is not None else None

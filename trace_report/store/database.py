@@ -17,7 +17,12 @@ import duckdb
 from trace_report.errors import DatabaseError
 from trace_report.pathtext import printable
 from trace_report.store.cache import prune as prune_derived
-from trace_report.store.events_view import create_events_view_from_files, empty_events_view, events_dir_for
+from trace_report.store.events_view import (
+    create_events_view_from_files,
+    empty_events_view,
+    events_dir_for,
+    pieces_location,
+)
 from trace_report.store.layout import (
     database_path,
     remove_database_file,
@@ -158,7 +163,9 @@ def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] 
     (:mod:`trace_report.store.trust`), and, ``sandboxed``, the connection reads and writes no file
     outside the database's events folder, loads no extension and its settings are locked
     (:func:`~trace_report.store.sandbox.sandbox`, after ``settings``: DuckDB settings by name).
-    ``unsafe`` (``sql --unsafe``): the catalog is not checked either (the events folder still is)."""
+    ``unsafe`` (``sql --unsafe``): the catalog is not checked either (the events folder still is).
+    Pieces in object storage (:mod:`~trace_report.store.remote_pieces`) are read through their
+    prefix's file system, and that prefix is then the one place the sandbox lets it read."""
     if not path.is_file():
         raise DatabaseError(f"{path}: no such database file")
     path = database_path(path)
@@ -167,13 +174,14 @@ def connect_existing(path: Path, *, read_only: bool = True, warnings: list[str] 
         warning = newer_schema(con, path) if read_only else None
         if warning is not None and warnings is not None and warning not in warnings:
             warnings.append(warning)
-        create_events_view_from_files(con, events_dir_for(path))
+        pieces = pieces_location(con, path)
+        create_events_view_from_files(con, pieces)
         create_views(con, views, record=False)  # bound when a query reads them (views.deferred)
         record_views(con)  # the views as created, over every file
         for name, value in (settings or {}).items():
             con.execute(f"SET {name} = $value", {"value": value})
         if sandboxed:
-            sandbox(con, [str(events_dir_for(path))])
+            sandbox(con, [str(pieces)])
     except BaseException:
         con.close()
         raise

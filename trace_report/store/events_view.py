@@ -1,7 +1,9 @@
 """The ``events`` TEMP view of a database: over its Parquet pieces, or empty.
 
 Opening a database needs only DuckDB (no pyarrow, no numpy): the pieces are read by DuckDB's
-``read_parquet``; writing them is :mod:`trace_report.store.pieces`' job.
+``read_parquet``; writing them is :mod:`trace_report.store.pieces`' job. Pieces in object storage
+(:mod:`trace_report.store.remote_pieces`) are read through the prefix's file system registered on
+the connection (pyarrow then loads).
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import duckdb
 
+from trace_report import storage
 from trace_report.errors import DatabaseError
-from trace_report.store.layout import events_dir_for  # noqa: F401  (re-exported)
+from trace_report.storage import Location
+from trace_report.store.layout import events_dir_for, piece_at  # noqa: F401  (re-exported)
+from trace_report.store.remote_pieces import pieces_location  # noqa: F401  (re-exported)
 from trace_report.store.sandbox import record_event_dirs
 from trace_report.store.sql_quote import literal_list
 
@@ -39,9 +44,14 @@ def empty_events_view(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} WHERE false")
 
 
-def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
-    """(Re)create ``events`` over the Parquet files listed in ``event_files``. Raises
-    :class:`DatabaseError` for a missing or unreadable file."""
+def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Location) -> None:
+    """(Re)create ``events`` over the Parquet files listed in ``event_files``, in the folder or
+    object-store prefix ``folder``. Raises :class:`DatabaseError` for a missing or unreadable file
+    (:class:`~trace_report.errors.InputError` for a prefix that cannot be listed)."""
+    if storage.is_url(folder):
+        _create_over_objects(con, str(folder))
+        return
+    assert isinstance(folder, Path)
     rows = con.execute("SELECT file FROM event_files ORDER BY trace_id, file").fetchall()
     files = [str(folder / f) for (f,) in rows]
     missing = [f for f in files if not Path(f).is_file()]
@@ -59,6 +69,28 @@ def create_events_view_from_files(con: duckdb.DuckDBPyConnection, folder: Path) 
         raise damaged_piece(exc, files) or DatabaseError(
             f"{_database_of(folder)}: cannot read its event files ({_first_line(exc)})") from exc
     record_event_dirs(con, [str(folder)])
+
+
+def _create_over_objects(con: duckdb.DuckDBPyConnection, url: str) -> None:
+    """``events`` over pieces under the prefix ``url``: listed once (a missing piece is said at once;
+    their bytes are checked by DuckDB as queries read them, :func:`damaged_piece`)."""
+    rows = con.execute("SELECT file FROM event_files ORDER BY trace_id, file").fetchall()
+    files = [str(piece_at(url, f)) for (f,) in rows]
+    present = {str(o.location) for o in storage.list_prefix(url)} if files else set()
+    missing = [f for f in files if f not in present]
+    if missing:
+        raise DatabaseError(f"{storage.shown(url)}: {len(missing)} event piece(s) are missing "
+                            f"(first: {storage.name_of(missing[0])})")
+    record_event_dirs(con, [url])
+    if not files:
+        empty_events_view(con)
+        return
+    storage.register(con, url, unchanging=True)
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT * FROM read_parquet({literal_list(files)})")
+    except duckdb.Error as exc:
+        raise damaged_piece(exc) or DatabaseError(
+            f"{storage.shown(url)}: cannot read its event pieces ({_first_line(exc)})") from exc
 
 
 def is_parquet(path: str) -> bool:
@@ -82,6 +114,7 @@ def _database_of(folder: Path) -> Path:
 
 
 _PIECE_PATH = re.compile(r"(/[^'\"\n]*?\.events)/([^/'\"\s]+\.parquet)")
+_PIECE_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+://[^'\"\s]*?)/(t\d+-[0-9a-f]+-p\d+\.parquet)")
 
 
 def damaged_piece(exc: BaseException, files: list[str] | None = None) -> DatabaseError | None:
@@ -89,6 +122,9 @@ def damaged_piece(exc: BaseException, files: list[str] | None = None) -> Databas
     database's Parquet event files (a truncated or overwritten piece), else None.
 
     With ``files``, a piece the message does not name is found by reading each footer."""
+    if (url := _PIECE_URL.search(str(exc))) is not None:  # a piece in object storage
+        return DatabaseError(f"{storage.shown(url.group(1))}: event piece {url.group(2)} is damaged "
+                             f"({_first_line(exc)})")
     m = _PIECE_PATH.search(str(exc))
     if m is not None:
         folder, name = Path(m.group(1)), m.group(2)

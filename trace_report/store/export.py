@@ -41,7 +41,7 @@ from trace_report import storage
 from trace_report.archives import Scratch
 from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
-from trace_report.inputs import is_dataset
+from trace_report.inputs import is_dataset, is_dataset_url
 from trace_report.store.database import create_schema
 from trace_report.store.memory import MemoryStore
 from trace_report.store.runs import CSV_TABLES, attach_runs
@@ -256,14 +256,25 @@ def _replace(tmp: Path, out: Path) -> None:
 # ---------------------------------------------------------------- reading
 
 
-def _load_tables(con: duckdb.DuckDBPyConnection, folder: Path) -> list[str]:
-    """Load every ``<table>.parquet`` of the dataset: into the schema's tables where they exist,
-    else as new tables (TEMP for the run tables, as :func:`trace_report.open`
-    makes them). Returns the table names."""
+def _dataset_files(folder: storage.Location) -> tuple[list[str], list[str]]:
+    """The ``<table>.parquet`` files of a dataset and its event files (paths or URLs), sorted."""
+    if isinstance(folder, Path):
+        return ([str(p) for p in sorted(folder.glob("*.parquet"))],
+                [str(p) for p in sorted(folder.glob("events/**/*.parquet"))])
+    root = folder.rstrip("/") + "/"
+    names = sorted(str(o.location)[len(root):] for o in storage.list_prefix(folder))
+    return ([root + n for n in names if "/" not in n and n.endswith(".parquet")],
+            [root + n for n in names if n.startswith("events/") and n.endswith(".parquet")])
+
+
+def _load_tables(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[str]:
+    """Load every ``<table>.parquet`` of the dataset (``tables``: their paths or URLs): into the
+    schema's tables where they exist, else as new tables (TEMP for the run tables, as
+    :func:`trace_report.open` makes them). Returns the table names."""
     existing = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     loaded = []
-    for path in sorted(folder.glob("*.parquet")):
-        name, src = path.stem, f"read_parquet({literal(path)})"
+    for path in tables:
+        name, src = storage.name_of(path).removesuffix(".parquet"), f"read_parquet({literal(path)})"
         if name == "trace_report_info":
             continue  # create_schema wrote ours
         if name in existing:
@@ -275,37 +286,46 @@ def _load_tables(con: duckdb.DuckDBPyConnection, folder: Path) -> list[str]:
     return loaded
 
 
-def _events_view(con: duckdb.DuckDBPyConnection, folder: Path) -> None:
-    if not any(folder.glob("events/**/*.parquet")):
+def _events_view(con: duckdb.DuckDBPyConnection, folder: storage.Location, events: list[str]) -> None:
+    if not events:
         MemoryStore().publish(con)  # an empty events view with the right columns
         return
     cols = ", ".join(identifier(f.name) for f in EVENTS_SCHEMA)
-    glob = literal(folder / "events" / "**" / "*.parquet")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} FROM read_parquet({glob}, "
+    # a local dataset by its glob (files added by another writer are read too); objects by their list
+    files = literal(Path(folder) / "events" / "**" / "*.parquet") if isinstance(folder, Path) else \
+        "[" + ", ".join(literal(f) for f in events) + "]"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW events AS SELECT {cols} FROM read_parquet({files}, "
                 "hive_partitioning = true, hive_types = {'run_id': VARCHAR, 'rank': INTEGER})")
-    record_event_dirs(con, [str(folder / "events")])
+    where = storage.join(folder, "events") if isinstance(folder, str) else str(folder / "events")
+    record_event_dirs(con, [where])
 
 
 def open_parquet_dataset(path: Path | str) -> TraceDB:
-    """Open a folder written by :func:`export_parquet`: an in-memory DuckDB with the small tables
-    loaded, ``events`` a view over the partitioned files, and the analysis views.
+    """Open a folder written by :func:`export_parquet`, or a prefix in object storage written by
+    ``export -o s3://...`` (read in place, through the prefix's file system registered on the
+    connection): an in-memory DuckDB with the small tables loaded, ``events`` a view over the
+    partitioned files, and the analysis views.
 
-    Raises :class:`InputError` when ``path`` is not such a folder.
+    Raises :class:`InputError` when ``path`` is not such a folder or prefix (or it cannot be read).
     """
-    folder = Path(path)
-    if not is_dataset(folder):
-        raise InputError(f"{folder}: not a trace-report Parquet dataset (no traces.parquet and events/)")
+    folder: storage.Location = path if storage.is_url(path) else Path(path)
+    shown = storage.shown(folder)
+    if not (is_dataset_url(str(folder)) if storage.is_url(folder) else is_dataset(Path(folder))):
+        raise InputError(f"{shown}: not a trace-report Parquet dataset (no traces.parquet and events/)")
+    tables, events = _dataset_files(folder)
     con = duckdb.connect(":memory:")
     try:
+        if storage.is_url(folder):
+            storage.register(con, str(folder), unchanging=True)
         create_schema(con)
-        loaded = _load_tables(con, folder)
-        _events_view(con, folder)
+        loaded = _load_tables(con, tables)
+        _events_view(con, folder, events)
         create_views(con)
         if "runs" not in loaded:
             attach_runs(con, [])
     except duckdb.Error as exc:
         con.close()
-        raise InputError(f"{folder}: unreadable Parquet dataset ({str(exc).splitlines()[0]})") from exc
+        raise InputError(f"{shown}: unreadable Parquet dataset ({str(exc).splitlines()[0]})") from exc
     except BaseException:
         con.close()
         raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -22,9 +23,20 @@ DERIVED_FOLDER = "derived"
 (:mod:`trace_report.store.cache`)."""
 
 
+PIECE_NAME = re.compile(r"t\d{6,}-[0-9a-f]{8}-p\d{5,}\.parquet")
+"""The name of an event piece an ingest writes (:meth:`~trace_report.store.pieces.ParquetStore.path_for`):
+in object storage nothing else is ever deleted, nor read as a piece."""
+
+
 def events_dir_for(db_path: Path) -> Path:
-    """The folder holding a database's event files: ``<db file name>.events`` beside it."""
+    """The folder holding a database's event files: ``<db file name>.events`` beside it (unless
+    its pieces are in object storage: :mod:`trace_report.store.remote_pieces`)."""
     return db_path.with_name(db_path.name + ".events")
+
+
+def piece_at(folder: Path | str, name: str) -> Path | str:
+    """The piece ``name`` in ``folder``: a local folder, or an object-store prefix (a URL)."""
+    return folder / name if isinstance(folder, Path) else folder.rstrip("/") + "/" + name
 
 
 def is_database_file(path: Path) -> bool:

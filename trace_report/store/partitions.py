@@ -17,16 +17,17 @@ raises; ingest them first).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.formats.schema import EVENTS_SCHEMA
 from trace_report.store.database import create_schema
-from trace_report.store.events_view import database_file, events_dir_for
+from trace_report.store.events_view import database_file, piece_at, pieces_location
 from trace_report.store.sandbox import EVENT_DIRS
 from trace_report.store.sql_quote import identifier, literal_list
 from trace_report.store.tracedb import TraceDB
@@ -63,35 +64,38 @@ def _traces(con: duckdb.DuckDBPyConnection, trace_ids: list[int] | None) -> pa.T
 
 
 def _from_database(con: duckdb.DuckDBPyConnection, path: Path, trace_ids: list[int] | None) -> list[EventPartition]:
-    folder = events_dir_for(path)
+    folder = pieces_location(con, path)
     traces = _traces(con, trace_ids)
     files: dict[int, list[str]] = {}
     for trace_id, name in con.execute("SELECT trace_id, file FROM event_files ORDER BY trace_id, file").fetchall():
-        files.setdefault(int(trace_id), []).append(str(folder / name))
+        files.setdefault(int(trace_id), []).append(str(piece_at(folder, name)))
     ids = traces.column("trace_id").to_pylist()
     return [EventPartition(f"trace {t}", traces.slice(i, 1), tuple(files.get(int(t), [])))
             for i, t in enumerate(ids)]
 
 
-def _hive_key(folder: Path, root: Path) -> tuple[str | None, int | None]:
-    values = dict(part.split("=", 1) for part in folder.relative_to(root).parts if "=" in part)
+def _hive_key(folder: PurePosixPath) -> tuple[str | None, int | None]:
+    values = dict(part.split("=", 1) for part in folder.parts if "=" in part)
     run = unquote(values.get("run_id", HIVE_NULL))
     rank = unquote(values.get("rank", HIVE_NULL))
     return (None if run == HIVE_NULL else run), (None if rank == HIVE_NULL else int(rank))
 
 
-def _from_dataset(con: duckdb.DuckDBPyConnection, root: Path, trace_ids: list[int] | None) -> list[EventPartition]:
+def _from_dataset(con: duckdb.DuckDBPyConnection, root: str, trace_ids: list[int] | None) -> list[EventPartition]:
+    """The partitions of a dataset whose ``events`` folder (or prefix, a URL) is ``root``."""
     traces = _traces(con, trace_ids)
     runs, ranks = traces.column("run_id").to_pylist(), traces.column("rank").to_pylist()
-    by_folder: dict[Path, list[str]] = {}
-    for f in sorted(root.glob("**/*.parquet")):
-        by_folder.setdefault(f.parent, []).append(str(f))
+    base = root.rstrip("/") + "/"
+    by_folder: dict[PurePosixPath, list[str]] = {}
+    for f in sorted(str(o.location) for o in storage.list_prefix(storage.location(root.rstrip("/")))):
+        if f.endswith(".parquet") and f.startswith(base):
+            by_folder.setdefault(PurePosixPath(f[len(base):]).parent, []).append(f)
     out = []
     for folder, files in by_folder.items():
-        run, rank = _hive_key(folder, root)
+        run, rank = _hive_key(folder)
         rows = [i for i, (r, k) in enumerate(zip(runs, ranks, strict=True)) if r == run and k == rank]
         if rows:
-            out.append(EventPartition(str(folder.relative_to(root)), traces.take(rows), tuple(files)))
+            out.append(EventPartition(str(folder), traces.take(rows), tuple(files)))
     return sorted(out, key=lambda p: min(p.trace_ids))
 
 
@@ -104,8 +108,8 @@ def event_partitions(db: TraceDB, trace_ids: list[int] | None = None) -> list[Ev
     if path is not None:
         return _from_database(db.con, path, trace_ids)
     dirs = _event_dirs(db.con)
-    if len(dirs) == 1 and Path(dirs[0]).name == "events":
-        return _from_dataset(db.con, Path(dirs[0]), trace_ids)
+    if len(dirs) == 1 and dirs[0].rstrip("/").rsplit("/", 1)[-1] == "events":
+        return _from_dataset(db.con, dirs[0], trace_ids)
     raise InputError("these traces are in memory, not in Parquet files that tasks can read: ingest them into a "
                      "database first (trace-report ingest PATHS -o DB --engine ray)")
 
@@ -126,13 +130,16 @@ def batches(parts: list[EventPartition], n: int) -> list[EventPartition]:
 
 def open_partition(part: EventPartition) -> TraceDB:
     """An in-memory database of one partition: its ``traces`` rows, ``events`` over its files, every
-    view. DuckDB runs on one thread (a task has one CPU; sums are then in file order)."""
+    view. DuckDB runs on one thread (a task has one CPU; sums are then in file order). Pieces in
+    object storage are read through their file system (the task's own credentials)."""
     con = duckdb.connect(":memory:", config={"threads": 1})
     try:
         create_schema(con)
         con.register("_partition_traces", part.traces)
         con.execute("INSERT INTO traces BY NAME SELECT * FROM _partition_traces")
         con.unregister("_partition_traces")
+        if part.files and storage.is_url(part.files[0]):
+            storage.register(con, part.files[0], unchanging=True)
         if part.files:
             cols = ", ".join(identifier(f.name) for f in EVENTS_SCHEMA)
             files = literal_list(part.files)

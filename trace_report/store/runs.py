@@ -16,12 +16,17 @@ any mix of run folders, experiment folders, a ``traces/`` folder of many runs, t
   ``steps.csv`` and ``results.csv`` (columns as in ``docs/capture.md``).
 
 The tables exist (empty) even when no run folder is found (docs/architecture.md, Conventions).
+A run folder may be a prefix in object storage (traces read from ``s3://...``): its ``run.json``,
+``run-rank<N>.json`` and CSV files are read from there when the tables are made, as a local
+folder's are (one request to tell whether a trace's prefix holds a ``run.json``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from trace_report import storage
 from trace_report.errors import InputError
 from trace_report.manifest import MANIFEST, RunManifest, from_dict, raw_manifest
 from trace_report.redact import StringScreen
@@ -55,7 +61,7 @@ class RunFolder:
     """One folder with a ``run.json``: its key, typed manifest, the stored JSON (both redacted)
     and CSV files."""
 
-    path: Path
+    path: storage.Location
     key: str
     manifest: RunManifest
     raw: dict[str, Any] = field(default_factory=dict)
@@ -105,8 +111,30 @@ def _run_key(folder: Path, manifest: RunManifest) -> str:
     return run_id if folder.name == run_id else f"{run_id}/{folder.name}"
 
 
-def load_run_folder(folder: Path) -> RunFolder:
-    """A run folder with its manifest and its ``metrics``, ``steps`` and ``results`` tables."""
+_RUN_FILES = re.compile(r"(run|run-rank\d+)\.json|(metrics|steps|results)(-rank\d+)?\.csv")
+"""The files of a run folder that its tables are made of (read from object storage, the rest is not)."""
+
+
+def load_run_folder(folder: storage.Location) -> RunFolder:
+    """A run folder with its manifest and its ``metrics``, ``steps`` and ``results`` tables; a
+    prefix in object storage has its run files (:data:`_RUN_FILES`) copied to a temporary folder
+    first. Raises :class:`InputError` when a prefix cannot be read."""
+    if not storage.is_url(folder):
+        return _load_local(Path(folder))
+    url = str(folder).rstrip("/")
+    with tempfile.TemporaryDirectory(prefix="trace-report-run-") as tmp:
+        local = Path(tmp) / storage.name_of(url)
+        local.mkdir()
+        for obj in storage.list_prefix(url):
+            name = str(obj.location)[len(url) + 1:]
+            if _RUN_FILES.fullmatch(name):
+                storage.download(obj.location, local / name)
+        run = _load_local(local)
+    run.path = url
+    return run
+
+
+def _load_local(folder: Path) -> RunFolder:
     raw = raw_manifest(folder)  # read once: the typed view and the stored JSON come from it
     manifest = from_dict(raw, redacted=True) if raw is not None else RunManifest(schema="")
     run = RunFolder(folder, _run_key(folder, manifest), manifest, raw or {})
@@ -135,7 +163,7 @@ def run_row(run: RunFolder, n_traces: int) -> dict[str, Any]:
     summary = m.summary
     peak = _num(summary.peak_memory_bytes) if summary else None
     return {
-        "run_key": run.key, "run_id": m.run_id or run.path.name, "experiment": m.experiment,
+        "run_key": run.key, "run_id": m.run_id or storage.name_of(run.path), "experiment": m.experiment,
         "variant": m.variant, "kind": m.kind, "path": str(run.path), "model": cfg.get("model"),
         "batch_size": cfg.get("batch_size"), "epochs": cfg.get("epochs"), "steps": cfg.get("steps"),
         "optimizer": cfg.get("optimizer"), "lr": m.learning_rate if m.learning_rate is not None else cfg.get("lr"),
@@ -162,16 +190,34 @@ def _runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 # ---------------------------------------------------------------- database side
 
 
-def _trace_folders(con: duckdb.DuckDBPyConnection) -> list[tuple[int, Path]]:
+def _trace_folders(con: duckdb.DuckDBPyConnection) -> list[tuple[int, storage.Location]]:
     rows = con.execute("SELECT trace_id, path FROM traces ORDER BY trace_id").fetchall()
-    return [(int(t), Path(str(p).split("!", 1)[0]).parent) for t, p in rows]
+    return [(int(t), _parent(str(p).split("!", 1)[0])) for t, p in rows]
 
 
-def _resolved(path: Path) -> Path:
+def _parent(path: str) -> storage.Location:
+    """The folder of a trace's path: a local folder, or the prefix of an object's URL."""
+    return path.rstrip("/").rsplit("/", 1)[0] if storage.is_url(path) else Path(path).parent
+
+
+def _has_manifest(folder: storage.Location) -> bool:
+    """Whether ``folder`` holds a ``run.json`` (a prefix that cannot be reached holds none)."""
+    if not storage.is_url(folder):
+        return (Path(folder) / MANIFEST).is_file()
     try:
-        return path.resolve()
+        storage.stat(storage.join(str(folder), MANIFEST))
+    except InputError:
+        return False
+    return True
+
+
+def _resolved(path: storage.Location) -> storage.Location:
+    if storage.is_url(path):
+        return str(path).rstrip("/")
+    try:
+        return Path(path).resolve()
     except OSError:
-        return path.absolute()
+        return Path(path).absolute()
 
 
 def _register(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame, types: dict[str, str]) -> None:
@@ -195,18 +241,20 @@ def _csv_frame(runs: list[RunFolder], table: str) -> pd.DataFrame:
     return frame[["run_key", *[c for c in frame.columns if c != "run_key"]]]
 
 
-def attach_runs(con: duckdb.DuckDBPyConnection, folders: Sequence[Path]) -> list[RunFolder]:
+def attach_runs(con: duckdb.DuckDBPyConnection, folders: Sequence[storage.Location]) -> list[RunFolder]:
     """Create (or replace) the TEMP tables ``runs``, ``run_traces``, ``run_metrics``,
     ``run_steps`` and ``run_results`` on ``con`` from the run folders given and those beside
-    the traces in ``con``'s ``traces`` table. Returns the run folders, in ``runs`` order."""
+    the traces in ``con``'s ``traces`` table (local folders or object-store prefixes). Returns
+    the run folders, in ``runs`` order."""
     traced = _trace_folders(con)
-    wanted = list(dict.fromkeys([*folders, *(f for _, f in traced if (f / MANIFEST).is_file())]))
+    beside = [f for f in dict.fromkeys(f for _, f in traced) if _has_manifest(f)]  # each folder asked once
+    wanted = list(dict.fromkeys([*folders, *beside]))
     if not wanted:
         _empty_run_tables(con)
         return []
     import pandas as pd  # run folders only (see read_csv_table)
 
-    by_path: dict[Path, RunFolder] = {}
+    by_path: dict[storage.Location, RunFolder] = {}
     for folder in wanted:
         by_path.setdefault(_resolved(folder), load_run_folder(folder))
     runs = list(by_path.values())

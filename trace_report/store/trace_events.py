@@ -15,25 +15,29 @@ from pathlib import Path
 
 import duckdb
 
-from trace_report.store.events_view import database_file, events_dir_for
+from trace_report import storage
+from trace_report.storage import Location
+from trace_report.store.events_view import database_file, piece_at, pieces_location
 from trace_report.store.sql_quote import literal_list
 from trace_report.store.views import views_as_created
 
 EVENTS = "events"
 
 
-def own_events_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
+def own_events_folder(con: duckdb.DuckDBPyConnection) -> Location | None:
     """The folder of the pieces behind ``con``'s ``events`` where they are the database's own: a
-    database file whose folder exists, on a connection whose views are those trace-report made (a
+    database file whose folder exists (or whose object-store prefix it records, read through the
+    file system registered on ``con``), on a connection whose views are those trace-report made (a
     notebook that redefined ``events`` or a rule view gets None); else None. What the derived
     tables kept beside a database (:mod:`trace_report.store.cache`) and
     :func:`trace_event_sources` both need."""
     path = database_file(con)
     if path is None:
         return None
-    folder = events_dir_for(path)
+    folder = pieces_location(con, path)
     try:
-        return folder if folder.is_dir() and views_as_created(con) else None
+        there = storage.is_url(folder) or (isinstance(folder, Path) and folder.is_dir())
+        return folder if there and views_as_created(con) else None
     except OSError:
         return None
 
@@ -47,5 +51,5 @@ def trace_event_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
         return {}
     files: dict[int, list[str]] = {}
     for trace_id, file in con.execute("SELECT trace_id, file FROM event_files ORDER BY trace_id, file").fetchall():
-        files.setdefault(int(trace_id), []).append(str(folder / file))
+        files.setdefault(int(trace_id), []).append(str(piece_at(folder, file)))
     return {t: f"read_parquet({literal_list(fs)})" for t, fs in files.items()}

@@ -17,7 +17,8 @@ one of ours would change what a command reads. So on open (:func:`check_catalog`
 - ``traces.trace_id`` and ``traces.rank`` may not be NULL (every analysis groups by them);
 - every ``event_files.file`` resolves (symbolic links followed) to a file inside the database's
   own events folder (:func:`event_file_paths`): the events view reads them and an ingest that
-  replaces a trace deletes them.
+  replaces a trace deletes them; with pieces in object storage, each is a piece's name
+  (:data:`~trace_report.store.layout.PIECE_NAME`) directly under the prefix the database records.
 
 Each refusal is one :class:`~trace_report.errors.DatabaseError` line naming the objects.
 """
@@ -33,7 +34,9 @@ import duckdb
 
 from trace_report.errors import DatabaseError
 from trace_report.pathtext import printable
-from trace_report.store.layout import database_path, events_dir_for, inside, is_database_file  # noqa: F401
+from trace_report.storage import Location, shown
+from trace_report.store.layout import PIECE_NAME, database_path, events_dir_for, inside, is_database_file, piece_at  # noqa: F401
+from trace_report.store.remote_pieces import pieces_location
 from trace_report.store.views import sql_text, statements
 
 TABLE_FILES = ("schema.sql", "tables_ncu.sql")
@@ -137,14 +140,17 @@ def check_written(con: duckdb.DuckDBPyConnection, path: Path) -> None:
                             f"leaves ({exc})") from exc
 
 
-def event_file_paths(con: duckdb.DuckDBPyConnection, db_path: Path) -> list[tuple[int, Path]]:
+def event_file_paths(con: duckdb.DuckDBPyConnection, db_path: Path) -> list[tuple[int, Location]]:
     """``(trace_id, path)`` of every row of ``event_files`` (in trace and file order), each path
-    inside the database's events folder. Raises :class:`DatabaseError` for a name that resolves
-    (symbolic links followed) outside it: ``/elsewhere/notes.txt``, ``../victim.parquet``."""
-    folder = events_dir_for(db_path)
+    inside the database's events folder (or, in object storage, a piece's name under its prefix).
+    Raises :class:`DatabaseError` for a name that resolves (symbolic links followed) outside it:
+    ``/elsewhere/notes.txt``, ``../victim.parquet``."""
+    folder = pieces_location(con, db_path)
     rows = con.execute("SELECT trace_id, file FROM event_files ORDER BY trace_id, file").fetchall()
     if not rows:
         return []
+    if not isinstance(folder, Path):
+        return _piece_urls(rows, folder, db_path)
     root = os.path.realpath(folder)
     out, outside = [], []
     for trace_id, name in rows:
@@ -157,3 +163,13 @@ def event_file_paths(con: duckdb.DuckDBPyConnection, db_path: Path) -> list[tupl
                             f"folder {printable(folder)} (first: {printable(outside[0])}); it was changed outside "
                             "trace-report: ingest into a new file")
     return out
+
+
+def _piece_urls(rows: list[tuple[int, str]], url: str, db_path: Path) -> list[tuple[int, Location]]:
+    bad = [str(name) for trace_id, name in rows
+           if trace_id is None or name is None or not PIECE_NAME.fullmatch(str(name))]
+    if bad:
+        raise DatabaseError(f"{printable(db_path)}: event_files lists {len(bad)} name(s) that are no event piece's "
+                            f"under {shown(url)} (first: {printable(bad[0])}); it was changed outside "
+                            "trace-report: ingest into a new file")
+    return [(trace_id, piece_at(url, name)) for trace_id, name in rows]

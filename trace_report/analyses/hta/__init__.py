@@ -14,10 +14,11 @@ Three HTA analyses, with our column names (units in the names, docs/architecture
 
 HTA reads trace files from a directory, one file per rank; the paths given (files, directories
 of ranks, tar archives, or a database whose source files still exist) are linked into a
-temporary directory. Ranks come from the trace's
-``distributedInfo.rank``, else the file name (``rank-3``, ``worker3``), else 0. HTA's own
-failures on unsuitable traces (CPU-only, no kernels, a missing rank, a trace HTA's parser
-trips on) become :class:`~trace_report.errors.InputError` with HTA's message on one line.
+temporary directory. HTA opens local files only: traces in object storage (``s3://`` ... URLs,
+or a database ingested from them) are copied into that directory, which is removed afterwards.
+Ranks come from the trace's ``distributedInfo.rank``, else the file name (``rank-3``,
+``worker3``), else 0. HTA's own failures on unsuitable traces (CPU-only, no kernels, a missing
+rank, a trace HTA's parser trips on) become :class:`~trace_report.errors.InputError` with HTA's message on one line.
 
 HTA's own output is contained (:func:`_quiet`): its progress prints, its log lines and the
 pandas warnings it triggers (7 Pandas4Warnings on the MI250 trace of ../shared) never reach the caller's terminal unless
@@ -36,6 +37,7 @@ import io
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -55,6 +57,7 @@ from trace_report.errors import InputError, UsageError
 from trace_report.formats.kineto import is_gzip, open_stream
 from trace_report.formats.kineto_metadata import rank_from_name
 from trace_report.inputs import InputKind, Source, resolve
+from trace_report.storage import Location, is_url, location
 from trace_report.store.database import connect_existing
 
 TEMPORAL_COLUMNS = ["rank", "idle_us", "compute_us", "non_compute_us", "span_us", "idle_pct", "compute_pct",
@@ -103,24 +106,25 @@ def trace_rank(path: Path) -> int | None:
     return None
 
 
-def _stored_paths(database: Path) -> list[Path]:
-    """The trace files (or archives) a trace-report database was ingested from."""
+def _stored_paths(database: Path) -> list[Location]:
+    """The trace files (or archives) a trace-report database was ingested from: local paths, or
+    the URLs of objects (read again from there)."""
     con = connect_existing(database, read_only=True)
     try:
         stored = [row[0] for row in con.execute("SELECT path FROM traces ORDER BY trace_id").fetchall()]
     finally:
         con.close()
-    out: list[Path] = []
+    out: list[Location] = []
     for label in stored:
-        src = Path(label.split("!", 1)[0])
-        if not src.exists():
+        src = location(label.split("!", 1)[0])
+        if not is_url(src) and not Path(src).exists():
             raise InputError(f"{database}: HTA needs the trace files, and {src} (ingested from) is gone")
         if src not in out:
             out.append(src)
     return out
 
 
-def _trace_sources(paths: list[Path]) -> Iterator[Source]:
+def _trace_sources(paths: list[Location]) -> Iterator[Source]:
     """The Chrome/Kineto traces among ``paths`` (a database stands for the files it was read from)."""
     with resolve(paths, url_heads=False) as found:  # HTA reads each file by its name: objects copied whole
         if found.database is not None:
@@ -133,14 +137,15 @@ def _trace_sources(paths: list[Path]) -> Iterator[Source]:
 
 @contextlib.contextmanager
 def hta_trace_files(paths: Sequence[str | PathLike[str]]) -> Iterator[tuple[Path, dict[int, str]]]:
-    """A temporary directory with the traces of ``paths`` linked in, and HTA's ``{rank: file}``.
+    """A temporary directory with the traces of ``paths`` linked in (those in object storage, or in
+    an archive, copied), and HTA's ``{rank: file}``; the directory is removed on exit.
 
     Raises :class:`InputError` when two traces claim the same rank (HTA needs one per rank).
     """
     with tempfile.TemporaryDirectory(prefix="trace-report-hta-") as tmp:
         files: dict[int, str] = {}
         labels: dict[int, str] = {}
-        for i, src in enumerate(_trace_sources([Path(p) for p in paths])):
+        for i, src in enumerate(_trace_sources([location(p) for p in paths])):
             rank = trace_rank(src.path)
             rank = rank if rank is not None else (rank_from_name(Path(src.label).name) or 0)
             if rank in files:
@@ -148,7 +153,9 @@ def hta_trace_files(paths: Sequence[str | PathLike[str]]) -> Iterator[tuple[Path
                                  "per rank (set distributedInfo.rank)")
             suffix = ".json.gz" if is_gzip(src.path) else ".json"
             link = Path(tmp) / f"rank-{rank}.{i}{suffix}"
-            if src.label != str(src.path):  # a tar member: its temporary file goes with the resolution
+            if src.staged is not None:  # an object's copy: its scratch folder goes with the resolution
+                shutil.move(src.path, link)
+            elif src.label != str(src.path):  # a tar member: its temporary file goes with the resolution
                 storage.write_file(link, src.path)
             else:
                 link.symlink_to(src.path.absolute())

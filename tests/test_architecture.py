@@ -184,6 +184,7 @@ OPENS_FILES = {
     "trace_report/cli/app.py": "os.devnull, to silence a library's own output",
     "trace_report/declare.py": "an analysis package's own __init__.py, read for its declarations",
     "trace_report/analyses/kernel_variance/compute.py": "its SQL, a package resource",
+    "trace_report/analyses/common/launch_queue.py": "its SQL, a package resource",
     "trace_report/store/views.py": "the views' SQL, package resources",
     "trace_report/present/tables.py": "the -o output file: its mode kept, a FIFO or device opened with "
                                       "O_NOCTTY and appended to, as a shell redirection would",
@@ -194,7 +195,6 @@ OPENS_FILES = {
     "trace_report/store/events_view.py": "a database's own Parquet pieces, checked for their magic",
     "trace_report/store/export.py": "an export's manifest in a local folder (a prefix goes through storage)",
     "trace_report/store/layout.py": "a database's magic bytes and its lock file (flock needs a descriptor)",
-    "trace_report/store/pieces.py": "a database's own Parquet pieces",
 }
 """Modules that open files themselves, each with its reason. Every other module reads (and writes)
 files and objects through :mod:`trace_report.storage`, whose local paths keep their fast path."""

@@ -341,6 +341,8 @@ SLOW_CASES = {
     "tests/present/test_report_sections.py::test_experiment_kernel_classes_one_bar_per_run":
         "tests/present/test_report.py (captured runs)",
     "tests/cli/test_cli.py::test_api_analyses_match_cli": "tests/test_declare.py (methods print what commands print)",
+    "tests/analyses/kernel_variance/test_kernel_variance.py::test_notebook_method_keeps_unrelated_runs_apart":
+        "tests/test_api_runs.py::test_each_run_gets_its_own_rows[kernel_variance] and the plain-pass rows test",
 }
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from advise_traces import clip, length, union
@@ -89,10 +91,29 @@ def found(result) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def a100():
-    events = events_of(load_json(trace_file("hta_a100_ddp_nccl")))
-    with tr.open(TRACES / "hta_a100_ddp_nccl") as db:
-        return Plain(events), advise(db, all_findings=True)
+def advised() -> Callable[[str], Any]:
+    """``advised(name)``: ``advise(all_findings=True)`` of one shared trace, computed once per
+    module (the tests only read it)."""
+    results: dict[str, Any] = {}
+
+    def get(name: str) -> Any:
+        if name not in results:
+            with tr.open(TRACES / name) as db:
+                results[name] = advise(db, all_findings=True)
+        return results[name]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def a100(advised):
+    return Plain(events_of(load_json(trace_file("hta_a100_ddp_nccl")))), advised("hta_a100_ddp_nccl")
+
+
+@pytest.fixture(scope="module")
+def rn50_jun() -> Plain:
+    """The plain pass over the V100 ResNet-50 trace of June 2021 (the tests only read it)."""
+    return Plain(events_of(load_json(trace_file("kineto_rn50_nw4_2021jun"))))
 
 
 def test_findings_sorted_by_saving_and_verdict_names_the_first(a100):
@@ -134,29 +155,25 @@ def test_layout_conversions_saving_is_their_kernel_time(a100):
     assert f["est_saving_ms_per_step"] == pytest.approx(layout / len(plain.steps) / 1e3, abs=1e-3)
 
 
-def test_deep_queue_is_never_launch_bound():
+def test_deep_queue_is_never_launch_bound(rn50_jun, advised):
     """V100 ResNet-50: the CPU runs milliseconds ahead (median launch-to-start delay >> kernel time),
     the GPU is the bottleneck: no launch_bound, no cpu_bound, and a note says why."""
-    events = events_of(load_json(trace_file("kineto_rn50_nw4_2021jun")))
-    plain = Plain(events)
+    plain = rn50_jun
     delays = [k["ts"] - (plain.runtime[corr(k)]["ts"] + plain.runtime[corr(k)]["dur"])
               for k in plain.gpu if corr(k) in plain.runtime]
     durations = [k["dur"] for k in plain.gpu]
     assert statistics.median(delays) > 1000 * statistics.median(durations)
-    with tr.open(TRACES / "kineto_rn50_nw4_2021jun") as db:
-        result = advise(db, all_findings=True)
+    result = advised("kineto_rn50_nw4_2021jun")
     assert not {"launch_bound", "cpu_bound"} & set(found(result))
     assert any("launch queue is deep" in n for n in result.notes)
     # the top finding is GPU work: FP32 convolutions on a V100 without tensor cores
     assert result.frame.iloc[0]["finding"] == "no_tensor_cores"
 
 
-def test_pageable_copies_share_of_gpu_time():
-    events = events_of(load_json(trace_file("kineto_rn50_nw4_2021jun")))
-    plain = Plain(events)
+def test_pageable_copies_share_of_gpu_time(rn50_jun, advised):
+    plain = rn50_jun
     pageable = sum(e["dur"] for e in plain.gpu if "Pageable" in e["name"])
-    with tr.open(TRACES / "kineto_rn50_nw4_2021jun") as db:
-        f = found(advise(db, all_findings=True))["pageable_memcpy"]
+    f = found(advised("kineto_rn50_nw4_2021jun"))["pageable_memcpy"]
     assert f["value"] == pytest.approx(100 * pageable / plain.gpu_us, abs=1e-3)
     assert f["est_saving_ms_per_step"] == pytest.approx(pageable / 2 / len(plain.steps) / 1e3, abs=1e-3)
     assert "pin_memory=True" in f["recommendation"] and "non_blocking=True" in f["recommendation"]
@@ -294,12 +311,11 @@ PAIRS = [
 
 
 @pytest.mark.parametrize(("finding", "yes", "no"), PAIRS, ids=[p[0] for p in PAIRS])
-def test_each_finding_fires_where_it_should_and_only_there(finding, yes, no):
+def test_each_finding_fires_where_it_should_and_only_there(finding, yes, no, advised):
     for name, expected in ((yes, True), (no, False)):
         if name is None:  # no shared trace runs FP32 GEMMs on sm80+: test_advise_rules.py builds one
             continue
-        with tr.open(TRACES / name) as db:
-            result = advise(db, all_findings=True)
+        result = advised(name)
         assert (finding in found(result)) is expected, (finding, name, list(found(result)))
 
 

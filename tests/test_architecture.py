@@ -133,8 +133,6 @@ ANALYSES = "trace_report.analyses."
 COMMON = "common"
 CROSS_COMMAND_IMPORTS = {
     ("advise", "breakdown"): "advise's verdicts read the rank's breakdown rows (idle share, data loading)",
-    ("advise", "flags"): "advise's verdicts read the rank's kernel-class summary",
-    ("advise", "overlap"): "advise's communication verdict reads the rank's overlap row",
     ("advise", "queue"): "advise's launch-bound verdict reads the rank's launch-queue lengths",
     ("compare", "breakdown"): "compare diffs the two sides' breakdown results (compare/ray.py: on Ray)",
     ("compare", "top_kernels"): "compare diffs the two sides' CPU self time (top-kernels' CPU table; on Ray too)",

@@ -11,6 +11,7 @@ import statistics
 import pytest
 from advise_traces import clip, length, union
 from conftest import GPU_OP_CATS, KERNEL_CATS, RUNTIME_CATS, TRACES, events_of, load_json, tar_ranks, trace_file
+from gpu_steps_plain import launched_in_steps
 from gpu_steps_plain import steps as plain_steps
 
 import trace_report as tr
@@ -198,16 +199,23 @@ def test_data_loading_per_iteration_without_profiler_steps():
 
 
 def test_eight_rank_dlrm_is_exposed_communication_first():
-    """DLRM on 8 V100s: NCCL is 76-90% of each rank's GPU time and almost none of it overlaps computation."""
+    """DLRM on 8 V100s: NCCL is 76-90% of each rank's GPU time and almost none of it overlaps
+    computation. Counted over the GPU operations launched inside the ProfilerStep (step_time's
+    rule), as the step time the saving is a share of; each rank also ran work outside it."""
     ranks = tar_ranks(TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz")
-    exposed_pct = {}
+    exposed_pct, exposed_ms, outside = {}, {}, 0.0
     for r, events in ranks.items():
         plain = Plain(events)
-        comm = union([(e["ts"], e["ts"] + e["dur"]) for e in plain.gpu
+        ops = launched_in_steps({"traceEvents": events})
+        outside += plain.gpu_us - sum(e["dur"] for e in ops)
+        comm = union([(e["ts"], e["ts"] + e["dur"]) for e in ops
                       if e["cat"] in KERNEL_CATS and COMM.match(e["name"])])
-        comp = union([(e["ts"], e["ts"] + e["dur"]) for e in plain.gpu
+        comp = union([(e["ts"], e["ts"] + e["dur"]) for e in ops
                       if e["cat"] in KERNEL_CATS and not COMM.match(e["name"])])
-        exposed_pct[r] = 100 * (length(comm) - sum(clip(comp, a, b) for a, b in comm)) / plain.gpu_us
+        exposed = length(comm) - sum(clip(comp, a, b) for a, b in comm)
+        exposed_pct[r] = 100 * exposed / sum(e["dur"] for e in ops)
+        exposed_ms[r] = exposed / len(plain.step_rows) / 1e3
+    assert outside > 0  # the whole trace's figures would differ
     with tr.open(TRACES / "param_dlrm_kineto_v100x8" / "dlrm_kineto.tar.gz") as db:
         result = advise(db)
         per_rank = advise(db, by_rank=True).frame
@@ -215,8 +223,10 @@ def test_eight_rank_dlrm_is_exposed_communication_first():
     assert top["finding"] == "exposed_communication" and sorted(top["ranks"]) == sorted(ranks)
     assert "Communication not overlapped" in result.verdict
     rows = per_rank[per_rank["finding"] == "exposed_communication"].set_index("rank")["value"]
+    saving = per_rank[per_rank["finding"] == "exposed_communication"].set_index("rank")["est_saving_ms_per_step"]
     for r, pct in exposed_pct.items():
         assert rows[r] == pytest.approx(pct, abs=0.01)
+        assert saving[r] == pytest.approx(exposed_ms[r], abs=0.002)
 
 
 def test_nothing_below_two_percent_unless_all():

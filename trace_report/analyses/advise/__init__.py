@@ -16,7 +16,10 @@ estimates ``est_saving_ms_per_step``:
   computation (HTA's overlap, the complement); ``layout_conversions`` the conversion kernels'
   time; ``pageable_memcpy`` half the pageable copy time (pinned copies ~2x faster);
   ``fp32_without_tf32`` / ``no_tensor_cores`` half the GEMM/convolution time on CUDA cores.
-  These are upper bounds where the GPU is not the bottleneck.
+  These are upper bounds where the GPU is not the bottleneck. Every GPU-time figure counts the
+  GPU operations launched inside the windows it is divided by (view ``window_gpu_ops``, step
+  time's rule: :mod:`trace_report.analyses.advise.window_gpu`), so none is inflated by work
+  launched before the first step or after the last.
 - GPU-bound steps (:mod:`trace_report.analyses.advise.gpu_bound`): ``gpu_bound`` (GPU busy
   >= 80% of step time) saves what fusing the chains of elementwise/norm/copy kernels between
   GEMMs would, ``eager_softmax`` half the softmax kernels' time (fused attention instead).

@@ -53,8 +53,8 @@ class Thresholds:
       unless ``all_findings`` (below that, run-to-run noise is of the same size).
     - ``data_loading_pct``: DataLoader > 5% of step time (torch-tb-profiler ``RunProfileData``).
     - ``pageable_pct``, ``exposed_comm_pct``, ``layout_conversion_pct``, ``fp32_gemm_pct``: the share
-      of GPU time (view ``gpu_time``) above which the finding is considered at all; 2%, the same
-      floor as the saving.
+      of GPU time (of the operations launched inside the windows, view ``window_gpu_ops``) above
+      which the finding is considered at all; 2%, the same floor as the saving.
     - ``min_tensor_core_cc``: tensor cores exist from compute capability 7.0 (Volta);
       ``tf32_cc``: TF32 from 8.0 (Ampere whitepaper), tb-profiler's rule otherwise.
     - ``launch_short_pct``: >= 50% of GPU operations shorter than their launch call (HTA
@@ -100,9 +100,13 @@ class RankFacts:
     the iterations inferred from what repeats, else the GPU span); ``step_us``: step time as the GPU
     sees it (view ``step_time``, summed), the denominator of every "% of step time" (a CPU running
     ahead of the GPU makes the steps longer than their CPU spans); ``idle``: view
-    ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels + memcpy + memset); ``classes``:
-    flags' per-class totals; ``launch``: view ``launch_bound``; ``mean_queue``: the busiest stream's
-    mean launch-queue length (queue.sql); ``comm_us`` / ``overlap_us``: overlap.sql; ``syncs``: view
+    ``gpu_idle_by_cause``; ``gpu_us``: GPU time (kernels + memcpy + memset) of the operations
+    launched inside the windows (view ``window_gpu_ops``,
+    :mod:`trace_report.analyses.advise.window_gpu`), the denominator of every "% of GPU time", and
+    ``trace_gpu_us`` the whole traces' (view ``gpu_time``); ``classes``: GPU time per kernel class
+    in the windows, as flags sums it; ``launch``: view ``launch_bound``; ``mean_queue``: the busiest
+    stream's mean launch-queue length (queue.sql); ``comm_us`` / ``overlap_us``: HTA's overlap of
+    the windows' operations (macro ``comp_comm_overlap_of``); ``syncs``: view
     ``host_syncs_by_rank``; ``pageable``: view ``pageable_copies_by_rank``;
     ``data_loading_wall_us``: the breakdown's data_loading region;
     ``startup_us``/``startup_evidence``: one-time work inside the windows (view
@@ -119,6 +123,7 @@ class RankFacts:
     basis: str = "ProfilerStep"
     idle: dict = field(default_factory=dict)
     gpu_us: float = 0.0
+    trace_gpu_us: float = 0.0
     classes: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
     cuda_core_gemm_us: float = 0.0
     cuda_core_gemm_names: str = ""

@@ -12,6 +12,54 @@ CREATE OR REPLACE TEMP VIEW analysis_windows AS
 SELECT trace_id, rank, window_id, step, basis, ts_us, end_us, wall_us, busy_us FROM gpu_utilization
 WHERE ts_us >= coalesce(getvariable('steady_from')[trace_id], '-infinity'::DOUBLE);
 
+-- The GPU operations (kernel, memcpy, memset) of the analysis windows: all that advise's GPU-time
+-- findings count (pageable copies, exposed communication, layout conversions, tensor cores,
+-- gpu_bound's kernel groups and fusible chains, eager softmax, the zeroing kernels of
+-- grad_not_set_to_none) and the GPU time their "% of GPU time" divides by, so that the GPU work
+-- and the time it is divided by are those of the same windows. (The whole trace's GPU time over
+-- its steps' time counts the work launched before, between and after them, start-up included, and
+-- a share of step time could pass 100%.) The rule is step_time's (views_step_time.sql): an
+-- operation belongs to the window its launch falls in, the runtime call with its correlation
+-- starting inside the window on the window's process (view gpu_op_launch_times, window_id), as
+-- Holistic Trace Analysis (hta/common/trace.py, add_iteration) and torch-tb-profiler
+-- (StepParser._find_device_steps) assign GPU work to steps: the work launched in step N and run
+-- after ProfilerStep#N has ended on the CPU is still step N's, and step time (the longer of the
+-- CPU span and the GPU's period of the work launched in it) covers it. The GPU's start would
+-- instead give a step the tail of the previous step's queue. Besides:
+--   a trace whose one window is its GPU span (basis 'gpu_span': no ProfilerStep, no inferred
+--   iteration) counts every operation, the operations that span is made of (window_id -1);
+--   in a trace where no operation has a launch call, an operation belongs to the window its start
+--   falls in; where others have one, an operation without is the tail of a queue launched before
+--   the trace began, in no window (kernel_steps' rule).
+-- While steady_from is set, analysis_windows holds the steady part only, and so does this view.
+-- Launch columns: the launch call of view gpu_op_launches (NULL without one).
+CREATE OR REPLACE TEMP VIEW window_gpu_ops AS
+WITH w AS MATERIALIZED (SELECT trace_id, window_id, basis, ts_us, end_us FROM analysis_windows),
+whole AS (SELECT DISTINCT trace_id FROM w WHERE basis = 'gpu_span'),
+launching AS (SELECT DISTINCT trace_id FROM gpu_op_launches),
+placed AS (
+    SELECT o.trace_id, o.event_id, o.window_id FROM gpu_op_launch_times o
+    SEMI JOIN w ON w.trace_id = o.trace_id AND w.window_id = o.window_id
+    WHERE o.trace_id NOT IN (SELECT trace_id FROM whole)
+    UNION ALL
+    SELECT g.trace_id, g.event_id, w.window_id
+    FROM gpu_ops g ASOF JOIN w ON w.trace_id = g.trace_id AND g.ts_us >= w.ts_us
+    WHERE g.ts_us < w.end_us AND g.trace_id NOT IN (SELECT trace_id FROM whole)
+      AND g.trace_id NOT IN (SELECT trace_id FROM launching)
+    UNION ALL
+    SELECT trace_id, event_id, -1 FROM gpu_ops WHERE trace_id IN (SELECT trace_id FROM whole)
+)
+SELECT g.trace_id, g.event_id, g.cat, g.name, g.stream, g.correlation, g.ts_us, g.dur_us, p.window_id,
+       l.launch_event_id, l.launch_pid, l.launch_tid, l.launch_ts_us
+FROM placed p
+JOIN gpu_ops g ON g.trace_id = p.trace_id AND g.event_id = p.event_id
+LEFT JOIN gpu_op_launches l ON l.trace_id = p.trace_id AND l.event_id = p.event_id;
+
+-- window_gpu_ops per trace and name, in the shape of gpu_op_names (ops, summed dur_us): the
+-- relation advise's GPU time (gpu_time_of), kernel classes and kernel groups read.
+CREATE OR REPLACE TEMP VIEW window_gpu_op_names AS
+SELECT trace_id, cat, name, count(*) AS ops, sum(dur_us) AS dur_us FROM window_gpu_ops GROUP BY trace_id, cat, name;
+
 -- Runtime calls that block the calling CPU thread until the GPU has finished earlier work
 -- (CUDA Runtime API "API synchronization behavior": cudaDeviceSynchronize, cudaStreamSynchronize,
 -- cudaEventSynchronize; cudaMemcpy and cudaMemset without Async are synchronous; the driver's
@@ -211,16 +259,15 @@ FROM n JOIN top t USING (rank) LEFT JOIN wh USING (rank)
 GROUP BY n.rank, t.top_call, wh.top_where;
 
 -- Pageable host<->device copies per rank (CUPTI names a copy's host side Pageable when the host
--- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), over the whole trace as
--- the GPU time (view gpu_time) is. top_name: the copy name with the most GPU time, with its
--- copies (top_copies), time (top_us) and where its launches were made most (top_where, as
+-- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), inside the analysis windows as
+-- advise's GPU time is (view window_gpu_ops). top_name: the copy name with the most GPU time, with
+-- its copies (top_copies), time (top_us) and where its launches were made most (top_where, as
 -- host_syncs_by_rank's).
 CREATE OR REPLACE TEMP VIEW pageable_copies_by_rank AS
 WITH c AS (
     SELECT t.rank, g.name, g.dur_us AS us, h.enclosing
-    FROM gpu_ops g JOIN traces t USING (trace_id)
-    LEFT JOIN gpu_op_launches l ON l.trace_id = g.trace_id AND l.event_id = g.event_id
-    LEFT JOIN host_call_where h ON h.trace_id = l.trace_id AND h.event_id = l.launch_event_id
+    FROM window_gpu_ops g JOIN traces t USING (trace_id)
+    LEFT JOIN host_call_where h ON h.trace_id = g.trace_id AND h.event_id = g.launch_event_id
     WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
 ),
 n AS (SELECT rank, name, count(*) AS n, sum(us) AS us FROM c GROUP BY ALL),

@@ -77,8 +77,8 @@ class Plain:
                 if resume is not None and gone is not None and any(
                         c["ts"] <= gone <= c["ts"] + c["dur"] for c in self.syncs):
                     cause = "host_sync"
-                elif gone is not None and starts.get(resume, float("-inf")) > gone:
-                    cause = "launch"
+                elif starts.get(resume, float("-inf")) > (gone if gone is not None else s):
+                    cause = "launch"  # nothing queued when the GPU went idle (or the window began)
                 else:
                     cause = "other"
                 out[cause] += e - s - dl

@@ -62,6 +62,12 @@ class Thresholds:
       stream holds on average fewer than 10 operations (view of HTA's queue length): with more,
       the CPU is ahead of the GPU and the GPU is never waiting for the next launch for long.
     - ``low_utilization_pct``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5).
+    - ``min_recorded_pct``: the events recorded inside the windows (CPU operators, Python functions,
+      runtime calls, GPU operations; view ``window_recorded``) cover under 2% of their time: the
+      profile shows nothing of the rest (the CPU ran code the profiler does not record, or
+      waited), so the GPU's idle time there has no cause the trace can show and low utilisation is
+      not judged; the same 2% floor as ``min_saving_pct`` (what the trace does show could not save
+      more).
     - ``memory_pct``: peak allocated > 90% of device memory (tb-profiler memory recommendation).
     - ``startup_dominant_pct``: one-time start-up work (:mod:`trace_report.analyses.advise.startup`)
       over half of step time is what the window mostly measured, so ``startup_in_window`` is
@@ -88,6 +94,7 @@ class Thresholds:
     low_utilization_pct: float = 50.0
     memory_pct: float = 90.0
     startup_dominant_pct: float = 50.0
+    min_recorded_pct: float = 2.0
     pinned_speedup: float = 2.0
     tensor_core_speedup: float = 2.0
 
@@ -149,6 +156,12 @@ class RankFacts:
     compiled: str = ""
     ranks: int = 1
     steady: str = ""  # the windows these facts cover when they are a steady part ("steps 2-6"), else ""
+    recorded_us: float | None = None  # view window_recorded: at least the time the windows' events cover
+
+    def unrecorded(self, th: Thresholds) -> bool:
+        """Whether the events recorded in the windows cover under ``th.min_recorded_pct`` of their time."""
+        return self.recorded_us is not None and self.wall_us > 0 and \
+            100.0 * self.recorded_us / self.wall_us < th.min_recorded_pct
 
     def hta_idle_text(self) -> str:
         """HTA's per-stream idle breakdown summed over the rank's streams (view gpu_idle_breakdown)."""
@@ -402,11 +415,11 @@ class Checker:
         if pct <= self.th.min_saving_pct:
             return
         if deep:
-            self.notes.append(f"rank {f.rank}: the GPU waited for the CPU {pct_text(pct)} of {f.time_word} "
-                              f"({self._per_step(f, idle)}), yet its launch queue is deep (mean {queue:.3g} "
-                              "operations: "
-                              "the CPU is ahead most of the time): not launch-bound; trace-report breakdown shows the "
-                              "regions where it waits")
+            if not self._cpu_work(f, queue):
+                self.notes.append(f"rank {f.rank}: the GPU waited for the CPU {pct_text(pct)} of {f.time_word} "
+                                  f"({self._per_step(f, idle)}), yet its launch queue is deep (mean {queue:.3g} "
+                                  "operations: the CPU is ahead most of the time): not launch-bound; trace-report "
+                                  "breakdown shows the regions where it waits")
             return
         per_op = (f.wall_us - f.busy_us) / ops if ops else 0.0
         evidence = (f"the GPU was idle {self._per_step(f, idle)} with no work queued, until the next launch "
@@ -437,6 +450,28 @@ class Checker:
                       "Find the CPU work between launches (trace-report ops, the CPU rows of the timeline; py-spy); "
                       "cut Python overhead with torch.compile, CUDA graphs for static shapes, larger batches",
                       LINKS["graphs"] if f.compiled else LINKS["tuning"])
+
+    def _cpu_work(self, f: RankFacts, queue: float) -> bool:
+        """``cpu_bound`` from the GPU idle with nothing queued and no launch call under way (view
+        ``gpu_idle_by_cause``, ``cpu_wait_idle_us``): the CPU was running operators, Python or other
+        host work, and the GPU could only wait. A launch queue that is deep elsewhere (the CPU ahead
+        while it launches) does not shorten that time, so it is CPU-bound time whatever the queue's
+        mean; it is what a queue-deep trace's launch idle is reported as. Whether it fired."""
+        us = float(f.idle.get("cpu_wait_idle_us") or 0.0)
+        pct = f.pct_of_step(us)
+        if pct <= self.th.min_saving_pct:
+            return False
+        n = int(f.idle.get("cpu_wait_periods") or 0)
+        longest = float(f.idle.get("cpu_wait_max_us") or 0.0)
+        self._add(f, "cpu_bound", "The GPU waits for the CPU", pct, f"% of {f.time_word}", self.th.min_saving_pct, us,
+                  f"the GPU was idle {self._per_step(f, us)} with no work queued and no launch call under way "
+                  f"({n} times, the longest {ms_text(longest)}): the CPU was running operators, Python or other "
+                  f"host work before it launched the next GPU operation; elsewhere the launch queue is deep (mean "
+                  f"{queue:.3g} operations), so launching is not what it waits for",
+                  "Find the CPU work before the GPU's next operation (trace-report ops, the CPU rows of the timeline; "
+                  "py-spy): move preprocessing off the critical path (DataLoader workers, a separate thread or "
+                  "the GPU), overlap it with the previous step's GPU work", LINKS["tuning"])
+        return True
 
     def startup(self, f: RankFacts) -> None:
         """One-time work (context creation, first calls, compilation, module loading) inside the
@@ -484,6 +519,12 @@ class Checker:
         basis = f.time_word
         self.checked.append(f"GPU busy {pct_text(busy_pct)} of {basis}")
         if busy_pct >= self.th.low_utilization_pct:
+            return
+        if f.unrecorded(self.th):
+            self.notes.append(f"rank {f.rank}: the events recorded in the {f.per}s (CPU operators, runtime calls, "
+                              f"GPU operations) cover at most {ms_text(f.recorded_us or 0.0)} of their "
+                              f"{ms_text(f.wall_us)}: the profile shows nothing of the rest, so the GPU's idle time "
+                              "has no cause to report; utilisation not judged")
             return
         idle = float(f.idle.get("idle_us") or 0.0)
         rest = max(0.0, idle - explained_us)

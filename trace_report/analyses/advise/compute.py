@@ -104,6 +104,10 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None) -> dict[int, Ran
                 float(row["busy_us"] or 0), str(row["basis"])
             f.step_us = float(row["step_us"] or 0)
             f.idle = row
+    recorded = _by_rank(con, "SELECT * FROM window_recorded")
+    for r, f in facts.items():
+        if f.wall_us > 0:
+            f.recorded_us = float(recorded.get(r, {}).get("recorded_us") or 0.0)
     launches = _by_rank(con, "SELECT t.rank, sum(l.gpu_ops) AS gpu_ops, "
                         "100.0 * sum(l.shorter_than_launch) / nullif(sum(l.gpu_ops), 0) AS shorter_pct, "
                         "median(l.median_gpu_us) AS median_gpu_us, median(l.median_launch_us) AS median_launch_us, "
@@ -249,6 +253,10 @@ def _verdict(frame: pd.DataFrame, facts: dict[int, RankFacts], th: Thresholds) -
     busy = [f.util_pct for f in facts.values() if f.wall_us > 0 and f.idle]
     if not busy:
         return "No finding: no GPU activity to judge."
+    if all(f.unrecorded(th) for f in facts.values() if f.wall_us > 0 and f.idle):
+        return (f"No finding: the events recorded in the windows (CPU operators, runtime calls, GPU operations) "
+                f"cover under {th.min_recorded_pct:g}% of {time_word(facts.values())}: nothing the trace shows "
+                "to judge.")
     if min(busy) >= 100 - th.low_utilization_pct:
         return (f"GPU-bound: the GPU is busy {min(busy):.3g}% of step time or more and no finding would save "
                 f"{th.min_saving_pct:g}% of it; start from the top kernels (trace-report top-kernels, flags).")

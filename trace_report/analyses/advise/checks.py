@@ -60,7 +60,8 @@ class Thresholds:
     - ``launch_short_pct``: >= 50% of GPU operations shorter than their launch call (HTA
       ``get_cuda_kernel_launch_stats``); ``launch_max_mean_queue``: the launch queue of the busiest
       stream holds on average fewer than 10 operations (view of HTA's queue length): with more,
-      the CPU is ahead of the GPU and the GPU is never waiting for the next launch for long.
+      the CPU is ahead of the GPU and the GPU is never waiting for the next launch for long (its
+      waits with no launch call under way are the CPU's other work: ``cpu_bound`` still).
     - ``low_utilization_pct``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5).
     - ``min_recorded_pct``: the events recorded inside the windows (CPU operators, Python functions,
       runtime calls, GPU operations; view ``window_recorded``) cover under 2% of their time: the

@@ -63,6 +63,23 @@ def steps(trace: dict) -> list[dict]:
     return rows
 
 
+def launched_in_steps(trace: dict) -> list[dict]:
+    """The GPU operations (kernel, memcpy, memset) whose launch, the first runtime call with their
+    correlation id, starts inside a ProfilerStep's CPU span: the work :func:`steps` gives each step,
+    and what advise's GPU-time findings count."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    cpu = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
+           if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") in ("user_annotation", "cpu_op")]
+    launch: dict[object, float] = {}
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if e.get("cat") in RUNTIME_CATS and corr is not None:
+            launch.setdefault(corr, float(e["ts"]))
+    return [g for g in events if g.get("cat") in GPU_CATS
+            and (t := launch.get((g.get("args") or {}).get("correlation"))) is not None
+            and any(s <= t < e for s, e in cpu)]
+
+
 def stretch_gpu(trace: dict, factor: float) -> dict:
     """A copy of ``trace`` whose GPU runs ``factor`` times slower: every GPU event's (kernel,
     memcpy, memset, gpu_user_annotation) ``ts`` and ``dur`` stretched about the start of the

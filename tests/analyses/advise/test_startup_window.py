@@ -63,11 +63,12 @@ def test_constructed_advise_finding_first_when_dominant(tmp_path: Path) -> None:
     db = trace_report.open(path)
     plain = advise(db).frame.set_index("finding")
     assert plain.loc["startup_in_window", "value"] == pytest.approx(100 * 180 / 390, rel=1e-3)  # the one step
-    # 46%: not dominant, ranked by its saving (180 ms, over cpu_bound's); low utilisation, a symptom,
-    # after both though its 186 ms is more
-    assert list(plain.index) == ["startup_in_window", "cpu_bound", "low_gpu_utilization"]
+    # 46%: not dominant, ranked by its saving (180 ms), after cpu_bound's: the GPU idle with nothing
+    # queued from the step's start to the first launch (the CPU in its start-up work) is a wait for
+    # the CPU too; low utilisation, a symptom, keeps only the idle time neither explains (under 2%)
+    assert list(plain.index) == ["cpu_bound", "startup_in_window"]
     saving = plain["est_saving_ms_per_step"]
-    assert saving["low_gpu_utilization"] > saving["startup_in_window"] > saving["cpu_bound"]
+    assert saving["cpu_bound"] > saving["startup_in_window"]
     res = advise(db, thresholds=Thresholds(startup_dominant_pct=40.0))
     row = res.frame.iloc[0]
     assert row["finding"] == "startup_in_window"

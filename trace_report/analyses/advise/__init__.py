@@ -9,14 +9,20 @@ estimates ``est_saving_ms_per_step``:
   ran, inside the ProfilerSteps (the first-to-last GPU op span of a trace without them), goes to
   data loading for the part the DataLoader was running, then to the synchronising call the CPU
   was blocked in when the GPU ran out of work (``host_sync``), to the launches when the next
-  operation was launched only after the GPU went idle (``launch_bound``), else to ``other``.
-  ``data_loading``, ``host_sync`` and ``launch_bound`` save their idle time;
-  ``low_gpu_utilization`` (a symptom) saves the idle time no finding explains.
+  operation was launched only after the GPU went idle, or, at a window's start, after the window
+  began (``launch_bound``, or ``cpu_bound`` when the CPU's work between launches sets the pace:
+  with a deep launch queue, the part of those periods before the next launch call began), else
+  to ``other``. ``data_loading``, ``host_sync``, ``launch_bound`` and ``cpu_bound`` save their
+  idle time; ``low_gpu_utilization`` (a symptom) saves the idle time no finding explains, and is
+  not judged when the windows recorded almost nothing (view ``window_recorded``).
 - GPU work: ``exposed_communication`` saves the communication time not overlapped with
   computation (HTA's overlap, the complement); ``layout_conversions`` the conversion kernels'
   time; ``pageable_memcpy`` half the pageable copy time (pinned copies ~2x faster);
   ``fp32_without_tf32`` / ``no_tensor_cores`` half the GEMM/convolution time on CUDA cores.
-  These are upper bounds where the GPU is not the bottleneck.
+  These are upper bounds where the GPU is not the bottleneck. Every GPU-time figure counts the
+  GPU operations launched inside the windows it is divided by (view ``window_gpu_ops``, step
+  time's rule: :mod:`trace_report.analyses.advise.window_gpu`), so none is inflated by work
+  launched before the first step or after the last.
 - GPU-bound steps (:mod:`trace_report.analyses.advise.gpu_bound`): ``gpu_bound`` (GPU busy
   >= 80% of step time) saves what fusing the chains of elementwise/norm/copy kernels between
   GEMMs would, ``eager_softmax`` half the softmax kernels' time (fused attention instead).

@@ -190,10 +190,10 @@ def _stragglers(check: Checker, f: RankFacts, a: AnchorFacts) -> None:
 
 
 def _variance(check: Checker, f: RankFacts, a: AnchorFacts) -> None:
-    if not a.variable or f.gpu_us <= 0:
+    if not a.variable or f.trace_gpu_us <= 0:
         return
     us = sum(float(v["total_us"]) for v in a.variable)
-    pct = 100.0 * us / f.gpu_us
+    pct = 100.0 * us / f.trace_gpu_us  # kernel_variance_of's calls are the whole traces'; so is their share
     check.checked.append(f"variable kernels {pct_text(pct)} of GPU time")
     if pct <= check.th.min_saving_pct:
         return

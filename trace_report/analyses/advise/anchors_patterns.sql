@@ -1,8 +1,9 @@
 -- The operator patterns of PyTorch's pattern matcher (torch/profiler/_pattern_matcher.py), per
 -- rank: one row per (rank, finding) with calls (matched events), cpu_us (their summed duration),
 -- gpu_us (the GPU operations launched inside them: a launch call on the event's thread within its
--- span), top, top_n, top_us and where (macro top_name_of over the matches, each placed in the
--- innermost user annotation or nn.Module event around it). Parameters: $ids (trace ids).
+-- span; those of advise's windows, view window_gpu_ops, as its other GPU-time figures), top,
+-- top_n, top_us and where (macro top_name_of over the matches, each placed in the innermost user
+-- annotation or nn.Module event around it). Parameters: $ids (trace ids).
 --   optimizer_single_tensor   OptimizerSingleTensorPattern: an event whose name ends with
 --                             _single_tensor_adam, _single_tensor_sgd or _single_tensor_adamw.
 --   grad_not_set_to_none      GradNotSetToNonePattern: an aten::zero_ inside a zero_grad (a
@@ -68,7 +69,7 @@ mm AS (
 hits AS (SELECT * FROM single UNION ALL SELECT * FROM zero_ UNION ALL SELECT * FROM conv_bn UNION ALL SELECT * FROM mm),
 gpu AS (
     SELECT h.finding, h.trace_id, h.event_id, sum(l.dur_us) AS gpu_us
-    FROM hits h JOIN gpu_op_launches l ON l.trace_id = h.trace_id AND l.launch_pid = h.pid
+    FROM hits h JOIN window_gpu_ops l ON l.trace_id = h.trace_id AND l.launch_pid = h.pid
       AND l.launch_tid = h.tid AND l.launch_ts_us >= h.ts_us AND l.launch_ts_us <= h.ts_us + h.dur_us
     GROUP BY ALL
 ),

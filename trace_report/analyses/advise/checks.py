@@ -55,8 +55,8 @@ class Thresholds:
       unless ``all_findings`` (below that, run-to-run noise is of the same size).
     - ``data_loading_pct``: DataLoader > 5% of step time (torch-tb-profiler ``RunProfileData``).
     - ``pageable_pct``, ``exposed_comm_pct``, ``layout_conversion_pct``, ``fp32_gemm_pct``: the share
-      of GPU time (view ``gpu_time``) above which the finding is considered at all; 2%, the same
-      floor as the saving.
+      of GPU time (of the operations launched inside the windows, view ``window_gpu_ops``) above
+      which the finding is considered at all; 2%, the same floor as the saving.
     - ``min_tensor_core_cc``: tensor cores exist from compute capability 7.0 (Volta);
       ``tf32_cc``: TF32 from 8.0 (Ampere whitepaper), tb-profiler's rule otherwise.
     - ``launch_path_pct``: launch_bound rather than cpu_bound when >= 50% of the CPU time the GPU
@@ -76,8 +76,15 @@ class Thresholds:
       whatever their length: their generated Python launches the compiled kernels one by one.
     - ``launch_max_mean_queue``: the launch queue of the busiest stream holds on average fewer
       than 10 operations (view of HTA's queue length): with more, the CPU is ahead of the GPU and
-      the GPU is never waiting for the next launch for long.
+      the GPU is never waiting for the next launch for long (its
+      waits with no launch call under way are the CPU's other work: ``cpu_bound`` still).
     - ``low_utilization_pct``: GPU busy < 50% of step time (tb-profiler: utilization < 0.5).
+    - ``min_recorded_pct``: the events recorded inside the windows (CPU operators, Python functions,
+      runtime calls, GPU operations; view ``window_recorded``) cover under 2% of their time: the
+      profile shows nothing of the rest (the CPU ran code the profiler does not record, or
+      waited), so the GPU's idle time there has no cause the trace can show and low utilisation is
+      not judged; the same 2% floor as ``min_saving_pct`` (what the trace does show could not save
+      more).
     - ``memory_pct``: peak allocated > 90% of device memory (tb-profiler memory recommendation).
     - ``startup_dominant_pct``: one-time start-up work (:mod:`trace_report.analyses.advise.startup`)
       over half of step time is what the window mostly measured, so ``startup_in_window`` is
@@ -116,6 +123,7 @@ class Thresholds:
     low_utilization_pct: float = 50.0
     memory_pct: float = 90.0
     startup_dominant_pct: float = 50.0
+    min_recorded_pct: float = 2.0
     pinned_speedup: float = 2.0
     tensor_core_speedup: float = 2.0
     sync_h2d_min_bytes: int = 64 * 1024
@@ -132,10 +140,14 @@ class RankFacts:
     the iterations inferred from what repeats, else the GPU span); ``step_us``: step time as the GPU
     sees it (view ``step_time``, summed), the denominator of every "% of step time" (a CPU running
     ahead of the GPU makes the steps longer than their CPU spans); ``idle``: view
-    ``gpu_idle_by_cause``; ``gpu_us``: view ``gpu_time`` (kernels + memcpy + memset); ``classes``:
-    flags' per-class totals; ``launch``: view ``launch_bound``; ``cpu_split``: table macro
-    ``launch_cpu_split_of`` (what the CPU did while the GPU waited for a launch); ``mean_queue``: the busiest stream's
-    mean launch-queue length (queue.sql); ``comm_us`` / ``overlap_us``: overlap.sql; ``syncs``: view
+    ``gpu_idle_by_cause``; ``gpu_us``: GPU time (kernels + memcpy + memset) of the operations
+    launched inside the windows (view ``window_gpu_ops``,
+    :mod:`trace_report.analyses.advise.window_gpu`), the denominator of every "% of GPU time", and
+    ``trace_gpu_us`` the whole traces' (view ``gpu_time``); ``classes``: GPU time per kernel class
+    in the windows, as flags sums it; ``launch``: view ``launch_bound``; ``cpu_split``: table macro
+    ``launch_cpu_split_of`` (what the CPU did while the GPU waited for a launch); ``mean_queue``: the busiest
+    stream's mean launch-queue length (queue.sql); ``comm_us`` / ``overlap_us``: HTA's overlap of
+    the windows' operations (macro ``comp_comm_overlap_of``); ``syncs``: view
     ``host_syncs_by_rank``; ``pageable``: view ``pageable_copies_by_rank``;
     ``data_loading_wall_us``: the breakdown's data_loading region;
     ``startup_us``/``startup_evidence``: one-time work inside the windows (view
@@ -152,6 +164,7 @@ class RankFacts:
     basis: str = "ProfilerStep"
     idle: dict = field(default_factory=dict)
     gpu_us: float = 0.0
+    trace_gpu_us: float = 0.0
     classes: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
     cuda_core_gemm_us: float = 0.0
     cuda_core_gemm_names: str = ""
@@ -181,6 +194,12 @@ class RankFacts:
     compiled: str = ""
     ranks: int = 1
     steady: str = ""  # the windows these facts cover when they are a steady part ("steps 2-6"), else ""
+    recorded_us: float | None = None  # view window_recorded: at least the time the windows' events cover
+
+    def unrecorded(self, th: Thresholds) -> bool:
+        """Whether the events recorded in the windows cover under ``th.min_recorded_pct`` of their time."""
+        return self.recorded_us is not None and self.wall_us > 0 and \
+            100.0 * self.recorded_us / self.wall_us < th.min_recorded_pct
 
     def hta_idle_text(self) -> str:
         """HTA's per-stream idle breakdown summed over the rank's streams (view gpu_idle_breakdown)."""
@@ -444,11 +463,11 @@ class Checker:
         if pct <= self.th.min_saving_pct:
             return
         if deep:
-            self.notes.append(f"rank {f.rank}: the GPU waited for the CPU {pct_text(pct)} of {f.time_word} "
-                              f"({self._per_step(f, idle)}), yet its launch queue is deep (mean {queue:.3g} "
-                              "operations: "
-                              "the CPU is ahead most of the time): not launch-bound; trace-report breakdown shows the "
-                              "regions where it waits")
+            if not self._cpu_work(f, queue):
+                self.notes.append(f"rank {f.rank}: the GPU waited for the CPU {pct_text(pct)} of {f.time_word} "
+                                  f"({self._per_step(f, idle)}), yet its launch queue is deep (mean {queue:.3g} "
+                                  "operations: the CPU is ahead most of the time): not launch-bound; trace-report "
+                                  "breakdown shows the regions where it waits")
             return
         evidence = (f"the GPU was idle {self._per_step(f, idle)} with no work queued, until the next launch "
                     f"({int(f.idle.get('launch_periods') or 0)} times); mean launch queue "
@@ -507,6 +526,28 @@ class Checker:
             text += f" ({most_text(s['top_name'], s.get('top_n'), s.get('top_us'), None, 'times')})"
         return share, text
 
+    def _cpu_work(self, f: RankFacts, queue: float) -> bool:
+        """``cpu_bound`` from the GPU idle with nothing queued and no launch call under way (view
+        ``gpu_idle_by_cause``, ``cpu_wait_idle_us``): the CPU was running operators, Python or other
+        host work, and the GPU could only wait. A launch queue that is deep elsewhere (the CPU ahead
+        while it launches) does not shorten that time, so it is CPU-bound time whatever the queue's
+        mean; it is what a queue-deep trace's launch idle is reported as. Whether it fired."""
+        us = float(f.idle.get("cpu_wait_idle_us") or 0.0)
+        pct = f.pct_of_step(us)
+        if pct <= self.th.min_saving_pct:
+            return False
+        n = int(f.idle.get("cpu_wait_periods") or 0)
+        longest = float(f.idle.get("cpu_wait_max_us") or 0.0)
+        self._add(f, "cpu_bound", "The GPU waits for the CPU", pct, f"% of {f.time_word}", self.th.min_saving_pct, us,
+                  f"the GPU was idle {self._per_step(f, us)} with no work queued and no launch call under way "
+                  f"({n} times, the longest {ms_text(longest)}): the CPU was running operators, Python or other "
+                  f"host work before it launched the next GPU operation; elsewhere the launch queue is deep (mean "
+                  f"{queue:.3g} operations), so launching is not what it waits for",
+                  "Find the CPU work before the GPU's next operation (trace-report ops, the CPU rows of the timeline; "
+                  "py-spy): move preprocessing off the critical path (DataLoader workers, a separate thread or "
+                  "the GPU), overlap it with the previous step's GPU work", LINKS["tuning"])
+        return True
+
 
     def startup(self, f: RankFacts) -> None:
         """One-time work (context creation, first calls, compilation, module loading) inside the
@@ -554,6 +595,12 @@ class Checker:
         basis = f.time_word
         self.checked.append(f"GPU busy {pct_text(busy_pct)} of {basis}")
         if busy_pct >= self.th.low_utilization_pct:
+            return
+        if f.unrecorded(self.th):
+            self.notes.append(f"rank {f.rank}: the events recorded in the {f.per}s (CPU operators, runtime calls, "
+                              f"GPU operations) cover at most {ms_text(f.recorded_us or 0.0)} of their "
+                              f"{ms_text(f.wall_us)}: the profile shows nothing of the rest, so the GPU's idle time "
+                              "has no cause to report; utilisation not judged")
             return
         idle = float(f.idle.get("idle_us") or 0.0)
         rest = max(0.0, idle - explained_us)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
-from trace_report.analyses.advise import AdviseOptions, gpu_bound
+from trace_report.analyses.advise import AdviseOptions, gpu_bound, window_gpu
 from trace_report.analyses.advise.anchors import check_anchors, load_anchor_facts
 from trace_report.analyses.advise.checks import (
     ADVICE_COLUMNS,
@@ -24,8 +24,6 @@ from trace_report.analyses.advise.checks import (
 from trace_report.analyses.advise.startup import evidence_text, startup
 from trace_report.analyses.advise.windows import startup_notes, steady_part, time_word, window_notes
 from trace_report.analyses.common.breakdown_regions import BreakdownSelection, step_breakdown
-from trace_report.analyses.common.comm_overlap import overlap_rows
-from trace_report.analyses.common.kernel_classes import class_summary
 from trace_report.analyses.common.launch_queue import queue_rows
 from trace_report.analyses.common.selection import selected_traces, trace_ids
 from trace_report.analyses.common.utilization import step_overlap_note
@@ -95,19 +93,6 @@ def _by_rank(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = Non
     return {int(r[0]): dict(zip(cols, r, strict=True)) for r in rel.fetchall() if r[0] is not None}
 
 
-def _cuda_core_gemms(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[int, tuple[float, str]]:
-    """Per rank: GEMM/convolution kernel time not on tensor cores (kernel classes: gemm or
-    convolution without tensor_core), and the top three such names."""
-    rows = con.execute(
-        "WITH k AS (SELECT t.rank, g.name, sum(g.dur_us) AS us FROM gpu_op_names g "
-        "  JOIN kernel_classes c ON c.trace_id = g.trace_id AND c.name = g.name "
-        "  JOIN traces t ON t.trace_id = g.trace_id "
-        "  WHERE list_contains($ids, g.trace_id) AND NOT list_contains(c.classes, 'tensor_core') "
-        "    AND (list_contains(c.classes, 'gemm') OR list_contains(c.classes, 'convolution')) GROUP BY ALL) "
-        "SELECT rank, sum(us), list(name ORDER BY us DESC)[1:3] FROM k GROUP BY rank", {"ids": ids}).fetchall()
-    return {int(r): (float(us), ", ".join(n[:60] for n in names)) for r, us, names in rows}
-
-
 def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds | None = None) -> dict[int, RankFacts]:
     """Every rank's :class:`RankFacts`, one query per view (the anchors' rules with ``th``)."""
     con, ids = db.con, trace_ids(traces)
@@ -119,16 +104,10 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds |
                 float(row["busy_us"] or 0), str(row["basis"])
             f.step_us = float(row["step_us"] or 0)
             f.idle = row
-    for r, row in _by_rank(con, "SELECT rank, sum(gpu_op_us) AS gpu_us FROM gpu_time GROUP BY rank").items():
-        if r in facts:
-            facts[r].gpu_us = float(row["gpu_us"] or 0)
-    fl, _ = class_summary(db, rank, by_rank=True)
-    for r, g in fl.groupby("rank"):
-        if int(r) in facts:
-            facts[int(r)].classes = g.set_index("class")["total_us"]
-    for r, (us, names) in _cuda_core_gemms(con, ids).items():
-        if r in facts:
-            facts[r].cuda_core_gemm_us, facts[r].cuda_core_gemm_names = us, names
+    recorded = _by_rank(con, "SELECT * FROM window_recorded")
+    for r, f in facts.items():
+        if f.wall_us > 0:
+            f.recorded_us = float(recorded.get(r, {}).get("recorded_us") or 0.0)
     launches = _by_rank(con, "SELECT t.rank, sum(l.gpu_ops) AS gpu_ops, "
                         "100.0 * sum(l.shorter_than_launch) / nullif(sum(l.gpu_ops), 0) AS shorter_pct, "
                         "median(l.median_gpu_us) AS median_gpu_us, median(l.median_launch_us) AS median_launch_us, "
@@ -148,10 +127,11 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds |
     busiest = dict(con.execute(  # each rank's stream with the most GPU operations, in one scan
         "SELECT rank, arg_max(stream, n) FROM (SELECT t.rank, g.stream, count(*) AS n FROM gpu_ops g "
         "JOIN traces t USING (trace_id) WHERE g.stream IS NOT NULL GROUP BY ALL) GROUP BY rank").fetchall())
-    ov = overlap_rows(db, rank, steps_only=False)
-    with materialized(con, ("host_sync_calls", "host_call_where")):  # read by three queries: computed once
+    # each read by several queries: computed once (the GPU operations of the windows: of their steady
+    # part when steady_from is set)
+    with materialized(con, ("host_sync_calls", "host_call_where", *window_gpu.VIEWS)):
         syncs = _by_rank(con, "SELECT * FROM host_syncs_by_rank")
-        pageable = _by_rank(con, "SELECT * FROM pageable_copies_by_rank")
+        window_gpu.load(con, ids, facts)
         load_anchor_facts(con, ids, facts, th)
     bd = step_breakdown(db, BreakdownSelection(rank=rank, by_rank=True)).frame
     devices = _by_rank(con, "SELECT t.rank, max(a.cc) AS cc, bool_or(coalesce(a.vendor = 'AMD', false)) AS amd, "
@@ -165,13 +145,10 @@ def _facts(db: TraceDB, traces: pd.DataFrame, rank: int | None, th: Thresholds |
         if r is not None and int(r) in facts:
             facts[int(r)].hta_idle[str(cat)] = float(us or 0.0)
     _startup_facts(db, ids, facts)
-    gpu_bound.load(con, ids, facts)
     for r, f in facts.items():
-        f.launch, f.syncs, f.pageable = launches.get(r, {}), syncs.get(r, {}), pageable.get(r, {})
+        f.launch, f.syncs = launches.get(r, {}), syncs.get(r, {})
         f.cpu_split, f.culprits, f.loader = split.get(r, {}), culprits.get(r, {}), loaders.get(r, {})
         f.mean_queue = _busiest_queue(q, busiest.get(r), r)
-        mine = ov[ov["rank"] == r]
-        f.comm_us, f.overlap_us = float(mine["comm_us"].sum()), float(mine["overlap_us"].sum())
         # the breakdown's data_loading region, as a share of the breakdown's windows (the steps, or
         # the whole trace without them: "% of the trace's span")
         f.data_loading_wall_us = float(bd.loc[(bd["rank"] == r) & (bd["region"] == "data_loading"), "wall_us"].sum())
@@ -223,19 +200,20 @@ def _busiest_queue(q: pd.DataFrame, busiest: int | None, rank: int) -> float | N
 
 
 def _check_rank(check: Checker, f: RankFacts, peaks: pd.DataFrame, steady: RankFacts | None = None) -> None:
-    """The checks of one rank; those read from the windows on ``steady`` (its steady part) when given."""
+    """The checks of one rank; those read from the windows (GPU idle, launches, data loading and every
+    GPU-time finding) on ``steady`` (its steady part) when given."""
     before = len(check.rows)
     w = steady or f
-    check.pageable_memcpy(f)
-    check.exposed_communication(f)
+    check.pageable_memcpy(w)
+    check.exposed_communication(w)
     check.data_loading(w)
     check.host_sync(w)
     check.launch_bound(w)
-    check.layout(f)
-    check.tensor_cores(f)
+    check.layout(w)
+    check.tensor_cores(w)
     check.startup(f)
     check_anchors(check, f)
-    gpu_bound.check(check, f)
+    gpu_bound.check(check, w)
     explained = sum(check.saving_us[(f.rank, r["finding"])] for r in check.rows[before:]
                     if r["finding"] in IDLE_FINDINGS)
     check.utilization(w, explained)
@@ -288,6 +266,10 @@ def _verdict(frame: pd.DataFrame, facts: dict[int, RankFacts], th: Thresholds) -
     busy = [f.util_pct for f in facts.values() if f.wall_us > 0 and f.idle]
     if not busy:
         return "No finding: no GPU activity to judge."
+    if all(f.unrecorded(th) for f in facts.values() if f.wall_us > 0 and f.idle):
+        return (f"No finding: the events recorded in the windows (CPU operators, runtime calls, GPU operations) "
+                f"cover under {th.min_recorded_pct:g}% of {time_word(facts.values())}: nothing the trace shows "
+                "to judge.")
     if min(busy) >= 100 - th.low_utilization_pct:
         return (f"GPU-bound: the GPU is busy {min(busy):.3g}% of step time or more and no finding would save "
                 f"{th.min_saving_pct:g}% of it; start from the top kernels (trace-report top-kernels, flags).")
@@ -313,8 +295,10 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     notes: list[str] = []
     for r, f in facts.items():
         _check_rank(check, f, peaks[peaks["rank"] == r], steady.get(r))
-        if f.gpu_us <= 0:
+        if f.trace_gpu_us <= 0:
             notes.append(f"rank {r}: no GPU activity recorded; GPU checks skipped")
+        elif f.gpu_us <= 0:
+            notes.append(f"rank {r}: no GPU operation launched inside the {f.per}s; GPU-time checks skipped")
         elif f.cc is None or math.isnan(f.cc):
             notes.append(f"rank {r}: compute capability unknown (no deviceProperties); tensor-core check skipped")
         elif f.device_inferred:
@@ -326,7 +310,7 @@ def advise(db: TraceDB, *, rank: int | None = None, by_rank: bool = False, thres
     overlap_note = step_overlap_note(db, rank)
     if overlap_note:
         notes.append(overlap_note)
-    if any(f.gpu_us > 0 for f in facts.values()) and peaks.empty:
+    if any(f.trace_gpu_us > 0 for f in facts.values()) and peaks.empty:
         notes.append("memory check skipped: no [memory] events (profile_memory=True) in the database")
     frame = pd.DataFrame(check.rows, columns=ADVICE_COLUMNS)
     if not by_rank:

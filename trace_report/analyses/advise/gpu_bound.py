@@ -9,8 +9,9 @@ that are all elementwise, reduction, normalisation or copy kernels (not Inductor
 fused already), between the GEMMs, convolutions and other kernels that end them. ``eager_softmax``
 fires on its own, busy or not: softmax run as separate kernels, as eager attention runs it.
 
-Facts come from the views ``advise`` keeps as tables (``gpu_ops``, ``kernel_classes``,
-``gpu_op_names``); :func:`load` sets :attr:`RankFacts.gpu_work` and :attr:`RankFacts.compiled`
+Facts come from the GPU operations launched inside advise's windows (views ``window_gpu_ops`` and
+``window_gpu_op_names``, :mod:`trace_report.analyses.advise.window_gpu`) and ``kernel_classes``;
+:func:`load` sets :attr:`RankFacts.gpu_work` and :attr:`RankFacts.compiled`
 for every rank, :func:`check` adds the findings.
 """
 
@@ -82,8 +83,8 @@ GPU_BOUND = GpuBoundThresholds()
 
 @dataclass
 class GpuWork:
-    """One rank's GPU time by kernel group (µs, every GPU operation of the rank's traces, as view
-    ``gpu_time`` counts it), the longest GPU operation name of each group (``top``), the fusible
+    """One rank's GPU time by kernel group (µs, the GPU operations of the rank's windows, view
+    ``window_gpu_ops``), the longest GPU operation name of each group (``top``), the fusible
     chains (``chains``: how many, ``chain_kernels``, ``chain_us``, ``chain_names``: the names
     with most time in them) and the softmax kernels' time and top name."""
 
@@ -104,7 +105,7 @@ def _group_case() -> str:
 def _groups(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[tuple]:
     return con.execute(
         "WITH n AS (SELECT t.rank, g.name, sum(g.dur_us) AS us, any_value(coalesce(c.classes, [])) AS classes "
-        "  FROM gpu_op_names g JOIN traces t USING (trace_id) "
+        "  FROM window_gpu_op_names g JOIN traces t USING (trace_id) "
         "  LEFT JOIN kernel_classes c ON c.trace_id = g.trace_id AND c.name = g.name "
         "  WHERE list_contains($ids, g.trace_id) GROUP BY t.rank, g.name) "
         f"SELECT rank, {_group_case()} AS grp, sum(us), arg_max(name, us), "
@@ -117,7 +118,7 @@ def _chains(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[tuple]:
     return con.execute(
         "WITH k AS (SELECT g.trace_id, g.stream, g.ts_us, g.event_id, g.name, g.dur_us, "
         "    coalesce(list_has_any(c.classes, $fusible) AND NOT list_has_any(c.classes, $breakers), false) AS fusible "
-        "  FROM gpu_ops g LEFT JOIN kernel_classes c ON c.trace_id = g.trace_id AND c.name = g.name "
+        "  FROM window_gpu_ops g LEFT JOIN kernel_classes c ON c.trace_id = g.trace_id AND c.name = g.name "
         "  WHERE g.cat = 'kernel' AND list_contains($ids, g.trace_id)), "
         "r AS (SELECT *, count(*) FILTER (WHERE NOT fusible) OVER (PARTITION BY trace_id, stream "
         "    ORDER BY ts_us, event_id ROWS UNBOUNDED PRECEDING) AS run FROM k), "

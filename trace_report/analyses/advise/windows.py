@@ -8,7 +8,8 @@ trace that has none.
 
 When one-time work (view ``startup_in_windows``) is most of a rank's windows, the findings that
 are read from the windows (GPU idle by cause, utilisation, synchronisations, launches, data
-loading) are computed again on its steady part, the windows that start after that work
+loading, and the GPU-time findings: the GPU operations launched in the windows, view
+``window_gpu_ops``) are computed again on its steady part, the windows that start after that work
 (:func:`steady_part`), and say so.
 """
 
@@ -108,10 +109,8 @@ def startup_notes(facts: dict[int, RankFacts], steady: dict[int, RankFacts], th:
             continue
         head = f"rank {r}: one-time start-up work is {pct:.3g}% of the analysed time: "
         if r in steady:
-            notes.append(head + f"GPU idle, utilisation, synchronisation, launch and data-loading findings are "
-                         f"computed on the steady part ({steady[r].steady}, the windows after it); the GPU-time "
-                         "shares (copies, communication, layouts, tensor cores) are over the whole trace and "
-                         "include it")
+            notes.append(head + f"GPU idle, utilisation, synchronisation, launch, data-loading and GPU-time "
+                         f"findings are computed on the steady part ({steady[r].steady}, the windows after it)")
         else:
             notes.append(head + "every other figure here includes it (computed over the whole window, not its "
                          "steady part: no window starts after it)")

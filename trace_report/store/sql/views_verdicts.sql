@@ -12,6 +12,71 @@ CREATE OR REPLACE TEMP VIEW analysis_windows AS
 SELECT trace_id, rank, window_id, step, basis, ts_us, end_us, wall_us, busy_us FROM gpu_utilization
 WHERE ts_us >= coalesce(getvariable('steady_from')[trace_id], '-infinity'::DOUBLE);
 
+-- The GPU operations (kernel, memcpy, memset) of the analysis windows: all that advise's GPU-time
+-- findings count (pageable copies, exposed communication, layout conversions, tensor cores,
+-- gpu_bound's kernel groups and fusible chains, eager softmax, the zeroing kernels of
+-- grad_not_set_to_none) and the GPU time their "% of GPU time" divides by, so that the GPU work
+-- and the time it is divided by are those of the same windows. (The whole trace's GPU time over
+-- its steps' time counts the work launched before, between and after them, start-up included, and
+-- a share of step time could pass 100%.) The rule is step_time's (views_step_time.sql): an
+-- operation belongs to the window its launch falls in, the runtime call with its correlation
+-- starting inside the window on the window's process (view gpu_op_launch_times, window_id), as
+-- Holistic Trace Analysis (hta/common/trace.py, add_iteration) and torch-tb-profiler
+-- (StepParser._find_device_steps) assign GPU work to steps: the work launched in step N and run
+-- after ProfilerStep#N has ended on the CPU is still step N's, and step time (the longer of the
+-- CPU span and the GPU's period of the work launched in it) covers it. The GPU's start would
+-- instead give a step the tail of the previous step's queue. Besides:
+--   a trace whose one window is its GPU span (basis 'gpu_span': no ProfilerStep, no inferred
+--   iteration) counts every operation, the operations that span is made of (window_id -1);
+--   in a trace where no operation has a launch call, an operation belongs to the window its start
+--   falls in; where others have one, an operation without is the tail of a queue launched before
+--   the trace began, in no window (kernel_steps' rule).
+-- While steady_from is set, analysis_windows holds the steady part only, and so does this view.
+-- Launch columns: the launch call of view gpu_op_launches (NULL without one).
+CREATE OR REPLACE TEMP VIEW window_gpu_ops AS
+WITH w AS MATERIALIZED (SELECT trace_id, window_id, basis, ts_us, end_us FROM analysis_windows),
+whole AS (SELECT DISTINCT trace_id FROM w WHERE basis = 'gpu_span'),
+launching AS (SELECT DISTINCT trace_id FROM gpu_op_launches),
+placed AS (
+    SELECT o.trace_id, o.event_id, o.window_id FROM gpu_op_launch_times o
+    SEMI JOIN w ON w.trace_id = o.trace_id AND w.window_id = o.window_id
+    WHERE o.trace_id NOT IN (SELECT trace_id FROM whole)
+    UNION ALL
+    SELECT g.trace_id, g.event_id, w.window_id
+    FROM gpu_ops g ASOF JOIN w ON w.trace_id = g.trace_id AND g.ts_us >= w.ts_us
+    WHERE g.ts_us < w.end_us AND g.trace_id NOT IN (SELECT trace_id FROM whole)
+      AND g.trace_id NOT IN (SELECT trace_id FROM launching)
+    UNION ALL
+    SELECT trace_id, event_id, -1 FROM gpu_ops WHERE trace_id IN (SELECT trace_id FROM whole)
+)
+SELECT g.trace_id, g.event_id, g.cat, g.name, g.stream, g.correlation, g.ts_us, g.dur_us, p.window_id,
+       l.launch_event_id, l.launch_pid, l.launch_tid, l.launch_ts_us
+FROM placed p
+JOIN gpu_ops g ON g.trace_id = p.trace_id AND g.event_id = p.event_id
+LEFT JOIN gpu_op_launches l ON l.trace_id = p.trace_id AND l.event_id = p.event_id;
+
+-- window_gpu_ops per trace and name, in the shape of gpu_op_names (ops, summed dur_us): the
+-- relation advise's GPU time (gpu_time_of), kernel classes and kernel groups read.
+CREATE OR REPLACE TEMP VIEW window_gpu_op_names AS
+SELECT trace_id, cat, name, count(*) AS ops, sum(dur_us) AS dur_us FROM window_gpu_ops GROUP BY trace_id, cat, name;
+
+-- Per rank: how much of the analysis windows the trace recorded anything in. recorded_us: the
+-- summed durations of the events inside them (CPU operators, Python functions, runtime and driver
+-- calls, GPU operations; each clipped to its window; annotations such as the ProfilerStep itself
+-- are ranges, not work, and are left out), at least the time their union covers (nested or
+-- concurrent events count twice): when even that is a sliver of the windows (advise:
+-- Thresholds.min_recorded_pct), the profile shows nothing of the rest and its idle time has no
+-- cause the trace can show. A rank whose windows hold no such event has no row.
+CREATE OR REPLACE TEMP VIEW window_recorded AS
+WITH e AS (
+    SELECT trace_id, ts_us, ts_us + dur_us AS end_us FROM events
+    WHERE cat IN ('cpu_op', 'python_function', 'cuda_runtime', 'cuda_driver', 'kernel', 'gpu_memcpy', 'gpu_memset')
+      AND dur_us > 0
+)
+SELECT w.rank, sum(least(e.end_us, w.end_us) - greatest(e.ts_us, w.ts_us)) AS recorded_us
+FROM analysis_windows w JOIN e ON e.trace_id = w.trace_id AND e.ts_us < w.end_us AND e.end_us > w.ts_us
+GROUP BY w.rank;
+
 -- Runtime calls that block the calling CPU thread until the GPU has finished earlier work
 -- (CUDA Runtime API "API synchronization behavior": cudaDeviceSynchronize, cudaStreamSynchronize,
 -- cudaEventSynchronize; cudaMemcpy and cudaMemset without Async are synchronous; the driver's
@@ -61,9 +126,19 @@ SELECT trace_id, min(s) AS start_us, max(e) AS end_us FROM g GROUP BY trace_id, 
 --                 which compares the call's start, for the whole GPU here: a call under way when
 --                 the GPU drains has not queued its operation yet);
 --   'other'       otherwise (work queued but waiting on something else, or no launch recorded).
--- Idle before the trace's first GPU operation has no known cause ('other'); idle after its last
--- is never a sync's cost (a synchronisation at the end of a profiled window only waits for the
--- work to finish): it is 'other' too.
+-- A window that begins with the GPU idle before the trace's first GPU operation waits for the CPU
+-- the same way when nothing was queued at its start (the first operation's launch call returned
+-- after the window began): 'launch' from the window's start. Why: the GPU runs only what the CPU
+-- has queued, so an idle GPU with an empty queue inside a step is waiting for the CPU, whether the
+-- CPU is launching, running operators or Python (a pipeline's preprocessing before the model's
+-- first kernel); advise's launch_bound/cpu_bound split says which. Before a window, or with the
+-- first operation queued before it began, that idle has no known cause ('other'). Idle after the
+-- trace's last operation is never a sync's cost (a synchronisation at the end of a profiled window
+-- only waits for the work to finish): it is 'other' too.
+-- cpu_wait_us: of a 'launch' period, the part before the launch call of the operation that ends
+-- it began: the GPU idle with nothing queued and no launch under way, the CPU running operators,
+-- Python or other host work (the rest is the launch call itself). A deep launch queue elsewhere
+-- does not shorten it: the CPU-bound time of advise's cpu_bound.
 CREATE OR REPLACE TEMP VIEW gpu_idle_causes AS
 WITH isl AS (SELECT trace_id, start_us, end_us FROM gpu_busy_intervals),
 gaps AS (
@@ -91,9 +166,10 @@ window_pairs AS (
     WHERE f.ts_us < f.end_us
 ),
 -- when the operations that start as the GPU resumes were queued: the earliest end of their launch
--- calls (an operation is in the queue once its launch call has returned)
+-- calls (an operation is in the queue once its launch call has returned), and when that call began
 resume_launch AS (
-    SELECT g.trace_id, g.ts_us AS resume_us, min(r.ts_us + r.dur_us) AS launch_end_us
+    SELECT g.trace_id, g.ts_us AS resume_us, min(r.ts_us + r.dur_us) AS launch_end_us,
+           arg_min(r.ts_us, r.ts_us + r.dur_us) AS launch_start_us
     FROM gpu_op_launches g
     JOIN runtime_calls r ON r.trace_id = g.trace_id AND r.event_id = g.launch_event_id
     SEMI JOIN gaps p ON p.trace_id = g.trace_id AND p.resume_us = g.ts_us
@@ -126,9 +202,11 @@ synced AS (
 SELECT q.trace_id, q.rank, q.window_id, q.gone_idle_us, q.resume_us, q.s AS start_us, q.e AS end_us,
        q.e - q.s AS idle_us, least(coalesce(d.data_loading_us, 0.0), q.e - q.s) AS data_loading_us,
        CASE WHEN y.gone_idle_us IS NOT NULL THEN 'host_sync'
-            WHEN q.gone_idle_us IS NOT NULL AND r.launch_end_us > q.gone_idle_us THEN 'launch'
+            WHEN r.launch_end_us > coalesce(q.gone_idle_us, q.s) THEN 'launch'
             ELSE 'other' END AS cause,
-       r.launch_end_us AS resume_launch_end_us
+       r.launch_end_us AS resume_launch_end_us,
+       CASE WHEN y.gone_idle_us IS NULL AND r.launch_end_us > coalesce(q.gone_idle_us, q.s)
+            THEN greatest(0.0, least(r.launch_start_us, q.e) - q.s) ELSE 0.0 END AS cpu_wait_us
 FROM pieces q
 LEFT JOIN dl d ON d.trace_id = q.trace_id AND d.window_id = q.window_id AND d.s = q.s
 LEFT JOIN synced y ON y.trace_id = q.trace_id AND y.gone_idle_us = q.gone_idle_us
@@ -136,8 +214,10 @@ LEFT JOIN resume_launch r ON r.trace_id = q.trace_id AND r.resume_us = q.resume_
 WHERE q.e > q.s;
 
 -- Per rank: step time, windows, and the GPU idle split by cause (idle during data loading first,
--- then host_sync / launch / other for the rest of each period). One definition for advise's
--- data_loading, host_sync, launch_bound and low_gpu_utilization savings. step_us: step time as
+-- then host_sync / launch / other for the rest of each period; cpu_wait_idle_us: the part of the
+-- launch idle with no launch call under way, cpu_wait_periods and cpu_wait_max_us its periods
+-- and the longest). One definition for advise's data_loading, host_sync, launch_bound, cpu_bound
+-- and low_gpu_utilization savings. step_us: step time as
 -- the GPU sees it (view step_time: the longer of the CPU span and the GPU's step period), the
 -- denominator of advise's "% of step time"; a window without ProfilerStep counts its wall_us.
 CREATE OR REPLACE TEMP VIEW gpu_idle_by_cause AS
@@ -153,14 +233,19 @@ i AS (
            sum(idle_us - data_loading_us) FILTER (WHERE cause = 'launch') AS launch_us,
            sum(idle_us - data_loading_us) FILTER (WHERE cause = 'other') AS other_us,
            count(*) FILTER (WHERE cause = 'host_sync' AND idle_us > data_loading_us) AS host_sync_periods,
-           count(*) FILTER (WHERE cause = 'launch' AND idle_us > data_loading_us) AS launch_periods
+           count(*) FILTER (WHERE cause = 'launch' AND idle_us > data_loading_us) AS launch_periods,
+           sum(greatest(0.0, cpu_wait_us - data_loading_us)) FILTER (WHERE cause = 'launch') AS cpu_wait_us,
+           count(*) FILTER (WHERE cause = 'launch' AND cpu_wait_us > data_loading_us) AS cpu_wait_periods,
+           max(cpu_wait_us - data_loading_us) FILTER (WHERE cause = 'launch') AS cpu_wait_max_us
     FROM gpu_idle_causes GROUP BY rank
 )
 SELECT w.rank, w.basis, w.windows, w.wall_us, w.busy_us, w.step_us,
        coalesce(i.idle_us, 0.0) AS idle_us, coalesce(i.data_loading_us, 0.0) AS data_loading_idle_us,
        coalesce(i.host_sync_us, 0.0) AS host_sync_idle_us, coalesce(i.launch_us, 0.0) AS launch_idle_us,
        coalesce(i.other_us, 0.0) AS other_idle_us,
-       coalesce(i.host_sync_periods, 0) AS host_sync_periods, coalesce(i.launch_periods, 0) AS launch_periods
+       coalesce(i.host_sync_periods, 0) AS host_sync_periods, coalesce(i.launch_periods, 0) AS launch_periods,
+       coalesce(i.cpu_wait_us, 0.0) AS cpu_wait_idle_us, coalesce(i.cpu_wait_periods, 0) AS cpu_wait_periods,
+       greatest(coalesce(i.cpu_wait_max_us, 0.0), 0.0) AS cpu_wait_max_us
 FROM w LEFT JOIN i USING (rank);
 
 -- Where a host call was made: the innermost user annotation (record_function, such as TorchRec's
@@ -222,16 +307,15 @@ FROM (SELECT rank, name, count(*) AS n, sum(dur_us) AS us FROM c GROUP BY ALL) n
 GROUP BY n.rank;
 
 -- Pageable host<->device copies per rank (CUPTI names a copy's host side Pageable when the host
--- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), over the whole trace as
--- the GPU time (view gpu_time) is. top_name: the copy name with the most GPU time, with its
--- copies (top_copies), time (top_us) and where its launches were made most (top_where), as
+-- memory is not page-locked: "Memcpy HtoD (Pageable -> Device)"), inside the analysis windows as
+-- advise's GPU time is (view window_gpu_ops). top_name: the copy name with the most GPU time, with
+-- its copies (top_copies), time (top_us) and where its launches were made most (top_where), as
 -- top_name_of gives them.
 CREATE OR REPLACE TEMP VIEW pageable_copies_by_rank AS
 WITH c AS (
     SELECT t.rank, 'pageable_memcpy' AS finding, g.name, g.dur_us, h.enclosing
-    FROM gpu_ops g JOIN traces t USING (trace_id)
-    LEFT JOIN gpu_op_launches l ON l.trace_id = g.trace_id AND l.event_id = g.event_id
-    LEFT JOIN host_call_where h ON h.trace_id = l.trace_id AND h.event_id = l.launch_event_id
+    FROM window_gpu_ops g JOIN traces t USING (trace_id)
+    LEFT JOIN host_call_where h ON h.trace_id = g.trace_id AND h.event_id = g.launch_event_id
     WHERE g.cat = 'gpu_memcpy' AND g.name LIKE '%Pageable%'
 )
 SELECT n.rank, sum(n.n) AS copies, sum(n.us) AS pageable_us, any_value(t.top_name) AS top_name,

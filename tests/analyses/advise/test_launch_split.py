@@ -37,8 +37,9 @@ def _first(path: Path) -> tuple[str, dict]:
 def test_thin_operators_are_launch_bound(tmp_path: Path) -> None:
     first, split = _first(_loop(tmp_path, 20.0))
     assert first == "launch_bound"
-    # between the kernels the thread runs 20 us of aten::add and a 5 us launch; 1 us outside
-    assert split["launch_us"] == pytest.approx(19 * 5.0, abs=1e-6)
+    # between the kernels the thread runs 20 us of aten::add and a 5 us launch; 1 us outside; the
+    # step begins with nothing queued, so the first launch is waited on too: 20 launches
+    assert split["launch_us"] == pytest.approx(20 * 5.0, abs=1e-6)
     assert split["op_us"] == 0.0 and split["python_us"] == 0.0
 
 
@@ -47,8 +48,9 @@ def test_thick_operators_are_cpu_bound(tmp_path: Path) -> None:
     assert first == "cpu_bound"
     assert split["top_name"] == "aten::add" and split["top_kind"] == "op"
     # the operators' own time inside the 19 waits: each operator starts 1 us before the previous
-    # kernel ends, so 399 of its 400 us (the first one precedes the first kernel)
-    assert split["op_us"] == pytest.approx(19 * 399.0, abs=1e-6)
+    # kernel ends, so 399 of its 400 us; the first one runs while the step waits for its first
+    # kernel with nothing queued: all of its 400 us
+    assert split["op_us"] == pytest.approx(19 * 399.0 + 400.0, abs=1e-6)
 
 
 def test_one_bert_workload_one_name_on_both_vendors() -> None:

@@ -34,13 +34,16 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import pandas as pd
 
 from trace_report.analyses.common.regions import REGIONS
 from trace_report.analyses.common.utilization import gpu_utilization, step_times
-from trace_report.analyses.compare import CompareResult, mismatch_warnings
+from trace_report.analyses.compare import CompareOptions
+from trace_report.analyses.compare.compute import CompareResult, compare, mismatch_warnings
 from trace_report.errors import InputError, UsageError
 from trace_report.store.tracedb import TraceDB
 
@@ -220,3 +223,59 @@ def evaluate(rules: list[Rule], head: Headline, kernels: CompareResult | None = 
                 raise ValueError("region rules need the region-level comparison")
             out.append(judge(rule, *region_values(rule, regions)))
     return out
+
+
+@dataclass
+class Judged:
+    """What ``compare`` gives: the comparison at ``options.by`` (``result``), the ``headline`` and
+    the verdict of each ``fail_if`` rule, in order. ``frame`` and ``notes`` are the comparison's;
+    ``warnings`` the headline's; ``broken``: the rules the gate fails on."""
+
+    result: CompareResult
+    headline: Headline
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self.result.frame
+
+    @property
+    def notes(self) -> list[str]:
+        return self.result.notes
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.headline.warnings)
+
+    @property
+    def broken(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.broken]
+
+    def attrs(self) -> dict[str, Any]:
+        """The headline and the verdicts as plain data (the notebook frame's ``attrs``): ``headline``
+        (:class:`Headline`'s fields), ``verdicts`` (:class:`Verdict`'s, the rule's nested), ``gate``
+        (``passed``, ``failed``, or None without rules)."""
+        gate = None if not self.verdicts else "failed" if self.broken else "passed"
+        return {"headline": asdict(self.headline), "verdicts": [asdict(v) for v in self.verdicts], "gate": gate}
+
+
+Analysis = Callable[[TraceDB, TraceDB, CompareOptions], CompareResult]
+
+
+def judged(a: TraceDB, b: TraceDB, options: CompareOptions | None = None, analysis: Analysis = compare) -> Judged:
+    """The comparison of B against A at ``options.by`` (``analysis``: :func:`compare`, or its Ray
+    variant), the headline and the verdicts of ``options.fail_if``; a rule on the other level
+    (``kernel:`` with ``by='region'``, ``region:`` with ``by='kernel'``) runs that comparison too.
+
+    Raises :class:`UsageError` for a rule that does not parse, :class:`InputError` for one that
+    cannot be judged (and as :func:`compare` does)."""
+    opts = options or CompareOptions()
+    rules = [parse_rule(text) for text in opts.fail_if]
+    result = analysis(a, b, opts)
+    head = headline(a, b, opts.rank)
+    need = needs(rules)
+    other = {lvl: analysis(a, b, replace(opts, by=lvl)) for lvl in ("kernel", "region")
+             if lvl in need and lvl != opts.by}
+    kernels = result if opts.by == "kernel" else other.get("kernel")
+    regions = result if opts.by == "region" else other.get("region")
+    return Judged(result, head, evaluate(rules, head, kernels, regions))

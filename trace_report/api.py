@@ -155,6 +155,12 @@ prints, ``attrs["warnings"]`` its warnings, and what the result adds (``compare`
 the verdicts of ``fail_if``)."""
 
 
+def _opened(paths: PathArg | Sequence[PathArg]) -> TraceDB:
+    """:func:`open` with its defaults (B of a pair method given as paths)."""
+    with resolve(_as_paths(paths)) as found:
+        return open_resolution(found)
+
+
 def pair_method(cmd: Command) -> Callable[..., object]:
     """The ``TraceDB`` method of a command that compares two inputs: ``self`` is A, ``other`` B;
     keyword arguments named as its options' fields (same defaults), ``limit`` (rows),
@@ -179,7 +185,7 @@ def pair_method(cmd: Command) -> Callable[..., object]:
         if hasattr(options, "check"):
             options.check()
         with ExitStack() as stack:
-            b = other if isinstance(other, tracedb.TraceDB) else stack.enter_context(open(other))  # type: ignore[arg-type]
+            b = other if isinstance(other, tracedb.TraceDB) else stack.enter_context(_opened(other))  # type: ignore[arg-type]
             stack.enter_context(side_run(a, "A", values["run_a"], merge))  # type: ignore[arg-type]
             stack.enter_context(side_run(b, "B", values["run_b"], merge))  # type: ignore[arg-type]
             result = cmd.function()(a, b, options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from trace_report.analyses.compare.rules import parse_rule
 from trace_report.declare import RANK, Chart, Command, Opt, Pair, computed
 
 
@@ -52,8 +53,6 @@ class CompareOptions:
     def check(self) -> None:
         """Raise :class:`~trace_report.errors.UsageError` for a rule that does not parse (before any
         input is read)."""
-        from trace_report.analyses.compare.gate import parse_rule
-
         for text in self.fail_if:
             parse_rule(text)
 

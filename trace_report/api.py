@@ -151,8 +151,8 @@ def declared_method(cmd: Command) -> Callable[..., object]:
 PAIR_OPTIONS = """``other``: B, a ``TraceDB`` or what :func:`open` opens (then closed again);
 ``merge_runs``: a side holding several runs is analysed as one (else it needs ``run_a`` /
 ``run_b``, the label of its run). The frame's ``attrs["notes"]`` holds the notes the command
-prints, ``attrs["warnings"]`` its warnings, and what the result adds (``compare``: the headline,
-the verdicts of ``fail_if``)."""
+prints, ``attrs["warnings"]`` its warnings, and the result's own ``attrs()`` where it has them
+(``compare``: ``headline``, ``verdicts`` of ``fail_if``, ``gate``: passed, failed or None)."""
 
 
 def _opened(paths: PathArg | Sequence[PathArg]) -> TraceDB:

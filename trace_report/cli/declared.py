@@ -13,7 +13,9 @@ a Ray variant), ``--merge-runs``, ``--run``. Its body is the one funnel: open th
 file (:class:`~trace_report.declare.Save`: ``slice``) has its required ``-o`` and ``--run`` alone;
 one with its own body (:attr:`~trace_report.declare.Command.main`: ``roofline``) gets its options
 and every parameter; :class:`~trace_report.declare.Inputs` gives other inputs arguments than the
-usual list.
+usual list. A command over two inputs (:class:`~trace_report.declare.Pair`: ``compare``) has the
+arguments ``A`` and ``B``, ``--run-a`` and ``--run-b`` before ``--merge-runs`` and no ``--run``;
+its funnel opens both, narrows each to its run and computes on the two.
 """
 
 from __future__ import annotations
@@ -245,11 +247,12 @@ def _run_pair(cmd: Command, given: dict[str, Any], options: Any) -> None:
     from trace_report.present.tables import OutputOptions, emit
     from trace_report.store.per_run import side_run
 
-    out = OutputOptions(given["fmt"], given["limit"], given["output"], given["full_names"], raw=given["raw"])
+    out = OutputOptions(given["fmt"], given.get("limit"), given["output"], given.get("full_names", False),
+                        raw=given["raw"])
     out.resolve()
     merge = given["merge_runs"]
     with ExitStack() as stack:
-        if given["engine"] is EngineName.ray:
+        if given.get("engine") is EngineName.ray:
             stack.enter_context(ray_session(given["ray_address"]))
             opened, analysis = ray_load, cmd.hook(cmd.ray)
         else:

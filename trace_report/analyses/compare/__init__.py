@@ -1,4 +1,6 @@
-"""``trace-report compare A B``: kernel or region differences B - A, after a headline (step time and
+"""Differences between two traces, runs or databases (A, then B): per kernel or per region.
+
+``trace-report compare A B``: kernel or region differences B - A, after a headline (step time and
 GPU time, A -> B); ``--fail-if`` rules exit 3 when broken.
 
 The declaration below is the command's only one: the CLI command, the ``TraceDB`` method

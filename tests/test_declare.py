@@ -13,7 +13,7 @@ from conftest import TRACES, invoke, shared_or_skip
 import trace_report as tr
 from trace_report.api import TraceDB
 from trace_report.cli.declared import FUNNEL
-from trace_report.declare import commands, option_fields
+from trace_report.declare import Pair, commands, option_fields
 
 SHARED_OPTIONS = set(FUNNEL)
 """The command line's options that are not the analysis' (inputs, output, engine, runs)."""
@@ -63,6 +63,9 @@ def test_the_method_keywords_are_the_options_fields(name: str) -> None:
     fields = {f.name: f.default for f, _, _ in option_fields(cmd.options)}
     saves = {"output"} if cmd.save is not None else set()
     assert list(params)[1:2] == list(saves) or not saves
+    if isinstance(cmd.inputs, Pair):  # B first, and the run of each side
+        assert list(params)[1] == "other" and {"run_a", "run_b"} <= set(params) and "run" not in params
+        saves = {"other", "run_a", "run_b"}
     assert set(params) - NOTEBOOK_ONLY - saves == set(fields) - {"limit"}
     assert all(params[k].default == v for k, v in fields.items())
 

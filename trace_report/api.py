@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from os import PathLike
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from trace_report.analyses.common.stragglers import StragglerOptions, stragglers
 from trace_report.analyses.common.utilization import gpu_utilization
 from trace_report.analyses.critical_path import CriticalPathOptions, CriticalPathResult, critical_path
 from trace_report.analyses.top_kernels import TopKernelsOptions, TopKernelsResult, top_kernels
-from trace_report.declare import Command, commands, option_fields
+from trace_report.declare import Command, Pair, commands, option_fields
 from trace_report.ingest.pipeline import IngestOptions, open_in_memory
 from trace_report.inputs import Resolution, as_paths, resolve
 from trace_report.store import tracedb
@@ -29,7 +30,7 @@ from trace_report.store.database import create_schema
 from trace_report.store.export import open_parquet_dataset
 from trace_report.store.handle import open_database
 from trace_report.store.notebook import MagicConnection, magic_connection
-from trace_report.store.per_run import Table, on_run, tabulate
+from trace_report.store.per_run import Table, on_run, side_run, tabulate
 from trace_report.store.runs import attach_runs
 
 PathArg = str | bytes | PathLike[str]
@@ -102,7 +103,10 @@ def declared_method(cmd: Command) -> Callable[..., object]:
     options' fields (same defaults), ``limit`` (rows per run), ``merge_runs`` and ``run``; it
     returns the frame the command prints, through the same funnel. A command that saves a file
     (:class:`~trace_report.declare.Save`) takes the path first and ``run``, and returns what its
-    saver returns."""
+    saver returns. One that compares two inputs (:class:`~trace_report.declare.Pair`) is
+    :func:`pair_method`."""
+    if isinstance(cmd.inputs, Pair):
+        return pair_method(cmd)
     fields = option_fields(cmd.options)
     kw, positional = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
     names = {f.name for f, _, _ in fields}
@@ -141,6 +145,61 @@ def declared_method(cmd: Command) -> Callable[..., object]:
     tail = f"``output``: {cmd.save.help} ``run``: only the run with that label." if cmd.save is not None \
         else RUN_OPTIONS
     method.__doc__ = f"{cmd.help} (``trace-report {cmd.name}``)\n\n" + "\n".join(lines) + "\n\n" + tail
+    return method
+
+
+PAIR_OPTIONS = """``other``: B, a ``TraceDB`` or what :func:`open` opens (then closed again);
+``merge_runs``: a side holding several runs is analysed as one (else it needs ``run_a`` /
+``run_b``, the label of its run). The frame's ``attrs["notes"]`` holds the notes the command
+prints, ``attrs["warnings"]`` its warnings, and the result's own ``attrs()`` where it has them
+(``compare``: ``headline``, ``verdicts`` of ``fail_if``, ``gate``: passed, failed or None)."""
+
+
+def _opened(paths: PathArg | Sequence[PathArg]) -> TraceDB:
+    """:func:`open` with its defaults (B of a pair method given as paths)."""
+    with resolve(_as_paths(paths)) as found:
+        return open_resolution(found)
+
+
+def pair_method(cmd: Command) -> Callable[..., object]:
+    """The ``TraceDB`` method of a command that compares two inputs: ``self`` is A, ``other`` B;
+    keyword arguments named as its options' fields (same defaults), ``limit`` (rows),
+    ``merge_runs``, ``run_a`` and ``run_b``; it returns the frame the command prints."""
+    fields = option_fields(cmd.options)
+    kw, positional = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter("self", positional),
+              inspect.Parameter("other", positional, annotation="TraceDB | PathArg | Sequence[PathArg]"),
+              inspect.Parameter("limit", positional, default=None, annotation=int | None)]
+    params += [inspect.Parameter(f.name, kw, default=f.default, annotation=tp) for f, tp, _ in fields]
+    params += [inspect.Parameter(n, kw, default=d, annotation=t) for n, d, t in
+               (("merge_runs", False, bool), ("run_a", None, str | None), ("run_b", None, str | None))]
+    signature = inspect.Signature(params, return_annotation=pd.DataFrame)
+
+    def method(*args: object, **kwargs: object) -> pd.DataFrame:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        a: TraceDB = values.pop("self")  # type: ignore[assignment]
+        other, merge = values.pop("other"), bool(values["merge_runs"])
+        options = cmd.make_options(values)
+        if hasattr(options, "check"):
+            options.check()
+        with ExitStack() as stack:
+            b = other if isinstance(other, tracedb.TraceDB) else stack.enter_context(_opened(other))  # type: ignore[arg-type]
+            stack.enter_context(side_run(a, "A", values["run_a"], merge))  # type: ignore[arg-type]
+            stack.enter_context(side_run(b, "B", values["run_b"], merge))  # type: ignore[arg-type]
+            result = cmd.function()(a, b, options)
+        limit = values["limit"]
+        frame = result.frame if limit is None else result.frame.head(limit)
+        frame.attrs.update(result.attrs() if hasattr(result, "attrs") else {})
+        frame.attrs["notes"] = list(result.notes)
+        frame.attrs["warnings"] = list(getattr(result, "warnings", []))
+        return frame
+
+    lines = [f"  ``{f.name}``: {meta.text()} (default {f.default!r})" for f, _, meta in fields]
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__name__ = method.__qualname__ = cmd.method
+    method.__doc__ = f"{cmd.help} (``trace-report {cmd.name}``)\n\n" + "\n".join(lines) + "\n\n" + PAIR_OPTIONS
     return method
 
 

@@ -45,7 +45,8 @@ class Opt:
     turning the option's text (``19.5T``, ``3-4``) into the field's value, raising
     :class:`~trace_report.errors.InputError` (or its subclass ``UsageError``) naming ``flag`` for
     text it cannot read; the command line then takes text, and the notebook method reads a text
-    value with it too (other values go to the field as they are)."""
+    value with it too (other values go to the field as they are); ``metavar``: the value's name in
+    the help (``--fail-if RULE``), else the type's."""
 
     help: str
     flags: tuple[str, ...] = ()
@@ -54,6 +55,7 @@ class Opt:
     max: float | None = None
     cli: bool = True
     parse: str | None = None
+    metavar: str | None = None
 
     def names(self, field_name: str) -> tuple[str, ...]:
         """The option's spelling: :attr:`flags`, else ``--field-name``."""
@@ -115,6 +117,19 @@ class Inputs:
 
 
 @dataclass(frozen=True)
+class Pair:
+    """The inputs of a command that compares two (``compare``): the arguments ``a`` and ``b``, one
+    input each (a trace, run folder, database or dataset), with the helps ``a`` and ``b``. Its
+    compute function (and ``ray``) is ``(a: TraceDB, b: TraceDB, options) -> Result``, on each side
+    narrowed to one run: ``--run-a`` / ``--run-b`` name it where a side holds several (before
+    ``--merge-runs``, which merges them; there is no ``--run``). The notebook method takes B first
+    (a ``TraceDB``, or what :func:`trace_report.open` opens) and ``run_a`` / ``run_b``."""
+
+    a: str
+    b: str
+
+
+@dataclass(frozen=True)
 class Save:
     """What a command writes instead of a table (``slice``: a Chrome trace): ``function`` is
     ``"module:function"``, ``(result, options, path) -> (value, lines)`` writing the compute
@@ -158,12 +173,15 @@ class Command:
       for stderr;
     - ``titles``: ``(field, title)`` pairs, the table's title when that boolean option is set;
     - ``limit``: False for a command without ``--limit``;
-    - ``inputs``: an :class:`Inputs` other than the usual list of one or more inputs;
+    - ``inputs``: an :class:`Inputs` other than the usual list of one or more inputs, or a
+      :class:`Pair`: two inputs compared;
     - ``save``: a :class:`Save`, the file the command writes instead of a table;
     - ``main``: ``(options, given) -> None``, the command line's own body instead of the funnel, for
       a command whose output is more than tables of its runs (``roofline``: a summary per run and
       a peaks listing without input); ``given`` holds every command-line parameter by name (the
-      inputs, the shared options). The notebook method still goes through the funnel.
+      inputs, the shared options). The notebook method still goes through the funnel. That of a
+      :class:`Pair` is ``(result, options, given) -> None``: it prints ``result``, what the compute
+      function gave on A and B (opened, each narrowed to its run, by the command line's funnel).
 
     An options class may also define ``views()``, the analysis views those options read (instead
     of ``views``)."""
@@ -185,7 +203,7 @@ class Command:
     write: str | None = None
     titles: tuple[tuple[str, str], ...] = ()
     limit: bool = True
-    inputs: Inputs | None = None
+    inputs: Inputs | Pair | None = None
     save: Save | None = None
     main: str | None = None
     package: str = ""

@@ -34,7 +34,7 @@ from trace_report.errors import TraceReportError, UsageError
 from trace_report.interrupts import Terminated
 
 COMMAND_MODULES = {
-    "capture": "capture", "ingest": "ingest", "compare": "compare", "report": "report", "export": "export",
+    "capture": "capture", "ingest": "ingest", "report": "report", "export": "export",
     "sql": "sql", "hta": "hta",
 }
 """The commands that are not made from an analysis' declaration, and their module in

@@ -1,171 +1,47 @@
-"""``trace-report compare A B``: kernel or region differences B - A, after a headline (step time and
-GPU time, A -> B); ``--fail-if`` rules exit 3 when broken (:mod:`trace_report.analyses.compare.gate`)."""
+"""``trace-report compare A B``'s own body (:func:`main`): the command, its options and its notebook
+method are made from the declaration in :mod:`trace_report.analyses.compare`; the comparison, the
+headline and the ``--fail-if`` verdicts are computed there (:func:`~trace_report.analyses.compare.gate.judged`).
+Here: the headline first, the rows, the Markdown summary, exit 3 when a rule is broken."""
 
 from __future__ import annotations
 
-import enum
 import math
-from contextlib import ExitStack
-from dataclasses import replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from trace_report.cli.options import (
-    EngineName,
-    EngineOpt,
-    FormatOpt,
-    FullNamesOpt,
-    LimitOpt,
-    OutputOpt,
-    RankOpt,
-    RawOpt,
-    RayAddressOpt,
-    err,
-    inputs_given,
-    load,
-    notes,
-    output_given,
-    ray_load,
-    ray_session,
-    warn,
-)
-from trace_report.cli.registry import app
-from trace_report.cli.runs import MergeRunsOpt
-from trace_report.errors import UsageError
-from trace_report.storage import location
+from trace_report.cli.options import err, notes, warn
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from trace_report.analyses.compare import CompareOptions, CompareResult
-    from trace_report.analyses.compare.gate import Headline, Rule, Verdict
+    from trace_report.analyses.compare import CompareOptions
+    from trace_report.analyses.compare.compute import CompareResult
+    from trace_report.analyses.compare.gate import Headline, Judged, Verdict
     from trace_report.present.format import OutputOptions
-    from trace_report.store.tracedb import TraceDB
-
-    Analysis = Callable[[TraceDB, TraceDB, CompareOptions], CompareResult]
 
 GATE_BROKEN = 3
 """The exit status of ``compare`` when a ``--fail-if`` rule is broken (1: bad input, 2: usage)."""
 
 
-class Match(str, enum.Enum):
-    exact = "exact"
-    short = "short"
-
-
-class Level(str, enum.Enum):
-    kernel = "kernel"
-    region = "region"
-
-
-@app.command("compare")
-def compare_cmd(
-    a: Annotated[str, typer.Argument(help="A (the reference): a trace, run folder, database or dataset (a "
-                                          "local path, or an s3://, gs://, abfs:// URL of traces).", parser=location,
-                                      callback=inputs_given)],
-    b: Annotated[str, typer.Argument(help="B (compared with A), of any of the same kinds.", callback=inputs_given,
-                                     parser=location)],
-    by: Annotated[Level, typer.Option("--by", help="kernel: per GPU operation name; region: per step region.")]
-    = Level.kernel,
-    rank: RankOpt = None,
-    per_step: Annotated[bool | None, typer.Option(
-        "--per-step/--no-per-step", help="Counts and times per ProfilerStep of each side (default: per step for "
-                                         "--by region, totals for --by kernel).", show_default=False)] = None,
-    match: Annotated[Match, typer.Option(
-        "--match", help="kernel: pair by exact name, or by short name (argument lists and nested templates elided: "
-                        "kernels that only differ by PyTorch version pair up).")] = Match.exact,
-    steps_only: Annotated[bool, typer.Option(
-        "--steps-only", help="kernel: only GPU operations launched inside a ProfilerStep (HTA TraceDiff's rule).")]
-    = False,
-    fail_if: Annotated[list[str] | None, typer.Option(
-        "--fail-if", metavar="RULE",
-        help="Exit 3 when B breaks this rule against A (repeatable): METRIC OP CHANGE. METRIC: step_time (mean "
-             "step time: the longer of the ProfilerStep's CPU span and the GPU's step period), gpu_time (GPU busy "
-             "time per step, in the GPU's step period), kernel:GLOB (time per step of the GPU "
-             "operations whose name matches, case-insensitive), region:NAME (wall time per step); OP: > or <; "
-             "CHANGE: +5%, -3% (of A) or +2ms, +500us (B - A). A rule that cannot be judged is an error (exit 1).")]
-    = None,
-    chart: Annotated[Path | None, typer.Option("--chart", help="Also write a chart (.html, .png or .svg).",
-                                               callback=output_given)] = None,
-    full_names: FullNamesOpt = False,
-    fmt: FormatOpt = None,
-    raw: RawOpt = False,
-    limit: LimitOpt = None,
-    output: OutputOpt = None,
-    engine: EngineOpt = EngineName.local,
-    ray_address: RayAddressOpt = None,
-    run_a: Annotated[str | None, typer.Option(
-        "--run-a", help="The run of A to compare, when A holds several (the error lists them).")] = None,
-    run_b: Annotated[str | None, typer.Option("--run-b", help="The run of B to compare, when B holds several.")]
-    = None,
-    merge_runs: MergeRunsOpt = False,
-) -> None:
-    """Kernel- or region-level differences B - A (time, count, share; new and vanished kernels),
-    largest time difference first. Regions are compared per step by default.
-
-    First a headline: step time (mean step time: the longer of the ProfilerStep's CPU span and the
-    GPU's step period, the work launched in the step) and GPU time (GPU busy per step),
-    A -> B, and the --fail-if rules with their verdicts: before the rows in table and markdown
-    (markdown adds the top regressions: a summary for a pull-request comment), as note lines on
-    stderr with csv and json. Exit status: 0, 3 when a --fail-if rule is broken, 1 for bad
-    input or a rule that cannot be judged, 2 for a usage error.
-
-    \b
-    Examples:
-      trace-report compare runs/torch-2.0 runs/torch-2.4 --match short -n 20
-      trace-report compare a.duckdb b.duckdb --engine ray (each side's traces in Ray tasks)
-      trace-report compare main/ pr/ --fail-if 'step_time>+5%' --fail-if 'kernel:*gemm*>+10%' -f markdown
-    """
-    from trace_report.analyses.compare import CompareOptions, compare
-    from trace_report.analyses.compare.gate import parse_rule
+def main(judged: Judged, options: CompareOptions, given: dict[str, Any]) -> None:
+    """The command line's body of ``compare`` (:attr:`trace_report.declare.Command.main` of a
+    :class:`~trace_report.declare.Pair`): the headline's warnings, the headline and the rows
+    (:func:`_show`), the chart, then exit :data:`GATE_BROKEN` with a line naming the broken rules."""
     from trace_report.present.tables import OutputOptions
 
-    rules = [parse_rule(text) for text in fail_if or []]
-    out = OutputOptions(fmt, limit, output, full_names, raw=raw)
-    out.resolve()  # an unknown -o suffix is a usage error before any work
-    opts = CompareOptions(by=by.value, rank=rank, per_step=per_step, steps_only=steps_only, match=match.value)
-    if engine is EngineName.ray:
-        from trace_report.analyses.compare.ray import compare_ray
-
-        with ray_session(ray_address), ray_load([a]) as da, ray_load([b]) as db, ExitStack() as stack:
-            _one_run(stack, da, "A", run_a, merge_runs)
-            _one_run(stack, db, "B", run_b, merge_runs)
-            result, head, verdicts = _judged(da, db, opts, rules, compare_ray)
-    else:
-        with load([a]) as da, load([b]) as db, ExitStack() as stack:
-            _one_run(stack, da, "A", run_a, merge_runs)
-            _one_run(stack, db, "B", run_b, merge_runs)
-            result, head, verdicts = _judged(da, db, opts, rules, compare)
-    for text in head.warnings:
+    paths = (str(given["a"]), str(given["b"]))
+    out = OutputOptions(given["fmt"], given["limit"], given["output"], given["full_names"], raw=given["raw"])
+    for text in judged.warnings:
         warn(text)
-    _show(result, head, verdicts, out, by.value, (str(a), str(b)))
-    if chart is not None:
+    _show(judged.result, judged.headline, judged.verdicts, out, options.by, paths)
+    if given["chart"] is not None:
         from trace_report.present.charts import compare_chart, save_chart
 
-        save_chart(compare_chart(result.frame, limit=limit or 20, a=str(a), b=str(b)), chart)
-    broken = [v.rule.text for v in verdicts if v.broken]
+        save_chart(compare_chart(judged.frame, limit=given["limit"] or 20, a=paths[0], b=paths[1]), given["chart"])
+    broken = [v.rule.text for v in judged.broken]
     if broken:
-        err.print(f"gate failed: {len(broken)} of {len(verdicts)} --fail-if rule(s) broken: {', '.join(broken)}",
-                  markup=False)
+        err.print(f"gate failed: {len(broken)} of {len(judged.verdicts)} --fail-if rule(s) broken: "
+                  f"{', '.join(broken)}", markup=False)
         raise typer.Exit(GATE_BROKEN)
-
-
-def _judged(da: TraceDB, db: TraceDB, opts: CompareOptions, rules: list[Rule], analysis: Analysis,
-            ) -> tuple[CompareResult, Headline, list[Verdict]]:
-    """The comparison at ``opts.by``, the headline and the rules' verdicts; a rule on the other level
-    (``kernel:`` with ``--by region``, ``region:`` with ``--by kernel``) runs that comparison too."""
-    from trace_report.analyses.compare.gate import evaluate, headline, needs
-
-    result = analysis(da, db, opts)
-    head = headline(da, db, opts.rank)
-    need = needs(rules)
-    other = {lvl: analysis(da, db, replace(opts, by=lvl)) for lvl in ("kernel", "region")
-             if lvl in need and lvl != opts.by}
-    kernels = result if opts.by == "kernel" else other.get("kernel")
-    regions = result if opts.by == "region" else other.get("region")
-    return result, head, evaluate(rules, head, kernels, regions)
 
 
 def _show(result: CompareResult, head: Headline, verdicts: list[Verdict], out: OutputOptions, by: str,
@@ -192,19 +68,6 @@ def _show(result: CompareResult, head: Headline, verdicts: list[Verdict], out: O
         if out.output is not None or len(frame):  # no empty box on the terminal (as emit)
             text += render(frame, fmt, title, full_names=out.full_names, raw=out.raw)
     write_text(out.output, text)
-
-
-def _one_run(stack: ExitStack, db: TraceDB, side: str, label: str | None, merge: bool) -> None:
-    """Narrow ``db`` to the run ``label`` for the rest of ``stack``; a side holding several runs needs
-    one named (:class:`UsageError` listing them) unless ``merge``."""
-    if label is not None:
-        stack.enter_context(db.scope(db.run(label).trace_ids))
-        return
-    runs = db.runs()
-    if len(runs) > 1 and not merge:
-        shown = ", ".join(r.label for r in runs[:12]) + (", ..." if len(runs) > 12 else "")
-        raise UsageError(f"{side} holds {len(runs)} runs ({shown}): choose one with --run-{side.lower()} LABEL, "
-                         "or compare them merged with --merge-runs")
 
 
 def _us(value: float | None, *, signed: bool = False) -> str:
@@ -293,7 +156,7 @@ def markdown_summary(result: CompareResult, head: Headline, verdicts: list[Verdi
                      full_names: bool = False, top: int = 5) -> str:
     """The Markdown headline for a pull-request comment: step time and GPU time A -> B, the rules
     and their verdicts, the ``top`` regressions (rows whose time grew most)."""
-    from trace_report.analyses.compare import regressions
+    from trace_report.analyses.compare.compute import regressions
     from trace_report.present.format import Format
     from trace_report.present.tables import markdown_cell, render
 

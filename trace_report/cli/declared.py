@@ -13,7 +13,9 @@ a Ray variant), ``--merge-runs``, ``--run``. Its body is the one funnel: open th
 file (:class:`~trace_report.declare.Save`: ``slice``) has its required ``-o`` and ``--run`` alone;
 one with its own body (:attr:`~trace_report.declare.Command.main`: ``roofline``) gets its options
 and every parameter; :class:`~trace_report.declare.Inputs` gives other inputs arguments than the
-usual list.
+usual list. A command over two inputs (:class:`~trace_report.declare.Pair`: ``compare``) has the
+arguments ``A`` and ``B``, ``--run-a`` and ``--run-b`` before ``--merge-runs`` and no ``--run``;
+its funnel opens both, narrows each to its run and computes on the two.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -38,6 +40,8 @@ from trace_report.cli.options import (
     OutputOpt,
     RawOpt,
     RayAddressOpt,
+    RunAOpt,
+    RunBOpt,
     RunOpt,
     TargetsArg,
     err,
@@ -51,15 +55,15 @@ from trace_report.cli.options import (
     warn,
 )
 from trace_report.cli.registry import app
-from trace_report.declare import LIMIT, Command, Opt, option_fields, option_names
+from trace_report.declare import LIMIT, Command, Opt, Pair, option_fields, option_names
 from trace_report.storage import location
 
 if TYPE_CHECKING:
     from trace_report.store.per_run import PerRun
     from trace_report.store.tracedb import TraceDB
 
-FUNNEL = ("targets", "chart", "full_names", "fmt", "raw", "limit", "output", "engine", "ray_address", "merge_runs",
-          "run")
+FUNNEL = ("targets", "a", "b", "chart", "full_names", "fmt", "raw", "limit", "output", "engine", "ray_address",
+          "run_a", "run_b", "merge_runs", "run")
 """The parameters a declared command may have beside its options' fields."""
 
 
@@ -88,6 +92,9 @@ def _inputs(cmd: Command) -> list[inspect.Parameter]:
     spec = cmd.inputs
     if spec is None:
         return [inspect.Parameter("targets", positional, annotation=TargetsArg)]
+    if isinstance(spec, Pair):
+        return [inspect.Parameter(name, positional, annotation=Annotated[str, typer.Argument(
+            help=text, callback=inputs_given, parser=location)]) for name, text in (("a", spec.a), ("b", spec.b))]
     arg = typer.Argument(help=spec.help, callback=inputs_given, parser=location)
     if spec.optional:
         return [inspect.Parameter("targets", positional, default=None, annotation=Annotated[list[str] | None, arg])]
@@ -126,6 +133,10 @@ def _funnel_parameters(cmd: Command, fields: set[str], limit: inspect.Parameter 
     if cmd.ray is not None:
         after += [inspect.Parameter("engine", kw, default=EngineName.local, annotation=EngineOpt),
                   inspect.Parameter("ray_address", kw, default=None, annotation=RayAddressOpt)]
+    if isinstance(cmd.inputs, Pair):
+        return first, after + [inspect.Parameter("run_a", kw, default=None, annotation=RunAOpt),
+                               inspect.Parameter("run_b", kw, default=None, annotation=RunBOpt),
+                               inspect.Parameter("merge_runs", kw, default=False, annotation=MergeRunsOpt)]
     after += [inspect.Parameter("merge_runs", kw, default=False, annotation=MergeRunsOpt),
               inspect.Parameter("run", kw, default=None, annotation=RunOpt)]
     return first, after
@@ -191,6 +202,9 @@ def run_command(cmd: Command, given: dict[str, Any]) -> None:
     options = _option_values(cmd, given)
     if hasattr(options, "check"):
         options.check()  # before any input is read
+    if isinstance(cmd.inputs, Pair):
+        _run_pair(cmd, given, options)
+        return
     main = cmd.hook(cmd.main)
     if main is not None:
         main(options, given)
@@ -223,6 +237,37 @@ def run_command(cmd: Command, given: dict[str, Any]) -> None:
     display = cmd.display_function()
     frame = frame if display is None else display(frame, out.resolve(), full_names)
     emit(frame, out, title=cmd.title_for(options))
+
+
+def _run_pair(cmd: Command, given: dict[str, Any], options: Any) -> None:
+    """A command over two inputs (:class:`~trace_report.declare.Pair`): an unknown ``-o`` suffix
+    is a usage error before any work; A and B opened (for Ray with ``--engine ray``), each narrowed
+    to its run (``--run-a``, ``--run-b``), the compute function on them, then the command's
+    :attr:`~trace_report.declare.Command.main` (else the notes and the table)."""
+    from trace_report.present.tables import OutputOptions, emit
+    from trace_report.store.per_run import side_run
+
+    out = OutputOptions(given["fmt"], given.get("limit"), given["output"], given.get("full_names", False),
+                        raw=given["raw"])
+    out.resolve()
+    merge = given["merge_runs"]
+    with ExitStack() as stack:
+        if given.get("engine") is EngineName.ray:
+            stack.enter_context(ray_session(given["ray_address"]))
+            opened, analysis = ray_load, cmd.hook(cmd.ray)
+        else:
+            opened, analysis = load, cmd.function()
+        da = stack.enter_context(opened([given["a"]]))
+        db = stack.enter_context(opened([given["b"]]))
+        stack.enter_context(side_run(da, "A", given["run_a"], merge))
+        stack.enter_context(side_run(db, "B", given["run_b"], merge))
+        result = analysis(da, db, options)  # type: ignore[misc]
+    main = cmd.hook(cmd.main)
+    if main is not None:
+        main(result, options, given)
+        return
+    notes(result.notes)
+    emit(result.frame, out, title=cmd.title_for(options))
 
 
 def _run_save(cmd: Command, given: dict[str, Any], options: Any) -> None:

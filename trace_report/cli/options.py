@@ -304,8 +304,10 @@ TargetsArg = Annotated[
 ]
 def typer_option(meta: Opt, **extra: object) -> typer.models.OptionInfo:
     """The Typer option of a declared option (:class:`~trace_report.declare.Opt`): its flags,
-    its help with the unit, its bounds."""
-    bounds = {k: v for k, v in (("min", meta.min), ("max", meta.max)) if v is not None}
+    its help with the unit, its bounds, its metavar."""
+    bounds: dict[str, object] = {k: v for k, v in (("min", meta.min), ("max", meta.max)) if v is not None}
+    if meta.metavar is not None:
+        bounds["metavar"] = meta.metavar
     return typer.Option(*meta.flags, help=meta.text(), **bounds, **extra)  # type: ignore[arg-type]
 
 
@@ -334,6 +336,9 @@ MergeRunsOpt = Annotated[bool, typer.Option(
                          "what was merged). By default each run gets its own rows, with a run column.")]
 RunOpt = Annotated[str | None, typer.Option(
     "--run", help="Only the run with this label (the run column of a command over several runs).")]
+RunAOpt = Annotated[str | None, typer.Option(
+    "--run-a", help="The run of A to compare, when A holds several (the error lists them).")]
+RunBOpt = Annotated[str | None, typer.Option("--run-b", help="The run of B to compare, when B holds several.")]
 
 
 def warn(message: str) -> None:

@@ -12,7 +12,8 @@ notebook methods both go through these functions, so both keep runs apart the sa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -77,6 +78,24 @@ def on_run(db: TraceDB, fn: Callable[[TraceDB], R], run: str | None = None) -> R
         return fn(db)
     with db.scope(db.run(run).trace_ids):
         return fn(db)
+
+
+@contextmanager
+def side_run(db: TraceDB, side: str, run: str | None = None, merge: bool = False) -> Iterator[TraceDB]:
+    """``db``, one side (``A``, ``B``) of a command that compares two inputs, narrowed to the run
+    ``run`` for the block (:meth:`TraceDB.scope`); without ``run``, a side holding several runs
+    needs ``merge`` (analysed as one). Raises :class:`~trace_report.errors.UsageError` for an
+    unknown run, or listing the runs when there are several and neither is given."""
+    if run is not None:
+        with db.scope(db.run(run).trace_ids):
+            yield db
+        return
+    runs = db.runs()
+    if len(runs) > 1 and not merge:
+        shown = ", ".join(r.label for r in runs[:12]) + (", ..." if len(runs) > 12 else "")
+        raise UsageError(f"{side} holds {len(runs)} runs ({shown}): choose one with --run-{side.lower()} LABEL, "
+                         "or compare them merged with --merge-runs")
+    yield db
 
 
 def stacked(per: PerRun[Any], table: Callable[[Any], Any], limit: int | None = None) -> Any:

@@ -4,6 +4,7 @@ plain-Python pass over the JSON on the shared control/test pair (A100 against V1
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import io
 import json
 import logging
@@ -166,3 +167,58 @@ def test_compare_command(tmp_path):
     assert res.exit_code == 0 and (tmp_path / "regions.csv").read_text().startswith("region,status,")
     res = invoke(["compare", str(CONTROL), str(tmp_path / "absent.json")])
     assert res.stderr.startswith("Error:") and "no such file" in res.stderr
+
+
+def _same_rows(frame, rows: list[dict]) -> None:
+    """The frame's records equal the CLI's JSON rows: same columns and order, numbers to 1e-9
+    (JSON null for NaN)."""
+    assert list(frame.columns) == list(rows[0]) and len(frame) == len(rows) > 0
+    for mine, theirs in zip(frame.to_dict("records"), rows, strict=True):
+        for key, value in theirs.items():
+            got = mine[key]
+            if value is None:
+                assert got is None or got != got, key  # NaN
+            elif isinstance(value, float):
+                assert got == pytest.approx(value, rel=1e-9, abs=1e-9), key
+            else:
+                assert got == value, key
+
+
+def _cli_json(*args: str):
+    res = invoke(["compare", str(CONTROL), str(TEST), "-f", "json", *args])
+    return res.exit_code, json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("kwargs, args", [
+    ({}, []),
+    ({"match": "short", "per_step": True}, ["--match", "short", "--per-step"]),
+    ({"by": "region"}, ["--by", "region"]),
+])
+def test_notebook_method_gives_the_commands_rows(pair, kwargs, args):
+    """``tr.open(A).compare(B, ...)``, declared with the command, gives the rows of ``trace-report
+    compare A B -f json`` with the same options (B a TraceDB, or a path the method opens)."""
+    a, b = pair
+    code, rows = _cli_json(*args)
+    assert code == 0
+    _same_rows(a.compare(b, **kwargs), rows)
+    if not kwargs:
+        _same_rows(a.compare(TEST), rows)
+
+
+def test_notebook_method_judges_the_rules_as_the_gate(pair):
+    """``fail_if``: the verdicts in ``attrs``, broken where the command exits 3 (the V100 side's
+    GEMMs take more time per step than the A100 side's: a computed per-step sum, checked here
+    against the rows)."""
+    a, b = pair
+    rules = ("kernel:*gemm*>+10%", "step_time>+100000%")
+    frame = a.compare(b, fail_if=rules)
+    gemm = frame[[fnmatch.fnmatchcase(n.lower(), "*gemm*") for n in frame["name"]]]
+    steps = frame.attrs["headline"]["a"]["steps"], frame.attrs["headline"]["b"]["steps"]
+    a_us, b_us = gemm["a_total_us"].sum() / steps[0], gemm["b_total_us"].sum() / steps[1]
+    gemm_verdict, step_verdict = frame.attrs["verdicts"]
+    assert gemm_verdict["a_us"] == pytest.approx(a_us) and gemm_verdict["b_us"] == pytest.approx(b_us)
+    assert gemm_verdict["broken"] == (100 * (b_us - a_us) / a_us > 10) and not step_verdict["broken"]
+    assert frame.attrs["gate"] == ("failed" if gemm_verdict["broken"] else "passed")
+    code, rows = _cli_json(*[x for r in rules for x in ("--fail-if", r)])
+    assert code == (3 if gemm_verdict["broken"] else 0)
+    _same_rows(frame, rows)

@@ -15,7 +15,8 @@ from gpu_steps_plain import GPU_CATS, load, steps
 
 import trace_report as tr
 from trace_report.analyses.compare import compare
-from trace_report.analyses.compare.gate import GRAMMAR, evaluate, headline, judge, parse_rule
+from trace_report.analyses.compare.gate import evaluate, headline, judge, parse_rule
+from trace_report.analyses.compare.rules import GRAMMAR
 from trace_report.errors import InputError, UsageError
 
 PAIR = SHARED / "data" / "traces" / "hta_trace_diff"

@@ -14,7 +14,8 @@ the GPU sees it, the denominator of advise's and the report's "% of step time"):
   ``gpu_utilization``); None without GPU operations. Summed over ranks (``rank`` None), both are
   means over every rank's steps.
 
-Rules: ``METRIC OP CHANGE`` (:data:`GRAMMAR`). ``METRIC`` is ``step_time``, ``gpu_time``,
+Rules: ``METRIC OP CHANGE`` (:data:`~trace_report.analyses.compare.rules.GRAMMAR`, read by
+:func:`~trace_report.analyses.compare.rules.parse_rule`). ``METRIC`` is ``step_time``, ``gpu_time``,
 ``kernel:GLOB`` (the per-step time of the GPU operations whose name matches the shell pattern,
 :func:`fnmatch.fnmatchcase` on lower-cased names, summed; names as the kernel comparison shows
 them, so ``--match short`` matches short names) or ``region:NAME`` (the region's wall time per
@@ -33,39 +34,18 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import pandas as pd
 
-from trace_report.analyses.common.regions import REGIONS
 from trace_report.analyses.common.utilization import gpu_utilization, step_times
-from trace_report.analyses.compare import CompareResult, mismatch_warnings
-from trace_report.errors import InputError, UsageError
+from trace_report.analyses.compare import CompareOptions
+from trace_report.analyses.compare.compute import CompareResult, compare, mismatch_warnings
+from trace_report.analyses.compare.rules import Rule, parse_rule
+from trace_report.errors import InputError
 from trace_report.store.tracedb import TraceDB
-
-GRAMMAR = ("METRIC OP CHANGE: METRIC is step_time, gpu_time, kernel:GLOB or region:NAME "
-           f"({', '.join(REGIONS)}); OP is > or <; CHANGE is a relative +5% or -3%, or an absolute "
-           "+2ms or +500us (B - A)")
-"""The rule grammar, as the usage error and ``--help`` state it."""
-
-UNITS_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
-_RULE = re.compile(r"^(?P<metric>.+)(?P<op>[<>])\s*(?P<value>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>%|us|µs|ms|s)$")
-METRICS = ("step_time", "gpu_time", "kernel", "region")
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One ``--fail-if`` rule: ``metric`` (one of :data:`METRICS`), ``target`` (the kernel name
-    pattern or region; ``''`` for step and GPU time), ``op`` (``>`` or ``<``), ``limit`` (percent
-    when ``relative``, else µs) and the ``text`` as given."""
-
-    text: str
-    metric: str
-    target: str
-    op: str
-    limit: float
-    relative: bool
 
 
 @dataclass(frozen=True)
@@ -105,23 +85,6 @@ class Verdict:
     note: str | None = None
 
 
-def parse_rule(text: str) -> Rule:
-    """The :class:`Rule` of ``text`` (``'kernel:*gemm*>+10%'``; blanks around OP are allowed).
-
-    Raises :class:`UsageError` naming the rule and stating :data:`GRAMMAR` when it does not parse,
-    for an unknown metric, an empty pattern or an unknown region."""
-    m = _RULE.match(text.strip())
-    if m is None:
-        raise UsageError(f"--fail-if {text!r}: not a rule ({GRAMMAR})")
-    metric, _, target = m["metric"].strip().partition(":")
-    if metric not in METRICS or (metric in ("kernel", "region")) != bool(target.strip()) or (
-            metric == "region" and target.strip() not in REGIONS):
-        raise UsageError(f"--fail-if {text!r}: unknown metric {m['metric'].strip()!r} ({GRAMMAR})")
-    relative = m["unit"] == "%"
-    limit = float(m["value"]) * (1.0 if relative else UNITS_US[m["unit"]])
-    return Rule(text.strip(), metric, target.strip(), m["op"], limit, relative)
-
-
 def side(db: TraceDB, rank: int | None = None) -> Side:
     """The headline numbers of one side (views ``step_time`` and ``gpu_utilization``, see the module
     docstring). Raises :class:`UsageError` for an unknown rank."""
@@ -142,7 +105,7 @@ def headline(a: TraceDB, b: TraceDB, rank: int | None = None) -> Headline:
 
 
 def needs(rules: list[Rule]) -> set[str]:
-    """The metrics the rules read (a subset of :data:`METRICS`)."""
+    """The metrics the rules read (a subset of :data:`~trace_report.analyses.compare.rules.METRICS`)."""
     return {r.metric for r in rules}
 
 
@@ -220,3 +183,59 @@ def evaluate(rules: list[Rule], head: Headline, kernels: CompareResult | None = 
                 raise ValueError("region rules need the region-level comparison")
             out.append(judge(rule, *region_values(rule, regions)))
     return out
+
+
+@dataclass
+class Judged:
+    """What ``compare`` gives: the comparison at ``options.by`` (``result``), the ``headline`` and
+    the verdict of each ``fail_if`` rule, in order. ``frame`` and ``notes`` are the comparison's;
+    ``warnings`` the headline's; ``broken``: the rules the gate fails on."""
+
+    result: CompareResult
+    headline: Headline
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self.result.frame
+
+    @property
+    def notes(self) -> list[str]:
+        return self.result.notes
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.headline.warnings)
+
+    @property
+    def broken(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.broken]
+
+    def attrs(self) -> dict[str, Any]:
+        """The headline and the verdicts as plain data (the notebook frame's ``attrs``): ``headline``
+        (:class:`Headline`'s fields), ``verdicts`` (:class:`Verdict`'s, the rule's nested), ``gate``
+        (``passed``, ``failed``, or None without rules)."""
+        gate = None if not self.verdicts else "failed" if self.broken else "passed"
+        return {"headline": asdict(self.headline), "verdicts": [asdict(v) for v in self.verdicts], "gate": gate}
+
+
+Analysis = Callable[[TraceDB, TraceDB, CompareOptions], CompareResult]
+
+
+def judged(a: TraceDB, b: TraceDB, options: CompareOptions | None = None, analysis: Analysis = compare) -> Judged:
+    """The comparison of B against A at ``options.by`` (``analysis``: :func:`compare`, or its Ray
+    variant), the headline and the verdicts of ``options.fail_if``; a rule on the other level
+    (``kernel:`` with ``by='region'``, ``region:`` with ``by='kernel'``) runs that comparison too.
+
+    Raises :class:`UsageError` for a rule that does not parse, :class:`InputError` for one that
+    cannot be judged (and as :func:`compare` does)."""
+    opts = options or CompareOptions()
+    rules = [parse_rule(text) for text in opts.fail_if]
+    result = analysis(a, b, opts)
+    head = headline(a, b, opts.rank)
+    need = needs(rules)
+    other = {lvl: analysis(a, b, replace(opts, by=lvl)) for lvl in ("kernel", "region")
+             if lvl in need and lvl != opts.by}
+    kernels = result if opts.by == "kernel" else other.get("kernel")
+    regions = result if opts.by == "region" else other.get("region")
+    return Judged(result, head, evaluate(rules, head, kernels, regions))

@@ -11,8 +11,8 @@ from trace_report.analyses.common.breakdown_ray import breakdown_ray
 from trace_report.analyses.common.breakdown_sums import BreakdownSelection
 from trace_report.analyses.common.cpu_self_time import cpu_task
 from trace_report.analyses.common.distributed import map_partitions, merge_stats
-from trace_report.analyses.compare import (
-    CompareOptions,
+from trace_report.analyses.compare import CompareOptions
+from trace_report.analyses.compare.compute import (
     CompareResult,
     check_side,
     gpu_op_totals,
@@ -20,6 +20,7 @@ from trace_report.analyses.compare import (
     regions_diff,
     step_count,
 )
+from trace_report.analyses.compare.gate import Judged, judged
 from trace_report.errors import InputError
 from trace_report.store.tracedb import TraceDB
 
@@ -46,7 +47,7 @@ def _cpu_totals(db: TraceDB, rank: int | None) -> pd.DataFrame:
 
 
 def compare_ray(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> CompareResult:
-    """:func:`~trace_report.analyses.compare.compare` with one Ray task per partition of each side."""
+    """:func:`~trace_report.analyses.compare.compute.compare` with one Ray task per partition of each side."""
     opts = options or CompareOptions()
     if opts.by not in ("kernel", "region"):
         raise InputError(f"unknown comparison level {opts.by!r} (levels: kernel, region)")
@@ -60,3 +61,8 @@ def compare_ray(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -
     if cpu:
         ta, tb = _cpu_totals(a, opts.rank), _cpu_totals(b, opts.rank)
     return kernels_diff(ta, tb, sa, sb, opts, cpu=cpu)
+
+
+def judged_ray(a: TraceDB, b: TraceDB, options: CompareOptions | None = None) -> Judged:
+    """:func:`~trace_report.analyses.compare.gate.judged` with :func:`compare_ray`."""
+    return judged(a, b, options, compare_ray)

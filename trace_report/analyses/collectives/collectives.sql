@@ -62,4 +62,4 @@ SELECT rank, collective, dtype, bytes, group_size, count, time_us, mean_us, wait
        END AS busbw_gbps,
        bw_basis
 FROM bw
-ORDER BY rank NULLS FIRST, time_us DESC, collective, bytes, bw_basis;
+ORDER BY rank NULLS FIRST, time_us DESC, collective, bytes, bw_basis, dtype, group_size;

@@ -343,6 +343,262 @@ SLOW_CASES = {
     "tests/cli/test_cli.py::test_api_analyses_match_cli": "tests/test_declare.py (methods print what commands print)",
     "tests/analyses/kernel_variance/test_kernel_variance.py::test_notebook_method_keeps_unrelated_runs_apart":
         "tests/test_api_runs.py::test_each_run_gets_its_own_rows[kernel_variance] and the plain-pass rows test",
+    # Second cases of 2 s or more (measured on a quiet 2-core run of the default suite), each file
+    # keeping its faster cases (the value: one of them) in the default run; ./run test-all runs them.
+    "tests/analyses/advise/test_advise.py::test_each_finding_fires_where_it_should_and_only_there[host_sync]":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_each_finding_fires_where_it_should_and_only_there[no_tensor_cores]":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_a_sync_that_only_waits_for_busy_gpu_is_no_finding[hta_ns_resolution]":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_deep_queue_is_never_launch_bound":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_each_finding_fires_where_it_should_and_only_there[data_loading]":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_nothing_below_two_percent_unless_all":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_report_headline_names_the_biggest_finding":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_cli_prints_blocks_and_json_keeps_every_field":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_data_loading_per_iteration_without_profiler_steps":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_eight_rank_dlrm_is_exposed_communication_first":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_gpu_bound_trace_says_so":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise.py::test_each_finding_fires_where_it_should_and_only_there[low_gpu_utilization]":
+        "test_each_finding_fires_where_it_should_and_only_there (its cases)",
+    "tests/analyses/advise/test_advise_rules.py::test_findings_ranked_by_saving_and_small_ones_only_with_all":
+        "test_builder_writes_what_the_ingest_reads",
+    "tests/analyses/advise/test_anchors.py::test_matmul_dims_on_real_traces[tracelens_mi300_resnet18_ddp_train-False]":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_grad_not_set_to_none_on_real_traces[tracelens_mi300_resnet18_ddp_train-False]":  # noqa: E501
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_kernel_variance_needs_ten_calls_and_cv_over_one":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_stragglers_on_the_dlrm_ranks":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_long_gpu_gaps_on_real_traces[kineto_rn50_autograd_api_nw0-True]":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_kernel_variance_on_real_traces[kineto_rn50_autograd_api_nw0-True]":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_small_synchronous_host_to_device_copies_are_no_sync_memcpy":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_grad_not_set_to_none_on_real_traces[param_linear_kineto_2080ti-True]":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_anchors.py::test_kernel_variance_leaves_collectives_to_the_communication_findings":
+        "test_long_gpu_gaps_over_500_ms (its cases)",
+    "tests/analyses/advise/test_cpu_wait.py::test_preprocessing_before_the_first_kernel_is_cpu_bound":
+        "test_a_window_that_recorded_almost_nothing_says_so",
+    "tests/analyses/advise/test_gpu_bound.py::test_gpu_bound_trace_gets_its_finding_with_busy_share_and_fusion_saving":
+        "test_kernel_labels (its cases)",
+    "tests/analyses/advise/test_gpu_bound.py::test_compiled_run_gets_cuda_graph_advice_not_torch_compile":
+        "test_kernel_labels (its cases)",
+    "tests/analyses/advise/test_gpu_bound.py::test_straggler_advice_only_with_several_ranks":
+        "test_kernel_labels (its cases)",
+    "tests/analyses/advise/test_gpu_bound.py::test_eager_softmax_is_a_finding_with_half_its_time_saved":
+        "test_kernel_labels (its cases)",
+    "tests/analyses/advise/test_startup_window.py::test_steady_real_traces_have_none[tracelens_mi300_resnet18_ddp_train]":  # noqa: E501
+        "test_constructed_rules",
+    "tests/analyses/advise/test_startup_window.py::test_startup_before_the_first_inferred_iteration_comes_first":
+        "test_constructed_rules",
+    "tests/analyses/advise/test_steady_part.py::test_window_findings_on_the_steady_part":
+        "test_a_single_window_has_no_steady_part",
+    "tests/analyses/advise/test_window_gpu.py::test_no_share_passes_100_percent[kineto_rn50_nw4_2021jun]":
+        "test_plain_reference_reads_the_steps",
+    "tests/analyses/advise/test_window_gpu.py::test_no_share_passes_100_percent[kineto_rn50_autograd_api_nw0]":
+        "test_plain_reference_reads_the_steps",
+    "tests/analyses/advise/test_window_gpu.py::test_no_share_passes_100_percent[hta_trace_diff]":
+        "test_plain_reference_reads_the_steps",
+    "tests/analyses/advise/test_window_gpu.py::test_no_share_passes_100_percent[tracelens_h100_timesformer]":
+        "test_plain_reference_reads_the_steps",
+    "tests/analyses/breakdown/test_breakdown_in_memory.py::test_report_on_a_trace_file_computes_its_breakdown_rows_once":  # noqa: E501
+        "test_breakdowns_on_one_connection_compute_each_trace_once_and_equal_plain_ones",
+    "tests/analyses/breakdown/test_breakdown_kept.py::test_a_failed_or_interrupted_keep_leaves_the_ingested_database":
+        "test_ingest_keeps_rows_only_when_asked",
+    "tests/analyses/breakdown/test_breakdown_kept.py::test_a_changed_trace_or_code_is_computed_again":
+        "test_ingest_keeps_rows_only_when_asked",
+    "tests/analyses/breakdown/test_breakdown_kept.py::test_kept_tables_give_the_computed_breakdown":
+        "test_ingest_keeps_rows_only_when_asked",
+    "tests/analyses/breakdown/test_step_time.py::test_gate_sees_a_slower_gpu[step_time>+5%-deep_queue]":
+        "test_step_time_view_matches_the_json (its cases)",
+    "tests/analyses/common/test_iterations.py::test_advise_and_breakdown_on_2080ti_say_per_iteration":
+        "test_forward_range_marks_the_start_outermost_only",
+    "tests/analyses/compare/test_compare.py::test_kernel_diff_matches_the_json":
+        "test_sorted_by_impact_with_statuses",
+    "tests/analyses/compare/test_compare.py::test_notebook_method_gives_the_commands_rows[kwargs2-args2]":
+        "test_sorted_by_impact_with_statuses",
+    "tests/analyses/compare/test_compare.py::test_notebook_method_gives_the_commands_rows[kwargs0-args0]":
+        "test_sorted_by_impact_with_statuses",
+    "tests/analyses/compare/test_compare.py::test_compare_command":
+        "test_sorted_by_impact_with_statuses",
+    "tests/analyses/compare/test_compare_gate.py::test_headline_matches_the_json":
+        "test_bad_rules_are_usage_errors_stating_the_grammar (its cases)",
+    "tests/analyses/critical_path/test_critical_path.py::test_each_trace_of_a_database_is_read_from_its_own_pieces":
+        "test_longest_path_needs_topological_order",
+    "tests/analyses/critical_path/test_critical_path.py::test_no_path_is_longer_than_its_step_span[hta_trace_diff/control.json.gz]":  # noqa: E501
+        "test_longest_path_needs_topological_order",
+    "tests/analyses/critical_path/test_critical_path.py::test_no_path_is_longer_than_its_step_span[hta_trace_diff/test.json.gz]":  # noqa: E501
+        "test_longest_path_needs_topological_order",
+    "tests/analyses/flags/test_flag_classes.py::test_report_reads_the_kernel_classes_kept_once":
+        "test_flags_equal_with_the_kept_classes_on_a_trace_opened_directly",
+    "tests/analyses/flags/test_kernel_classes.py::test_flags_summary_alone_is_the_summary_of_flags[param_dlrm_kineto_v100x8]":  # noqa: E501
+        "test_every_rule_is_tested_and_documented",
+    "tests/analyses/hta/test_hta_bridge.py::test_launch_stats_count_every_launched_gpu_op":
+        "test_cpu_only_and_missing_rank_are_input_errors",
+    "tests/analyses/hta/test_hta_bridge.py::test_capitalised_2021_trace_agrees_exactly":
+        "test_cpu_only_and_missing_rank_are_input_errors",
+    "tests/analyses/ops/test_ops_nesting_kept.py::test_kept_rows_give_the_computed_operator_view":
+        "test_a_trace_given_directly_keeps_nothing",
+    "tests/analyses/roofline/test_roofline_runs.py::test_forward_region_flop_per_image_matches_flop_counter[alex]":
+        "test_cli_region_errors",
+    "tests/analyses/slice/test_slice.py::test_kept_steps_breakdown_equals_whole_trace":
+        "test_a_failed_write_leaves_nothing",
+    "tests/analyses/test_definitions.py::test_report_headline_and_advise_show_the_same_utilisation[a100]":
+        "test_steps_only_is_htas_kernel_selection",
+    "tests/analyses/test_h100_captures.py::test_advise_names_the_layout_conversions_and_not_after_channels_last":
+        "test_ncu_region_profiled_only_the_forward_pass",
+    "tests/analyses/test_hta_agreement.py::test_kernel_breakdown_equals_hta[hta_a100_ddp_nccl]":
+        "test_kernel_breakdown_equals_hta (its cases)",
+    "tests/analyses/test_hta_agreement.py::test_kernel_breakdown_equals_hta[hta_ns_resolution]":
+        "test_kernel_breakdown_equals_hta (its cases)",
+    "tests/analyses/test_kept_results.py::test_kept_calls_give_the_computed_sequences":
+        "test_each_file_holds_its_traces_calls",
+    "tests/analyses/test_shares.py::test_no_share_exceeds_100[hta_ns_resolution]":
+        "test_shares_are_found",
+    "tests/capture/test_capture_gpucheck.py::test_a_timeout_reaches_workers_in_their_own_session_through_sigterm":
+        "test_ddp_world_sizes_follow_the_gpu_count",
+    "tests/capture/test_capture_gpucheck.py::test_a_step_over_its_timeout_is_stopped_with_its_children":
+        "test_ddp_world_sizes_follow_the_gpu_count",
+    "tests/capture/test_capture_options.py::test_image_folder_takes_its_class_count_from_the_folder":
+        "test_amp_dtype_defaults_and_choices",
+    "tests/capture/test_capture_runs.py::test_no_bn":
+        "test_synthetic_data_is_deterministic_and_class_dependent",
+    "tests/capture/test_capture_runs.py::test_results_as_json_on_stdout":
+        "test_synthetic_data_is_deterministic_and_class_dependent",
+    "tests/capture/test_capture_runs.py::test_repeats_give_median_min_and_max_per_row":
+        "test_synthetic_data_is_deterministic_and_class_dependent",
+    "tests/capture/test_capture_runs.py::test_workers":
+        "test_synthetic_data_is_deterministic_and_class_dependent",
+    "tests/capture/test_capture_runs.py::test_optimized_against_baseline":
+        "test_synthetic_data_is_deterministic_and_class_dependent",
+    "tests/capture/test_capture_runs.py::test_loss_falls_on_the_synthetic_set":
+        "test_synthetic_data_is_deterministic_and_class_dependent",
+    "tests/capture/test_capture_runs.py::test_devices":
+        "test_synthetic_data_is_deterministic_and_class_dependent",
+    "tests/cli/test_first_steps.py::test_run_trace_report_passes_arguments_from_the_callers_folder":
+        "test_readme_keeps_two_setup_commands",
+    "tests/cli/test_first_steps.py::test_analysis_side_needs_no_torch":
+        "test_readme_keeps_two_setup_commands",
+    "tests/cli/test_report_default.py::test_report_without_output":
+        "test_default_names",
+    "tests/cli/test_startup.py::test_ingest_loads_no_pyarrow_compute":
+        "test_messages_cannot_drive_the_terminal",
+    "tests/cli/test_startup.py::test_the_console_script_exits_without_teardown_and_loses_no_output":
+        "test_messages_cannot_drive_the_terminal",
+    "tests/formats/test_scan_screen.py::test_real_traces_marked_rows_cover_re2":
+        "test_kinetos_own_args_are_not_marked_and_secrets_are",
+    "tests/ingest/test_engine.py::test_the_scan_runs_without_the_gil":
+        "test_default_workers_are_the_usable_cpus_and_no_more_than_the_jobs",
+    "tests/ingest/test_engine.py::test_each_engine_writes_the_rows_of_the_serial_ingest[processes]":
+        "test_default_workers_are_the_usable_cpus_and_no_more_than_the_jobs",
+    "tests/ingest/test_engine.py::test_each_engine_writes_the_rows_of_the_serial_ingest[threads]":
+        "test_default_workers_are_the_usable_cpus_and_no_more_than_the_jobs",
+    "tests/ingest/test_ingest_real.py::test_memory_events_reach_the_memory_advice":
+        "test_rocm_trace_links_hip_launches",
+    "tests/present/test_chart_loading.py::test_bundle_built_once_then_read_from_the_cache":
+        "test_damaged_cache_file_is_rebuilt_and_unwritable_cache_is_no_error",
+    "tests/present/test_chart_loading.py::test_altair_left_as_it_is_when_jsonschema_is_loaded":
+        "test_damaged_cache_file_is_rebuilt_and_unwritable_cache_is_no_error",
+    "tests/present/test_chart_loading.py::test_preload_then_altair_at_once_gives_the_whole_module":
+        "test_damaged_cache_file_is_rebuilt_and_unwritable_cache_is_no_error",
+    "tests/present/test_charts.py::test_compare_chart_names_a_and_b":
+        "test_short_names",
+    "tests/present/test_names_tables.py::test_compare_match_short_pairs_kernels_across_pytorch_versions":
+        "test_short_kernel_name_on_real_names (its cases)",
+    "tests/present/test_report.py::test_failed_report_cancels_its_queued_specs":
+        "test_urls_are_links_and_nothing_else_is",
+    "tests/present/test_report.py::test_report_command":
+        "test_urls_are_links_and_nothing_else_is",
+    "tests/present/test_report.py::test_every_name_is_escaped":
+        "test_urls_are_links_and_nothing_else_is",
+    "tests/present/test_report.py::test_report_of_a_gpu_trace":
+        "test_urls_are_links_and_nothing_else_is",
+    "tests/present/test_report.py::test_report_of_an_experiment_folder_without_results_csv":
+        "test_urls_are_links_and_nothing_else_is",
+    "tests/present/test_report.py::test_report_of_captured_runs":
+        "test_urls_are_links_and_nothing_else_is",
+    "tests/present/test_report_more.py::test_no_section_without_gpu_work":
+        "test_deeper_section_shows_the_commands_numbers",
+    "tests/present/test_report_ranks_runs.py::test_multi_rank_headline_counts_steps_per_rank":
+        "test_multi_rank_regions_chart_has_one_bar_per_rank_and_step",
+    "tests/storage/test_storage_datasets_runs.py::test_hta_on_urls_matches_local_and_leaves_no_copies":
+        "test_database_object_is_one_error_line",
+    "tests/storage/test_storage_inputs.py::test_prefix_of_gzip_trace_same_as_local[advise]":
+        "test_url_with_credentials_refused",
+    "tests/storage/test_storage_outputs.py::test_export_to_prefix_reads_back_as_the_local_export":
+        "test_report_to_object_needs_html_suffix",
+    "tests/storage/test_storage_outputs.py::test_export_to_prefix_overwrite_rules":
+        "test_report_to_object_needs_html_suffix",
+    "tests/storage/test_storage_pieces.py::test_jobs_write_their_pieces_to_the_bucket[files]":
+        "test_a_first_ingest_killed_before_its_catalog_is_cleaned_up",
+    "tests/storage/test_storage_pieces.py::test_sql_reads_exactly_the_pieces_prefix":
+        "test_a_first_ingest_killed_before_its_catalog_is_cleaned_up",
+    "tests/storage/test_storage_pieces.py::test_partitions_and_per_trace_reads_use_the_remote_pieces":
+        "test_a_first_ingest_killed_before_its_catalog_is_cleaned_up",
+    "tests/storage/test_storage_pieces.py::test_later_ingests_use_the_recorded_prefix_and_replace_pieces":
+        "test_a_first_ingest_killed_before_its_catalog_is_cleaned_up",
+    "tests/storage/test_storage_pieces.py::test_remote_pieces_read_as_local_pieces":
+        "test_a_first_ingest_killed_before_its_catalog_is_cleaned_up",
+    "tests/storage/test_storage_stream.py::test_large_object_streams_at_the_default_head[gzip]":
+        "test_object_changed_while_streamed_is_not_stored",
+    "tests/storage/test_storage_stream.py::test_large_object_streams_at_the_default_head[plain]":
+        "test_object_changed_while_streamed_is_not_stored",
+    "tests/store/test_cache.py::test_another_databases_parts_and_a_linked_folder_are_not_read":
+        "test_split_gives_each_trace_its_rows_in_table_order",
+    "tests/store/test_kept_views.py::test_a_scope_reads_its_traces_kept_rows_alone":
+        "test_the_views_kept_as_tables_are_marked_in_their_sql",
+    "tests/store/test_notebook.py::test_readme_sql_magic_form_works":
+        "test_tour_notebook_is_saved_with_outputs",
+    "tests/store/test_notebook.py::test_tour_finds_shared_beside_its_repository":
+        "test_tour_notebook_is_saved_with_outputs",
+    "tests/store/test_op_cost.py::test_flop_equals_flop_counter[aten::mm-[[512, 1000], [1000, 512]]]":
+        "test_trace_cases_cover_every_family",
+    "tests/test_api_runs.py::test_each_run_gets_its_own_rows[breakdown]":
+        "test_merge_runs_sums_as_the_command_does",
+    "tests/test_declare.py::test_options_the_methods_lacked_give_what_the_command_prints":
+        "test_the_method_keywords_are_the_options_fields (its cases)",
+    "tests/test_golden.py::test_golden_fast[traces/param_dlrm_kineto_v100x8/dlrm_kineto.tar.gz::advise]":
+        "test_golden_cases_exist",
+    "tests/test_hostile_bounds.py::test_step_numbers_that_are_none_are_skipped[report-ProfilerStep#abc]":
+        "test_module_path_ids_keep_equal_texts_apart",
+    "tests/test_hostile_bounds.py::test_step_numbers_that_are_none_are_skipped[report-ProfilerStep#2147483648]":
+        "test_module_path_ids_keep_equal_texts_apart",
+    "tests/test_hostile_bounds.py::test_nan_in_the_middle_of_a_big_trace":
+        "test_module_path_ids_keep_equal_texts_apart",
+    "tests/test_hostile_bounds.py::test_step_numbers_that_are_none_are_skipped[report-ProfilerStep#-5]":
+        "test_module_path_ids_keep_equal_texts_apart",
+    "tests/test_hostile_bounds.py::test_deep_module_nesting_in_linear_memory":
+        "test_module_path_ids_keep_equal_texts_apart",
+    "tests/test_hostile_inputs.py::test_disk_full_on_output[report]":
+        "test_archive_ratio_rule_is_the_gzip_traces",
+    "tests/test_hostile_inputs.py::test_deep_nesting_is_one_error[events]":
+        "test_archive_ratio_rule_is_the_gzip_traces",
+    "tests/test_interrupts.py::test_a_signal_stops_a_long_query_at_once[2-130-Interrupted]":
+        "test_addresses_as_ray_reads_them",
+    "tests/test_outputs.py::test_a_full_disk_is_one_error_line":
+        "test_write_atomic_keeps_regular_files_atomic",
+    "tests/test_outputs.py::test_a_closed_pipe_is_a_quiet_exit_141":
+        "test_write_atomic_keeps_regular_files_atomic",
+    "tests/test_reliability.py::test_changed_file_replaces_its_trace":
+        "test_max_ratio_must_be_finite_and_above_one (its cases)",
+    "tests/test_reliability.py::test_interrupt_cleans_up_and_says_so[2-130-threads]":
+        "test_max_ratio_must_be_finite_and_above_one (its cases)",
+    "tests/test_reliability.py::test_interrupt_cleans_up_and_says_so[15-143-processes]":
+        "test_max_ratio_must_be_finite_and_above_one (its cases)",
+    "tests/test_style.py::test_no_timings_dates_or_issue_numbers_in_comments_and_docstrings":
+        "test_the_patterns_tell_measurements_from_units_and_names",
 }
 
 

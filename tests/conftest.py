@@ -599,6 +599,123 @@ SLOW_CASES = {
         "test_max_ratio_must_be_finite_and_above_one (its cases)",
     "tests/test_style.py::test_no_timings_dates_or_issue_numbers_in_comments_and_docstrings":
         "test_the_patterns_tell_measurements_from_units_and_names",
+    # and those of 1.5-2 s, by the same rule
+    "tests/analyses/advise/test_advise.py::test_each_finding_fires_where_it_should_and_only_there[fp32_without_tf32]":
+        "test_each_finding_fires_where_it_should_and_only_there",
+    "tests/analyses/advise/test_advise.py::test_findings_sorted_by_saving_and_verdict_names_the_first":
+        "test_each_finding_fires_where_it_should_and_only_there",
+    "tests/analyses/advise/test_advise.py::test_each_finding_fires_where_it_should_and_only_there[cpu_bound]":
+        "test_each_finding_fires_where_it_should_and_only_there",
+    "tests/analyses/advise/test_advise_rules.py::test_data_loading_while_the_gpu_is_busy_saves_nothing":
+        "test_builder_writes_what_the_ingest_reads",
+    "tests/analyses/advise/test_anchors.py::test_single_tensor_optimizer":
+        "test_long_gpu_gaps_over_500_ms",
+    "tests/analyses/advise/test_anchors.py::test_sync_memset_only_on_pinned_or_managed_memory":
+        "test_long_gpu_gaps_over_500_ms",
+    "tests/analyses/advise/test_launch_split.py::test_layout_names_the_operator_that_launched_the_conversions":
+        "test_launch_bound_names_the_launching_operator",
+    "tests/analyses/advise/test_launch_split.py::test_hipfree_names_the_cpu_work":
+        "test_launch_bound_names_the_launching_operator",
+    "tests/analyses/advise/test_launch_split.py::test_one_bert_workload_one_name_on_both_vendors":
+        "test_launch_bound_names_the_launching_operator",
+    "tests/analyses/advise/test_startup_window.py::test_steady_real_traces_have_none[hta_a100_ddp_nccl]":
+        "test_constructed_rules",
+    "tests/analyses/advise/test_startup_window.py::test_constructed_advise_finding_first_when_dominant":
+        "test_constructed_rules",
+    "tests/analyses/breakdown/test_breakdown_kept.py::test_the_next_ingest_removes_parts_of_pieces_no_longer_listed":
+        "test_ingest_keeps_rows_only_when_asked",
+    "tests/analyses/breakdown/test_regions.py::test_capitalised_2021_trace_uses_tb_profiler_conventions":
+        "test_unknown_rank_is_an_input_error",
+    "tests/analyses/breakdown/test_step_time.py::test_gate_sees_a_slower_gpu[gpu_time>+5%-deep_queue]":
+        "test_step_time_view_matches_the_json",
+    "tests/analyses/breakdown/test_step_time.py::test_step_time_view_matches_the_json[hta_trace_diff/control.json.gz]":
+        "test_step_time_view_matches_the_json",
+    "tests/analyses/common/test_gpu_op_names.py::test_a_damaged_kept_file_is_computed_again[another trace]":
+        "test_the_view_counts_and_sums_as_the_json_does",
+    "tests/analyses/common/test_gpu_op_names.py::test_flags_from_kept_rows_equal_flags_from_the_events[FlagsOptions(rank=None, by_rank=False, classes=('tensor_core',), explain=False, summary=False, limit=3, trace_ids=None)]":  # noqa: E501
+        "test_the_view_counts_and_sums_as_the_json_does",
+    "tests/analyses/common/test_gpu_op_names.py::test_a_damaged_kept_file_is_computed_again[other columns]":
+        "test_the_view_counts_and_sums_as_the_json_does",
+    "tests/analyses/common/test_gpu_op_names.py::test_a_damaged_kept_file_is_computed_again[not parquet]":
+        "test_the_view_counts_and_sums_as_the_json_does",
+    "tests/analyses/compare/test_compare.py::test_notebook_method_gives_the_commands_rows[kwargs1-args1]":
+        "test_sorted_by_impact_with_statuses",
+    "tests/analyses/compare/test_compare.py::test_notebook_method_judges_the_rules_as_the_gate":
+        "test_sorted_by_impact_with_statuses",
+    "tests/analyses/compare/test_compare_mismatch.py::test_two_models_of_one_vendor_warn_once":
+        "test_a_trace_against_itself_does_not_warn",
+    "tests/analyses/critical_path/test_critical_path.py::test_equals_hta_small[hta_step_based_trace_gp100--None]":
+        "test_longest_path_needs_topological_order",
+    "tests/analyses/critical_path/test_critical_path.py::test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass[hta_a100_ddp_nccl-False-True]":  # noqa: E501
+        "test_longest_path_needs_topological_order",
+    "tests/analyses/critical_path/test_critical_path.py::test_one_step_reads_only_its_cpu_events_and_equals_every_step_pass[hta_ns_resolution-True-False]":  # noqa: E501
+        "test_longest_path_needs_topological_order",
+    "tests/analyses/flags/test_flag_classes.py::test_flags_equal_with_the_kept_classes_on_a_database":
+        "test_flags_equal_with_the_kept_classes_on_a_trace_opened_directly",
+    "tests/analyses/flags/test_kernel_classes.py::test_rule_on_real_kernel_name[tf32_sm80_s1688gemm:cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4]":  # noqa: E501
+        "test_every_rule_is_tested_and_documented",
+    "tests/analyses/flags/test_kernel_classes.py::test_cli_flags_json_table_explain":
+        "test_every_rule_is_tested_and_documented",
+    "tests/analyses/hta/test_hta_bridge.py::test_integer_us_ranks_agree_exactly":
+        "test_cpu_only_and_missing_rank_are_input_errors",
+    "tests/analyses/ops/test_ops_memory.py::test_commands_end_to_end":
+        "test_memory_peaks_against_json",
+    "tests/analyses/roofline/test_roofline.py::test_chart_files_offline_and_escaped":
+        "test_amd_rows_are_the_datasheet_figures_per_device",
+    "tests/analyses/slice/test_slice.py::test_cli":
+        "test_a_failed_write_leaves_nothing",
+    "tests/analyses/test_comm_analyses.py::test_overlap_equals_hta":
+        "test_dlrm_overlap_and_queue_per_rank",
+    "tests/analyses/test_definitions.py::test_launch_bound_is_htas_rule":
+        "test_steps_only_is_htas_kernel_selection",
+    "tests/analyses/test_h200_captures.py::test_ops_replayed_from_cuda_graphs_are_not_counted_as_launch_bound[max-autotune]":  # noqa: E501
+        "test_torchscript_on_cuda_keeps_the_accuracy_and_its_speedup_is_the_latency_ratio",
+    "tests/analyses/top_kernels/test_top_kernels_memcpy.py::test_cli_kernels_only":
+        "test_limit_ranks_memcpy_with_kernels",
+    "tests/cli/test_cli.py::test_top_kernels_json_matches_plain_pass":
+        "test_every_command_has_help",
+    "tests/cli/test_cli.py::test_ingest_then_query_and_skip":
+        "test_every_command_has_help",
+    "tests/cli/test_startup.py::test_a_command_run_alone_parses_and_helps_as_in_the_full_app":
+        "test_messages_cannot_drive_the_terminal",
+    "tests/ingest/test_chunking.py::test_tiny_pieces_and_workers_give_the_same_rows[zoology_a100_no_kernels]":
+        "test_streamed_end_cut_before_the_last_event",
+    "tests/ingest/test_duplicates.py::test_duplicates_of_real_traces_match_a_plain_count[hta_a100_ddp_nccl]":
+        "test_keys_made_while_finalizing_equal_keys_made_from_the_stored_rows",
+    "tests/present/test_report_sections.py::test_operators_section_is_the_ops_command":
+        "test_memory_section_peak_and_chart",
+    "tests/storage/test_storage_datasets_runs.py::test_run_folder_in_a_bucket_gives_its_runs_rows":
+        "test_database_object_is_one_error_line",
+    "tests/storage/test_storage_inputs.py::test_prefix_of_gzip_trace_same_as_local[top-kernels]":
+        "test_url_with_credentials_refused",
+    "tests/storage/test_storage_pieces.py::test_missing_and_damaged_pieces_are_one_error_line":
+        "test_a_first_ingest_killed_before_its_catalog_is_cleaned_up",
+    "tests/store/test_export.py::test_round_trip_keeps_kernel_counts_and_sums":
+        "test_readable_by_duckdb_pyarrow_and_pandas",
+    "tests/store/test_notebook_errors.py::test_sql_from_threads_answers_every_call":
+        "test_empty_path_is_an_input_error",
+    "tests/test_api_runs.py::test_each_run_gets_its_own_rows[ops]":
+        "test_merge_runs_sums_as_the_command_does",
+    "tests/test_api_runs.py::test_top_kernels_per_run_is_the_plain_pass_of_each_file":
+        "test_merge_runs_sums_as_the_command_does",
+    "tests/test_declare.py::test_roofline_method_is_the_command_and_reads_si_text":
+        "test_the_method_keywords_are_the_options_fields",
+    "tests/test_golden.py::test_golden_fast[traces/tracelens_mi300_resnet18_ddp_train/train_resnet18.json.gz::advise]":
+        "test_golden_cases_exist",
+    "tests/test_golden.py::test_golden_fast[traces/hta_a100_ddp_nccl/nccl_data.json.gz::hta-temporal]":
+        "test_golden_cases_exist",
+    "tests/test_golden.py::test_golden_fast[compare::trace-diff::region]":
+        "test_golden_cases_exist",
+    "tests/test_golden.py::test_golden_fast[traces/hta_a100_ddp_nccl/nccl_data.json.gz::advise]":
+        "test_golden_cases_exist",
+    "tests/test_hostile_bounds.py::test_step_numbers_that_are_none_are_skipped[report-ProfilerStep#99999999999999999999]":  # noqa: E501
+        "test_module_path_ids_keep_equal_texts_apart",
+    "tests/test_hostile_db.py::test_a_kept_file_of_another_database_renamed_into_place_is_ignored":
+        "test_outputs_never_replace_a_recorded_trace_or_land_in_an_events_folder",
+    "tests/test_redact.py::test_compiled_screen_marks_every_row_re2_flags_for_the_new_rules":
+        "test_a_secret_dict_key_is_replaced_too",
+    "tests/test_reliability.py::test_a_byte_order_mark_before_a_json_trace_is_accepted":
+        "test_max_ratio_must_be_finite_and_above_one",
 }
 
 

@@ -51,7 +51,7 @@ a { color: #1a5fb4; }
 .verdict-line { font-size: 1.15em; font-weight: 600; margin: 0.2em 0; }
 .todo { margin: 0.3em 0; padding-left: 1.5em; } .todo li { margin: 0.3em 0; } .do { margin-top: 0.1em; }
 table.wide { font-size: 0.75em; } .wide th, .wide td { padding: 0.2em 0.3em; } .wide .name { min-width: 10em; }
-td a { overflow-wrap: anywhere; }
+td, td a { overflow-wrap: anywhere; }
 details.more-rows > summary { cursor: pointer; color: #1a5fb4; font-size: 0.9em; }
 """
 

@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 from trace_report.analyses.advise import AdviceResult
+from trace_report.analyses.advise.checks import PER_TIME
 from trace_report.analyses.common.iterations import INFERRED
 from trace_report.analyses.common.utilization import gpu_utilization, step_overlap_note
 from trace_report.analyses.top_kernels import TopKernelsOptions, top_kernels
@@ -35,8 +36,9 @@ def _saving(row: pd.Series) -> str:
     ms, pct = row.get("est_saving_ms_per_step"), row.get("saving_pct_of_step")
     if ms is None or pd.isna(ms):
         return ""
-    share = "" if pct is None or pd.isna(pct) else f" ({pct:.1f}% of step time)"
-    return f"saves about {ms:,.2f} ms per step{share}"
+    per = str(row.get("per") or "step")  # step, iteration or trace, as advise's verdict says
+    share = "" if pct is None or pd.isna(pct) else f" ({pct:.1f}% of {PER_TIME.get(per, PER_TIME['step'])})"
+    return f"saves about {ms:,.2f} ms per {per}{share}"
 
 
 def _on_ranks(frame: pd.DataFrame, row: pd.Series) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from trace_report.sysutil import tune_gc
@@ -80,6 +81,12 @@ def manifest_rows() -> list[dict[str, str]]:
         return []
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def catalog_rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` on the database file ``db``, opened read-only and closed again."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
 
 
 def trace_file(name: str) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import KERNEL_CATS, TRACES, events_of, invoke, shared_or_skip, tar_ranks
+from tests.conftest import KERNEL_CATS, TRACES, catalog_rows, events_of, invoke, shared_or_skip, tar_ranks
 from trace_report import storage
 from trace_report.ingest import catalog
 from trace_report.ingest.engine import ThreadEngine
@@ -31,16 +31,8 @@ PLAIN = TRACES / "kineto_gpu_metrics_input"
 COMMANDS = (["top-kernels", "--by-rank", "--limit", "1000"], ["breakdown", "--by-rank"], ["advise"])
 
 
-def _query(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 def _listed(db: Path) -> set[str]:
-    return {f for (f,) in _query(db, "SELECT file FROM event_files")}
+    return {f for (f,) in catalog_rows(db, "SELECT file FROM event_files")}
 
 
 def _in_bucket(prefix: str) -> set[str]:
@@ -97,7 +89,7 @@ def test_remote_pieces_read_as_local_pieces(tmp_path: Path, bucket: str) -> None
     pieces = _listed(remote_db)
     assert pieces and all(PIECE_NAME.fullmatch(p) for p in pieces)
     assert _in_bucket(prefix) == pieces | {MARKER}
-    assert _query(remote_db, "SELECT sum(n_kernels) FROM traces")[0][0] == _dlrm_kernels()
+    assert catalog_rows(remote_db, "SELECT sum(n_kernels) FROM traces")[0][0] == _dlrm_kernels()
     _same_analyses(local_db, remote_db)
 
 
@@ -108,7 +100,7 @@ def test_later_ingests_use_the_recorded_prefix_and_replace_pieces(tmp_path: Path
     _ok(["ingest", GZ, "-o", db, "--pieces", prefix])
     first = _listed(db)
     _ok(["ingest", PLAIN, "-o", db])  # no --pieces: the database's own prefix
-    assert len(_query(db, "SELECT * FROM traces")) == 2
+    assert len(catalog_rows(db, "SELECT * FROM traces")) == 2
     assert _in_bucket(prefix) == _listed(db) | {MARKER} and first < _listed(db)
     _ok(["ingest", GZ, "-o", db, "--pieces", prefix, "--force"])  # the old pieces of trace 1 go
     assert not first & _listed(db)
@@ -245,7 +237,7 @@ def test_jobs_write_their_pieces_to_the_bucket(source: str, tmp_path: Path, buck
     summary = ingest_to_database(inputs, remote_db, IngestOptions(pieces=f"{bucket}/db.events"), engine=engine)
     assert len(summary.ingested) == 8
     assert _in_bucket(f"{bucket}/db.events") == _listed(remote_db) | {MARKER}
-    assert _query(remote_db, "SELECT sum(n_kernels) FROM traces")[0][0] == _dlrm_kernels()
+    assert catalog_rows(remote_db, "SELECT sum(n_kernels) FROM traces")[0][0] == _dlrm_kernels()
     _same_analyses(local_db, remote_db, COMMANDS[:1])
 
 
@@ -261,8 +253,8 @@ def test_partitions_and_per_trace_reads_use_the_remote_pieces(tmp_path: Path, bu
     _ok(["ingest", GZ, PLAIN, "-o", local])
     with tr.open(db) as opened:
         parts = event_partitions(opened)
-        assert [len(p.files) for p in parts] == [len(_query(db, f"SELECT * FROM event_files WHERE trace_id = {t}"))
-                                                 for t in (1, 2)]
+        listed = [catalog_rows(db, f"SELECT * FROM event_files WHERE trace_id = {t}") for t in (1, 2)]
+        assert [len(p.files) for p in parts] == [len(rows) for rows in listed]
         assert all(f.startswith(prefix + "/") for p in parts for f in p.files)
         whole = opened.sql("SELECT trace_id, count(*), sum(dur_us) FROM events GROUP BY 1 ORDER BY 1").fetchall()
     per_part = []

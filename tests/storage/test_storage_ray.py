@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TRACES, invoke, shared_or_skip, tar_ranks
+from tests.conftest import TRACES, catalog_rows, invoke, shared_or_skip, tar_ranks
 from trace_report import inputs, storage
 from trace_report.errors import InputError
 from trace_report.ingest.decoding import Job, run_job
@@ -199,17 +199,9 @@ def test_ray_cluster_tasks_write_pieces_to_the_bucket(tmp_path: Path, bucket: st
         db, prefix = tmp_path / f"{name}.duckdb", f"{bucket}/{name}.events"
         result = invoke(["ingest", source, "-o", db, "--engine", "ray", "--pieces", prefix])
         assert result.exit_code == 0, result.stderr
-        listed = {f for (f,) in _query(db, "SELECT file FROM event_files")}
+        listed = {f for (f,) in catalog_rows(db, "SELECT file FROM event_files")}
         in_bucket = {storage.name_of(o.location) for o in storage.list_prefix(prefix)}
         assert in_bucket == listed | {"_trace_report_pieces.json"}
         _same_analyses(local_db, db)
 
 
-def _query(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    import duckdb
-
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
